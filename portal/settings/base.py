@@ -1,0 +1,204 @@
+"""Settings shared by every environment.
+
+Everything that differs between machines is read from the environment (see README,
+"Configuration"); the defaults give the embedded setup: SQLite, a filesystem Celery
+broker and the simulated cluster, so a laptop needs no servers.
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+VAR_DIR = Path(environ.Env().str("PORTAL_VAR_DIR", default=str(BASE_DIR / "var")))
+
+env = environ.Env()
+
+# GENERAL
+# ------------------------------------------------------------------------------
+# https://docs.djangoproject.com/en/5.2/ref/settings/#debug
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+# https://docs.djangoproject.com/en/5.2/ref/settings/#secret-key
+SECRET_KEY = env.str("SECRET_KEY", default="")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+TIME_ZONE = "UTC"
+USE_TZ = True
+LANGUAGE_CODE = "en-us"
+USE_I18N = False
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# DATABASES
+# ------------------------------------------------------------------------------
+# https://django-environ.readthedocs.io/en/latest/types.html#environ-env-db-url
+DATABASES = {
+    "default": env.db_url(
+        "DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'portal.sqlite3'}"
+    )
+}
+DATABASES["default"]["ATOMIC_REQUESTS"] = True
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # WAL lets the web process read while a worker writes; the timeout rides out
+    # the short write locks of the scheduling cycle instead of failing a request.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"}
+    )
+
+# APPS
+# ------------------------------------------------------------------------------
+DJANGO_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+]
+THIRD_PARTY_APPS = [
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+]
+LOCAL_APPS = [
+    "portal.common",
+    "portal.tenants",
+    "portal.queues",
+    "portal.jobs",
+    "portal.cluster",
+    "portal.scheduling",
+]
+INSTALLED_APPS = DJANGO_APPS + THIRD_PARTY_APPS + LOCAL_APPS
+
+# AUTHENTICATION
+# ------------------------------------------------------------------------------
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+# MIDDLEWARE
+# ------------------------------------------------------------------------------
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+# STATIC
+# ------------------------------------------------------------------------------
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = env.str("STATIC_ROOT", default=str(VAR_DIR / "staticfiles"))
+
+# TEMPLATES
+# ------------------------------------------------------------------------------
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "portal.common.context_processors.roles",
+            ],
+        },
+    }
+]
+
+# LOGGING
+# ------------------------------------------------------------------------------
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+}
+
+# CLUSTER AND SCHEDULER
+# ------------------------------------------------------------------------------
+# simulated: nodes from SIMULATED_CLUSTER_FILE, pods "run" for their expected duration.
+# kubernetes: the official client, from KUBECONFIG or the in-cluster service account.
+CLUSTER_BACKEND = env.str("CLUSTER_BACKEND", default="simulated")
+SIMULATED_CLUSTER_FILE = env.str(
+    "SIMULATED_CLUSTER_FILE", default=str(BASE_DIR / "portal" / "cluster" / "demo_cluster.yaml")
+)
+# Extended resource names that count as GPUs; quotas count any of them.
+GPU_RESOURCE_NAMES = env.list("GPU_RESOURCE_NAMES", default=["nvidia.com/gpu", "mars-tech.com/gpu"])
+KUBERNETES_NAMESPACE = env.str("KUBERNETES_NAMESPACE", default="gpu-jobs")
+SCHEDULER_CYCLE_SECONDS = env.float("SCHEDULER_CYCLE_SECONDS", default=5.0)
+# Default for a job without expected_duration on the simulated cluster.
+SIMULATED_DEFAULT_RUN_SECONDS = env.int("SIMULATED_DEFAULT_RUN_SECONDS", default=600)
+EVICTION_GRACE_SECONDS = env.int("EVICTION_GRACE_SECONDS", default=30)
+# Dashboards read one usage sample per queue per this many seconds.
+USAGE_SAMPLE_SECONDS = env.int("USAGE_SAMPLE_SECONDS", default=60)
+
+# CELERY
+# ------------------------------------------------------------------------------
+# https://docs.celeryq.dev/en/stable/userguide/configuration.html
+# With no Redis configured, a filesystem broker needs no server (embedded default).
+REDIS_URL = env.str("REDIS_URL", default="")
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "filesystem://")
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {
+        "data_folder_in": str(VAR_DIR / "broker"),
+        "data_folder_out": str(VAR_DIR / "broker"),
+        "processed_folder": str(VAR_DIR / "broker-processed"),
+        "store_processed": False,
+    }
+    if CELERY_BROKER_URL.startswith("filesystem")
+    else {}
+)
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SERIALIZER = "json"
+CELERY_TASK_TIME_LIMIT = 5 * 60
+CELERY_TASK_SOFT_TIME_LIMIT = 4 * 60
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_TASK_ALWAYS_EAGER = False
+CELERY_BEAT_SCHEDULE = {
+    "scheduling-cycle": {
+        "task": "scheduler.tasks.scheduling_cycle_run",
+        "schedule": SCHEDULER_CYCLE_SECONDS,
+        # A cycle that could not start in time is superseded by the next one.
+        "options": {"expires": SCHEDULER_CYCLE_SECONDS},
+    },
+}
+
+# REST FRAMEWORK
+# ------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "GPU quota portal API",
+    "VERSION": "1",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}

@@ -1,0 +1,14 @@
+"""Test settings: fast hashing, Celery tasks run inline unless a test starts a worker."""
+
+from .base import *  # noqa: F403
+from .base import env
+
+SECRET_KEY = "test-only-not-a-secret"
+DEBUG = False
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=True)
+CELERY_TASK_EAGER_PROPAGATES = True
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}

@@ -1,0 +1,1 @@
+"""The scheduler: a pure decision core (scheduler.core) and its shell (scheduler.adapters)."""

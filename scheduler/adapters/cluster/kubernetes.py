@@ -1,0 +1,269 @@
+"""ClusterBackend over the official `kubernetes` client.
+
+Every call goes through one retry loop: server errors, throttling, connection failures and
+timeouts are retried with capped exponential backoff; everything else fails at once. Retrying a
+create is safe because pod names are deterministic: if an earlier attempt reached the server
+before failing, the retry gets 409 and the existing pod is accepted when it is the same replica.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from scheduler.adapters.cluster.base import (
+    ClusterError,
+    DesiredPod,
+    ObservedNode,
+    ObservedPod,
+    TransientClusterError,
+)
+from scheduler.adapters.cluster.labels import MANAGED_SELECTOR, is_managed, replica_key
+from scheduler.adapters.cluster.manifests import (
+    observed_node_from,
+    observed_pod_from,
+    pod_manifest,
+)
+
+T = TypeVar("T")
+
+_RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+_PAGE_SIZE = 500
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """attempts counts the first try. Delays double from base_delay up to max_delay; no jitter,
+    because one cycle runs at a time cluster-wide, so there is no herd to spread out."""
+
+    attempts: int = 4
+    base_delay: float = 0.2
+    max_delay: float = 5.0
+    sleep: Callable[[float], None] = time.sleep
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError("RetryPolicy.attempts counts the first try and must be >= 1")
+
+    def delay(self, retry_number: int, server_hint: float | None = None) -> float:
+        backoff = min(self.max_delay, self.base_delay * (2**retry_number))
+        if server_hint is not None:
+            # Honour Retry-After from a throttling server, but never wait longer than our cap.
+            backoff = min(self.max_delay, max(backoff, server_hint))
+        return backoff
+
+
+# (connect, read) seconds: a hung API server must not hold the cycle lock forever.
+DEFAULT_REQUEST_TIMEOUT: tuple[float, float] = (5.0, 30.0)
+
+
+class KubernetesBackend:
+    def __init__(
+        self,
+        core_v1: client.CoreV1Api,
+        namespace: str,
+        gpu_resource_names: Iterable[str],
+        retry: RetryPolicy | None = None,
+        *,
+        request_timeout: float | tuple[float, float] = DEFAULT_REQUEST_TIMEOUT,
+    ) -> None:
+        self.core_v1 = core_v1
+        self.namespace = namespace
+        self.gpu_resource_names = tuple(gpu_resource_names)
+        self.retry = retry or RetryPolicy()
+        self.request_timeout = request_timeout
+
+    @classmethod
+    def from_config(
+        cls,
+        namespace: str,
+        gpu_resource_names: Iterable[str],
+        retry: RetryPolicy | None = None,
+        *,
+        context: str | None = None,
+        request_timeout: float | tuple[float, float] = DEFAULT_REQUEST_TIMEOUT,
+    ) -> KubernetesBackend:
+        """kubeconfig (KUBECONFIG or ~/.kube/config) when one exists, else the in-cluster
+        service account. Uses its own Configuration so the process-wide default stays untouched."""
+        configuration = client.Configuration()
+        try:
+            kubeconfig = _kubeconfig_path()
+            if kubeconfig is not None:
+                config.load_kube_config(
+                    config_file=kubeconfig, context=context, client_configuration=configuration
+                )
+            else:
+                config.load_incluster_config(client_configuration=configuration)
+        except ConfigException as exc:
+            raise ClusterError(f"no usable Kubernetes configuration: {exc}") from exc
+        return cls.from_configuration(
+            configuration, namespace, gpu_resource_names, retry, request_timeout=request_timeout
+        )
+
+    @classmethod
+    def from_configuration(
+        cls,
+        configuration: client.Configuration,
+        namespace: str,
+        gpu_resource_names: Iterable[str],
+        retry: RetryPolicy | None = None,
+        *,
+        request_timeout: float | tuple[float, float] = DEFAULT_REQUEST_TIMEOUT,
+    ) -> KubernetesBackend:
+        """A backend on an explicit client Configuration (tests point its host at an emulator).
+
+        Switches off urllib3's own retries: left on, they silently repeat connection errors and
+        sleep through 429/503 Retry-After underneath our policy, so neither the attempt count
+        nor the time a cycle can spend waiting would be what RetryPolicy says.
+        """
+        configuration.retries = False
+        api = client.CoreV1Api(client.ApiClient(configuration))
+        return cls(api, namespace, gpu_resource_names, retry, request_timeout=request_timeout)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def list_nodes(self) -> list[ObservedNode]:
+        items = self._list_all("list nodes", self.core_v1.list_node)
+        return sorted((observed_node_from(node) for node in items), key=lambda n: n.name)
+
+    def list_pods(self) -> list[ObservedPod]:
+        items = self._list_all(
+            f"list pods in {self.namespace}",
+            self.core_v1.list_namespaced_pod,
+            self.namespace,
+            label_selector=MANAGED_SELECTOR,
+        )
+        pods = (observed_pod_from(pod) for pod in items)
+        # The selector already did this; filtering again means a proxy or API server that
+        # ignores selectors can never make reconcile delete pods the portal does not own.
+        managed = [pod for pod in pods if is_managed(pod.labels)]
+        return sorted(managed, key=lambda p: (p.namespace, p.name))
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def create_pod(self, pod: DesiredPod) -> None:
+        manifest = pod_manifest(pod, self.gpu_resource_names)
+        where = f"create pod {pod.namespace}/{pod.name}"
+
+        def attempt() -> None:
+            try:
+                self.core_v1.create_namespaced_pod(
+                    pod.namespace, manifest, _request_timeout=self.request_timeout
+                )
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                self._accept_existing(pod, where)
+
+        self._with_retries(where, attempt)
+
+    def delete_pod(self, name: str, namespace: str, grace_seconds: int) -> None:
+        where = f"delete pod {namespace}/{name}"
+
+        def attempt() -> None:
+            try:
+                self.core_v1.delete_namespaced_pod(
+                    name,
+                    namespace,
+                    grace_period_seconds=grace_seconds,
+                    body=client.V1DeleteOptions(grace_period_seconds=grace_seconds),
+                    _request_timeout=self.request_timeout,
+                )
+            except ApiException as exc:
+                if exc.status != 404:  # already gone: exactly what was asked for
+                    raise
+
+        self._with_retries(where, attempt)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _accept_existing(self, pod: DesiredPod, where: str) -> None:
+        """A 409 on create: succeed if the pod there is this replica, retry if it may go away,
+        fail if another replica holds the name for good."""
+        try:
+            existing = self.core_v1.read_namespaced_pod(
+                pod.name, pod.namespace, _request_timeout=self.request_timeout
+            )
+        except ApiException as exc:
+            if exc.status == 404:  # deleted between our create and read: create again
+                raise TransientClusterError(f"{where}: name freed while checking") from exc
+            raise
+        observed = observed_pod_from(existing)
+        same_replica = replica_key(observed.labels) == replica_key(pod.labels)
+        if observed.deletion_requested:
+            # An earlier incarnation is still terminating; creating over it must wait.
+            raise TransientClusterError(f"{where}: previous pod with this name is terminating")
+        if not same_replica:
+            raise ClusterError(
+                f"{where}: name taken by another workload "
+                f"(labels {replica_key(observed.labels)}, wanted {replica_key(pod.labels)})"
+            )
+
+    def _list_all(self, where: str, list_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list:
+        items: list = []
+        token: str | None = None
+        while True:
+            page_kwargs = dict(kwargs, limit=_PAGE_SIZE, _request_timeout=self.request_timeout)
+            if token:
+                page_kwargs["_continue"] = token
+
+            def fetch(page_kwargs: dict[str, Any] = page_kwargs) -> Any:
+                return list_fn(*args, **page_kwargs)
+
+            page = self._with_retries(where, fetch)
+            items.extend(page.items or [])
+            token = page.metadata._continue if page.metadata is not None else None
+            if not token:
+                return items
+
+    def _with_retries(self, where: str, attempt: Callable[[], T]) -> T:
+        policy = self.retry
+        for number in range(policy.attempts):
+            try:
+                return attempt()
+            except TransientClusterError as exc:
+                error: Exception = exc
+                hint = None
+            except ApiException as exc:
+                if exc.status not in _RETRYABLE_STATUSES:
+                    raise ClusterError(f"{where}: HTTP {exc.status} {exc.reason}") from exc
+                error, hint = exc, _retry_after(exc)
+            except (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError) as exc:
+                # Timeouts and dropped connections: the request may or may not have landed,
+                # which is fine only because every write here is idempotent.
+                error, hint = exc, None
+            if number + 1 < policy.attempts:
+                policy.sleep(policy.delay(number, hint))
+        raise TransientClusterError(
+            f"{where}: gave up after {policy.attempts} attempts: {_describe(error)}"
+        ) from error
+
+
+def _kubeconfig_path() -> str | None:
+    """KUBECONFIG (possibly a path list) or ~/.kube/config if any of it exists. Read here, not
+    through the client's default, which freezes KUBECONFIG when the client is first imported."""
+    value = os.environ.get("KUBECONFIG") or "~/.kube/config"
+    paths = [os.path.expanduser(path) for path in value.split(os.pathsep) if path]
+    return os.pathsep.join(paths) if any(os.path.exists(path) for path in paths) else None
+
+
+def _retry_after(exc: ApiException) -> float | None:
+    value = (exc.headers or {}).get("Retry-After")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, ApiException):
+        return f"HTTP {exc.status} {exc.reason}"
+    return f"{type(exc).__name__}: {exc}"

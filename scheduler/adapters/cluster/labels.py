@@ -1,0 +1,79 @@
+"""The labels and names that tie a Kubernetes pod back to a portal job replica.
+
+Pod names are derived from (job id, task, replica) only, so a retried or repeated create of the
+same replica always targets the same name and the API server's uniqueness check prevents a
+second copy. Labels carry the identity for selectors; annotations carry free text (job names,
+queue and tenant names) that may not be valid label values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+
+PREFIX = "gpuportal.io/"
+MANAGED = PREFIX + "managed"
+JOB_ID = PREFIX + "job-id"
+TASK = PREFIX + "task"
+REPLICA = PREFIX + "replica"
+QUEUE = PREFIX + "queue"
+TENANT = PREFIX + "tenant"
+JOB_NAME = PREFIX + "job-name"
+
+MANAGED_SELECTOR = f"{MANAGED}=true"
+
+ReplicaKey = tuple[str, str, str]
+
+_LABEL_VALUE_MAX = 63
+_POD_NAME_MAX = 63  # pod names also become hostnames, which are DNS labels
+_NOT_LABEL_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+_NOT_NAME_CHARS = re.compile(r"[^a-z0-9-]+")
+
+
+def label_value(text: str) -> str:
+    """A valid label value for arbitrary text; long or mangled values get a hash suffix so two
+    different inputs cannot collapse to the same value."""
+    cleaned = _NOT_LABEL_CHARS.sub("-", text).strip("-._")
+    if cleaned == text and len(text) <= _LABEL_VALUE_MAX:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{cleaned[: _LABEL_VALUE_MAX - 9].rstrip('-._')}-{digest}".lstrip("-")
+
+
+def pod_name(job_id: str | int, task: str, replica: int) -> str:
+    """The one name a replica's pod may have: deterministic, DNS-1123 label safe."""
+    base = _NOT_NAME_CHARS.sub("-", f"gp-{job_id}-{task}-{replica}".lower()).strip("-")
+    if len(base) <= _POD_NAME_MAX and base == f"gp-{job_id}-{task}-{replica}":
+        return base
+    digest = hashlib.sha256(f"{job_id}\0{task}\0{replica}".encode()).hexdigest()[:10]
+    return f"{base[: _POD_NAME_MAX - 11].rstrip('-')}-{digest}"
+
+
+def replica_labels(
+    *, job_id: str | int, task: str, replica: int, queue: str, tenant: str
+) -> dict[str, str]:
+    return {
+        MANAGED: "true",
+        JOB_ID: label_value(str(job_id)),
+        TASK: label_value(task),
+        REPLICA: str(replica),
+        QUEUE: label_value(queue),
+        TENANT: label_value(tenant),
+    }
+
+
+def replica_annotations(*, job_name: str, queue: str, tenant: str) -> dict[str, str]:
+    return {JOB_NAME: job_name, QUEUE: queue, TENANT: tenant}
+
+
+def replica_key(labels: Mapping[str, str]) -> ReplicaKey | None:
+    """(job id, task, replica) from a pod's labels, or None if it does not carry all three."""
+    try:
+        return (labels[JOB_ID], labels[TASK], labels[REPLICA])
+    except KeyError:
+        return None
+
+
+def is_managed(labels: Mapping[str, str]) -> bool:
+    return labels.get(MANAGED) == "true"

@@ -1,0 +1,131 @@
+"""Pure translation between our pod/node snapshots and the official client's V1 models.
+
+No I/O here: the backend module calls the API, these functions only build and read objects,
+so the mapping is tested without a server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from decimal import ROUND_CEILING, Decimal
+from typing import Any
+
+from kubernetes import client
+from kubernetes.utils import parse_quantity
+
+from scheduler.adapters.cluster.base import DesiredPod, ObservedNode, ObservedPod
+
+CONTAINER_NAME = "main"
+_PHASES = {"Pending", "Running", "Succeeded", "Failed", "Unknown"}
+# Resources whose request the kubelet reads as-is; everything else in requests is an extended
+# resource (GPUs and friends), which Kubernetes only accepts with limits equal to requests.
+_NATIVE_RESOURCES = {"cpu", "memory", "ephemeral-storage", "pods"}
+
+
+def pod_manifest(desired: DesiredPod, gpu_resource_names: Iterable[str]) -> client.V1Pod:
+    """A V1Pod bound straight to the node our scheduler chose (spec.nodeName), so the default
+    scheduler never reconsiders it."""
+    requests = {name: _quantity(name, amount) for name, amount in sorted(desired.requests.items())}
+    limits = {name: qty for name, qty in requests.items() if name not in _NATIVE_RESOURCES}
+    gpu_names = set(gpu_resource_names)
+    # GPU nodes are commonly tainted with their resource name; the ExtendedResourceToleration
+    # admission plugin would add these tolerations for a scheduled pod, a bound pod needs them.
+    tolerations = [
+        client.V1Toleration(key=name, operator="Exists", effect="NoSchedule")
+        for name in sorted(desired.requests)
+        if name in gpu_names and desired.requests[name] > 0
+    ]
+    container = client.V1Container(
+        name=CONTAINER_NAME,
+        image=desired.image,
+        command=list(desired.command) or None,
+        env=[client.V1EnvVar(name=k, value=v) for k, v in sorted(desired.env.items())] or None,
+        resources=client.V1ResourceRequirements(requests=requests, limits=limits or None),
+    )
+    return client.V1Pod(
+        api_version="v1",
+        kind="Pod",
+        metadata=client.V1ObjectMeta(
+            name=desired.name,
+            namespace=desired.namespace,
+            labels=dict(desired.labels),
+            annotations=dict(desired.annotations) or None,
+        ),
+        spec=client.V1PodSpec(
+            node_name=desired.node_name,
+            restart_policy="Never",
+            containers=[container],
+            tolerations=tolerations or None,
+        ),
+    )
+
+
+def observed_pod_from(pod: client.V1Pod) -> ObservedPod:
+    meta = pod.metadata
+    status = pod.status
+    phase = status.phase if status is not None and status.phase in _PHASES else "Pending"
+    exit_code, container_reason = _main_container_outcome(status)
+    pod_reason = status.reason if status is not None else None
+    return ObservedPod(
+        name=meta.name,
+        namespace=meta.namespace,
+        node_name=pod.spec.node_name if pod.spec is not None else None,
+        phase=phase,
+        labels=dict(meta.labels or {}),
+        annotations=dict(meta.annotations or {}),
+        deletion_requested=meta.deletion_timestamp is not None,
+        exit_code=exit_code,
+        # The pod-level reason (Evicted, OutOfgpu, ...) explains more than a container's.
+        reason=pod_reason or container_reason,
+    )
+
+
+def observed_node_from(node: client.V1Node) -> ObservedNode:
+    status = node.status
+    allocatable = status.allocatable if status is not None and status.allocatable else {}
+    spec = node.spec
+    return ObservedNode(
+        name=node.metadata.name,
+        allocatable=parse_resources(allocatable),
+        labels=dict(node.metadata.labels or {}),
+        unschedulable=bool(spec.unschedulable) if spec is not None else False,
+        taints=[_taint_dict(t) for t in (spec.taints or [])] if spec is not None else [],
+    )
+
+
+def parse_resources(quantities: Mapping[str, str]) -> dict[str, int]:
+    """cpu -> millicores, everything else -> integer units (bytes for memory). Rounded up,
+    because a fraction of a unit the node reports is still usable by nobody but the node."""
+    parsed: dict[str, int] = {}
+    for name, text in quantities.items():
+        value = Decimal(parse_quantity(text))
+        if name == "cpu":
+            value *= 1000
+        parsed[name] = int(value.to_integral_value(rounding=ROUND_CEILING))
+    return parsed
+
+
+def _quantity(name: str, amount: int) -> str:
+    if amount < 0:
+        raise ValueError(f"negative request {name}={amount}")
+    return f"{amount}m" if name == "cpu" else str(amount)
+
+
+def _main_container_outcome(status: Any) -> tuple[int | None, str | None]:
+    statuses = (status.container_statuses if status is not None else None) or []
+    ours = [s for s in statuses if s.name == CONTAINER_NAME] or statuses[:1]
+    if not ours or ours[0].state is None:
+        return None, None
+    state = ours[0].state
+    if state.terminated is not None:
+        return state.terminated.exit_code, state.terminated.reason
+    if state.waiting is not None:
+        return None, state.waiting.reason
+    return None, None
+
+
+def _taint_dict(taint: client.V1Taint) -> dict[str, str]:
+    taint_dict = {"key": taint.key, "effect": taint.effect}
+    if taint.value is not None:
+        taint_dict["value"] = taint.value
+    return taint_dict

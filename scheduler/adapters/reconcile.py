@@ -1,0 +1,154 @@
+"""Make the cluster match the placements the cycle decided: decide first (plan, pure), then act
+(apply, I/O), so the decision is testable with plain lists and the I/O step stays dumb.
+
+Rules `plan` follows, in the order they matter:
+
+* A desired pod is created only when no observed pod has its name AND no observed pod serves
+  the same (job, task, replica) under another name. So there are never two pods for one
+  replica, even while an old one terminates; the create happens on a later pass, once the
+  old pod is gone.
+* An observed managed pod is deleted when it is not desired, or is desired on another node
+  (a moved placement: delete now, recreate on a later pass once the name is free).
+* Never deleted by plan: pods already being deleted (asking again changes nothing), and, by
+  default, finished pods (Succeeded/Failed). Their phase and exit code are what the observe step
+  feeds back into job status, so they stay until the caller has read them and passes
+  `delete_finished=True`.
+* Pods without the managed label are invisible to the plan, whatever the backend returned.
+
+`apply` deletes before it creates (freed GPUs first), isolates failures per pod and reports
+them; re-running plan + apply after a partial failure finishes the job, and re-running it on a
+converged cluster does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from scheduler.adapters.cluster.base import ClusterBackend, DesiredPod, ObservedPod
+from scheduler.adapters.cluster.labels import is_managed, replica_key
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_GRACE_SECONDS = 30
+
+
+@dataclass(frozen=True)
+class ReconcilePlan:
+    create: list[DesiredPod] = field(default_factory=list)
+    delete: list[ObservedPod] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.create and not self.delete
+
+
+@dataclass(frozen=True)
+class ReconcileReport:
+    created: list[str] = field(default_factory=list)  # "namespace/name"
+    deleted: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def plan(
+    desired: Iterable[DesiredPod],
+    observed: Iterable[ObservedPod],
+    *,
+    delete_finished: bool = False,
+) -> ReconcilePlan:
+    """Pure and deterministic: same inputs, same plan, both lists sorted by (namespace, name).
+
+    Raises ValueError if `desired` names one pod or one replica twice: that is a bug upstream,
+    and guessing which copy to keep could bind a replica to the wrong node.
+    """
+    wanted = _index_desired(desired)
+    managed = [pod for pod in observed if is_managed(pod.labels)]
+    observed_names = {(pod.namespace, pod.name) for pod in managed}
+    observed_replicas = {key for pod in managed if (key := replica_key(pod.labels)) is not None}
+
+    create = [
+        pod
+        for key, pod in wanted.items()
+        if key not in observed_names and replica_key(pod.labels) not in observed_replicas
+    ]
+    delete = [
+        pod
+        for pod in managed
+        if not _still_wanted(pod, wanted) and _deletable(pod, delete_finished=delete_finished)
+    ]
+    return ReconcilePlan(
+        create=sorted(create, key=_pod_key),
+        delete=sorted(delete, key=_pod_key),
+    )
+
+
+def apply(
+    reconcile_plan: ReconcilePlan,
+    backend: ClusterBackend,
+    grace_seconds: int = DEFAULT_GRACE_SECONDS,
+) -> ReconcileReport:
+    report = ReconcileReport()
+    for pod in reconcile_plan.delete:
+        ref = f"{pod.namespace}/{pod.name}"
+        try:
+            backend.delete_pod(pod.name, pod.namespace, grace_seconds)
+        # Deliberately broad: this loop is the isolation boundary, one pod's failure (even a
+        # bug in building its manifest) must not keep the other pods from converging.
+        except Exception as exc:
+            logger.warning("reconcile: delete %s failed: %s", ref, exc)
+            report.errors.append(f"delete {ref}: {exc}")
+        else:
+            report.deleted.append(ref)
+    for pod in reconcile_plan.create:
+        ref = f"{pod.namespace}/{pod.name}"
+        try:
+            backend.create_pod(pod)
+        except Exception as exc:  # same isolation boundary as above
+            logger.warning("reconcile: create %s failed: %s", ref, exc)
+            report.errors.append(f"create {ref}: {exc}")
+        else:
+            report.created.append(ref)
+    return report
+
+
+def _index_desired(desired: Iterable[DesiredPod]) -> dict[tuple[str, str], DesiredPod]:
+    by_name: dict[tuple[str, str], DesiredPod] = {}
+    replicas: dict[tuple[str, str, str], str] = {}
+    for pod in desired:
+        key = _pod_key(pod)
+        if key in by_name:
+            raise ValueError(f"pod {key[0]}/{key[1]} is desired twice")
+        replica = replica_key(pod.labels)
+        if replica is not None:
+            if replica in replicas:
+                raise ValueError(
+                    f"replica {replica} is desired as both {replicas[replica]} and {pod.name}"
+                )
+            replicas[replica] = pod.name
+        by_name[key] = pod
+    return by_name
+
+
+def _still_wanted(pod: ObservedPod, wanted: dict[tuple[str, str], DesiredPod]) -> bool:
+    target = wanted.get(_pod_key(pod))
+    return (
+        target is not None
+        and replica_key(target.labels) == replica_key(pod.labels)
+        # An unbound observed pod (no node yet) cannot be "on the wrong node".
+        and (pod.node_name is None or pod.node_name == target.node_name)
+    )
+
+
+def _deletable(pod: ObservedPod, *, delete_finished: bool) -> bool:
+    if pod.deletion_requested:
+        return False
+    return delete_finished or not pod.finished
+
+
+def _pod_key(pod: DesiredPod | ObservedPod) -> tuple[str, str]:
+    return (pod.namespace, pod.name)

@@ -1,8 +1,11 @@
 """The embedded default: a laptop, SQLite, filesystem broker, simulated cluster."""
 
 from .base import *  # noqa: F403
-from .base import env
+from .base import VAR_DIR, env
 
 DEBUG = env.bool("DJANGO_DEBUG", default=True)
 # Only for the embedded demo; production.py refuses to start without a real key.
 SECRET_KEY = env.str("SECRET_KEY", default="local-dev-only-not-a-secret")
+WHITENOISE_AUTOREFRESH = True
+WHITENOISE_USE_FINDERS = True
+VAR_DIR.mkdir(parents=True, exist_ok=True)  # the SQLite file and the broker folder live here

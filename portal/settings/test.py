@@ -12,3 +12,6 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# Serve static files from the finders, so tests need no collectstatic run.
+WHITENOISE_AUTOREFRESH = True
+WHITENOISE_USE_FINDERS = True

@@ -1,0 +1,106 @@
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from portal.common.models import BaseModel
+from portal.common.validators import validate_str_dict
+from portal.jobs.models import Job, JobTask
+
+DEFAULT_GPU_RESOURCE_NAME = "nvidia.com/gpu"
+
+
+class Node(BaseModel):
+    """A cluster node's inventory, from the YAML file (simulated) or the Kubernetes API."""
+
+    name = models.CharField(max_length=253, unique=True)
+    gpu_resource_name = models.CharField(max_length=253, default=DEFAULT_GPU_RESOURCE_NAME)
+    gpu_count = models.PositiveIntegerField(default=0)
+    gpu_model = models.CharField(max_length=100, blank=True)
+    cpu_millis = models.PositiveBigIntegerField(default=0)
+    memory_bytes = models.PositiveBigIntegerField(default=0)
+    labels = models.JSONField(default=dict, blank=True, validators=[validate_str_dict])
+    topology_labels = models.JSONField(default=dict, blank=True, validators=[validate_str_dict])
+    schedulable = models.BooleanField(default=True)
+    pods_capacity = models.PositiveIntegerField(default=110)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Placement(BaseModel):
+    """The scheduler's decision: replica `replica` of `task` runs as `pod_name` on a node."""
+
+    class State(models.TextChoices):
+        BOUND = "bound", "Bound"
+        RUNNING = "running", "Running"
+        RELEASING = "releasing", "Releasing"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        DELETED = "deleted", "Deleted"
+
+    ACTIVE_STATES = (State.BOUND, State.RUNNING, State.RELEASING)
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="placements")
+    task = models.ForeignKey(JobTask, on_delete=models.CASCADE, related_name="placements")
+    replica = models.PositiveIntegerField()
+    node = models.ForeignKey(
+        Node, on_delete=models.SET_NULL, null=True, blank=True, related_name="placements"
+    )
+    node_name = models.CharField(max_length=253)
+    pod_name = models.CharField(max_length=253, unique=True)
+    state = models.CharField(
+        max_length=16, choices=State.choices, default=State.BOUND, db_index=True
+    )
+    gpus = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["job_id", "task_id", "replica", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task", "replica"],
+                condition=Q(state__in=["bound", "running", "releasing"]),
+                name="uniq_active_placement_task_replica",
+                violation_error_message="This task replica already has an active placement.",
+            )
+        ]
+        indexes = [models.Index(fields=["node_name", "state"], name="placement_node_state_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.pod_name} on {self.node_name} ({self.state})"
+
+
+class SimulatedPod(models.Model):
+    """A pod of the simulated cluster backend (what a kubelet would report)."""
+
+    class Phase(models.TextChoices):
+        PENDING = "Pending", "Pending"
+        RUNNING = "Running", "Running"
+        SUCCEEDED = "Succeeded", "Succeeded"
+        FAILED = "Failed", "Failed"
+
+    name = models.CharField(max_length=253, unique=True)
+    namespace = models.CharField(max_length=63, default="gpu-jobs")
+    node_name = models.CharField(max_length=253, blank=True, db_index=True)
+    labels = models.JSONField(default=dict, blank=True)
+    annotations = models.JSONField(default=dict, blank=True)
+    requests = models.JSONField(default=dict, blank=True)
+    phase = models.CharField(max_length=16, choices=Phase.choices, default=Phase.PENDING)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    run_seconds = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(0)]
+    )
+    # When a pod whose deletion was requested disappears (end of its grace period).
+    delete_after = models.DateTimeField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} ({self.phase})"

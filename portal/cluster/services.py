@@ -1,0 +1,141 @@
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from portal.common.services import model_update, prefix_errors
+from portal.jobs.models import Job, JobTask
+
+from .models import Node, Placement
+
+NODE_FIELDS = (
+    "name",
+    "gpu_resource_name",
+    "gpu_count",
+    "gpu_model",
+    "cpu_millis",
+    "memory_bytes",
+    "labels",
+    "topology_labels",
+    "schedulable",
+    "pods_capacity",
+)
+NODE_UNKNOWN_FIELD = "unknown field; expected one of: {expected}"
+NODE_NAME_REQUIRED = "a node needs a name"
+NODE_NAME_DUPLICATE = "node {name} is listed twice"
+NODE_NOT_A_MAPPING = "each node must be a mapping"
+INVENTORY_INVALID = "the inventory must be a mapping with a 'nodes' list"
+PLACEMENT_REPLICA_OUT_OF_RANGE = "replica must be between 0 and {max_replica}"
+
+
+def node_inventory_load(*, path: str | Path) -> list[dict[str, Any]]:
+    """Read a YAML inventory file (`nodes: [...]`) into node dicts."""
+    with open(path, encoding="utf-8") as handle:
+        data = yaml.safe_load(handle)
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
+        raise ValidationError({"nodes": INVENTORY_INVALID})
+    return data["nodes"]
+
+
+@transaction.atomic
+def node_inventory_sync(
+    *, nodes: list[dict[str, Any]], seen_at: datetime | None = None
+) -> dict[str, list[str]]:
+    """Upsert `nodes` by name and mark nodes missing from the list unschedulable.
+
+    Rows are written only when something changed, so syncing the same inventory twice
+    is a no-op. `seen_at` (an observation time) is stored as `last_seen_at` when given.
+    Returns the names created, updated and marked unschedulable.
+    """
+    errors: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    for index, spec in enumerate(nodes):
+        path = f"nodes[{index}]"
+        if not isinstance(spec, dict):
+            errors[path] = [NODE_NOT_A_MAPPING]
+            continue
+        for key in spec:
+            if key not in NODE_FIELDS:
+                errors[f"{path}.{key}"] = [
+                    NODE_UNKNOWN_FIELD.format(expected=", ".join(NODE_FIELDS))
+                ]
+        name = spec.get("name")
+        if not name:
+            errors[f"{path}.name"] = [NODE_NAME_REQUIRED]
+        elif name in seen:
+            errors[f"{path}.name"] = [NODE_NAME_DUPLICATE.format(name=name)]
+        else:
+            seen.add(name)
+    if errors:
+        raise ValidationError(errors)
+
+    result: dict[str, list[str]] = {"created": [], "updated": [], "unschedulable": []}
+    existing = {node.name: node for node in Node.objects.select_for_update().order_by("name")}
+    for index, spec in enumerate(nodes):
+        data = {key: value for key, value in spec.items() if key in NODE_FIELDS}
+        data.setdefault("schedulable", True)
+        if seen_at is not None:
+            data["last_seen_at"] = seen_at
+        node = existing.get(data["name"])
+        try:
+            if node is None:
+                node = Node(**data)
+                node.full_clean()
+                node.save()
+                result["created"].append(node.name)
+            else:
+                _, changed = model_update(instance=node, fields=[*data], data=data)
+                if changed:
+                    result["updated"].append(node.name)
+        except ValidationError as error:
+            raise ValidationError(prefix_errors(error, f"nodes[{index}].")) from error
+
+    for name, node in existing.items():
+        if name in seen or not node.schedulable:
+            continue
+        model_update(instance=node, fields=["schedulable"], data={"schedulable": False})
+        result["unschedulable"].append(name)
+    return result
+
+
+def placement_pod_name(*, job: Job, task: JobTask, replica: int, attempt: int = 0) -> str:
+    """`<job>-<job id>-<task>-<replica>`, plus `-a<attempt>` when the replica is re-placed."""
+    base = f"{job.name}-{job.id}-{task.name}-{replica}"
+    if attempt == 0:
+        return base
+    return f"{base}-a{attempt}"
+
+
+@transaction.atomic
+def placement_create(
+    *, task: JobTask, replica: int, node: Node, state: str = Placement.State.BOUND
+) -> Placement:
+    """Record that `replica` of `task` is placed on `node` (one active placement per replica)."""
+    job = task.job
+    if replica < 0 or replica >= task.replicas:
+        raise ValidationError(
+            {"replica": PLACEMENT_REPLICA_OUT_OF_RANGE.format(max_replica=task.replicas - 1)}
+        )
+    attempt = Placement.objects.filter(task=task, replica=replica).count()
+    placement = Placement(
+        job=job,
+        task=task,
+        replica=replica,
+        node=node,
+        node_name=node.name,
+        pod_name=placement_pod_name(job=job, task=task, replica=replica, attempt=attempt),
+        state=state,
+        gpus=task.gpus,
+    )
+    placement.full_clean()
+    placement.save()
+    return placement
+
+
+@transaction.atomic
+def placement_set_state(*, placement: Placement, state: str) -> Placement:
+    placement, _ = model_update(instance=placement, fields=["state"], data={"state": state})
+    return placement

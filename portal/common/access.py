@@ -1,0 +1,154 @@
+"""Who may see and do what: the only place roles are decided.
+
+Roles: site admin (`is_staff`), tenant lead, tenant researcher (see tenants.Membership).
+Each helper checks one condition per line so tests can cover every branch. Views and
+services never test roles themselves; they call these helpers, and they fetch objects
+through the scoped querysets so another tenant's ids give 404, never data.
+"""
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.mixins import LoginRequiredMixin
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+
+from portal.jobs.models import Job
+from portal.queues.models import Queue
+from portal.tenants.models import Membership, Tenant
+
+AnyUser = AbstractBaseUser | AnonymousUser
+
+ROLE_MEMBER = "member"
+ROLE_LEAD = "lead"
+ROLE_STAFF = "staff"
+
+FORBIDDEN_ROLE = "This page needs the {role} role."
+
+
+def is_site_admin(user: AnyUser) -> bool:
+    if not user.is_authenticated:
+        return False
+    if not user.is_active:
+        return False
+    return bool(user.is_staff)
+
+
+def _memberships(user: AnyUser) -> QuerySet[Membership]:
+    if not user.is_authenticated:
+        return Membership.objects.none()
+    if not user.is_active:
+        return Membership.objects.none()
+    return Membership.objects.filter(user=user)
+
+
+def member_tenants(user: AnyUser) -> QuerySet[Tenant]:
+    """Tenants the user belongs to in any role."""
+    return Tenant.objects.filter(pk__in=_memberships(user).values("tenant_id"))
+
+
+def lead_tenants(user: AnyUser) -> QuerySet[Tenant]:
+    """Tenants the user leads."""
+    leads = _memberships(user).filter(role=Membership.Role.LEAD)
+    return Tenant.objects.filter(pk__in=leads.values("tenant_id"))
+
+
+def is_member(user: AnyUser, tenant: Tenant) -> bool:
+    return _memberships(user).filter(tenant=tenant).exists()
+
+
+def is_lead(user: AnyUser, tenant: Tenant) -> bool:
+    return _memberships(user).filter(tenant=tenant, role=Membership.Role.LEAD).exists()
+
+
+def visible_tenants(user: AnyUser) -> QuerySet[Tenant]:
+    if is_site_admin(user):
+        return Tenant.objects.all()
+    return member_tenants(user)
+
+
+def visible_queues(user: AnyUser) -> QuerySet[Queue]:
+    if is_site_admin(user):
+        return Queue.objects.all()
+    return Queue.objects.filter(tenant__in=member_tenants(user))
+
+
+def editable_queues(user: AnyUser) -> QuerySet[Queue]:
+    if is_site_admin(user):
+        return Queue.objects.all()
+    return Queue.objects.filter(tenant__in=lead_tenants(user))
+
+
+def visible_jobs(user: AnyUser) -> QuerySet[Job]:
+    if is_site_admin(user):
+        return Job.objects.all()
+    return Job.objects.filter(tenant__in=member_tenants(user))
+
+
+def can_submit_to(user: AnyUser, queue: Queue) -> bool:
+    if is_site_admin(user):
+        return True
+    return is_member(user, queue.tenant)
+
+
+def can_manage_queues_of(user: AnyUser, tenant: Tenant) -> bool:
+    """Create queues in `tenant` and edit them: a lead of that tenant or staff."""
+    if is_site_admin(user):
+        return True
+    return is_lead(user, tenant)
+
+
+def can_edit_queue(user: AnyUser, queue: Queue) -> bool:
+    return can_manage_queues_of(user, queue.tenant)
+
+
+def can_cancel_job(user: AnyUser, job: Job) -> bool:
+    if is_site_admin(user):
+        return True
+    if not user.is_authenticated:
+        return False
+    if job.submitter_id == user.pk:
+        return True
+    return is_lead(user, job.tenant)
+
+
+def has_role(user: AnyUser, role: str) -> bool:
+    """`member`: belongs to a tenant; `lead`: leads one; `staff`: site admin. Staff has all."""
+    if is_site_admin(user):
+        return True
+    if role == ROLE_MEMBER:
+        return _memberships(user).exists()
+    if role == ROLE_LEAD:
+        return _memberships(user).filter(role=Membership.Role.LEAD).exists()
+    return False
+
+
+class RoleRequiredMixin(LoginRequiredMixin):
+    """Anonymous users go to the login page; users without `required_role` get 403."""
+
+    required_role: str = ROLE_MEMBER
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return self.handle_no_permission()
+        if not has_role(request.user, self.required_role):
+            raise PermissionDenied(FORBIDDEN_ROLE.format(role=self.required_role))
+        return super().dispatch(request, *args, **kwargs)
+
+
+def staff_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Function-view decorator: login page for anonymous users, 403 for non-staff."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not is_site_admin(request.user):
+            raise PermissionDenied(FORBIDDEN_ROLE.format(role=ROLE_STAFF))
+        return view(request, *args, **kwargs)
+
+    return wrapper

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class CommonConfig(AppConfig):
+    name = "portal.common"
+    label = "common"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,38 @@
+"""Field validators shared by the apps."""
+
+import re
+
+from django.core.exceptions import ValidationError
+
+DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_LABEL_MAX_LENGTH = 63
+
+DNS_LABEL_INVALID = (
+    "must be a DNS label: lowercase letters, digits and '-', starting and ending with a "
+    "letter or digit, at most 63 characters"
+)
+STR_LIST_INVALID = "must be a list of strings"
+STR_DICT_INVALID = "must be a mapping of strings to strings"
+
+
+def validate_dns_label(value: str) -> None:
+    if not isinstance(value, str):
+        raise ValidationError(DNS_LABEL_INVALID, code="dns_label")
+    if len(value) > DNS_LABEL_MAX_LENGTH:
+        raise ValidationError(DNS_LABEL_INVALID, code="dns_label")
+    if not DNS_LABEL_RE.match(value):
+        raise ValidationError(DNS_LABEL_INVALID, code="dns_label")
+
+
+def validate_str_list(value: object) -> None:
+    if not isinstance(value, list):
+        raise ValidationError(STR_LIST_INVALID, code="str_list")
+    if not all(isinstance(item, str) for item in value):
+        raise ValidationError(STR_LIST_INVALID, code="str_list")
+
+
+def validate_str_dict(value: object) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError(STR_DICT_INVALID, code="str_dict")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ValidationError(STR_DICT_INVALID, code="str_dict")

@@ -1,0 +1,90 @@
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.utils import timezone
+
+from portal.common.models import BaseModel
+from portal.common.validators import validate_dns_label, validate_str_dict, validate_str_list
+from portal.queues.models import Queue
+from portal.tenants.models import Tenant
+
+
+class Job(BaseModel):
+    """A gang of pods (tasks x replicas) submitted to a queue."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        ADMITTED = "admitted", "Admitted"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        PREEMPTED = "preempted", "Preempted"
+        CANCELLED = "cancelled", "Cancelled"
+
+    TERMINAL_STATUSES = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="jobs")
+    queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="jobs")
+    submitter = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs"
+    )
+    name = models.CharField(max_length=63, validators=[validate_dns_label])
+    priority = models.IntegerField(default=0)
+    min_available = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    expected_duration_seconds = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)]
+    )
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True
+    )
+    submitted_at = models.DateTimeField(default=timezone.now, db_index=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    pending_reason = models.TextField(blank=True)
+    pending_reason_at = models.DateTimeField(null=True, blank=True)
+    preemption_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        indexes = [models.Index(fields=["queue", "status"], name="job_queue_status_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.queue.name})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL_STATUSES
+
+    @property
+    def total_replicas(self) -> int:
+        return sum(task.replicas for task in self.tasks.all())
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(task.replicas * task.gpus for task in self.tasks.all())
+
+
+class JobTask(models.Model):
+    """One role of a job (master, worker, ...): `replicas` identical pods."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="tasks")
+    name = models.CharField(max_length=63, validators=[validate_dns_label])
+    replicas = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
+    image = models.CharField(max_length=500)
+    command = models.JSONField(default=list, blank=True, validators=[validate_str_list])
+    env = models.JSONField(default=dict, blank=True, validators=[validate_str_dict])
+    gpus = models.PositiveIntegerField(default=0)
+    cpu_millis = models.PositiveBigIntegerField(default=0)
+    memory_bytes = models.PositiveBigIntegerField(default=0)
+    node_selector = models.JSONField(default=dict, blank=True, validators=[validate_str_dict])
+
+    class Meta:
+        ordering = ["job_id", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "name"], name="uniq_jobtask_job_name")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job.name}/{self.name} x{self.replicas}"

@@ -1,0 +1,258 @@
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from portal.common.access import can_cancel_job, can_submit_to
+from portal.common.services import prefix_errors
+from portal.queues.models import Queue
+from scheduler.tasks import scheduling_cycle_kick
+
+from .models import Job, JobTask
+
+TASK_FIELDS = (
+    "name",
+    "replicas",
+    "image",
+    "command",
+    "env",
+    "gpus",
+    "cpu_millis",
+    "memory_bytes",
+    "node_selector",
+)
+
+JOB_SUBMIT_NOT_A_MEMBER = "you are not a member of tenant {tenant}, which owns queue {queue}"
+JOB_SUBMIT_QUEUE_CLOSED = "queue {queue} is closed to new jobs"
+JOB_SUBMIT_NO_TASKS = "a job needs at least one task"
+JOB_SUBMIT_TASKS_NOT_A_LIST = "tasks must be a list of task mappings"
+JOB_SUBMIT_TASK_NOT_A_MAPPING = "each task must be a mapping"
+JOB_SUBMIT_TASK_UNKNOWN_FIELD = "unknown field; expected one of: {expected}"
+JOB_SUBMIT_TASK_NAME_DUPLICATE = "task name {name} is used twice in this job"
+JOB_SUBMIT_MIN_AVAILABLE_ABOVE_REPLICAS = (
+    "min_available ({min_available}) may not exceed the job's total replicas ({total})"
+)
+JOB_CANCEL_FORBIDDEN = (
+    "Only the submitter, a lead of the tenant or a site admin may cancel this job."
+)
+JOB_CANCEL_TERMINAL = "the job is already {status} and cannot be cancelled"
+JOB_TRANSITION_NOT_ALLOWED = "a job cannot go from {current} to {target}"
+JOB_PENDING_REASON_SUBMITTED = "waiting for the next scheduling cycle"
+
+S = Job.Status
+# Allowed status changes. Terminal statuses (succeeded, failed, cancelled) have none.
+# A preempted job goes back to pending (requeued) or ends.
+ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
+    S.PENDING: frozenset({S.ADMITTED, S.FAILED, S.CANCELLED}),
+    S.ADMITTED: frozenset({S.RUNNING, S.PENDING, S.PREEMPTED, S.FAILED, S.CANCELLED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.PREEMPTED, S.CANCELLED}),
+    S.PREEMPTED: frozenset({S.PENDING, S.FAILED, S.CANCELLED}),
+    S.SUCCEEDED: frozenset(),
+    S.FAILED: frozenset(),
+    S.CANCELLED: frozenset(),
+}
+
+
+def _task_instances(*, tasks: Any) -> tuple[list[JobTask], dict[str, list[str]]]:
+    """Build unsaved JobTasks from dicts; errors are keyed `tasks[<i>].<field>`."""
+    errors: dict[str, list[str]] = {}
+    if not isinstance(tasks, list):
+        return [], {"tasks": [JOB_SUBMIT_TASKS_NOT_A_LIST]}
+    if not tasks:
+        return [], {"tasks": [JOB_SUBMIT_NO_TASKS]}
+    instances: list[JobTask] = []
+    names: set[str] = set()
+    for index, spec in enumerate(tasks):
+        path = f"tasks[{index}]"
+        if not isinstance(spec, dict):
+            errors[path] = [JOB_SUBMIT_TASK_NOT_A_MAPPING]
+            continue
+        for key in spec:
+            if key not in TASK_FIELDS:
+                errors[f"{path}.{key}"] = [
+                    JOB_SUBMIT_TASK_UNKNOWN_FIELD.format(expected=", ".join(TASK_FIELDS))
+                ]
+        task = JobTask(**{key: value for key, value in spec.items() if key in TASK_FIELDS})
+        try:
+            task.full_clean(exclude=["job"])
+        except ValidationError as error:
+            for key, messages in prefix_errors(error, f"{path}.").items():
+                errors.setdefault(key, []).extend(messages)
+        if isinstance(task.name, str) and task.name:
+            if task.name in names:
+                errors.setdefault(f"{path}.name", []).append(
+                    JOB_SUBMIT_TASK_NAME_DUPLICATE.format(name=task.name)
+                )
+            names.add(task.name)
+        instances.append(task)
+    return instances, errors
+
+
+@transaction.atomic
+def job_submit(
+    *,
+    submitter: AbstractBaseUser,
+    queue: Queue,
+    name: str,
+    tasks: list[dict[str, Any]],
+    priority: int = 0,
+    min_available: int | None = None,
+    expected_duration_seconds: int | None = None,
+) -> Job:
+    """Validate and store a pending job with its tasks.
+
+    Every problem is reported at once as a ValidationError keyed by field path
+    (`name`, `queue`, `tasks[1].gpus`, ...).
+    """
+    errors: dict[str, list[str]] = {}
+    if not can_submit_to(submitter, queue):
+        errors["queue"] = [
+            JOB_SUBMIT_NOT_A_MEMBER.format(tenant=queue.tenant.name, queue=queue.name)
+        ]
+    elif queue.state != Queue.State.OPEN:
+        errors["queue"] = [JOB_SUBMIT_QUEUE_CLOSED.format(queue=queue.name)]
+
+    task_instances, task_errors = _task_instances(tasks=tasks)
+    errors.update(task_errors)
+
+    total_replicas = sum(task.replicas for task in task_instances if isinstance(task.replicas, int))
+    job = Job(
+        tenant=queue.tenant,
+        queue=queue,
+        submitter=submitter,
+        name=name,
+        priority=priority,
+        min_available=(total_replicas or 1) if min_available is None else min_available,
+        expected_duration_seconds=expected_duration_seconds,
+        status=Job.Status.PENDING,
+        submitted_at=timezone.now(),
+        pending_reason=JOB_PENDING_REASON_SUBMITTED,
+    )
+    job.pending_reason_at = job.submitted_at
+    try:
+        job.full_clean()
+    except ValidationError as error:
+        for key, messages in error.message_dict.items():
+            errors.setdefault(key, []).extend(messages)
+    if (
+        "min_available" not in errors
+        and not task_errors
+        and total_replicas
+        and job.min_available > total_replicas
+    ):
+        errors["min_available"] = [
+            JOB_SUBMIT_MIN_AVAILABLE_ABOVE_REPLICAS.format(
+                min_available=job.min_available, total=total_replicas
+            )
+        ]
+    if errors:
+        raise ValidationError(errors)
+
+    job.save()
+    for task in task_instances:
+        task.job = job
+    JobTask.objects.bulk_create(task_instances)
+    scheduling_cycle_kick()
+    return job
+
+
+@transaction.atomic
+def job_cancel(*, job: Job, actor: AbstractBaseUser) -> Job:
+    """Cancel a job that has not finished: its submitter, a lead of the tenant, or staff."""
+    if not can_cancel_job(actor, job):
+        raise PermissionDenied(JOB_CANCEL_FORBIDDEN)
+    job = Job.objects.select_for_update().get(pk=job.pk)
+    if job.is_terminal:
+        raise ValidationError({"status": JOB_CANCEL_TERMINAL.format(status=job.status)})
+    job = _transition(job=job, target=Job.Status.CANCELLED, at=None)
+    scheduling_cycle_kick()
+    return job
+
+
+def _transition(*, job: Job, target: str, at: datetime | None, **extra: Any) -> Job:
+    if target not in ALLOWED_TRANSITIONS[job.status]:
+        raise ValidationError(
+            {"status": JOB_TRANSITION_NOT_ALLOWED.format(current=job.status, target=target)}
+        )
+    at = at or timezone.now()
+    update_fields = ["status", "updated_at", *extra]
+    job.status = target
+    for field, value in extra.items():
+        setattr(job, field, value)
+    timestamp_field = {
+        Job.Status.ADMITTED: "admitted_at",
+        Job.Status.RUNNING: "started_at",
+        Job.Status.SUCCEEDED: "finished_at",
+        Job.Status.FAILED: "finished_at",
+        Job.Status.CANCELLED: "cancelled_at",
+    }.get(target)
+    if timestamp_field:
+        setattr(job, timestamp_field, at)
+        update_fields.append(timestamp_field)
+    if target == Job.Status.CANCELLED:
+        job.finished_at = at
+        update_fields.append("finished_at")
+    if target != Job.Status.PENDING and "pending_reason" not in extra:
+        job.pending_reason = ""
+        update_fields.append("pending_reason")
+    job.full_clean()
+    job.save(update_fields=sorted(set(update_fields)))
+    return job
+
+
+@transaction.atomic
+def job_mark_admitted(*, job: Job, at: datetime | None = None) -> Job:
+    return _transition(job=_locked(job), target=Job.Status.ADMITTED, at=at)
+
+
+@transaction.atomic
+def job_mark_running(*, job: Job, at: datetime | None = None) -> Job:
+    return _transition(job=_locked(job), target=Job.Status.RUNNING, at=at)
+
+
+@transaction.atomic
+def job_mark_succeeded(*, job: Job, at: datetime | None = None) -> Job:
+    return _transition(job=_locked(job), target=Job.Status.SUCCEEDED, at=at)
+
+
+@transaction.atomic
+def job_mark_failed(*, job: Job, at: datetime | None = None) -> Job:
+    return _transition(job=_locked(job), target=Job.Status.FAILED, at=at)
+
+
+@transaction.atomic
+def job_mark_preempted(*, job: Job, at: datetime | None = None) -> Job:
+    job = _locked(job)
+    return _transition(
+        job=job, target=Job.Status.PREEMPTED, at=at, preemption_count=job.preemption_count + 1
+    )
+
+
+@transaction.atomic
+def job_mark_pending(*, job: Job, reason: str, at: datetime | None = None) -> Job:
+    """Requeue an admitted or preempted job (it waits for the next cycle again)."""
+    at = at or timezone.now()
+    return _transition(
+        job=_locked(job),
+        target=Job.Status.PENDING,
+        at=at,
+        pending_reason=reason,
+        pending_reason_at=at,
+    )
+
+
+@transaction.atomic
+def job_pending_reason_set(*, job: Job, reason: str, at: datetime | None = None) -> Job:
+    """Store the reason the last cycle gave for a pending job (not a status change)."""
+    at = at or timezone.now()
+    Job.objects.filter(pk=job.pk).update(pending_reason=reason, pending_reason_at=at)
+    job.pending_reason = reason
+    job.pending_reason_at = at
+    return job
+
+
+def _locked(job: Job) -> Job:
+    return Job.objects.select_for_update().get(pk=job.pk)

@@ -1,0 +1,43 @@
+from django.contrib import admin
+
+from .models import Queue, QueueChange
+
+
+class QueueChangeInline(admin.TabularInline):
+    model = QueueChange
+    extra = 0
+    can_delete = False
+    readonly_fields = ["changed_at", "changed_by", "field", "old_value", "new_value"]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Queue)
+class QueueAdmin(admin.ModelAdmin):
+    """Read-mostly: edits belong in the portal (queue_update writes the audit rows)."""
+
+    list_display = [
+        "name",
+        "tenant",
+        "state",
+        "weight",
+        "guarantee_gpus",
+        "capability_gpus",
+        "borrowing_limit_gpus",
+        "reclaimable",
+        "priority",
+    ]
+    list_filter = ["state", "reclaimable", "tenant"]
+    search_fields = ["name", "tenant__name"]
+    autocomplete_fields = ["tenant"]
+    inlines = [QueueChangeInline]
+
+
+@admin.register(QueueChange)
+class QueueChangeAdmin(admin.ModelAdmin):
+    list_display = ["queue", "field", "old_value", "new_value", "changed_by", "changed_at"]
+    list_filter = ["field", "queue__tenant"]
+    search_fields = ["queue__name", "changed_by__username", "field"]
+    date_hierarchy = "changed_at"
+    readonly_fields = ["queue", "changed_by", "changed_at", "field", "old_value", "new_value"]

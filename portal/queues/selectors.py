@@ -1,0 +1,29 @@
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+
+from portal.common.access import editable_queues, visible_queues
+
+from .models import Queue, QueueChange
+
+
+def queue_list(
+    *, user: AbstractBaseUser | AnonymousUser, tenant_id: int | None = None
+) -> QuerySet[Queue]:
+    queues = visible_queues(user).select_related("tenant")
+    if tenant_id is not None:
+        queues = queues.filter(tenant_id=tenant_id)
+    return queues.order_by("tenant__name", "name")
+
+
+def queue_list_editable(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Queue]:
+    return editable_queues(user).select_related("tenant").order_by("tenant__name", "name")
+
+
+def queue_get(*, user: AbstractBaseUser | AnonymousUser, queue_id: int) -> Queue:
+    """The queue if the user may see it; Http404 otherwise (never another tenant's data)."""
+    return get_object_or_404(visible_queues(user).select_related("tenant"), pk=queue_id)
+
+
+def queue_change_list(*, queue: Queue, limit: int = 50) -> QuerySet[QueueChange]:
+    return queue.changes.select_related("changed_by").order_by("-changed_at", "-id")[:limit]

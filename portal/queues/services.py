@@ -1,0 +1,189 @@
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from portal.cluster.selectors import node_schedulable_totals
+from portal.common.access import can_edit_queue, can_manage_queues_of
+from portal.jobs.models import Job
+from portal.tenants.models import Tenant
+
+from .models import RESOURCE_UNITS, RESOURCES, Queue, QueueChange
+
+# Fields `queue_update` may change; every change is written as a QueueChange row.
+EDITABLE_FIELDS = (
+    "weight",
+    "guarantee_gpus",
+    "guarantee_cpu_millis",
+    "guarantee_memory_bytes",
+    "capability_gpus",
+    "capability_cpu_millis",
+    "capability_memory_bytes",
+    "borrowing_limit_gpus",
+    "borrowing_limit_cpu_millis",
+    "borrowing_limit_memory_bytes",
+    "reclaimable",
+    "priority",
+    "state",
+)
+
+GUARANTEE_SUM_EXCEEDS_CLUSTER = (
+    "{field}: the sum of guarantees would be {total} {unit} but the cluster has {capacity}"
+)
+FIELD_NOT_EDITABLE = "this field cannot be changed here"
+QUEUE_EDIT_FORBIDDEN = "Only a lead of the queue's tenant or a site admin may change this queue."
+QUEUE_CREATE_FORBIDDEN = "Only a lead of the tenant or a site admin may create its queues."
+QUEUE_DELETE_ACTIVE_JOBS = "the queue has {count} active job(s); cancel them or close the queue"
+QUEUE_DELETE_HAS_HISTORY = "the queue has {count} finished job(s); close it instead of deleting"
+
+
+def _check_guarantees_fit_cluster(*, queue: Queue, previous: dict[str, int]) -> None:
+    """The guarantees of all queues together must fit the schedulable nodes.
+
+    Only resources whose guarantee grows are checked, so lowering a guarantee (or changing
+    anything else) is always possible even on a cluster that has shrunk.
+    """
+    grown = [
+        resource
+        for resource in RESOURCES
+        if getattr(queue, f"guarantee_{resource}") > previous.get(resource, 0)
+    ]
+    if not grown:
+        return
+    # Lock every queue row so two concurrent edits cannot both pass the check.
+    others = list(
+        Queue.objects.select_for_update()
+        .exclude(pk=queue.pk)
+        .order_by("pk")
+        .values_list(*[f"guarantee_{resource}" for resource in RESOURCES])
+    )
+    capacity = node_schedulable_totals()
+    errors: dict[str, str] = {}
+    for index, resource in enumerate(RESOURCES):
+        if resource not in grown:
+            continue
+        field = f"guarantee_{resource}"
+        total = sum(row[index] for row in others) + getattr(queue, field)
+        if total > capacity.get(resource):
+            errors[field] = GUARANTEE_SUM_EXCEEDS_CLUSTER.format(
+                field=field,
+                total=total,
+                unit=RESOURCE_UNITS[resource],
+                capacity=capacity.get(resource),
+            )
+    if errors:
+        raise ValidationError(errors)
+
+
+@transaction.atomic
+def queue_create(
+    *,
+    tenant: Tenant,
+    name: str,
+    actor: AbstractBaseUser | None = None,
+    weight: int = 1,
+    guarantee_gpus: int = 0,
+    guarantee_cpu_millis: int = 0,
+    guarantee_memory_bytes: int = 0,
+    capability_gpus: int | None = None,
+    capability_cpu_millis: int | None = None,
+    capability_memory_bytes: int | None = None,
+    borrowing_limit_gpus: int | None = None,
+    borrowing_limit_cpu_millis: int | None = None,
+    borrowing_limit_memory_bytes: int | None = None,
+    reclaimable: bool = True,
+    priority: int = 0,
+    state: str = Queue.State.OPEN,
+) -> Queue:
+    """Create a queue. `actor=None` means the system (seed, tests); otherwise lead or staff."""
+    if actor is not None and not can_manage_queues_of(actor, tenant):
+        raise PermissionDenied(QUEUE_CREATE_FORBIDDEN)
+    queue = Queue(
+        tenant=tenant,
+        name=name,
+        weight=weight,
+        guarantee_gpus=guarantee_gpus,
+        guarantee_cpu_millis=guarantee_cpu_millis,
+        guarantee_memory_bytes=guarantee_memory_bytes,
+        capability_gpus=capability_gpus,
+        capability_cpu_millis=capability_cpu_millis,
+        capability_memory_bytes=capability_memory_bytes,
+        borrowing_limit_gpus=borrowing_limit_gpus,
+        borrowing_limit_cpu_millis=borrowing_limit_cpu_millis,
+        borrowing_limit_memory_bytes=borrowing_limit_memory_bytes,
+        reclaimable=reclaimable,
+        priority=priority,
+        state=state,
+    )
+    queue.full_clean()
+    _check_guarantees_fit_cluster(queue=queue, previous={})
+    queue.save()
+    return queue
+
+
+@transaction.atomic
+def queue_update(*, queue: Queue, actor: AbstractBaseUser | None, **changes: Any) -> Queue:
+    """Change a queue's weight, limits, priority, state or reclaimable flag.
+
+    Each field that really changes gets a QueueChange row (old -> new, who, when).
+    `actor=None` means the system; a user must be a lead of the tenant or staff.
+    """
+    unknown = {field: FIELD_NOT_EDITABLE for field in changes if field not in EDITABLE_FIELDS}
+    if unknown:
+        raise ValidationError(unknown)
+    if actor is not None and not can_edit_queue(actor, queue):
+        raise PermissionDenied(QUEUE_EDIT_FORBIDDEN)
+
+    queue = Queue.objects.select_for_update().get(pk=queue.pk)
+    before = {field: getattr(queue, field) for field in EDITABLE_FIELDS}
+    previous_guarantees = {resource: before[f"guarantee_{resource}"] for resource in RESOURCES}
+    for field, value in changes.items():
+        setattr(queue, field, value)
+    queue.full_clean()
+    _check_guarantees_fit_cluster(queue=queue, previous=previous_guarantees)
+    changed = [field for field in EDITABLE_FIELDS if getattr(queue, field) != before[field]]
+    if not changed:
+        return queue
+    queue.save(update_fields=[*changed, "updated_at"])
+
+    now = timezone.now()
+    changed_by = actor if actor is not None and actor.is_authenticated else None
+    QueueChange.objects.bulk_create(
+        [
+            QueueChange(
+                queue=queue,
+                changed_by=changed_by,
+                changed_at=now,
+                field=field,
+                old_value=_as_text(before[field]),
+                new_value=_as_text(getattr(queue, field)),
+            )
+            for field in changed
+        ]
+    )
+    return queue
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@transaction.atomic
+def queue_delete(*, queue: Queue, actor: AbstractBaseUser | None) -> None:
+    """Delete a queue that never ran a job. Queues with history are closed instead."""
+    if actor is not None and not can_edit_queue(actor, queue):
+        raise PermissionDenied(QUEUE_EDIT_FORBIDDEN)
+    jobs = Job.objects.filter(queue=queue)
+    active = jobs.exclude(status__in=Job.TERMINAL_STATUSES).count()
+    if active:
+        raise ValidationError({"queue": QUEUE_DELETE_ACTIVE_JOBS.format(count=active)})
+    finished = jobs.count()
+    if finished:
+        raise ValidationError({"queue": QUEUE_DELETE_HAS_HISTORY.format(count=finished)})
+    queue.delete()

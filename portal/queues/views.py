@@ -1,0 +1,77 @@
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.mixins import LoginRequiredMixin
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views import View
+from django.views.generic import TemplateView
+
+from portal.common.access import ROLE_LEAD, RoleRequiredMixin, can_edit_queue
+
+from .forms import QueueEditForm
+from .models import Queue
+from .selectors import queue_change_list, queue_get, queue_list
+from .services import QUEUE_EDIT_FORBIDDEN, queue_update
+
+QUEUE_SAVED = "Queue {name} saved."
+QUEUE_UNCHANGED = "Nothing changed."
+
+
+class QueueListView(LoginRequiredMixin, TemplateView):
+    template_name = "queues/queue_list.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        user = self.request.user
+        queues = list(queue_list(user=user))
+        for queue in queues:
+            queue.editable = can_edit_queue(user, queue)
+        context["queues"] = queues
+        return context
+
+
+class QueueEditView(RoleRequiredMixin, View):
+    """Lead of the queue's tenant or staff.
+
+    Users who lead no tenant get 403 for every id; a lead gets 404 for queues of tenants
+    they are not a member of and 403 for queues of tenants where they are a researcher.
+    """
+
+    required_role = ROLE_LEAD
+    template_name = "queues/queue_edit.html"
+
+    def _queue(self, request: HttpRequest, queue_id: int) -> Queue:
+        queue = queue_get(user=request.user, queue_id=queue_id)
+        if not can_edit_queue(request.user, queue):
+            raise PermissionDenied(QUEUE_EDIT_FORBIDDEN)
+        return queue
+
+    def _render(self, request: HttpRequest, queue: Queue, form: QueueEditForm) -> HttpResponse:
+        context = {"queue": queue, "form": form, "changes": queue_change_list(queue=queue)}
+        return render(request, self.template_name, context, status=200)
+
+    def get(self, request: HttpRequest, queue_id: int) -> HttpResponse:
+        queue = self._queue(request, queue_id)
+        return self._render(request, queue, QueueEditForm(initial=QueueEditForm.initial_for(queue)))
+
+    def post(self, request: HttpRequest, queue_id: int) -> HttpResponse:
+        queue = self._queue(request, queue_id)
+        form = QueueEditForm(request.POST)
+        if not form.is_valid():
+            return self._render(request, queue, form)
+        before = queue.changes.count()
+        try:
+            queue = queue_update(queue=queue, actor=request.user, **form.cleaned_data)
+        except ValidationError as error:
+            for field, field_messages in error.message_dict.items():
+                target = field if field in form.fields else None
+                for message in field_messages:
+                    form.add_error(target, message)
+            return self._render(request, queue, form)
+        if queue.changes.count() == before:
+            messages.info(request, QUEUE_UNCHANGED)
+        else:
+            messages.success(request, QUEUE_SAVED.format(name=queue.name))
+        return redirect("queues:queue_edit", queue_id=queue.pk)

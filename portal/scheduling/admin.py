@@ -1,0 +1,58 @@
+from django.contrib import admin
+
+from .models import CycleRun, PreemptionEvent, QueueUsageSample, SchedulerConfig
+
+
+@admin.register(SchedulerConfig)
+class SchedulerConfigAdmin(admin.ModelAdmin):
+    """Read-only: new versions go through scheduler_config_create (validation, one active)."""
+
+    list_display = ["version", "active", "created_by", "created_at", "comment"]
+    list_filter = ["active"]
+    search_fields = ["comment", "text"]
+    readonly_fields = ["version", "text", "active", "created_by", "created_at", "comment"]
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(CycleRun)
+class CycleRunAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "started_at",
+        "finished_at",
+        "core_ms",
+        "binds",
+        "evictions",
+        "pending_jobs",
+        "error",
+    ]
+    date_hierarchy = "started_at"
+    search_fields = ["error"]
+
+
+@admin.register(PreemptionEvent)
+class PreemptionEventAdmin(admin.ModelAdmin):
+    list_display = [
+        "occurred_at",
+        "action",
+        "victim_job",
+        "victim_task_name",
+        "victim_queue",
+        "node_name",
+        "preemptor_job",
+        "preemptor_queue",
+        "gpus_freed",
+    ]
+    list_filter = ["action", "victim_tenant", "victim_queue"]
+    search_fields = ["victim_job__name", "preemptor_job__name", "node_name", "sentence"]
+    date_hierarchy = "occurred_at"
+    raw_id_fields = ["victim_job", "preemptor_job", "cycle"]
+
+
+@admin.register(QueueUsageSample)
+class QueueUsageSampleAdmin(admin.ModelAdmin):
+    list_display = ["queue", "at", "gpus_allocated", "gpus_deserved", "gpus_pending"]
+    list_filter = ["queue"]
+    date_hierarchy = "at"

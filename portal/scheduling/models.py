@@ -1,0 +1,127 @@
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from portal.jobs.models import Job
+from portal.queues.models import Queue
+from portal.tenants.models import Tenant
+
+
+class SchedulerConfig(models.Model):
+    """A version of the Volcano-format scheduler conf. Exactly one version is active."""
+
+    version = models.PositiveIntegerField(unique=True)
+    text = models.TextField()
+    active = models.BooleanField(default=False)
+    comment = models.CharField(max_length=500, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="scheduler_configs",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["active"],
+                condition=Q(active=True),
+                name="uniq_active_scheduler_config",
+                violation_error_message="Another scheduler config is already active.",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"v{self.version}{' (active)' if self.active else ''}"
+
+
+class CycleRun(models.Model):
+    """One scheduling cycle: timings and counts."""
+
+    started_at = models.DateTimeField(default=timezone.now, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    snapshot_ms = models.FloatField(null=True, blank=True)
+    core_ms = models.FloatField(null=True, blank=True)
+    persist_ms = models.FloatField(null=True, blank=True)
+    reconcile_ms = models.FloatField(null=True, blank=True)
+    binds = models.PositiveIntegerField(default=0)
+    evictions = models.PositiveIntegerField(default=0)
+    pending_jobs = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"cycle {self.pk} at {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+
+class PreemptionEvent(models.Model):
+    """One eviction: who lost which GPUs, to whom, why."""
+
+    class Action(models.TextChoices):
+        PREEMPT = "preempt", "Preempt"
+        RECLAIM = "reclaim", "Reclaim"
+        RESCHEDULING = "rescheduling", "Rescheduling"
+        ADMIN = "admin", "Admin"
+
+    victim_job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="preemptions")
+    victim_task_name = models.CharField(max_length=63)
+    victim_queue = models.ForeignKey(
+        Queue, on_delete=models.CASCADE, related_name="preemptions_suffered"
+    )
+    victim_tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="preemptions_suffered"
+    )
+    node_name = models.CharField(max_length=253)
+    preemptor_job = models.ForeignKey(
+        Job, on_delete=models.SET_NULL, null=True, blank=True, related_name="preemptions_caused"
+    )
+    preemptor_queue = models.ForeignKey(
+        Queue,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="preemptions_caused",
+    )
+    action = models.CharField(max_length=16, choices=Action.choices)
+    gpus_freed = models.PositiveIntegerField(default=0)
+    cycle = models.ForeignKey(
+        CycleRun, on_delete=models.SET_NULL, null=True, blank=True, related_name="preemptions"
+    )
+    occurred_at = models.DateTimeField(default=timezone.now)
+    sentence = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-occurred_at", "-id"]
+        indexes = [
+            models.Index(fields=["occurred_at"], name="preemption_occurred_idx"),
+            models.Index(fields=["action"], name="preemption_action_idx"),
+            models.Index(fields=["victim_queue"], name="preemption_victim_queue_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.victim_job.name}/{self.victim_task_name} on {self.node_name}"
+
+
+class QueueUsageSample(models.Model):
+    """Per-queue resource use at one instant (for the dashboards)."""
+
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="usage_samples")
+    at = models.DateTimeField(default=timezone.now)
+    gpus_allocated = models.PositiveIntegerField(default=0)
+    gpus_deserved = models.FloatField(default=0)
+    gpus_pending = models.PositiveIntegerField(default=0)
+    cpu_millis_allocated = models.PositiveBigIntegerField(default=0)
+    memory_bytes_allocated = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["queue", "at"], name="usage_queue_at_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.queue.name} at {self.at:%Y-%m-%d %H:%M:%S}"

@@ -1,0 +1,19 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from portal.common.views import HomeView
+
+urlpatterns = [
+    path("", HomeView.as_view(), name="home"),
+    path("admin/", admin.site.urls),
+    path(
+        "accounts/login/",
+        auth_views.LoginView.as_view(template_name="registration/login.html"),
+        name="login",
+    ),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("jobs/", include("portal.jobs.urls")),
+    path("queues/", include("portal.queues.urls")),
+    path("admin-area/", include("portal.scheduling.urls")),
+]

@@ -1,0 +1,103 @@
+import pytest
+from django.contrib.auth.models import AnonymousUser
+
+from portal.common import access
+from tests.factories import JobFactory, MembershipFactory, QueueFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_is_site_admin_only_for_active_staff(staff, researcher):
+    assert access.is_site_admin(staff) is True
+    assert access.is_site_admin(researcher) is False
+    assert access.is_site_admin(AnonymousUser()) is False
+    staff.is_active = False
+    assert access.is_site_admin(staff) is False
+
+
+def test_researcher_sees_only_their_tenants_queues(researcher, nlp_queue, vision_queue):
+    assert list(access.visible_queues(researcher)) == [nlp_queue]
+
+
+def test_member_of_two_tenants_sees_both(lead, nlp_queue, vision_queue):
+    assert set(access.visible_queues(lead)) == {nlp_queue, vision_queue}
+
+
+def test_staff_sees_all_queues_and_jobs(staff, nlp_queue, vision_queue):
+    jobs = [JobFactory(queue=nlp_queue), JobFactory(queue=vision_queue)]
+    assert set(access.visible_queues(staff)) == {nlp_queue, vision_queue}
+    assert set(access.visible_jobs(staff)) == set(jobs)
+
+
+def test_anonymous_sees_nothing(nlp_queue):
+    JobFactory(queue=nlp_queue)
+    assert not access.visible_queues(AnonymousUser()).exists()
+    assert not access.visible_jobs(AnonymousUser()).exists()
+
+
+def test_inactive_member_sees_nothing(researcher, nlp_queue):
+    researcher.is_active = False
+    assert not access.visible_queues(researcher).exists()
+
+
+def test_visible_jobs_scoped_to_tenants_not_submitter(researcher, nlp_queue, vision_queue):
+    colleague_job = JobFactory(queue=nlp_queue)
+    JobFactory(queue=vision_queue)
+    assert list(access.visible_jobs(researcher)) == [colleague_job]
+
+
+def test_can_submit_to(researcher, staff, nlp_queue, vision_queue):
+    assert access.can_submit_to(researcher, nlp_queue) is True
+    assert access.can_submit_to(researcher, vision_queue) is False
+    assert access.can_submit_to(staff, vision_queue) is True
+
+
+def test_can_edit_queue(researcher, lead, staff, nlp_queue, vision_queue):
+    assert access.can_edit_queue(researcher, nlp_queue) is False
+    assert access.can_edit_queue(lead, nlp_queue) is True
+    assert access.can_edit_queue(lead, vision_queue) is False  # only a researcher there
+    assert access.can_edit_queue(staff, vision_queue) is True
+
+
+def test_can_cancel_job(researcher, lead, staff, outsider, nlp_queue):
+    own = JobFactory(queue=nlp_queue, submitter=researcher)
+    colleague = UserFactory()
+    MembershipFactory(user=colleague, tenant=nlp_queue.tenant)
+    others = JobFactory(queue=nlp_queue, submitter=colleague)
+    assert access.can_cancel_job(researcher, own) is True
+    assert access.can_cancel_job(researcher, others) is False
+    assert access.can_cancel_job(lead, others) is True
+    assert access.can_cancel_job(staff, others) is True
+    assert access.can_cancel_job(outsider, own) is False
+    assert access.can_cancel_job(AnonymousUser(), own) is False
+
+
+def test_lead_and_member_tenants(lead, nlp, vision):
+    assert list(access.lead_tenants(lead)) == [nlp]
+    assert set(access.member_tenants(lead)) == {nlp, vision}
+
+
+@pytest.mark.parametrize(
+    ("who", "role", "expected"),
+    [
+        ("researcher", access.ROLE_MEMBER, True),
+        ("researcher", access.ROLE_LEAD, False),
+        ("researcher", access.ROLE_STAFF, False),
+        ("lead", access.ROLE_LEAD, True),
+        ("lead", access.ROLE_STAFF, False),
+        ("staff", access.ROLE_STAFF, True),
+        ("staff", access.ROLE_LEAD, True),
+    ],
+)
+def test_has_role(request, who, role, expected):
+    assert access.has_role(request.getfixturevalue(who), role) is expected
+
+
+def test_user_without_tenant_has_no_member_role(user):
+    assert access.has_role(user, access.ROLE_MEMBER) is False
+    assert not access.visible_queues(user).exists()
+
+
+def test_queue_of_other_tenant_not_editable_even_if_same_name_prefix(lead, vision):
+    other = QueueFactory(tenant=vision, name="nlp-lookalike")
+    assert access.can_edit_queue(lead, other) is False

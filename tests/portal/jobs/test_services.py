@@ -1,0 +1,281 @@
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+
+from portal.common.validators import DNS_LABEL_INVALID, STR_DICT_INVALID, STR_LIST_INVALID
+from portal.jobs import services
+from portal.jobs.models import Job, JobTask
+from portal.jobs.services import (
+    ALLOWED_TRANSITIONS,
+    job_cancel,
+    job_mark_admitted,
+    job_mark_failed,
+    job_mark_pending,
+    job_mark_preempted,
+    job_mark_running,
+    job_mark_succeeded,
+    job_pending_reason_set,
+    job_submit,
+)
+from portal.queues.models import Queue
+from tests.factories import JobFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def task(**overrides):
+    spec = {
+        "name": "worker",
+        "replicas": 2,
+        "image": "ghcr.io/example/trainer:1",
+        "command": ["python", "train.py"],
+        "env": {"EPOCHS": "3"},
+        "gpus": 8,
+        "cpu_millis": 16000,
+        "memory_bytes": 64 * 1024**3,
+        "node_selector": {"gpu-model": "H200"},
+    }
+    spec.update(overrides)
+    return spec
+
+
+class TestJobSubmit:
+    def test_creates_pending_job_with_tasks(self, researcher, nlp_queue):
+        job = job_submit(
+            submitter=researcher,
+            queue=nlp_queue,
+            name="bert",
+            tasks=[task(name="master", replicas=1), task()],
+            priority=5,
+            expected_duration_seconds=600,
+        )
+        assert job.status == Job.Status.PENDING
+        assert job.tenant == nlp_queue.tenant
+        assert job.min_available == 3  # defaults to all replicas
+        assert job.pending_reason == services.JOB_PENDING_REASON_SUBMITTED
+        assert list(job.tasks.values_list("name", "replicas")) == [("master", 1), ("worker", 2)]
+        worker = job.tasks.get(name="worker")
+        assert worker.node_selector == {"gpu-model": "H200"}
+        assert worker.command == ["python", "train.py"]
+        assert job.total_gpus == 24
+
+    def test_optional_task_fields_default(self, researcher, nlp_queue):
+        job = job_submit(
+            submitter=researcher,
+            queue=nlp_queue,
+            name="tiny",
+            tasks=[{"name": "main", "image": "busybox"}],
+        )
+        created = job.tasks.get()
+        assert (created.replicas, created.gpus, created.command, created.env) == (1, 0, [], {})
+
+    def test_staff_may_submit_anywhere(self, staff, vision_queue):
+        assert job_submit(submitter=staff, queue=vision_queue, name="x", tasks=[task()]).pk
+
+    def test_non_member_refused(self, researcher, vision_queue):
+        with pytest.raises(ValidationError) as info:
+            job_submit(submitter=researcher, queue=vision_queue, name="x", tasks=[task()])
+        assert info.value.message_dict == {
+            "queue": [
+                services.JOB_SUBMIT_NOT_A_MEMBER.format(tenant="vision", queue="vision-train")
+            ]
+        }
+        assert not Job.objects.exists()
+
+    def test_closed_queue_refused(self, researcher, nlp_queue):
+        nlp_queue.state = Queue.State.CLOSED
+        nlp_queue.save()
+        with pytest.raises(ValidationError) as info:
+            job_submit(submitter=researcher, queue=nlp_queue, name="x", tasks=[task()])
+        assert info.value.message_dict == {
+            "queue": [services.JOB_SUBMIT_QUEUE_CLOSED.format(queue="nlp-train")]
+        }
+
+    def test_tasks_required(self, researcher, nlp_queue):
+        with pytest.raises(ValidationError) as info:
+            job_submit(submitter=researcher, queue=nlp_queue, name="x", tasks=[])
+        assert info.value.message_dict == {"tasks": [services.JOB_SUBMIT_NO_TASKS]}
+
+    def test_tasks_must_be_a_list(self, researcher, nlp_queue):
+        with pytest.raises(ValidationError) as info:
+            job_submit(submitter=researcher, queue=nlp_queue, name="x", tasks={"a": 1})
+        assert info.value.message_dict == {"tasks": [services.JOB_SUBMIT_TASKS_NOT_A_LIST]}
+
+    def test_field_errors_carry_task_paths(self, researcher, nlp_queue):
+        with pytest.raises(ValidationError) as info:
+            job_submit(
+                submitter=researcher,
+                queue=nlp_queue,
+                name="Bad Name",
+                tasks=[
+                    task(name="master", replicas=1),
+                    task(gpus=-1, replicas=0, command="python train.py", env={"A": 1}),
+                    "not a mapping",
+                    task(name="w2", node_selector=["gpu"], color="red", image=""),
+                ],
+            )
+        errors = info.value.message_dict
+        assert errors["name"] == [DNS_LABEL_INVALID]
+        assert set(errors) == {
+            "name",
+            "tasks[1].gpus",
+            "tasks[1].replicas",
+            "tasks[1].command",
+            "tasks[1].env",
+            "tasks[2]",
+            "tasks[3].node_selector",
+            "tasks[3].color",
+            "tasks[3].image",
+        }
+        assert errors["tasks[1].command"] == [STR_LIST_INVALID]
+        assert errors["tasks[1].env"] == [STR_DICT_INVALID]
+        assert errors["tasks[3].node_selector"] == [STR_DICT_INVALID]
+        assert errors["tasks[2]"] == [services.JOB_SUBMIT_TASK_NOT_A_MAPPING]
+        assert not Job.objects.exists()
+        assert not JobTask.objects.exists()
+
+    def test_non_integer_gpus(self, researcher, nlp_queue):
+        with pytest.raises(ValidationError) as info:
+            job_submit(submitter=researcher, queue=nlp_queue, name="x", tasks=[task(gpus="many")])
+        assert set(info.value.message_dict) == {"tasks[0].gpus"}
+
+    def test_duplicate_task_names(self, researcher, nlp_queue):
+        with pytest.raises(ValidationError) as info:
+            job_submit(submitter=researcher, queue=nlp_queue, name="x", tasks=[task(), task()])
+        assert info.value.message_dict == {
+            "tasks[1].name": [services.JOB_SUBMIT_TASK_NAME_DUPLICATE.format(name="worker")]
+        }
+
+    def test_min_available_above_replicas(self, researcher, nlp_queue):
+        with pytest.raises(ValidationError) as info:
+            job_submit(
+                submitter=researcher, queue=nlp_queue, name="x", tasks=[task()], min_available=3
+            )
+        assert info.value.message_dict == {
+            "min_available": [
+                services.JOB_SUBMIT_MIN_AVAILABLE_ABOVE_REPLICAS.format(min_available=3, total=2)
+            ]
+        }
+
+    def test_min_available_at_least_one(self, researcher, nlp_queue):
+        with pytest.raises(ValidationError) as info:
+            job_submit(
+                submitter=researcher, queue=nlp_queue, name="x", tasks=[task()], min_available=0
+            )
+        assert set(info.value.message_dict) == {"min_available"}
+
+    def test_explicit_min_available_kept(self, researcher, nlp_queue):
+        job = job_submit(
+            submitter=researcher, queue=nlp_queue, name="x", tasks=[task()], min_available=1
+        )
+        assert job.min_available == 1
+
+    def test_expected_duration_positive(self, researcher, nlp_queue):
+        with pytest.raises(ValidationError) as info:
+            job_submit(
+                submitter=researcher,
+                queue=nlp_queue,
+                name="x",
+                tasks=[task()],
+                expected_duration_seconds=0,
+            )
+        assert set(info.value.message_dict) == {"expected_duration_seconds"}
+
+
+class TestJobCancel:
+    def test_submitter_cancels(self, researcher, nlp_queue):
+        job = JobFactory(queue=nlp_queue, submitter=researcher)
+        job = job_cancel(job=job, actor=researcher)
+        assert job.status == Job.Status.CANCELLED
+        assert job.cancelled_at is not None
+        assert job.finished_at == job.cancelled_at
+
+    def test_lead_cancels_tenant_job(self, lead, researcher, nlp_queue):
+        job = JobFactory(queue=nlp_queue, submitter=researcher, status=Job.Status.RUNNING)
+        assert job_cancel(job=job, actor=lead).status == Job.Status.CANCELLED
+
+    def test_staff_cancels_any_job(self, staff, vision_queue):
+        job = JobFactory(queue=vision_queue)
+        assert job_cancel(job=job, actor=staff).status == Job.Status.CANCELLED
+
+    def test_other_researcher_cannot_cancel(self, researcher, nlp_queue):
+        job = JobFactory(queue=nlp_queue)
+        with pytest.raises(PermissionDenied, match=services.JOB_CANCEL_FORBIDDEN):
+            job_cancel(job=job, actor=researcher)
+
+    def test_lead_of_other_tenant_cannot_cancel(self, lead, vision_queue):
+        job = JobFactory(queue=vision_queue)
+        with pytest.raises(PermissionDenied):
+            job_cancel(job=job, actor=lead)
+
+    @pytest.mark.parametrize("status", sorted(Job.TERMINAL_STATUSES))
+    def test_terminal_jobs_cannot_be_cancelled(self, researcher, nlp_queue, status):
+        job = JobFactory(queue=nlp_queue, submitter=researcher, status=status)
+        with pytest.raises(ValidationError) as info:
+            job_cancel(job=job, actor=researcher)
+        assert info.value.message_dict == {
+            "status": [services.JOB_CANCEL_TERMINAL.format(status=status)]
+        }
+
+    def test_preempted_job_can_be_cancelled(self, researcher, nlp_queue):
+        job = JobFactory(queue=nlp_queue, submitter=researcher, status=Job.Status.PREEMPTED)
+        assert job_cancel(job=job, actor=researcher).status == Job.Status.CANCELLED
+
+
+class TestTransitions:
+    def test_happy_path_sets_timestamps(self, nlp_queue):
+        job = JobFactory(queue=nlp_queue, pending_reason="waiting")
+        job = job_mark_admitted(job=job)
+        assert job.admitted_at is not None
+        assert job.pending_reason == ""
+        job = job_mark_running(job=job)
+        assert job.started_at is not None
+        job = job_mark_succeeded(job=job)
+        assert job.finished_at is not None
+        job.refresh_from_db()
+        assert job.status == Job.Status.SUCCEEDED
+
+    def test_preempt_counts_and_requeues(self, nlp_queue):
+        job = JobFactory(queue=nlp_queue, status=Job.Status.RUNNING)
+        job = job_mark_preempted(job=job)
+        assert job.preemption_count == 1
+        job = job_mark_pending(job=job, reason="reclaimed by queue vision-train")
+        job.refresh_from_db()
+        assert job.status == Job.Status.PENDING
+        assert job.pending_reason == "reclaimed by queue vision-train"
+        assert job.pending_reason_at is not None
+
+    def test_running_job_fails(self, nlp_queue):
+        job = JobFactory(queue=nlp_queue, status=Job.Status.RUNNING)
+        assert job_mark_failed(job=job).status == Job.Status.FAILED
+
+    @pytest.mark.parametrize(
+        ("current", "mark"),
+        [
+            (Job.Status.PENDING, job_mark_running),
+            (Job.Status.PENDING, job_mark_succeeded),
+            (Job.Status.PENDING, job_mark_preempted),
+            (Job.Status.SUCCEEDED, job_mark_running),
+            (Job.Status.CANCELLED, job_mark_admitted),
+            (Job.Status.FAILED, job_mark_failed),
+            (Job.Status.RUNNING, job_mark_admitted),
+        ],
+    )
+    def test_disallowed_transitions(self, nlp_queue, current, mark):
+        job = JobFactory(queue=nlp_queue, status=current)
+        with pytest.raises(ValidationError) as info:
+            mark(job=job)
+        assert list(info.value.message_dict) == ["status"]
+        job.refresh_from_db()
+        assert job.status == current
+
+    def test_table_covers_every_status_and_terminals_are_final(self):
+        assert set(ALLOWED_TRANSITIONS) == set(Job.Status.values)
+        for status in Job.TERMINAL_STATUSES:
+            assert ALLOWED_TRANSITIONS[status] == frozenset()
+
+    def test_pending_reason_set(self, nlp_queue):
+        job = JobFactory(queue=nlp_queue)
+        job_pending_reason_set(job=job, reason="queue nlp-train at capability 32/32 GPUs")
+        job.refresh_from_db()
+        assert job.pending_reason == "queue nlp-train at capability 32/32 GPUs"
+        assert job.status == Job.Status.PENDING

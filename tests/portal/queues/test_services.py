@@ -1,0 +1,226 @@
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+
+from portal.jobs.models import Job
+from portal.queues import services
+from portal.queues.models import GUARANTEE_ABOVE_CAPABILITY, Queue, QueueChange
+from portal.queues.services import queue_create, queue_delete, queue_update
+from tests.factories import JobFactory, NodeFactory, QueueFactory
+
+pytestmark = pytest.mark.django_db
+
+
+class TestQueueCreate:
+    def test_creates_open_queue_with_defaults(self, nlp, cluster):
+        queue = queue_create(tenant=nlp, name="nlp-train", weight=3, guarantee_gpus=8)
+        assert queue.pk is not None
+        assert queue.state == Queue.State.OPEN
+        assert queue.capability_gpus is None
+        assert queue.reclaimable is True
+
+    @pytest.mark.parametrize("weight", [0, 65536, -1])
+    def test_weight_out_of_range(self, nlp, weight):
+        with pytest.raises(ValidationError) as info:
+            queue_create(tenant=nlp, name="q", weight=weight)
+        assert set(info.value.message_dict) == {"weight"}
+
+    @pytest.mark.parametrize("weight", [1, 65535])
+    def test_weight_bounds_accepted(self, nlp, weight):
+        assert queue_create(tenant=nlp, name="q", weight=weight).weight == weight
+
+    @pytest.mark.parametrize("name", ["Upper", "under_score", "-dash", "a" * 64, ""])
+    def test_name_must_be_dns_label(self, nlp, name):
+        with pytest.raises(ValidationError) as info:
+            queue_create(tenant=nlp, name=name)
+        assert "name" in info.value.message_dict
+
+    def test_name_unique(self, nlp, vision):
+        queue_create(tenant=nlp, name="shared")
+        with pytest.raises(ValidationError) as info:
+            queue_create(tenant=vision, name="shared")
+        assert "name" in info.value.message_dict
+
+    @pytest.mark.parametrize("resource", ["gpus", "cpu_millis", "memory_bytes"])
+    def test_guarantee_above_capability(self, nlp, cluster, resource):
+        with pytest.raises(ValidationError) as info:
+            queue_create(
+                tenant=nlp,
+                name="q",
+                **{f"guarantee_{resource}": 5, f"capability_{resource}": 4},
+            )
+        assert info.value.message_dict == {
+            f"guarantee_{resource}": [GUARANTEE_ABOVE_CAPABILITY.format(guarantee=5, capability=4)]
+        }
+
+    def test_negative_guarantee_refused(self, nlp):
+        with pytest.raises(ValidationError) as info:
+            queue_create(tenant=nlp, name="q", guarantee_gpus=-1)
+        assert "guarantee_gpus" in info.value.message_dict
+
+    def test_sum_of_guarantees_may_not_exceed_cluster(self, nlp, vision, cluster):
+        queue_create(tenant=nlp, name="a", guarantee_gpus=20)
+        with pytest.raises(ValidationError) as info:
+            queue_create(tenant=vision, name="b", guarantee_gpus=20)
+        assert info.value.message_dict == {
+            "guarantee_gpus": [
+                "guarantee_gpus: the sum of guarantees would be 40 GPUs but the cluster has 32"
+            ]
+        }
+        assert not Queue.objects.filter(name="b").exists()
+
+    def test_sum_of_guarantees_may_equal_cluster(self, nlp, cluster):
+        queue_create(tenant=nlp, name="a", guarantee_gpus=16)
+        assert queue_create(tenant=nlp, name="b", guarantee_gpus=16).guarantee_gpus == 16
+
+    def test_unschedulable_nodes_do_not_count(self, nlp, cluster):
+        NodeFactory(name="cordoned", gpu_count=8, schedulable=False)
+        with pytest.raises(ValidationError) as info:
+            queue_create(tenant=nlp, name="a", guarantee_gpus=33)
+        assert info.value.message_dict["guarantee_gpus"] == [
+            services.GUARANTEE_SUM_EXCEEDS_CLUSTER.format(
+                field="guarantee_gpus", total=33, unit="GPUs", capacity=32
+            )
+        ]
+
+    def test_cpu_guarantee_checked_against_cluster(self, nlp, cluster):
+        with pytest.raises(ValidationError) as info:
+            queue_create(tenant=nlp, name="a", guarantee_cpu_millis=400_000)
+        assert info.value.message_dict["guarantee_cpu_millis"] == [
+            "guarantee_cpu_millis: the sum of guarantees would be 400000 millicores "
+            "but the cluster has 384000"
+        ]
+
+    def test_empty_cluster_allows_zero_guarantees(self, nlp):
+        assert queue_create(tenant=nlp, name="a").guarantee_gpus == 0
+
+    def test_researcher_cannot_create(self, nlp, researcher):
+        with pytest.raises(PermissionDenied):
+            queue_create(tenant=nlp, name="a", actor=researcher)
+
+    def test_lead_creates_in_own_tenant_only(self, nlp, vision, lead):
+        assert queue_create(tenant=nlp, name="a", actor=lead).tenant == nlp
+        with pytest.raises(PermissionDenied):
+            queue_create(tenant=vision, name="b", actor=lead)
+
+
+class TestQueueUpdate:
+    def test_writes_one_audit_row_per_changed_field(self, nlp_queue, lead, cluster):
+        queue = queue_update(
+            queue=nlp_queue,
+            actor=lead,
+            weight=5,
+            guarantee_gpus=4,
+            capability_gpus=16,
+            borrowing_limit_gpus=4,
+            reclaimable=False,
+            priority=3,
+            state=Queue.State.CLOSED,
+        )
+        assert queue.weight == 5
+        rows = {
+            change.field: (change.old_value, change.new_value, change.changed_by)
+            for change in QueueChange.objects.filter(queue=nlp_queue)
+        }
+        assert rows == {
+            "weight": ("2", "5", lead),
+            "guarantee_gpus": ("0", "4", lead),
+            "capability_gpus": ("", "16", lead),
+            "borrowing_limit_gpus": ("", "4", lead),
+            "reclaimable": ("true", "false", lead),
+            "priority": ("0", "3", lead),
+            "state": ("open", "closed", lead),
+        }
+
+    def test_unchanged_values_write_nothing(self, nlp_queue, lead):
+        queue_update(queue=nlp_queue, actor=lead, weight=nlp_queue.weight)
+        assert not QueueChange.objects.exists()
+
+    def test_back_to_unlimited_is_audited(self, nlp, lead):
+        queue = QueueFactory(tenant=nlp, capability_gpus=8)
+        queue_update(queue=queue, actor=lead, capability_gpus=None)
+        change = QueueChange.objects.get()
+        assert (change.field, change.old_value, change.new_value) == ("capability_gpus", "8", "")
+
+    def test_invalid_change_saves_nothing(self, nlp_queue, lead):
+        with pytest.raises(ValidationError) as info:
+            queue_update(queue=nlp_queue, actor=lead, weight=0, priority=9)
+        assert set(info.value.message_dict) == {"weight"}
+        nlp_queue.refresh_from_db()
+        assert (nlp_queue.weight, nlp_queue.priority) == (2, 0)
+        assert not QueueChange.objects.exists()
+
+    def test_guarantee_above_capability(self, nlp_queue, lead, cluster):
+        with pytest.raises(ValidationError) as info:
+            queue_update(queue=nlp_queue, actor=lead, guarantee_gpus=9, capability_gpus=8)
+        assert info.value.message_dict == {
+            "guarantee_gpus": [GUARANTEE_ABOVE_CAPABILITY.format(guarantee=9, capability=8)]
+        }
+
+    def test_sum_of_guarantees_on_update(self, nlp_queue, vision_queue, cluster):
+        queue_update(queue=vision_queue, actor=None, guarantee_gpus=30)
+        with pytest.raises(ValidationError) as info:
+            queue_update(queue=nlp_queue, actor=None, guarantee_gpus=10)
+        assert info.value.message_dict == {
+            "guarantee_gpus": [
+                "guarantee_gpus: the sum of guarantees would be 40 GPUs but the cluster has 32"
+            ]
+        }
+
+    def test_own_guarantee_is_not_counted_twice(self, nlp_queue, cluster):
+        queue_update(queue=nlp_queue, actor=None, guarantee_gpus=30)
+        assert queue_update(queue=nlp_queue, actor=None, guarantee_gpus=32).guarantee_gpus == 32
+
+    def test_lowering_a_guarantee_is_allowed_on_a_shrunk_cluster(self, nlp_queue, cluster):
+        queue_update(queue=nlp_queue, actor=None, guarantee_gpus=32)
+        for node in cluster[:2]:
+            node.schedulable = False
+            node.save()
+        assert queue_update(queue=nlp_queue, actor=None, guarantee_gpus=20).guarantee_gpus == 20
+        assert queue_update(queue=nlp_queue, actor=None, weight=7).weight == 7
+
+    def test_unknown_field_refused(self, nlp_queue, lead):
+        with pytest.raises(ValidationError) as info:
+            queue_update(queue=nlp_queue, actor=lead, name="renamed")
+        assert info.value.message_dict == {"name": [services.FIELD_NOT_EDITABLE]}
+
+    def test_researcher_cannot_update(self, nlp_queue, researcher):
+        with pytest.raises(PermissionDenied, match=services.QUEUE_EDIT_FORBIDDEN):
+            queue_update(queue=nlp_queue, actor=researcher, weight=3)
+
+    def test_lead_cannot_update_other_tenant(self, vision_queue, lead):
+        with pytest.raises(PermissionDenied):
+            queue_update(queue=vision_queue, actor=lead, weight=3)
+
+    def test_staff_updates_any_queue(self, vision_queue, staff):
+        assert queue_update(queue=vision_queue, actor=staff, weight=3).weight == 3
+
+    def test_string_input_is_coerced(self, nlp_queue, lead):
+        queue = queue_update(queue=nlp_queue, actor=lead, weight="7")
+        assert queue.weight == 7
+        assert QueueChange.objects.get().new_value == "7"
+
+
+class TestQueueDelete:
+    def test_deletes_unused_queue(self, nlp_queue, lead):
+        queue_delete(queue=nlp_queue, actor=lead)
+        assert not Queue.objects.exists()
+
+    def test_refuses_with_active_jobs(self, nlp_queue, lead):
+        JobFactory(queue=nlp_queue, status=Job.Status.RUNNING)
+        with pytest.raises(ValidationError) as info:
+            queue_delete(queue=nlp_queue, actor=lead)
+        assert info.value.message_dict == {
+            "queue": [services.QUEUE_DELETE_ACTIVE_JOBS.format(count=1)]
+        }
+
+    def test_refuses_with_finished_jobs(self, nlp_queue, lead):
+        JobFactory(queue=nlp_queue, status=Job.Status.SUCCEEDED)
+        with pytest.raises(ValidationError) as info:
+            queue_delete(queue=nlp_queue, actor=lead)
+        assert info.value.message_dict == {
+            "queue": [services.QUEUE_DELETE_HAS_HISTORY.format(count=1)]
+        }
+
+    def test_researcher_cannot_delete(self, nlp_queue, researcher):
+        with pytest.raises(PermissionDenied):
+            queue_delete(queue=nlp_queue, actor=researcher)

@@ -1,0 +1,127 @@
+from http import HTTPStatus
+
+import pytest
+from django.urls import reverse
+
+from portal.queues.models import QueueChange
+
+pytestmark = pytest.mark.django_db
+
+
+def _form(queue, **overrides):
+    data = {
+        "weight": queue.weight,
+        "priority": queue.priority,
+        "state": queue.state,
+        "guarantee_gpus": queue.guarantee_gpus,
+        "guarantee_cpu_millis": queue.guarantee_cpu_millis,
+        "guarantee_memory_bytes": queue.guarantee_memory_bytes,
+        "capability_gpus": "",
+        "capability_cpu_millis": "",
+        "capability_memory_bytes": "",
+        "borrowing_limit_gpus": "",
+        "borrowing_limit_cpu_millis": "",
+        "borrowing_limit_memory_bytes": "",
+    }
+    if queue.reclaimable:
+        data["reclaimable"] = "on"
+    data.update(overrides)
+    return data
+
+
+def test_queue_list_scoped_by_role(researcher_client, staff_client, nlp_queue, vision_queue):
+    body = researcher_client.get(reverse("queues:queue_list")).content.decode()
+    assert "nlp-train" in body
+    assert "vision-train" not in body
+    body = staff_client.get(reverse("queues:queue_list")).content.decode()
+    assert "vision-train" in body
+
+
+def test_queue_list_shows_edit_link_only_where_allowed(lead_client, nlp_queue, vision_queue):
+    body = lead_client.get(reverse("queues:queue_list")).content.decode()
+    assert reverse("queues:queue_edit", args=[nlp_queue.pk]) in body
+    assert reverse("queues:queue_edit", args=[vision_queue.pk]) not in body
+
+
+def test_researcher_cannot_edit_own_tenant_queue(researcher_client, nlp_queue):
+    url = reverse("queues:queue_edit", args=[nlp_queue.pk])
+    assert researcher_client.get(url).status_code == HTTPStatus.FORBIDDEN
+    assert (
+        researcher_client.post(url, _form(nlp_queue, weight=9)).status_code == HTTPStatus.FORBIDDEN
+    )
+    nlp_queue.refresh_from_db()
+    assert nlp_queue.weight == 2
+
+
+def test_researcher_refused_for_other_tenant_queue_without_data(researcher_client, vision_queue):
+    url = reverse("queues:queue_edit", args=[vision_queue.pk])
+    response = researcher_client.get(url)
+    assert response.status_code == HTTPStatus.FORBIDDEN
+    assert "vision-train" not in response.content.decode()
+    missing = reverse("queues:queue_edit", args=[999999])
+    assert researcher_client.get(missing).status_code == HTTPStatus.FORBIDDEN
+
+
+def test_lead_edits_own_tenant_queue(lead, lead_client, nlp_queue, cluster):
+    url = reverse("queues:queue_edit", args=[nlp_queue.pk])
+    assert lead_client.get(url).status_code == HTTPStatus.OK
+    response = lead_client.post(
+        url, _form(nlp_queue, weight=7, guarantee_gpus=8, capability_gpus=16)
+    )
+    assert response.status_code == HTTPStatus.FOUND
+    nlp_queue.refresh_from_db()
+    assert (nlp_queue.weight, nlp_queue.guarantee_gpus, nlp_queue.capability_gpus) == (7, 8, 16)
+    assert set(QueueChange.objects.values_list("field", flat=True)) == {
+        "weight",
+        "guarantee_gpus",
+        "capability_gpus",
+    }
+    assert QueueChange.objects.filter(changed_by=lead).count() == 3
+
+
+def test_lead_cannot_edit_queue_of_tenant_where_only_researcher(lead_client, vision_queue):
+    url = reverse("queues:queue_edit", args=[vision_queue.pk])
+    assert lead_client.get(url).status_code == HTTPStatus.FORBIDDEN
+    assert lead_client.post(url, _form(vision_queue, weight=9)).status_code == HTTPStatus.FORBIDDEN
+
+
+def test_lead_gets_404_for_queue_of_unrelated_tenant(lead_client, db):
+    from tests.factories import QueueFactory
+
+    queue = QueueFactory(name="platform-infra")
+    url = reverse("queues:queue_edit", args=[queue.pk])
+    assert lead_client.get(url).status_code == HTTPStatus.NOT_FOUND
+
+
+def test_staff_edits_any_queue(staff_client, vision_queue):
+    url = reverse("queues:queue_edit", args=[vision_queue.pk])
+    response = staff_client.post(url, _form(vision_queue, priority=4))
+    assert response.status_code == HTTPStatus.FOUND
+    vision_queue.refresh_from_db()
+    assert vision_queue.priority == 4
+
+
+def test_service_errors_shown_on_the_field(lead_client, nlp_queue, cluster):
+    url = reverse("queues:queue_edit", args=[nlp_queue.pk])
+    response = lead_client.post(url, _form(nlp_queue, guarantee_gpus=40))
+    assert response.status_code == HTTPStatus.OK
+    assert response.context["form"].errors == {
+        "guarantee_gpus": [
+            "guarantee_gpus: the sum of guarantees would be 40 GPUs but the cluster has 32"
+        ]
+    }
+    assert "the cluster has 32" in response.content.decode()
+    assert not QueueChange.objects.exists()
+
+
+def test_form_shape_errors_shown(lead_client, nlp_queue):
+    url = reverse("queues:queue_edit", args=[nlp_queue.pk])
+    response = lead_client.post(url, _form(nlp_queue, weight=70000))
+    assert response.status_code == HTTPStatus.OK
+    assert "weight" in response.context["form"].errors
+
+
+def test_anonymous_redirected_to_login(client, nlp_queue):
+    response = client.get(reverse("queues:queue_edit", args=[nlp_queue.pk]))
+    assert response.status_code == HTTPStatus.FOUND
+    assert response.url.startswith(reverse("login"))

@@ -1,0 +1,128 @@
+"""Feed what the cluster reports back into placements and job statuses.
+
+Runs at the start of every cycle, before the snapshot, so the core sees the cluster as it is:
+pods that started, finished, failed or vanished, and evicted pods that are finally gone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from datetime import datetime
+
+from django.db import transaction
+
+from portal.cluster.models import Placement
+from portal.jobs.models import Job
+from scheduler.adapters.cluster.base import ObservedPod
+
+P = Placement.State
+S = Job.Status
+POD_LOST = "pod {pod} disappeared from node {node}; the job was requeued"
+POD_FAILED = "pod {pod} failed ({reason}); the job failed"
+BATCH = 1000
+
+
+def cluster_observe(*, pods: list[ObservedPod], now: datetime) -> None:
+    """Apply observed pod phases to the active placements (one query to read, batched writes)."""
+    by_name = {pod.name: pod for pod in pods}
+    with transaction.atomic():
+        placements = list(
+            Placement.objects.filter(state__in=Placement.ACTIVE_STATES)
+            .select_related("job")
+            .order_by("id")
+        )
+        changed: list[Placement] = []
+        lost: dict[int, Placement] = {}
+        failed: dict[int, tuple[Placement, ObservedPod]] = {}
+        for placement in placements:
+            pod = by_name.get(placement.pod_name)
+            state = _next_state(placement, pod)
+            if state == P.DELETED and placement.state == P.RUNNING:
+                lost.setdefault(placement.job_id, placement)
+            if state == P.FAILED and pod is not None:
+                failed.setdefault(placement.job_id, (placement, pod))
+            if state != placement.state:
+                placement.state = state
+                placement.updated_at = now
+                changed.append(placement)
+        Placement.objects.bulk_update(changed, ["state", "updated_at"], batch_size=BATCH)
+        jobs = {p.job_id: p.job for p in placements}
+        _jobs_advance(jobs, lost, failed, now)
+
+
+def _next_state(placement: Placement, pod: ObservedPod | None) -> str:
+    if placement.job.is_terminal and placement.state in (P.BOUND, P.RUNNING):
+        return P.RELEASING  # cancelled (or failed) job: its pods go now
+    if placement.state == P.RELEASING:
+        return P.DELETED if pod is None else P.RELEASING
+    if pod is None:
+        # Bound and not created yet is normal (reconcile creates it); running and gone is not.
+        return P.DELETED if placement.state == P.RUNNING else placement.state
+    if pod.phase == "Succeeded":
+        return P.SUCCEEDED
+    if pod.phase == "Failed":
+        return P.FAILED
+    if pod.phase == "Running":
+        return P.RUNNING
+    return placement.state
+
+
+def _jobs_advance(
+    jobs: dict[int, Job],
+    lost: dict[int, Placement],
+    failed: dict[int, tuple[Placement, ObservedPod]],
+    now: datetime,
+) -> None:
+    """Job statuses from the placements' states after this observation."""
+    counts: dict[int, Counter] = defaultdict(Counter)
+    for row in Placement.objects.filter(job_id__in=list(jobs)).values("job_id", "state"):
+        counts[row["job_id"]][row["state"]] += 1
+    release: list[int] = []
+    updated: list[Job] = []
+    for job_id in sorted(jobs):
+        job = jobs[job_id]
+        count = counts[job_id]
+        active = count[P.BOUND] + count[P.RUNNING]
+        before = job.status
+        if job.is_terminal:
+            continue
+        if job_id in failed:
+            placement, pod = failed[job_id]
+            job.status, job.finished_at = S.FAILED, now
+            job.pending_reason = POD_FAILED.format(
+                pod=placement.pod_name, reason=pod.reason or f"exit code {pod.exit_code}"
+            )
+            release.append(job_id)
+        elif job_id in lost and active + count[P.SUCCEEDED] < job.min_available:
+            placement = lost[job_id]
+            job.status = S.PREEMPTED
+            job.pending_reason = POD_LOST.format(pod=placement.pod_name, node=placement.node_name)
+            job.pending_reason_at = now
+            release.append(job_id)
+        elif job.status == S.PREEMPTED and active + count[P.RELEASING] == 0:
+            job.status = S.PENDING  # its pods are gone: it waits for its turn again
+        elif job.status in (S.ADMITTED, S.RUNNING) and active + count[P.RELEASING] == 0:
+            if count[P.SUCCEEDED] >= job.min_available:
+                job.status, job.finished_at = S.SUCCEEDED, now
+                job.started_at = job.started_at or now
+        elif job.status == S.ADMITTED and count[P.RUNNING] >= job.min_available:
+            job.status, job.started_at = S.RUNNING, now
+        if job.status != before:
+            job.updated_at = now
+            updated.append(job)
+    Job.objects.bulk_update(
+        updated,
+        [
+            "status",
+            "started_at",
+            "finished_at",
+            "pending_reason",
+            "pending_reason_at",
+            "updated_at",
+        ],
+        batch_size=BATCH,
+    )
+    if release:
+        Placement.objects.filter(job_id__in=release, state__in=[P.BOUND, P.RUNNING]).update(
+            state=P.RELEASING, updated_at=now
+        )

@@ -1,0 +1,217 @@
+"""Write one cycle's decisions in one transaction: placements for binds, releases and
+PreemptionEvents for evictions, job statuses and pending reasons, usage samples, counts.
+
+Writes are batched (bulk_create, bulk_update, one UPDATE per distinct reason) so the cost
+grows with the number of changes, not with one query per job.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count
+
+from portal.cluster.models import Placement
+from portal.cluster.services import placement_pod_name
+from portal.jobs.models import Job
+from portal.scheduling.models import CycleRun, PreemptionEvent, QueueUsageSample
+from scheduler.adapters.snapshot import SnapshotBundle
+from scheduler.core.types import CycleResult, Evict
+
+GANG_BROKEN = "released with its gang: {job} fell below min_available {min_available}"
+BATCH = 1000
+
+
+def decisions_persist(
+    *, bundle: SnapshotBundle, result: CycleResult, cycle: CycleRun, now: datetime
+) -> None:
+    with transaction.atomic():
+        _persist_binds(bundle, result, now)
+        _persist_evictions(bundle, result, cycle, now)
+        _persist_pending_reasons(bundle, result, now)
+        _persist_usage(bundle, result, now)
+        cycle.binds = len(result.binds)
+        cycle.evictions = len(result.evictions)
+        cycle.pending_jobs = len(result.pending_reasons)
+
+
+def _persist_binds(bundle: SnapshotBundle, result: CycleResult, now: datetime) -> None:
+    if not result.binds:
+        return
+    index = bundle.index
+    replicas = [index.pending[bind.task] for bind in result.binds]
+    # Earlier placements of the same replica (ended by a preemption) keep their pod names
+    # in the history, so a re-placement gets the next attempt number.
+    attempts = {
+        (row["task_id"], row["replica"]): row["n"]
+        for row in Placement.objects.filter(task_id__in={r.task.id for r in replicas})
+        .values("task_id", "replica")
+        .annotate(n=Count("id"))
+    }
+    placements = []
+    for bind, replica in zip(result.binds, replicas):
+        job = index.jobs[bind.job]
+        attempt = attempts.get((replica.task.id, replica.replica), 0)
+        placements.append(
+            Placement(
+                job=job,
+                task=replica.task,
+                replica=replica.replica,
+                node=index.nodes.get(bind.node),
+                node_name=bind.node,
+                pod_name=placement_pod_name(
+                    job=job, task=replica.task, replica=replica.replica, attempt=attempt
+                ),
+                state=Placement.State.BOUND,
+                gpus=replica.task.gpus,
+            )
+        )
+    Placement.objects.bulk_create(placements, batch_size=BATCH)
+    admitted = {bind.job for bind in result.binds}
+    jobs = [
+        job
+        for key in sorted(admitted, key=int)
+        if (job := index.jobs[key]).status == Job.Status.PENDING
+    ]
+    for job in jobs:
+        job.status = Job.Status.ADMITTED
+        job.admitted_at = now
+        job.pending_reason = ""
+        job.pending_reason_at = now
+        job.updated_at = now
+    Job.objects.bulk_update(
+        jobs,
+        ["status", "admitted_at", "pending_reason", "pending_reason_at", "updated_at"],
+        batch_size=BATCH,
+    )
+
+
+def _persist_evictions(
+    bundle: SnapshotBundle, result: CycleResult, cycle: CycleRun, now: datetime
+) -> None:
+    if not result.evictions:
+        return
+    index = bundle.index
+    released: dict[int, Placement] = {}
+    events = []
+    first_eviction: dict[str, Evict] = {}
+    for evict in result.evictions:
+        placement = index.placements[evict.task]
+        released[placement.id] = placement
+        first_eviction.setdefault(evict.job, evict)
+        events.append(_event(bundle, evict, placement, cycle, now, evict.reason))
+
+    # A victim left with fewer running pods than its gang needs is useless: release it whole.
+    active_by_job: dict[int, list[Placement]] = defaultdict(list)
+    for placement in index.placements.values():
+        if placement.state != Placement.State.RELEASING:
+            active_by_job[placement.job_id].append(placement)
+    preempted = []
+    for key in sorted(first_eviction, key=int):
+        job = index.jobs[key]
+        remaining = [p for p in active_by_job[job.id] if p.id not in released]
+        if remaining and len(remaining) >= job.min_available:
+            continue
+        evict = first_eviction[key]
+        sentence = GANG_BROKEN.format(job=job.name, min_available=job.min_available)
+        for placement in remaining:
+            released[placement.id] = placement
+            events.append(_event(bundle, evict, placement, cycle, now, sentence))
+        if job.status in (Job.Status.ADMITTED, Job.Status.RUNNING):
+            job.status = Job.Status.PREEMPTED
+            job.preemption_count += 1
+            job.pending_reason = evict.reason
+            job.pending_reason_at = now
+            job.updated_at = now
+            preempted.append(job)
+
+    for placement in released.values():
+        placement.state = Placement.State.RELEASING
+        placement.updated_at = now
+    Placement.objects.bulk_update(released.values(), ["state", "updated_at"], batch_size=BATCH)
+    PreemptionEvent.objects.bulk_create(events, batch_size=BATCH)
+    Job.objects.bulk_update(
+        preempted,
+        ["status", "preemption_count", "pending_reason", "pending_reason_at", "updated_at"],
+        batch_size=BATCH,
+    )
+
+
+def _event(
+    bundle: SnapshotBundle,
+    evict: Evict,
+    placement: Placement,
+    cycle: CycleRun,
+    now: datetime,
+    sentence: str,
+) -> PreemptionEvent:
+    index = bundle.index
+    victim = index.jobs[str(placement.job_id)]
+    preemptor = index.jobs.get(evict.preemptor_job) if evict.preemptor_job else None
+    task = index.tasks[placement.task_id]
+    return PreemptionEvent(
+        victim_job=victim,
+        victim_task_name=f"{task.name}-{placement.replica}",
+        victim_queue=victim.queue,
+        victim_tenant=victim.tenant,
+        node_name=placement.node_name,
+        preemptor_job=preemptor,
+        preemptor_queue=preemptor.queue if preemptor else None,
+        action=evict.action,
+        gpus_freed=placement.gpus,
+        cycle=cycle,
+        occurred_at=now,
+        sentence=sentence,
+    )
+
+
+def _persist_pending_reasons(bundle: SnapshotBundle, result: CycleResult, now: datetime) -> None:
+    """One UPDATE per distinct reason: many waiting jobs share a sentence, and rewriting
+    unchanged rows every few seconds would be most of the cycle's write load."""
+    by_reason: dict[str, list[int]] = defaultdict(list)
+    for key, job in bundle.index.jobs.items():
+        if job.status not in (Job.Status.PENDING, Job.Status.PREEMPTED):
+            continue
+        reason = result.pending_reasons.get(key, "")
+        if job.status == Job.Status.PREEMPTED and not reason:
+            continue  # keeps the eviction sentence until its pods are gone
+        if reason != job.pending_reason:
+            by_reason[reason].append(job.id)
+    for reason, ids in sorted(by_reason.items()):
+        for start in range(0, len(ids), BATCH):
+            Job.objects.filter(id__in=ids[start : start + BATCH]).update(
+                pending_reason=reason, pending_reason_at=now
+            )
+
+
+def _persist_usage(bundle: SnapshotBundle, result: CycleResult, now: datetime) -> None:
+    """At most one sample per queue per USAGE_SAMPLE_SECONDS: dashboards plot minutes, and the
+    cycle runs every few seconds."""
+    since = now - timedelta(seconds=settings.USAGE_SAMPLE_SECONDS)
+    if QueueUsageSample.objects.filter(at__gt=since).exists():
+        return
+    bound_gpus: dict[str, int] = defaultdict(int)
+    for bind in result.binds:
+        queue = bundle.index.jobs[bind.job].queue.name
+        bound_gpus[queue] += bundle.index.pending[bind.task].task.gpus
+    samples = []
+    for name, queue in sorted(bundle.index.queues.items()):
+        share = result.queues.get(name)
+        if share is None:
+            continue
+        deserved = share.deserved.get("gpu")
+        samples.append(
+            QueueUsageSample(
+                queue=queue,
+                at=now,
+                gpus_allocated=int(share.allocated.get("gpu")),
+                gpus_deserved=deserved if deserved != float("inf") else 0,
+                gpus_pending=max(0, bundle.index.pending_gpus[name] - bound_gpus[name]),
+                cpu_millis_allocated=int(share.allocated.get("cpu")),
+                memory_bytes_allocated=int(share.allocated.get("memory")),
+            )
+        )
+    QueueUsageSample.objects.bulk_create(samples, batch_size=BATCH)

@@ -32,4 +32,13 @@ def scheduling_cycle_kick() -> None:
     """Queue a cycle once the current transaction commits (call from services)."""
     from django.db import transaction
 
-    transaction.on_commit(scheduling_cycle_run.delay)
+    transaction.on_commit(_kick)
+
+
+def _kick() -> None:
+    # The submission is already committed: a broker outage must not turn it into an error
+    # for the user. Beat runs the next cycle anyway.
+    try:
+        scheduling_cycle_run.delay()
+    except Exception:
+        logger.warning("could not queue a scheduling cycle; beat will run one", exc_info=True)

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import environ
 
-BASE_DIR = Path(__file__).resolve().parent.parent.parent
-VAR_DIR = Path(environ.Env().str("PORTAL_VAR_DIR", default=str(BASE_DIR / "var")))
-
 env = environ.Env()
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+# SQLite file, filesystem broker and beat schedule of the embedded default.
+VAR_DIR = Path(env.str("PORTAL_VAR_DIR", default=str(BASE_DIR / "var")))
 
 # GENERAL
 # ------------------------------------------------------------------------------
@@ -166,6 +167,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     if CELERY_BROKER_URL.startswith("filesystem")
     else {}
 )
+if CELERY_BROKER_URL.startswith("filesystem"):
+    for _folder in CELERY_BROKER_TRANSPORT_OPTIONS.values():
+        if isinstance(_folder, str):
+            Path(_folder).mkdir(parents=True, exist_ok=True)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_SERIALIZER = "json"

@@ -1,7 +1,7 @@
 """Test settings: fast hashing, Celery tasks run inline unless a test starts a worker."""
 
 from .base import *  # noqa: F403
-from .base import env
+from .base import DATABASES, VAR_DIR, env
 
 SECRET_KEY = "test-only-not-a-secret"
 DEBUG = False
@@ -15,3 +15,7 @@ STORAGES = {
 # Serve static files from the finders, so tests need no collectstatic run.
 WHITENOISE_AUTOREFRESH = True
 WHITENOISE_USE_FINDERS = True
+
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # A file, not memory: end-to-end tests start a real Celery worker that must see the data.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-portal.sqlite3")}

@@ -16,4 +16,5 @@ urlpatterns = [
     path("jobs/", include("portal.jobs.urls")),
     path("queues/", include("portal.queues.urls")),
     path("admin-area/", include("portal.scheduling.urls")),
+    path("api/", include("portal.api.urls")),
 ]

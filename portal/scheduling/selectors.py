@@ -2,7 +2,7 @@ from datetime import datetime
 
 from django.db.models import QuerySet
 
-from .models import CycleRun, PreemptionEvent, SchedulerConfig
+from .models import CycleRun, PreemptionEvent, QueueUsageSample, SchedulerConfig
 
 
 def scheduler_config_get_active() -> SchedulerConfig | None:
@@ -40,3 +40,97 @@ def preemption_event_list(
 
 def cycle_run_list(*, limit: int = 100) -> QuerySet[CycleRun]:
     return CycleRun.objects.order_by("-started_at", "-id")[:limit]
+
+
+# --- pages and dashboards -------------------------------------------------------------------
+
+
+def preemption_event_list_for_job(*, job_id: int) -> QuerySet[PreemptionEvent]:
+    """Events where the job lost pods or caused others to lose them, newest first."""
+    from django.db.models import Q
+
+    return (
+        PreemptionEvent.objects.filter(Q(victim_job_id=job_id) | Q(preemptor_job_id=job_id))
+        .select_related("victim_job", "victim_queue", "preemptor_job", "preemptor_queue")
+        .order_by("-occurred_at", "-id")
+    )
+
+
+def usage_series(*, since: datetime, bucket: str) -> list[dict]:
+    """Average GPUs allocated per queue per time bucket (`minute`, `hour`, `day`), in the DB."""
+    from django.db.models import Avg
+    from django.db.models.functions import Trunc
+
+    return list(
+        QueueUsageSample.objects.filter(at__gte=since)
+        .annotate(bucket=Trunc("at", bucket))
+        .values("bucket", "queue__name")
+        .annotate(gpus=Avg("gpus_allocated"))
+        .order_by("bucket", "queue__name")
+    )
+
+
+def usage_latest_deserved() -> dict[int, float]:
+    """Queue id -> gpus_deserved of its newest usage sample (one query, index on queue, at)."""
+    from django.db.models import OuterRef, Subquery
+
+    from portal.queues.models import Queue
+
+    newest = QueueUsageSample.objects.filter(queue_id=OuterRef("pk")).order_by("-at")
+    rows = Queue.objects.annotate(
+        deserved=Subquery(newest.values("gpus_deserved")[:1])
+    ).values_list("pk", "deserved")
+    return {pk: float(deserved) for pk, deserved in rows if deserved is not None}
+
+
+def preemption_counts(*, since: datetime, bucket: str) -> list[dict]:
+    """Evictions and GPUs freed per time bucket and action."""
+    from django.db.models import Count, Sum
+    from django.db.models.functions import Trunc
+
+    return list(
+        PreemptionEvent.objects.filter(occurred_at__gte=since)
+        .annotate(bucket=Trunc("occurred_at", bucket))
+        .values("bucket", "action")
+        .annotate(events=Count("id"), gpus=Sum("gpus_freed"))
+        .order_by("bucket", "action")
+    )
+
+
+# --- REST API -------------------------------------------------------------------------------
+
+
+def queue_usage_series(
+    *, queue_id: int, since: datetime, until: datetime, resolution: str
+) -> list[dict]:
+    """One row per `resolution` bucket (`minute`, `hour`, `day`) of a queue's usage samples,
+    aggregated in the database: averages, the GPU peak and the number of samples."""
+    from django.db.models import Avg, Count, Max
+    from django.db.models.functions import Trunc
+    from django.utils import timezone
+
+    return list(
+        QueueUsageSample.objects.filter(queue_id=queue_id, at__gte=since, at__lt=until)
+        .annotate(bucket=Trunc("at", resolution, tzinfo=timezone.get_current_timezone()))
+        .values("bucket")
+        .annotate(
+            gpus_allocated_avg=Avg("gpus_allocated"),
+            gpus_allocated_max=Max("gpus_allocated"),
+            gpus_deserved_avg=Avg("gpus_deserved"),
+            gpus_pending_avg=Avg("gpus_pending"),
+            cpu_millis_allocated_avg=Avg("cpu_millis_allocated"),
+            memory_bytes_allocated_avg=Avg("memory_bytes_allocated"),
+            samples=Count("id"),
+        )
+        .order_by("bucket")
+    )
+
+
+def queue_usage_latest(*, queue_ids: list[int]) -> dict[int, QueueUsageSample]:
+    """The newest usage sample of each of `queue_ids` (one indexed lookup per queue)."""
+    latest = {}
+    for queue_id in queue_ids:
+        sample = QueueUsageSample.objects.filter(queue_id=queue_id).order_by("-at", "-id").first()
+        if sample is not None:
+            latest[queue_id] = sample
+    return latest

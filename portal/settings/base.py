@@ -208,3 +208,6 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
 }
+
+# Integrations (each file holds only its own additions).
+from .api import *  # noqa: E402,F403

@@ -1,0 +1,92 @@
+"""Request body parsers with a size limit: JSON and YAML (safe loading, no aliases)."""
+
+import json
+from typing import Any
+
+import yaml
+from django.conf import settings
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import BaseParser
+
+from .errors import PayloadTooLarge
+
+DEFAULT_MAX_BODY_BYTES = 256 * 1024
+BODY_TOO_LARGE = "the request body is larger than {limit} bytes"
+BODY_NOT_UTF8 = "the request body is not valid UTF-8"
+BODY_INVALID_JSON = "malformed JSON: {error}"
+BODY_INVALID_YAML = "malformed YAML: {error}"
+BODY_TOO_DEEP = "the request body is nested too deeply"
+YAML_ALIASES_FORBIDDEN = "YAML anchors and aliases are not supported"
+
+
+def max_body_bytes() -> int:
+    return int(getattr(settings, "API_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES))
+
+
+def read_limited(stream: Any) -> str:
+    """Read at most the configured limit (413 beyond it) and decode it as UTF-8."""
+    limit = max_body_bytes()
+    raw = stream.read(limit + 1) if stream is not None else b""
+    if len(raw) > limit:
+        raise PayloadTooLarge(BODY_TOO_LARGE.format(limit=limit))
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ParseError(BODY_NOT_UTF8) from error
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a valid JSON number")
+
+
+class LimitedJSONParser(BaseParser):
+    media_type = "application/json"
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        text = read_limited(stream)
+        try:
+            return json.loads(text, parse_constant=_reject_constant)
+        except RecursionError as error:
+            raise ParseError(BODY_TOO_DEEP) from error
+        except ValueError as error:
+            raise ParseError(BODY_INVALID_JSON.format(error=error)) from error
+
+
+class _NoAliasSafeLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases (no billion-laughs expansion)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, YAML_ALIASES_FORBIDDEN, event.start_mark)
+        return super().compose_node(parent, index)
+
+
+def yaml_load(text: str) -> Any:
+    """`yaml.safe_load` semantics without aliases; every failure is a ParseError."""
+    try:
+        return yaml.load(text, Loader=_NoAliasSafeLoader)  # noqa: S506 (a SafeLoader)
+    except RecursionError as error:
+        raise ParseError(BODY_TOO_DEEP) from error
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as error:
+        raise ParseError(BODY_INVALID_YAML.format(error=error)) from error
+
+
+class YAMLParser(BaseParser):
+    """`application/yaml`, `text/yaml` (and the older x- spellings)."""
+
+    media_type = "application/yaml"
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        return yaml_load(read_limited(stream))
+
+
+class TextYAMLParser(YAMLParser):
+    media_type = "text/yaml"
+
+
+class XYAMLParser(YAMLParser):
+    media_type = "application/x-yaml"
+
+
+YAML_PARSERS = [YAMLParser, TextYAMLParser, XYAMLParser]

@@ -1,0 +1,70 @@
+"""`/api/`: v1 endpoints, the OpenAPI schema, its browsable UI and the token page."""
+
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from portal.cluster import apis as cluster_apis
+from portal.jobs import apis as job_apis
+from portal.queues import apis as queue_apis
+from portal.scheduling import apis as scheduling_apis
+from portal.tenants import apis as tenant_apis
+
+from .apis import TokenCreateApi
+from .base import by_method
+from .views import ApiTokenView
+
+app_name = "api"
+
+v1 = [
+    path("auth/token/", TokenCreateApi.as_view(), name="token_create"),
+    path(
+        "jobs/",
+        by_method("JobsApi", get=job_apis.JobListApi, post=job_apis.JobCreateApi),
+        name="jobs",
+    ),
+    path("jobs/<int:job_id>/", job_apis.JobDetailApi.as_view(), name="job_detail"),
+    path("jobs/<int:job_id>/cancel/", job_apis.JobCancelApi.as_view(), name="job_cancel"),
+    path("jobs/<int:job_id>/why/", job_apis.JobWhyApi.as_view(), name="job_why"),
+    path("queues/", queue_apis.QueueListApi.as_view(), name="queues"),
+    path(
+        "queues/<int:queue_id>/",
+        by_method("QueueApi", get=queue_apis.QueueDetailApi, patch=queue_apis.QueueUpdateApi),
+        name="queue_detail",
+    ),
+    path(
+        "queues/<int:queue_id>/changes/",
+        queue_apis.QueueChangeListApi.as_view(),
+        name="queue_changes",
+    ),
+    path("queues/<int:queue_id>/usage/", queue_apis.QueueUsageApi.as_view(), name="queue_usage"),
+    path("tenants/", tenant_apis.TenantListApi.as_view(), name="tenants"),
+    path("nodes/", cluster_apis.NodeListApi.as_view(), name="nodes"),
+    path("nodes/<int:node_id>/", cluster_apis.NodeDetailApi.as_view(), name="node_detail"),
+    path("preemptions/", scheduling_apis.PreemptionListApi.as_view(), name="preemptions"),
+    path(
+        "scheduler-configs/",
+        by_method(
+            "SchedulerConfigsApi",
+            get=scheduling_apis.SchedulerConfigListApi,
+            post=scheduling_apis.SchedulerConfigCreateApi,
+        ),
+        name="scheduler_configs",
+    ),
+    path(
+        "scheduler-configs/<int:config_id>/",
+        scheduling_apis.SchedulerConfigDetailApi.as_view(),
+        name="scheduler_config_detail",
+    ),
+    path(
+        "scheduler-configs/<int:config_id>/activate/",
+        scheduling_apis.SchedulerConfigActivateApi.as_view(),
+        name="scheduler_config_activate",
+    ),
+]
+
+urlpatterns = [
+    *[path(f"v1/{p.pattern}", p.callback, name=p.name) for p in v1],
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("tokens/", ApiTokenView.as_view(), name="tokens"),
+]

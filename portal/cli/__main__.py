@@ -1,0 +1,5 @@
+import sys
+
+from portal.cli.main import main
+
+sys.exit(main())

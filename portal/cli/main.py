@@ -1,0 +1,348 @@
+"""gpuq: submit, list, cancel and explain jobs; show queue shares.
+
+    export GPUQ_URL=http://127.0.0.1:8000 GPUQ_TOKEN=<token from /api/tokens/>
+    python -m portal.cli submit --queue nlp-train --name bert --replicas 2 --gpus 4 \
+        --image ghcr.io/example/trainer:latest --command "python train.py"
+    python -m portal.cli submit -f job.yaml
+    python -m portal.cli jobs --status pending
+    python -m portal.cli why 42
+    python -m portal.cli cancel 42
+    python -m portal.cli queues
+"""
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from .client import ApiClient, ApiError, ConnectionFailed
+from .output import table
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+EXIT_OK, EXIT_API_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+VOLCANO_API_VERSION = "batch.volcano.sh/v1alpha1"
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpuq", description="Command-line client of the GPU quota portal API."
+    )
+    parser.add_argument(
+        "--url", default=os.environ.get("GPUQ_URL", DEFAULT_URL), help="portal URL ($GPUQ_URL)"
+    )
+    parser.add_argument(
+        "--token", default=os.environ.get("GPUQ_TOKEN"), help="API token ($GPUQ_TOKEN)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the API's JSON")
+    commands = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    submit = commands.add_parser("submit", help="submit a job (flags or a Volcano manifest)")
+    submit.add_argument("-f", "--file", help="Volcano Job manifest (YAML or JSON); '-' = stdin")
+    submit.add_argument("--queue", help="queue name or id")
+    submit.add_argument("--name", help="job name (DNS label)")
+    submit.add_argument("--task-name", default="worker")
+    submit.add_argument("--replicas", type=int, default=1)
+    submit.add_argument("--gpus", type=int, default=0, help="GPUs per replica")
+    submit.add_argument("--gpu-resource", default="nvidia.com/gpu")
+    submit.add_argument("--cpu", help='CPU per replica, e.g. "4" or "500m"')
+    submit.add_argument("--memory", help='memory per replica, e.g. "16Gi"')
+    submit.add_argument("--image", help="container image")
+    submit.add_argument("--command", help='command line, e.g. "python train.py --lr 3e-4"')
+    submit.add_argument("--env", action="append", type=_key_value, default=[], metavar="K=V")
+    submit.add_argument(
+        "--node-selector", action="append", type=_key_value, default=[], metavar="K=V"
+    )
+    submit.add_argument("--min-available", type=int)
+    submit.add_argument("--priority", type=int)
+    submit.add_argument("--duration", type=int, help="expected run time in seconds")
+
+    jobs = commands.add_parser("jobs", help="list jobs you may see")
+    jobs.add_argument("--queue")
+    jobs.add_argument("--tenant")
+    jobs.add_argument("--status")
+    jobs.add_argument("--mine", action="store_true")
+    jobs.add_argument("--since", help="ISO 8601 time: jobs submitted at or after it")
+    jobs.add_argument("--limit", type=int, default=50)
+
+    show = commands.add_parser("show", help="one job: tasks, placements, pending reason")
+    show.add_argument("job_id", type=int)
+    cancel = commands.add_parser("cancel", help="cancel a job")
+    cancel.add_argument("job_id", type=int)
+    why = commands.add_parser("why", help="why a job is pending and who is ahead of it")
+    why.add_argument("job_id", type=int)
+    queues = commands.add_parser("queues", help="queues and their shares")
+    queues.add_argument("--tenant", type=int, help="tenant id")
+    return parser
+
+
+def manifest_from_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """A Volcano Job manifest built from the submit flags (the server maps it)."""
+    missing = [flag for flag in ("queue", "name", "image") if not getattr(args, flag)]
+    if missing:
+        raise UsageError("submit needs -f FILE or " + ", ".join(f"--{m}" for m in missing))
+    limits: dict[str, Any] = {}
+    if args.gpus:
+        limits[args.gpu_resource] = args.gpus
+    if args.cpu:
+        limits["cpu"] = args.cpu
+    if args.memory:
+        limits["memory"] = args.memory
+    container: dict[str, Any] = {"name": args.task_name, "image": args.image}
+    if args.command:
+        container["command"] = shlex.split(args.command)
+    if args.env:
+        container["env"] = [{"name": k, "value": v} for k, v in args.env]
+    if limits:
+        container["resources"] = {"limits": limits}
+    pod: dict[str, Any] = {"containers": [container]}
+    if args.node_selector:
+        pod["nodeSelector"] = dict(args.node_selector)
+    annotations = {}
+    if args.priority is not None:
+        annotations["priority"] = str(args.priority)
+    if args.duration is not None:
+        annotations["gpuq/expected-duration-seconds"] = str(args.duration)
+    spec: dict[str, Any] = {
+        "queue": args.queue,
+        "tasks": [{"name": args.task_name, "replicas": args.replicas, "template": {"spec": pod}}],
+    }
+    if args.min_available is not None:
+        spec["minAvailable"] = args.min_available
+    metadata: dict[str, Any] = {"name": args.name}
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": VOLCANO_API_VERSION, "kind": "Job", "metadata": metadata, "spec": spec}
+
+
+class UsageError(Exception):
+    pass
+
+
+def _gpus(queue: dict[str, Any], prefix: str) -> Any:
+    return queue.get(f"{prefix}_gpus")
+
+
+def run(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:
+    if args.cmd == "submit":
+        if args.file:
+            raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+            is_json = args.file.endswith(".json")
+            job = client.request(
+                "POST",
+                "/api/v1/jobs/",
+                raw_body=raw,
+                content_type="application/json" if is_json else "application/yaml",
+            )
+        else:
+            job = client.post("/api/v1/jobs/", manifest_from_flags(args))
+        if args.json:
+            return _print_json(job, out)
+        print(
+            f"job {job['id']} {job['name']} submitted to {job['queue']}: {job['status']}", file=out
+        )
+        return None
+    if args.cmd == "jobs":
+        query = {
+            "queue": args.queue,
+            "tenant": args.tenant,
+            "status": args.status,
+            "since": args.since,
+            "mine": "true" if args.mine else None,
+        }
+        rows = client.get_all("/api/v1/jobs/", limit=args.limit, **query)
+        if args.json:
+            return _print_json(rows, out)
+        headers = [
+            "id",
+            "name",
+            "queue",
+            "status",
+            "prio",
+            "gpus",
+            "submitter",
+            "submitted",
+            "reason",
+        ]
+        print(
+            table(
+                headers,
+                [
+                    [
+                        j["id"],
+                        j["name"],
+                        j["queue"],
+                        j["status"],
+                        j["priority"],
+                        j["gpus"],
+                        j["submitter"],
+                        j["submitted_at"][:19].replace("T", " "),
+                        j["pending_reason"] if j["status"] == "pending" else "",
+                    ]
+                    for j in rows
+                ],
+            ),
+            file=out,
+        )
+        return None
+    if args.cmd == "show":
+        job = client.get(f"/api/v1/jobs/{args.job_id}/")
+        if args.json:
+            return _print_json(job, out)
+        print(
+            f"job {job['id']} {job['name']} in {job['queue']} ({job['tenant']}): {job['status']}",
+            file=out,
+        )
+        if job["pending_reason"]:
+            print(f"reason: {job['pending_reason']}", file=out)
+        print(
+            table(
+                ["task", "replicas", "gpus", "cpu_m", "memory", "image"],
+                [
+                    [
+                        t["name"],
+                        t["replicas"],
+                        t["gpus"],
+                        t["cpu_millis"],
+                        t["memory_bytes"],
+                        t["image"],
+                    ]
+                    for t in job["tasks"]
+                ],
+            ),
+            file=out,
+        )
+        if job["placements"]:
+            print(
+                table(
+                    ["pod", "node", "state", "gpus"],
+                    [[p["pod"], p["node"], p["state"], p["gpus"]] for p in job["placements"]],
+                ),
+                file=out,
+            )
+        return None
+    if args.cmd == "cancel":
+        job = client.post(f"/api/v1/jobs/{args.job_id}/cancel/")
+        if args.json:
+            return _print_json(job, out)
+        print(f"job {job['id']} {job['name']}: {job['status']}", file=out)
+        return None
+    if args.cmd == "why":
+        why = client.get(f"/api/v1/jobs/{args.job_id}/why/")
+        if args.json:
+            return _print_json(why, out)
+        print(f"job {why['id']} {why['name']} in {why['queue']}: {why['status']}", file=out)
+        if why["pending_reason"]:
+            print(f"reason: {why['pending_reason']}", file=out)
+        if why["position"] is not None:
+            print(
+                f"position {why['position']} in queue {why['queue']}: "
+                f"{why['position'] - 1} job(s) ahead",
+                file=out,
+            )
+        if why["jobs_ahead"]:
+            print(
+                table(
+                    ["id", "name", "tenant", "prio", "gpus", "submitted"],
+                    [
+                        [
+                            j["id"],
+                            j["name"],
+                            j["tenant"],
+                            j["priority"],
+                            j["gpus"],
+                            j["submitted_at"][:19].replace("T", " "),
+                        ]
+                        for j in why["jobs_ahead"]
+                    ],
+                ),
+                file=out,
+            )
+        if why["hidden_jobs_ahead"]:
+            print(f"plus {why['hidden_jobs_ahead']} job(s) of other tenants ahead", file=out)
+        return None
+    if args.cmd == "queues":
+        rows = client.get_all("/api/v1/queues/", tenant=args.tenant)
+        if args.json:
+            return _print_json(rows, out)
+        headers = [
+            "id", "queue", "tenant", "state", "weight", "prio", "guarantee", "capability",
+            "borrow", "allocated", "deserved", "pending",
+        ]  # fmt: skip
+        print(
+            table(
+                headers,
+                [
+                    [
+                        q["id"],
+                        q["name"],
+                        q["tenant"],
+                        q["state"],
+                        q["weight"],
+                        q["priority"],
+                        q["guarantee_gpus"],
+                        q["capability_gpus"],
+                        q["borrowing_limit_gpus"],
+                        q["gpus_allocated"],
+                        q["gpus_deserved"],
+                        q["gpus_pending"],
+                    ]
+                    for q in rows
+                ],
+            ),
+            file=out,
+        )
+        return None
+    raise UsageError(f"unknown command {args.cmd}")
+
+
+def _print_json(data: Any, out: TextIO) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False), file=out)
+
+
+def print_api_error(error: ApiError, err: TextIO) -> None:
+    body = error.body
+    if isinstance(body, dict):
+        print(f"error ({error.status}): {body.get('detail', '')}", file=err)
+        for field, messages in (body.get("errors") or {}).items():
+            for message in messages:
+                print(f"  {field}: {message}", file=err)
+    else:
+        print(f"error ({error.status}): {str(body)[:500]}", file=err)
+
+
+def main(
+    argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.token:
+        print("error: no API token: pass --token or set GPUQ_TOKEN (see /api/tokens/)", file=err)
+        return EXIT_USAGE
+    client = ApiClient(url=args.url, token=args.token)
+    try:
+        run(args, client, out)
+    except UsageError as error:
+        print(f"error: {error}", file=err)
+        return EXIT_USAGE
+    except OSError as error:
+        print(f"error: {error}", file=err)
+        return EXIT_USAGE
+    except ApiError as error:
+        print_api_error(error, err)
+        return EXIT_API_ERROR
+    except ConnectionFailed as error:
+        print(f"error: {error}", file=err)
+        return EXIT_UNREACHABLE
+    return EXIT_OK

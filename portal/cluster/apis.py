@@ -1,0 +1,74 @@
+"""Nodes over REST: read-only inventory and GPU occupancy, for any authenticated user."""
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from portal.api.base import ApiSerializer, ApiView, error_responses
+from portal.api.pagination import ApiPagination
+
+from .selectors import node_list_with_usage
+
+
+class NodeOutputSerializer(ApiSerializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    schedulable = serializers.BooleanField()
+    gpu_resource_name = serializers.CharField()
+    gpu_model = serializers.CharField()
+    gpu_count = serializers.IntegerField()
+    gpus_used = serializers.IntegerField()
+    gpus_free = serializers.SerializerMethodField()
+    pods_active = serializers.IntegerField()
+    cpu_millis = serializers.IntegerField()
+    memory_bytes = serializers.IntegerField()
+    labels = serializers.DictField(child=serializers.CharField())
+    topology_labels = serializers.DictField(child=serializers.CharField())
+    last_seen_at = serializers.DateTimeField(allow_null=True)
+
+    def get_gpus_free(self, node) -> int:
+        return max(node.gpu_count - node.gpus_used, 0)
+
+
+class NodeListApi(ApiView):
+    """Every node: inventory, GPUs in use by active placements and free GPUs."""
+
+    pagination_class = ApiPagination
+
+    class FilterSerializer(ApiSerializer):
+        schedulable = serializers.BooleanField(required=False, allow_null=True, default=None)
+
+    OutputSerializer = NodeOutputSerializer
+
+    @extend_schema(
+        operation_id="nodes_list",
+        tags=["nodes"],
+        parameters=[FilterSerializer],
+        responses={200: OutputSerializer(many=True), **error_responses(400, 401)},
+    )
+    def get(self, request: Request) -> Response:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        nodes = node_list_with_usage()
+        if filters.validated_data.get("schedulable") is not None:
+            nodes = nodes.filter(schedulable=filters.validated_data["schedulable"])
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(nodes, request, view=self)
+        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+
+
+class NodeDetailApi(ApiView):
+    """One node by id."""
+
+    OutputSerializer = NodeOutputSerializer
+
+    @extend_schema(
+        operation_id="nodes_retrieve",
+        tags=["nodes"],
+        responses={200: OutputSerializer, **error_responses(401, 404)},
+    )
+    def get(self, request: Request, node_id: int) -> Response:
+        node = get_object_or_404(node_list_with_usage(), pk=node_id)
+        return Response(self.OutputSerializer(node).data)

@@ -1,0 +1,525 @@
+"""Jobs over REST: list, create (JSON or a Volcano manifest), retrieve, cancel, why."""
+
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiRequest,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from portal.api.base import (
+    INT32_MAX,
+    ApiSerializer,
+    ApiView,
+    StrictSerializer,
+    error_responses,
+)
+from portal.api.errors import django_validation_errors
+from portal.api.pagination import ApiPagination
+from portal.api.parsers import YAML_PARSERS, LimitedJSONParser
+from portal.api.throttling import ApiScopedRateThrottle
+from portal.cluster.selectors import placement_list_active
+from portal.common.access import can_cancel_job, visible_queues, visible_tenants
+from portal.queues.models import Queue
+
+from . import volcano
+from .models import Job
+from .selectors import job_get, job_queue_position, job_search
+from .services import job_cancel, job_submit
+
+QUEUE_NOT_FOUND = "no queue {ref} that you can see"
+TENANT_NOT_FOUND = "no tenant {ref} that you can see"
+YAML_NEEDS_MANIFEST = f"a YAML body must be a Volcano Job manifest ({volcano.API_VERSION})"
+MANIFEST_IGNORED_HEADER = "X-Manifest-Ignored-Fields"
+
+MAX_PRIORITY = 10**9
+MAX_TASKS = 64
+
+
+def resolve_queue(*, user: Any, ref: str) -> Queue | None:
+    """A queue visible to `user`, by id (digits) or by name."""
+    queues = visible_queues(user).select_related("tenant")
+    if ref.isdigit() and len(ref) <= 18:
+        return queues.filter(pk=int(ref)).first()
+    return queues.filter(name=ref).first()
+
+
+def _job_url(job: Job, suffix: str = "") -> str:
+    return reverse(f"api:job_{suffix or 'detail'}", kwargs={"job_id": job.pk})
+
+
+class JobListApi(ApiView):
+    """Jobs you may see (your tenants'; all for site admins), newest first, paginated."""
+
+    pagination_class = ApiPagination
+
+    class FilterSerializer(ApiSerializer):
+        queue = serializers.CharField(required=False, max_length=63, help_text="Queue id or name")
+        tenant = serializers.CharField(required=False, max_length=63, help_text="Tenant id or name")
+        status = serializers.ChoiceField(choices=Job.Status.choices, required=False)
+        mine = serializers.BooleanField(required=False, default=False)
+        since = serializers.DateTimeField(
+            required=False, help_text="Only jobs submitted at or after this time (ISO 8601)."
+        )
+
+    class OutputSerializer(ApiSerializer):
+        id = serializers.IntegerField()
+        name = serializers.CharField()
+        tenant = serializers.CharField(source="tenant.name")
+        queue = serializers.CharField(source="queue.name")
+        queue_id = serializers.IntegerField()
+        submitter = serializers.CharField(source="submitter.username")
+        status = serializers.ChoiceField(choices=Job.Status.choices)
+        priority = serializers.IntegerField()
+        min_available = serializers.IntegerField()
+        replicas = serializers.IntegerField(source="total_replicas")
+        gpus = serializers.IntegerField(source="total_gpus")
+        submitted_at = serializers.DateTimeField()
+        pending_reason = serializers.CharField()
+        url = serializers.SerializerMethodField()
+
+        def get_url(self, job: Job) -> str:
+            return _job_url(job)
+
+    @extend_schema(
+        operation_id="jobs_list",
+        tags=["jobs"],
+        parameters=[FilterSerializer],
+        responses={200: OutputSerializer(many=True), **error_responses(400, 401)},
+        examples=[
+            OpenApiExample(
+                "A pending job",
+                response_only=True,
+                value={
+                    "count": 1,
+                    "next": None,
+                    "previous": None,
+                    "results": [
+                        {
+                            "id": 7,
+                            "name": "bert-large",
+                            "tenant": "nlp",
+                            "queue": "nlp-train",
+                            "queue_id": 1,
+                            "submitter": "researcher",
+                            "status": "pending",
+                            "priority": 0,
+                            "min_available": 4,
+                            "replicas": 4,
+                            "gpus": 32,
+                            "submitted_at": "2025-01-01T12:00:00Z",
+                            "pending_reason": "queue nlp-train at capability 24/24 GPUs",
+                            "url": "/api/v1/jobs/7/",
+                        }
+                    ],
+                },
+            )
+        ],
+    )
+    def get(self, request: Request) -> Response:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        data = filters.validated_data
+        errors: dict[str, list[str]] = {}
+        queue_id = tenant_id = None
+        if data.get("queue"):
+            queue = resolve_queue(user=request.user, ref=data["queue"])
+            if queue is None:
+                errors["queue"] = [QUEUE_NOT_FOUND.format(ref=data["queue"])]
+            else:
+                queue_id = queue.pk
+        if data.get("tenant"):
+            ref = data["tenant"]
+            tenants = visible_tenants(request.user)
+            tenant = (
+                tenants.filter(pk=int(ref)).first()
+                if ref.isdigit() and len(ref) <= 18
+                else tenants.filter(name=ref).first()
+            )
+            if tenant is None:
+                errors["tenant"] = [TENANT_NOT_FOUND.format(ref=ref)]
+            else:
+                tenant_id = tenant.pk
+        if errors:
+            raise serializers.ValidationError(errors)
+        jobs = job_search(
+            user=request.user,
+            status=data.get("status"),
+            queue_id=queue_id,
+            tenant_id=tenant_id,
+            mine=data["mine"],
+            submitted_since=data.get("since"),
+        )
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(jobs, request, view=self)
+        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+
+
+class JobDetailApi(ApiView):
+    """One job with its tasks, active placements and pending reason (404 if not yours)."""
+
+    class OutputSerializer(ApiSerializer):
+        class TaskSerializer(ApiSerializer):
+            name = serializers.CharField()
+            replicas = serializers.IntegerField()
+            image = serializers.CharField()
+            command = serializers.ListField(child=serializers.CharField())
+            env = serializers.DictField(child=serializers.CharField())
+            gpus = serializers.IntegerField()
+            cpu_millis = serializers.IntegerField()
+            memory_bytes = serializers.IntegerField()
+            node_selector = serializers.DictField(child=serializers.CharField())
+
+        class PlacementSerializer(ApiSerializer):
+            task = serializers.CharField(source="task.name")
+            replica = serializers.IntegerField()
+            node = serializers.CharField(source="node_name")
+            pod = serializers.CharField(source="pod_name")
+            state = serializers.CharField()
+            gpus = serializers.IntegerField()
+
+        id = serializers.IntegerField()
+        name = serializers.CharField()
+        tenant = serializers.CharField(source="tenant.name")
+        queue = serializers.CharField(source="queue.name")
+        queue_id = serializers.IntegerField()
+        submitter = serializers.CharField(source="submitter.username")
+        status = serializers.ChoiceField(choices=Job.Status.choices)
+        priority = serializers.IntegerField()
+        min_available = serializers.IntegerField()
+        expected_duration_seconds = serializers.IntegerField(allow_null=True)
+        replicas = serializers.IntegerField(source="total_replicas")
+        gpus = serializers.IntegerField(source="total_gpus")
+        submitted_at = serializers.DateTimeField()
+        admitted_at = serializers.DateTimeField(allow_null=True)
+        started_at = serializers.DateTimeField(allow_null=True)
+        finished_at = serializers.DateTimeField(allow_null=True)
+        cancelled_at = serializers.DateTimeField(allow_null=True)
+        pending_reason = serializers.CharField()
+        pending_reason_at = serializers.DateTimeField(allow_null=True)
+        preemption_count = serializers.IntegerField()
+        tasks = TaskSerializer(many=True, source="tasks.all")
+        placements = serializers.SerializerMethodField()
+        can_cancel = serializers.SerializerMethodField()
+        links = serializers.SerializerMethodField()
+
+        @extend_schema_field(PlacementSerializer(many=True))
+        def get_placements(self, job: Job) -> list[dict[str, Any]]:
+            placements = placement_list_active(job_id=job.pk)
+            return self.PlacementSerializer(placements, many=True).data
+
+        def get_can_cancel(self, job: Job) -> bool:
+            user = self.context["request"].user
+            return can_cancel_job(user, job) and not job.is_terminal
+
+        @extend_schema_field(
+            inline_serializer(
+                name="JobLinks",
+                fields={
+                    name: serializers.CharField() for name in ("self", "cancel", "why", "queue")
+                },
+            )
+        )
+        def get_links(self, job: Job) -> dict[str, str]:
+            return {
+                "self": _job_url(job),
+                "cancel": _job_url(job, "cancel"),
+                "why": _job_url(job, "why"),
+                "queue": reverse("api:queue_detail", kwargs={"queue_id": job.queue_id}),
+            }
+
+    @extend_schema(
+        operation_id="jobs_retrieve",
+        tags=["jobs"],
+        responses={200: OutputSerializer, **error_responses(401, 404)},
+    )
+    def get(self, request: Request, job_id: int) -> Response:
+        job = job_get(user=request.user, job_id=job_id)
+        return Response(self.OutputSerializer(job, context={"request": request}).data)
+
+
+VOLCANO_EXAMPLE = """\
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata:
+  name: bert-large
+  annotations:
+    priority: "10"
+spec:
+  queue: nlp-train
+  minAvailable: 3
+  tasks:
+    - name: master
+      replicas: 1
+      template:
+        spec:
+          containers:
+            - image: ghcr.io/example/trainer:latest
+              command: ["python", "train.py"]
+              resources:
+                limits: {nvidia.com/gpu: 8, cpu: "16", memory: 64Gi}
+    - name: worker
+      replicas: 2
+      template:
+        spec:
+          nodeSelector: {gpu-model: H100}
+          containers:
+            - image: ghcr.io/example/trainer:latest
+              resources:
+                limits: {nvidia.com/gpu: 8, cpu: "16", memory: 64Gi}
+"""
+
+
+class JobCreateApi(ApiView):
+    """Submit a job: the JSON body below, or a Volcano `batch.volcano.sh/v1alpha1` Job
+    manifest as JSON or YAML (`Content-Type: application/yaml`). Rate limited per user."""
+
+    parser_classes = [LimitedJSONParser, *YAML_PARSERS]
+    throttle_classes = [ApiScopedRateThrottle]
+    throttle_scope = "job_create"
+
+    class InputSerializer(StrictSerializer):
+        class TaskSerializer(StrictSerializer):
+            name = serializers.CharField(max_length=63)
+            replicas = serializers.IntegerField(min_value=1, max_value=volcano.MAX_REPLICAS)
+            image = serializers.CharField(max_length=500)
+            command = serializers.ListField(
+                child=serializers.CharField(max_length=4096, allow_blank=True),
+                required=False,
+                max_length=256,
+            )
+            env = serializers.DictField(
+                child=serializers.CharField(max_length=4096, allow_blank=True), required=False
+            )
+            gpus = serializers.IntegerField(
+                min_value=0, max_value=volcano.MAX_GPUS_PER_POD, required=False
+            )
+            cpu_millis = serializers.IntegerField(
+                min_value=0, max_value=volcano.MAX_CPU_MILLIS, required=False
+            )
+            memory_bytes = serializers.IntegerField(
+                min_value=0, max_value=volcano.MAX_MEMORY_BYTES, required=False
+            )
+            node_selector = serializers.DictField(
+                child=serializers.CharField(max_length=253), required=False
+            )
+
+        queue = serializers.CharField(max_length=63, help_text="Queue id or name")
+        name = serializers.CharField(max_length=63)
+        priority = serializers.IntegerField(
+            min_value=-MAX_PRIORITY, max_value=MAX_PRIORITY, required=False
+        )
+        min_available = serializers.IntegerField(
+            min_value=1, max_value=INT32_MAX, required=False, allow_null=True
+        )
+        expected_duration_seconds = serializers.IntegerField(
+            min_value=1, max_value=volcano.MAX_DURATION_SECONDS, required=False, allow_null=True
+        )
+        tasks = TaskSerializer(many=True, allow_empty=False, max_length=MAX_TASKS)
+
+    OutputSerializer = JobDetailApi.OutputSerializer
+
+    @extend_schema(
+        operation_id="jobs_create",
+        tags=["jobs"],
+        request={
+            "application/json": InputSerializer,
+            "application/yaml": OpenApiRequest(
+                OpenApiTypes.STR, examples=[OpenApiExample("Volcano Job", value=VOLCANO_EXAMPLE)]
+            ),
+        },
+        responses={201: OutputSerializer, **error_responses(400, 401, 413, 415, 429)},
+        examples=[
+            OpenApiExample(
+                "Two-task gang",
+                request_only=True,
+                media_type="application/json",
+                value={
+                    "queue": "nlp-train",
+                    "name": "bert-large",
+                    "priority": 0,
+                    "min_available": 3,
+                    "tasks": [
+                        {
+                            "name": "master",
+                            "replicas": 1,
+                            "image": "ghcr.io/example/trainer:latest",
+                            "command": ["python", "train.py"],
+                            "gpus": 8,
+                            "cpu_millis": 16000,
+                            "memory_bytes": 68719476736,
+                        },
+                        {
+                            "name": "worker",
+                            "replicas": 2,
+                            "image": "ghcr.io/example/trainer:latest",
+                            "gpus": 8,
+                            "node_selector": {"gpu-model": "H100"},
+                        },
+                    ],
+                },
+            ),
+            OpenApiExample(
+                "Field errors",
+                response_only=True,
+                status_codes=["400"],
+                value={
+                    "detail": "Invalid input.",
+                    "code": "invalid",
+                    "errors": {
+                        "tasks[0].gpus": ["Ensure this value is less than or equal to 1024."]
+                    },
+                },
+            ),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        data = request.data
+        ignored: list[str] = []
+        if volcano.is_volcano_manifest(data):
+            try:
+                spec = volcano.volcano_job_parse(data)
+            except volcano.ManifestError as error:
+                raise serializers.ValidationError(error.errors) from error
+            job = self._submit(request, vars(spec), from_manifest=True)
+            ignored = spec.ignored
+        elif "yaml" in (request.content_type or ""):
+            raise serializers.ValidationError({"body": [YAML_NEEDS_MANIFEST]})
+        else:
+            serializer = self.InputSerializer(data=data)
+            serializer.is_valid(raise_exception=True)
+            job = self._submit(request, dict(serializer.validated_data), from_manifest=False)
+        job = job_get(user=request.user, job_id=job.pk)
+        response = Response(
+            self.OutputSerializer(job, context={"request": request}).data,
+            status=status.HTTP_201_CREATED,
+            headers={"Location": _job_url(job)},
+        )
+        if ignored:
+            response[MANIFEST_IGNORED_HEADER] = ", ".join(f"spec.{key}" for key in ignored)
+        return response
+
+    def _submit(self, request: Request, data: dict[str, Any], *, from_manifest: bool) -> Job:
+        queue_field = "spec.queue" if from_manifest else "queue"
+        queue = resolve_queue(user=request.user, ref=data["queue"])
+        if queue is None:
+            raise serializers.ValidationError(
+                {queue_field: [QUEUE_NOT_FOUND.format(ref=data["queue"])]}
+            )
+        try:
+            return job_submit(
+                submitter=request.user,
+                queue=queue,
+                name=data["name"],
+                tasks=[dict(task) for task in data["tasks"]],
+                priority=data.get("priority") or 0,
+                min_available=data.get("min_available"),
+                expected_duration_seconds=data.get("expected_duration_seconds"),
+            )
+        except DjangoValidationError as error:
+            errors = django_validation_errors(error)
+            if from_manifest:
+                errors = {volcano.manifest_path(path): msgs for path, msgs in errors.items()}
+            raise serializers.ValidationError(errors) from error
+
+
+class JobCancelApi(ApiView):
+    """Cancel a job that has not finished: its submitter, a lead of its tenant, or staff."""
+
+    OutputSerializer = JobDetailApi.OutputSerializer
+
+    @extend_schema(
+        operation_id="jobs_cancel",
+        tags=["jobs"],
+        request=None,
+        responses={200: OutputSerializer, **error_responses(400, 401, 403, 404)},
+    )
+    def post(self, request: Request, job_id: int) -> Response:
+        job = job_get(user=request.user, job_id=job_id)
+        job_cancel(job=job, actor=request.user)
+        job = job_get(user=request.user, job_id=job_id)
+        return Response(self.OutputSerializer(job, context={"request": request}).data)
+
+
+class JobWhyApi(ApiView):
+    """Why a job is pending: the last cycle's reason and the jobs ahead of it in its queue
+    (same queue, pending, higher priority or same priority and submitted earlier). Jobs you
+    may not see are counted in `hidden_jobs_ahead` without being named."""
+
+    class OutputSerializer(ApiSerializer):
+        class AheadSerializer(ApiSerializer):
+            id = serializers.IntegerField()
+            name = serializers.CharField()
+            tenant = serializers.CharField(source="tenant.name")
+            priority = serializers.IntegerField()
+            gpus = serializers.IntegerField(source="gpus_asked")
+            submitted_at = serializers.DateTimeField()
+
+        id = serializers.IntegerField()
+        name = serializers.CharField()
+        queue = serializers.CharField()
+        status = serializers.ChoiceField(choices=Job.Status.choices)
+        pending_reason = serializers.CharField()
+        pending_reason_at = serializers.DateTimeField(allow_null=True)
+        position = serializers.IntegerField(
+            allow_null=True, help_text="1 = next in line; null when the job is not pending."
+        )
+        jobs_ahead = AheadSerializer(many=True)
+        hidden_jobs_ahead = serializers.IntegerField()
+
+    @extend_schema(
+        operation_id="jobs_why",
+        tags=["jobs"],
+        responses={200: OutputSerializer, **error_responses(401, 404)},
+        examples=[
+            OpenApiExample(
+                "Third in line",
+                response_only=True,
+                value={
+                    "id": 9,
+                    "name": "resnet-sweep",
+                    "queue": "nlp-train",
+                    "status": "pending",
+                    "pending_reason": "waiting behind 2 higher-priority jobs in queue nlp-train",
+                    "pending_reason_at": "2025-01-01T12:00:05Z",
+                    "position": 3,
+                    "jobs_ahead": [
+                        {
+                            "id": 7,
+                            "name": "bert-large",
+                            "tenant": "nlp",
+                            "priority": 10,
+                            "gpus": 16,
+                            "submitted_at": "2025-01-01T11:58:00Z",
+                        }
+                    ],
+                    "hidden_jobs_ahead": 1,
+                },
+            )
+        ],
+    )
+    def get(self, request: Request, job_id: int) -> Response:
+        job = job_get(user=request.user, job_id=job_id)
+        ahead, hidden = job_queue_position(user=request.user, job=job)
+        pending = job.status == Job.Status.PENDING
+        data = {
+            "id": job.pk,
+            "name": job.name,
+            "queue": job.queue.name,
+            "status": job.status,
+            "pending_reason": job.pending_reason,
+            "pending_reason_at": job.pending_reason_at,
+            "position": len(ahead) + hidden + 1 if pending else None,
+            "jobs_ahead": ahead,
+            "hidden_jobs_ahead": hidden,
+        }
+        return Response(self.OutputSerializer(data).data)

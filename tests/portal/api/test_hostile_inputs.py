@@ -1,0 +1,249 @@
+"""Bad input never gives a 500: every invalid request is a 4xx whose JSON names the field."""
+
+import json
+from http import HTTPStatus
+
+import pytest
+
+from portal.jobs.models import Job
+from tests.portal.api.conftest import job_body
+
+pytestmark = pytest.mark.django_db
+
+TASK = {"name": "worker", "replicas": 1, "image": "busybox", "gpus": 1}
+
+
+def _job(**changes):
+    body = {"queue": "nlp-train", "name": "hostile", "tasks": [dict(TASK)]}
+    body.update(changes)
+    return body
+
+
+def _task(**changes):
+    return _job(tasks=[{**TASK, **changes}])
+
+
+JOB_BODIES = [
+    ("missing everything", {}, {"queue", "name", "tasks"}),
+    ("name wrong type", _job(name=["x"]), {"name"}),
+    ("name not a dns label", _job(name="Bad_Name!"), {"name"}),
+    ("name unicode", _job(name="модель-训练"), {"name"}),
+    ("name too long", _job(name="a" * 64), {"name"}),
+    ("priority huge", _job(priority=10**30), {"priority"}),
+    ("priority string", _job(priority="high"), {"priority"}),
+    ("priority float", _job(priority=1.5), {"priority"}),
+    ("min_available zero", _job(min_available=0), {"min_available"}),
+    ("min_available negative", _job(min_available=-3), {"min_available"}),
+    ("min_available above replicas", _job(min_available=5), {"min_available"}),
+    ("duration negative", _job(expected_duration_seconds=-1), {"expected_duration_seconds"}),
+    ("unknown job field", _job(gpus=4), {"gpus"}),
+    ("tasks not a list", _job(tasks={"name": "x"}), {"tasks"}),
+    ("tasks empty", _job(tasks=[]), {"tasks"}),
+    ("task not an object", _job(tasks=["worker"]), {"tasks[0]"}),
+    ("task garbage nested", _job(tasks=[[[[{"a": [1]}]]]]), {"tasks[0]"}),
+    ("task unknown field", _task(color="red"), {"tasks[0].color"}),
+    ("task missing image", _job(tasks=[{"name": "w", "replicas": 1}]), {"tasks[0].image"}),
+    ("gpus negative", _task(gpus=-1), {"tasks[0].gpus"}),
+    ("gpus huge", _task(gpus=2**70), {"tasks[0].gpus"}),
+    ("gpus string", _task(gpus="eight"), {"tasks[0].gpus"}),
+    ("gpus bool-ish object", _task(gpus={"n": 1}), {"tasks[0].gpus"}),
+    ("replicas zero", _task(replicas=0), {"tasks[0].replicas"}),
+    ("memory huge", _task(memory_bytes=10**40), {"tasks[0].memory_bytes"}),
+    ("cpu negative", _task(cpu_millis=-5), {"tasks[0].cpu_millis"}),
+    ("command not strings", _task(command=[1, {"a": 2}]), {"tasks[0].command[1]"}),
+    ("env not a mapping", _task(env=["A=1"]), {"tasks[0].env"}),
+    ("env nested", _task(env={"A": {"B": "C"}}), {"tasks[0].env.A"}),
+    ("task name bad", _task(name="Worker One"), {"tasks[0].name"}),
+    (
+        "duplicate task names",
+        _job(tasks=[dict(TASK), dict(TASK)]),
+        {"tasks[1].name"},
+    ),
+    ("queue unknown", _job(queue="nope"), {"queue"}),
+    ("queue huge id", _job(queue="9" * 40), {"queue"}),
+    ("queue foreign", _job(queue="vision-train"), {"queue"}),
+    ("queue wrong type", _job(queue={"id": 1}), {"queue"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "fields"), [pytest.param(b, f, id=name) for name, b, f in JOB_BODIES]
+)
+def test_job_create_rejects_with_field_paths(world, api_for, body, fields):
+    response = api_for("researcher").post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
+    payload = response.json()
+    assert payload["code"] == "invalid"
+    assert fields <= set(payload["errors"]), payload
+    assert not Job.objects.filter(name="hostile").exists()
+
+
+RAW_BODIES = [
+    ("truncated json", b'{"queue": "nlp-train", ', "application/json"),
+    ("not json at all", b"\xff\xfe\x00garbage", "application/json"),
+    ("NaN", b'{"queue": NaN}', "application/json"),
+    ("json array", b"[1, 2, 3]", "application/json"),
+    ("json string", b'"just a string"', "application/json"),
+    ("json null", b"null", "application/json"),
+    ("deep json", b"[" * 100_000 + b"]" * 100_000, "application/json"),
+    ("huge int literal", b'{"priority": ' + b"9" * 5000 + b"}", "application/json"),
+    ("malformed yaml", b"kind: Job\n  spec: [unclosed", "application/yaml"),
+    ("yaml not a manifest", b"queue: nlp-train\nname: x\n", "text/yaml"),
+    ("yaml scalar", b"just words", "application/yaml"),
+    ("yaml alias bomb", b"a: &a [x, x]\nb: [*a, *a]\n", "application/yaml"),
+    ("deep yaml", b"[" * 50_000 + b"]" * 50_000, "application/yaml"),
+    ("two yaml documents", b"kind: Job\n---\nkind: Job\n", "application/yaml"),
+    ("yaml python tag", b"!!python/object/apply:os.system ['true']", "application/yaml"),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "content_type"), [pytest.param(r, c, id=name) for name, r, c in RAW_BODIES]
+)
+def test_malformed_bodies_are_400_naming_body_or_fields(world, api_for, raw, content_type):
+    response = api_for("researcher").post("/api/v1/jobs/", raw, content_type=content_type)
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
+    assert response.json()["errors"]
+
+
+def test_body_over_the_limit_is_413(world, api_for):
+    raw = json.dumps(_job(name="x" * 300_000)).encode()
+    response = api_for("researcher").post("/api/v1/jobs/", raw, content_type="application/json")
+    assert response.status_code == HTTPStatus.REQUEST_ENTITY_TOO_LARGE
+    assert "body" in response.json()["errors"]
+
+
+def test_unsupported_content_type_is_415(world, api_for):
+    response = api_for("researcher").post(
+        "/api/v1/jobs/", b"queue=nlp-train", content_type="application/x-www-form-urlencoded"
+    )
+    assert response.status_code == HTTPStatus.UNSUPPORTED_MEDIA_TYPE
+    assert "body" in response.json()["errors"]
+
+
+QUEUE_BODIES = [
+    ("weight zero", {"weight": 0}, {"weight"}),
+    ("weight too big", {"weight": 70000}, {"weight"}),
+    ("weight string", {"weight": "heavy"}, {"weight"}),
+    ("weight null", {"weight": None}, {"weight"}),
+    ("guarantee negative", {"guarantee_gpus": -1}, {"guarantee_gpus"}),
+    ("guarantee huge", {"guarantee_gpus": 2**40}, {"guarantee_gpus"}),
+    ("guarantee above cluster", {"guarantee_gpus": 33}, {"guarantee_gpus"}),
+    (
+        "guarantee above capability",
+        {"guarantee_gpus": 8, "capability_gpus": 4},
+        {"guarantee_gpus"},
+    ),
+    ("memory overflow", {"capability_memory_bytes": 2**64}, {"capability_memory_bytes"}),
+    ("state unknown", {"state": "paused"}, {"state"}),
+    ("reclaimable garbage", {"reclaimable": [1]}, {"reclaimable"}),
+    ("unknown field", {"name": "renamed"}, {"name"}),
+    ("tenant not editable", {"tenant": 2}, {"tenant"}),
+    ("not an object", [1, 2], {"non_field_errors"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "fields"), [pytest.param(b, f, id=name) for name, b, f in QUEUE_BODIES]
+)
+def test_queue_update_rejects_with_field_names(world, api_for, body, fields):
+    url = f"/api/v1/queues/{world['nlp_queue'].pk}/"
+    response = api_for("lead").patch(url, body, format="json")
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
+    assert fields <= set(response.json()["errors"])
+
+
+QUERIES = [
+    ("/api/v1/jobs/?status=exploded", {"status"}),
+    ("/api/v1/jobs/?since=yesterday", {"since"}),
+    ("/api/v1/jobs/?mine=perhaps", {"mine"}),
+    ("/api/v1/jobs/?queue=" + "q" * 100, {"queue"}),
+    ("/api/v1/queues/?tenant=-1", {"tenant"}),
+    ("/api/v1/queues/?tenant=" + "9" * 30, {"tenant"}),
+    ("/api/v1/queues/{q}/usage/?resolution=week", {"resolution"}),
+    ("/api/v1/queues/{q}/usage/?since=2025-01-02T00:00Z&until=2025-01-01T00:00Z", {"until"}),
+    ("/api/v1/queues/{q}/usage/?since=2020-01-01T00:00Z&resolution=minute", {"since"}),
+    ("/api/v1/queues/{q}/usage/?since=%00%ff", {"since"}),
+    ("/api/v1/nodes/?schedulable=maybe", {"schedulable"}),
+]
+
+
+@pytest.mark.parametrize(("url", "fields"), QUERIES)
+def test_bad_query_parameters_are_400(world, api_for, url, fields):
+    response = api_for("lead").get(url.format(q=world["nlp_queue"].pk))
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
+    assert fields <= set(response.json()["errors"])
+
+
+ADMIN_QUERIES = [
+    ("/api/v1/preemptions/?action=nuke", {"action"}),
+    ("/api/v1/preemptions/?queue=abc", {"queue"}),
+    ("/api/v1/preemptions/?tenant=0", {"tenant"}),
+    ("/api/v1/preemptions/?since=2025-02-01T00:00Z&until=2025-01-01T00:00Z", {"until"}),
+]
+
+
+@pytest.mark.parametrize(("url", "fields"), ADMIN_QUERIES)
+def test_bad_admin_query_parameters_are_400(world, api_for, url, fields):
+    response = api_for("staff").get(url)
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    assert fields <= set(response.json()["errors"])
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/v1/jobs/99999999999999999999999/",
+        "/api/v1/jobs/9223372036854775808/why/",
+        "/api/v1/queues/99999999999999999999/",
+        "/api/v1/nodes/18446744073709551616/",
+        "/api/v1/jobs/0/",
+    ],
+)
+def test_huge_and_missing_ids_are_404(world, api_for, url):
+    assert api_for("staff").get(url).status_code == HTTPStatus.NOT_FOUND
+
+
+@pytest.mark.parametrize(
+    "url", ["/api/v1/jobs/-1/", "/api/v1/jobs/abc/", "/api/v1/jobs/1.5/cancel/"]
+)
+def test_non_integer_ids_do_not_route(world, api_for, url):
+    assert api_for("staff").get(url).status_code == HTTPStatus.NOT_FOUND
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"text": 5},
+        {"text": ""},
+        {"text": "actions: [not, a, string]\n"},
+        {"text": "::: not yaml"},
+        {"text": 'actions: "allocate"\ntiers:\n- plugins:\n  - name: no-such-plugin\n'},
+        {"text": "x" * 200_000},
+        {"text": 'actions: "allocate"\ntiers: []\n', "activate": "sometimes"},
+        {"text": 'actions: "allocate"\ntiers: []\n', "extra": 1},
+    ],
+)
+def test_bad_scheduler_configs_are_400_naming_the_field(world, api_for, body):
+    response = api_for("staff").post("/api/v1/scheduler-configs/", body, format="json")
+    assert response.status_code in (HTTPStatus.BAD_REQUEST, HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
+    assert response.json()["errors"]
+
+
+def test_submit_with_unicode_everywhere_else_is_fine(world, api_for):
+    body = job_body(
+        world["nlp_queue"],
+        tasks=[
+            {
+                "name": "worker",
+                "replicas": 1,
+                "image": "registry.example/模型:latest",
+                "command": ["python", "-c", "print('héllo ✓')"],
+                "env": {"GREETING": "こんにちは"},
+            }
+        ],
+    )
+    response = api_for("researcher").post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == HTTPStatus.CREATED
+    assert response.json()["tasks"][0]["env"] == {"GREETING": "こんにちは"}

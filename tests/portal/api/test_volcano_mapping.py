@@ -1,0 +1,234 @@
+"""portal.jobs.volcano: a Volcano Job manifest -> a job submission (pure, no database)."""
+
+import copy
+from decimal import Decimal
+
+import pytest
+import yaml
+
+from portal.jobs.volcano import (
+    ManifestError,
+    manifest_path,
+    parse_quantity,
+    volcano_job_parse,
+)
+
+MANIFEST = yaml.safe_load(
+    """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata:
+  name: bert-large
+  annotations: {priority: "10", gpuq/expected-duration-seconds: "3600"}
+spec:
+  queue: nlp-train
+  minAvailable: 3
+  schedulerName: volcano
+  priorityClassName: high
+  tasks:
+    - name: master
+      replicas: 1
+      template:
+        spec:
+          containers:
+            - image: trainer:1
+              command: [python, train.py]
+              args: [--epochs, "3"]
+              env: [{name: A, value: "1"}, {name: B, value: 2}]
+              resources:
+                requests: {cpu: "4", memory: 16Gi}
+                limits: {nvidia.com/gpu: 8}
+    - name: worker
+      replicas: 2
+      template:
+        spec:
+          nodeSelector: {gpu-model: H100}
+          containers:
+            - image: trainer:1
+              resources:
+                limits: {mars-tech.com/gpu: "4", cpu: 500m, memory: 512Mi}
+            - image: sidecar:1
+              resources:
+                requests: {cpu: 100m, memory: 64Mi}
+"""
+)
+
+
+def test_maps_a_full_manifest():
+    spec = volcano_job_parse(MANIFEST)
+    assert (spec.name, spec.queue, spec.min_available) == ("bert-large", "nlp-train", 3)
+    assert (spec.priority, spec.expected_duration_seconds) == (10, 3600)
+    assert spec.ignored == ["priorityClassName", "schedulerName"]
+    master, worker = spec.tasks
+    assert master == {
+        "name": "master",
+        "replicas": 1,
+        "node_selector": {},
+        "image": "trainer:1",
+        "command": ["python", "train.py", "--epochs", "3"],
+        "env": {"A": "1", "B": "2"},
+        "gpus": 8,
+        "cpu_millis": 4000,
+        "memory_bytes": 16 * 2**30,
+    }
+    assert worker["gpus"] == 4
+    assert worker["cpu_millis"] == 600  # summed over containers
+    assert worker["memory_bytes"] == 576 * 2**20
+    assert worker["node_selector"] == {"gpu-model": "H100"}
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("4", Decimal(4)),
+        ("500m", Decimal("0.5")),
+        (2, Decimal(2)),
+        (0.25, Decimal("0.25")),
+        ("16Gi", Decimal(16 * 2**30)),
+        ("1G", Decimal(10**9)),
+        ("1.5Ki", Decimal(1536)),
+        ("1e3", Decimal(1000)),
+    ],
+)
+def test_parses_kubernetes_quantities(value, expected):
+    assert parse_quantity(value) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["", "four", "-1", "1Qi", "1e999", float("inf"), float("nan"), True, None, [1], "9" * 80],
+)
+def test_rejects_bad_quantities(value):
+    with pytest.raises(ValueError):
+        parse_quantity(value)
+
+
+_DELETE = object()
+C0 = "spec.tasks[0].template.spec.containers[0]"
+
+BAD = [
+    ("apiVersion", "v1", "apiVersion"),
+    ("kind", "Pod", "kind"),
+    ("metadata", _DELETE, "metadata"),
+    ("metadata/name", 7, "metadata.name"),
+    ("metadata/annotations/priority", "urgent", "metadata.annotations.priority"),
+    ("metadata/annotations/priority", str(10**12), "metadata.annotations.priority"),
+    ("spec/queue", _DELETE, "spec.queue"),
+    ("spec/minAvailable", 0, "spec.minAvailable"),
+    ("spec/minAvailable", "three", "spec.minAvailable"),
+    ("spec/tasks", [], "spec.tasks"),
+    ("spec/tasks", {"name": "x"}, "spec.tasks"),
+    ("spec/tasks/0", "master", "spec.tasks[0]"),
+    ("spec/tasks/0/replicas", -2, "spec.tasks[0].replicas"),
+    ("spec/tasks/0/replicas", 10**9, "spec.tasks[0].replicas"),
+    ("spec/tasks/0/template", _DELETE, "spec.tasks[0].template"),
+    ("spec/tasks/0/template/spec/containers", [], "spec.tasks[0].template.spec.containers"),
+    ("spec/tasks/0/template/spec/containers/0/image", _DELETE, f"{C0}.image"),
+    ("spec/tasks/0/template/spec/containers/0/command", "python train.py", f"{C0}.command"),
+    ("spec/tasks/0/template/spec/containers/0/env", {"A": "1"}, f"{C0}.env"),
+    (
+        "spec/tasks/0/template/spec/containers/0/env/0",
+        {"name": "A", "valueFrom": {}},
+        f"{C0}.env[0].valueFrom",
+    ),
+    (
+        "spec/tasks/0/template/spec/containers/0/resources/limits/nvidia.com~gpu",
+        "0.5",
+        f"{C0}.resources.limits.nvidia.com/gpu",
+    ),
+    (
+        "spec/tasks/0/template/spec/containers/0/resources/limits/nvidia.com~gpu",
+        -1,
+        f"{C0}.resources.limits.nvidia.com/gpu",
+    ),
+    (
+        "spec/tasks/0/template/spec/containers/0/resources/limits/nvidia.com~gpu",
+        100000,
+        f"{C0}.resources.limits.nvidia.com/gpu",
+    ),
+    (
+        "spec/tasks/0/template/spec/containers/0/resources/requests/cpu",
+        "lots",
+        f"{C0}.resources.requests.cpu",
+    ),
+    (
+        "spec/tasks/0/template/spec/containers/0/resources/requests/memory",
+        "16Gb",
+        f"{C0}.resources.requests.memory",
+    ),
+    (
+        "spec/tasks/1/template/spec/nodeSelector",
+        ["gpu-model=H100"],
+        "spec.tasks[1].template.spec.nodeSelector",
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "error_path"), BAD)
+def test_errors_name_the_manifest_path(path, value, error_path):
+    manifest = _set_raw(path, value)
+    with pytest.raises(ManifestError) as info:
+        volcano_job_parse(manifest)
+    assert error_path in info.value.errors, info.value.errors
+
+
+def _set_raw(path, value):
+    """Like `_with`, but `~` in a key stands for `/` (resource names contain slashes)."""
+    manifest = copy.deepcopy(MANIFEST)
+    target = manifest
+    keys = [key.replace("~", "/") for key in path.split("/")]
+    for key in keys[:-1]:
+        target = target[int(key)] if isinstance(target, list) else target[key]
+    last = keys[-1]
+    if value is _DELETE:
+        del target[last]
+    elif isinstance(target, list):
+        target[int(last)] = value
+    else:
+        target[last] = value
+    return manifest
+
+
+def test_gpu_request_must_match_limit():
+    manifest = _set_raw(
+        "spec/tasks/0/template/spec/containers/0/resources/requests/nvidia.com~gpu", 4
+    )
+    with pytest.raises(ManifestError) as info:
+        volcano_job_parse(manifest)
+    assert f"{C0}.resources.requests" in info.value.errors
+
+
+def test_two_gpu_names_in_one_container_is_an_error():
+    manifest = _set_raw("spec/tasks/0/template/spec/containers/0/resources/limits/amd.com~gpu", 1)
+    with pytest.raises(ManifestError) as info:
+        volcano_job_parse(manifest)
+    assert f"{C0}.resources.limits" in info.value.errors
+
+
+def test_reports_every_problem_at_once():
+    manifest = _set_raw("kind", "Deployment")
+    manifest["spec"]["queue"] = 5
+    with pytest.raises(ManifestError) as info:
+        volcano_job_parse(manifest)
+    assert {"kind", "spec.queue"} <= set(info.value.errors)
+
+
+@pytest.mark.parametrize("data", [None, [], "Job", 5, {"apiVersion": None}])
+def test_non_manifests_are_errors_not_crashes(data):
+    with pytest.raises(ManifestError):
+        volcano_job_parse(data)
+
+
+@pytest.mark.parametrize(
+    ("service_path", "expected"),
+    [
+        ("name", "metadata.name"),
+        ("min_available", "spec.minAvailable"),
+        ("tasks[2].image", "spec.tasks[2].template.spec.containers[0].image"),
+        ("tasks[0].name", "spec.tasks[0].name"),
+        ("tasks[1]", "spec.tasks[1]"),
+        ("queue", "spec.queue"),
+    ],
+)
+def test_service_error_paths_translate_to_manifest_paths(service_path, expected):
+    assert manifest_path(service_path) == expected

@@ -1,0 +1,184 @@
+"""The CLI against a live server (real HTTP, real token)."""
+
+import ast
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rest_framework.authtoken.models import Token
+
+from portal.cli.main import main
+from portal.jobs.models import Job
+from tests.factories import JobFactory, JobTaskFactory, QueueUsageSampleFactory
+
+CLI_DIR = Path(__file__).resolve().parents[3] / "portal" / "cli"
+
+MANIFEST = """\
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: from-file}
+spec:
+  queue: nlp-train
+  tasks:
+    - name: worker
+      replicas: 2
+      template:
+        spec:
+          containers:
+            - image: trainer:1
+              resources: {limits: {nvidia.com/gpu: 4, cpu: "8", memory: 32Gi}}
+"""
+
+
+@pytest.fixture
+def gpuq(transactional_db, live_server, researcher, monkeypatch):
+    """`gpuq(*args)` -> (exit code, stdout, stderr), as the researcher."""
+    monkeypatch.setattr("portal.jobs.services.scheduling_cycle_kick", lambda: None)
+    token = Token.objects.create(user=researcher).key
+
+    def run(*args: str, token: str | None = token):
+        out, err = io.StringIO(), io.StringIO()
+        argv = ["--url", live_server.url, *(["--token", token] if token else []), *args]
+        code = main(argv, out=out, err=err)
+        return code, out.getvalue(), err.getvalue()
+
+    return run
+
+
+def test_submit_from_flags_then_list_why_and_cancel(gpuq, nlp_queue, cluster):
+    code, out, err = gpuq(
+        "submit", "--queue", "nlp-train", "--name", "bert", "--replicas", "2", "--gpus", "4",
+        "--cpu", "500m", "--memory", "16Gi", "--image", "trainer:1",
+        "--command", "python train.py --lr 3e-4", "--min-available", "2", "--priority", "7",
+        "--env", "A=1",
+    )  # fmt: skip
+    assert code == 0, err
+    job = Job.objects.get(name="bert")
+    assert out.strip() == f"job {job.pk} bert submitted to nlp-train: pending"
+    task = job.tasks.get()
+    assert (task.gpus, task.cpu_millis, task.memory_bytes, job.priority) == (4, 500, 16 * 2**30, 7)
+    assert task.command == ["python", "train.py", "--lr", "3e-4"]
+    assert task.env == {"A": "1"}
+
+    code, out, _ = gpuq("jobs", "--queue", "nlp-train")
+    lines = out.splitlines()
+    assert lines[0].split()[:4] == ["ID", "NAME", "QUEUE", "STATUS"]
+    assert "bert" in lines[1]
+    assert "pending" in lines[1]
+
+    code, out, _ = gpuq("why", str(job.pk))
+    assert code == 0
+    assert "position 1 in queue nlp-train: 0 job(s) ahead" in out
+
+    code, out, _ = gpuq("--json", "cancel", str(job.pk))
+    assert code == 0
+    assert json.loads(out)["status"] == "cancelled"
+
+
+def test_submit_from_a_manifest_file(gpuq, nlp_queue, tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text(MANIFEST)
+    code, out, err = gpuq("--json", "submit", "-f", str(path))
+    assert code == 0, err
+    assert json.loads(out)["gpus"] == 8
+
+
+def test_errors_name_fields_and_exit_1(gpuq, nlp_queue, vision_queue):
+    code, _, err = gpuq(
+        "submit", "--queue", "vision-train", "--name", "Bad_Name", "--image", "x", "--gpus", "2"
+    )
+    assert code == 1
+    assert "spec.queue: no queue vision-train that you can see" in err
+
+
+def test_foreign_job_is_not_found(gpuq, vision_queue, outsider):
+    job = JobFactory(queue=vision_queue, submitter=outsider)
+    code, _, err = gpuq("cancel", str(job.pk))
+    assert code == 1
+    assert err.startswith("error (404)")
+    assert Job.objects.get(pk=job.pk).status == Job.Status.PENDING
+
+
+def test_why_counts_hidden_jobs(gpuq, nlp_queue, vision, researcher, lead):
+    target = JobFactory(queue=nlp_queue, submitter=researcher, name="mine", priority=0)
+    ahead = JobFactory(queue=nlp_queue, submitter=lead, name="ahead", priority=5)
+    JobTaskFactory(job=ahead, replicas=2, gpus=8)
+    JobFactory(queue=nlp_queue, tenant=vision, name="secret", priority=9)
+    code, out, _ = gpuq("why", str(target.pk))
+    assert code == 0
+    assert "ahead" in out
+    assert "16" in out
+    assert "plus 1 job(s) of other tenants ahead" in out
+    assert "secret" not in out
+
+
+def test_queues_show_shares(gpuq, nlp_queue, vision_queue):
+    QueueUsageSampleFactory(queue=nlp_queue, gpus_allocated=6, gpus_deserved=12.5, gpus_pending=2)
+    code, out, _ = gpuq("queues")
+    assert code == 0
+    header, row = out.splitlines()
+    assert header.split() == [
+        "ID", "QUEUE", "TENANT", "STATE", "WEIGHT", "PRIO", "GUARANTEE", "CAPABILITY",
+        "BORROW", "ALLOCATED", "DESERVED", "PENDING",
+    ]  # fmt: skip
+    assert row.split()[1:] == [
+        "nlp-train",
+        "nlp",
+        "open",
+        "2",
+        "0",
+        "0",
+        "-",
+        "-",
+        "6",
+        "12.5",
+        "2",
+    ]
+    assert "vision-train" not in out
+
+
+def test_bad_token_and_missing_token(gpuq):
+    code, _, err = gpuq("jobs", token="wrong")
+    assert code == 1
+    assert "error (401)" in err
+    code, _, err = gpuq("jobs", token=None)
+    assert code == 2
+    assert "GPUQ_TOKEN" in err
+
+
+def test_unreachable_server_exits_3(monkeypatch):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["--url", "http://127.0.0.1:9", "--token", "t", "jobs"], out=out, err=err)
+    assert code == 3
+    assert "cannot reach" in err.getvalue()
+
+
+def test_cli_modules_import_no_django():
+    for path in CLI_DIR.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                assert not name.startswith(
+                    ("django", "rest_framework", "portal.")
+                ) or name.startswith("portal.cli"), (path.name, name)
+
+
+def test_python_m_portal_cli_help_runs():
+    result = subprocess.run(
+        [sys.executable, "-m", "portal.cli", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=CLI_DIR.parents[1],
+    )
+    assert result.returncode == 0
+    assert "submit" in result.stdout

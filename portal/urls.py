@@ -17,4 +17,6 @@ urlpatterns = [
     path("queues/", include("portal.queues.urls")),
     path("admin-area/", include("portal.scheduling.urls")),
     path("api/", include("portal.api.urls")),
+    path("cluster/", include("portal.cluster.urls")),
+    path("dashboards/", include("portal.dashboards.urls")),
 ]

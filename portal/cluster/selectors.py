@@ -42,3 +42,48 @@ def placement_list_active(*, job_id: int | None = None) -> QuerySet[Placement]:
     if job_id is not None:
         placements = placements.filter(job_id=job_id)
     return placements.select_related("task", "node").order_by("task_id", "replica")
+
+
+# --- pages and dashboards -------------------------------------------------------------------
+
+
+def node_gpu_model_list() -> list[str]:
+    """GPU models present in the inventory (for the submit form's node selector)."""
+    models = Node.objects.exclude(gpu_model="").values_list("gpu_model", flat=True)
+    return sorted(set(models))
+
+
+def placement_list_for_job(*, job_id: int) -> QuerySet[Placement]:
+    """Every placement of the job, past and active, oldest first."""
+    return Placement.objects.filter(job_id=job_id).select_related("task").order_by("id")
+
+
+def node_list_with_usage() -> QuerySet[Node]:
+    """Nodes annotated with `gpus_used` (active placements) and `pods_active`."""
+    from django.db.models import Count, Q
+
+    active = Q(placements__state__in=Placement.ACTIVE_STATES)
+    return Node.objects.annotate(
+        gpus_used=Coalesce(Sum("placements__gpus", filter=active), 0),
+        pods_active=Count("placements", filter=active),
+    ).order_by("name")
+
+
+def placement_gpu_rows_active() -> list[tuple[str, str, int, int]]:
+    """(node name, queue name, job id, gpus) of every active placement holding GPUs."""
+    rows = (
+        Placement.objects.filter(state__in=Placement.ACTIVE_STATES, gpus__gt=0)
+        .order_by("node_name", "id")
+        .values_list("node_name", "job__queue__name", "job_id", "gpus")
+    )
+    return list(rows)
+
+
+def gpus_allocated_per_queue() -> dict[int, int]:
+    """Queue id -> GPUs held by active placements (one aggregate query)."""
+    rows = (
+        Placement.objects.filter(state__in=Placement.ACTIVE_STATES)
+        .values("job__queue_id")
+        .annotate(gpus=Sum("gpus"))
+    )
+    return {row["job__queue_id"]: int(row["gpus"] or 0) for row in rows}

@@ -6,6 +6,8 @@ app_name = "jobs"
 
 urlpatterns = [
     path("", views.JobListView.as_view(), name="job_list"),
+    path("new/", views.JobSubmitView.as_view(), name="job_submit"),
+    path("upload/", views.JobUploadView.as_view(), name="job_upload"),
     path("<int:job_id>/", views.JobDetailView.as_view(), name="job_detail"),
     path("<int:job_id>/cancel/", views.JobCancelView.as_view(), name="job_cancel"),
 ]

@@ -3,33 +3,72 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.views import View
 from django.views.generic import TemplateView
 
-from portal.cluster.selectors import placement_list_active
-from portal.common.access import can_cancel_job
+from portal.cluster.selectors import node_gpu_model_list, placement_list_for_job
+from portal.common.access import ROLE_MEMBER, RoleRequiredMixin, can_cancel_job, visible_jobs
+from portal.queues.models import Queue
+from portal.queues.selectors import queue_list
+from portal.scheduling.selectors import preemption_event_list_for_job
 
+from . import volcano
+from .forms import JobSubmitForm, JobUploadForm, TaskFormSet, submit_errors_apply
 from .models import Job
 from .selectors import job_get, job_list
-from .services import job_cancel
+from .services import job_cancel, job_submit
 
 JOB_CANCELLED = "Job {name} was cancelled."
+JOB_SUBMITTED = "Job {name} was submitted to queue {queue}."
+JOB_LIST_PAGE_SIZE = 50
+UPLOAD_IGNORED = "Ignored manifest fields (the portal's scheduler decides): {fields}."
+UPLOAD_QUEUE_UNKNOWN = "queue {name} does not exist or is not one of your open queues"
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
 
 
 class JobListView(LoginRequiredMixin, TemplateView):
+    """Jobs the user may see, filtered by queue, status and `mine`, 50 per page."""
+
     template_name = "jobs/job_list.html"
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
-        status = self.request.GET.get("status") or None
+        params = self.request.GET
+        status = params.get("status") or None
         if status not in Job.Status.values:
             status = None
-        context["jobs"] = job_list(user=self.request.user, status=status)[:200]
-        context["status"] = status
-        context["statuses"] = Job.Status.choices
+        queue_id = _int_or_none(params.get("queue"))
+        mine = params.get("mine") == "1"
+        jobs = job_list(user=self.request.user, status=status, queue_id=queue_id, mine=mine)
+        page = Paginator(jobs, JOB_LIST_PAGE_SIZE).get_page(params.get("page"))
+        query = params.copy()
+        query.pop("page", None)
+        context.update(
+            jobs=page.object_list,
+            page=page,
+            query=query.urlencode(),
+            status=status,
+            statuses=Job.Status.choices,
+            queue_id=queue_id,
+            queues=queue_list(user=self.request.user),
+            mine=mine,
+        )
         return context
+
+
+STATUS_TIMELINE = (
+    ("Submitted", "submitted_at"),
+    ("Admitted", "admitted_at"),
+    ("Started", "started_at"),
+    ("Finished", "finished_at"),
+    ("Cancelled", "cancelled_at"),
+)
 
 
 class JobDetailView(LoginRequiredMixin, TemplateView):
@@ -38,10 +77,28 @@ class JobDetailView(LoginRequiredMixin, TemplateView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         job = job_get(user=self.request.user, job_id=kwargs["job_id"])
-        context["job"] = job
-        context["tasks"] = job.tasks.all()
-        context["placements"] = placement_list_active(job_id=job.pk)
-        context["can_cancel"] = can_cancel_job(self.request.user, job) and not job.is_terminal
+        timeline = [
+            {"label": label, "at": getattr(job, field)}
+            for label, field in STATUS_TIMELINE
+            if field != "cancelled_at" or job.cancelled_at
+        ]
+        preemptions = list(preemption_event_list_for_job(job_id=job.pk)[:100])
+        involved = {e.victim_job_id for e in preemptions} | {
+            e.preemptor_job_id for e in preemptions
+        }
+        # Jobs of other tenants appear without their names (tenant scoping).
+        visible_ids = set(
+            visible_jobs(self.request.user).filter(pk__in=involved).values_list("pk", flat=True)
+        )
+        context.update(
+            job=job,
+            tasks=job.tasks.all(),
+            placements=placement_list_for_job(job_id=job.pk),
+            preemptions=preemptions,
+            visible_job_ids=visible_ids,
+            timeline=timeline,
+            can_cancel=can_cancel_job(self.request.user, job) and not job.is_terminal,
+        )
         return context
 
 
@@ -58,3 +115,104 @@ class JobCancelView(LoginRequiredMixin, View):
         else:
             messages.success(request, JOB_CANCELLED.format(name=job.name))
         return redirect("jobs:job_detail", job_id=job.pk)
+
+
+def _submittable_queues(request: HttpRequest):
+    return queue_list(user=request.user).filter(state=Queue.State.OPEN)
+
+
+class JobSubmitView(RoleRequiredMixin, View):
+    """Submit a job: one form for the job, a formset with one entry per role."""
+
+    required_role = ROLE_MEMBER
+    template_name = "jobs/job_submit.html"
+
+    def _forms(self, request: HttpRequest, data: Any = None) -> tuple[JobSubmitForm, Any]:
+        form = JobSubmitForm(
+            data, queues=_submittable_queues(request), gpu_models=node_gpu_model_list()
+        )
+        formset = TaskFormSet(data, prefix="tasks")
+        return form, formset
+
+    def _render(self, request: HttpRequest, form: JobSubmitForm, formset: Any) -> HttpResponse:
+        return render(request, self.template_name, {"form": form, "formset": formset})
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        form, formset = self._forms(request)
+        queue_id = _int_or_none(request.GET.get("queue"))
+        if queue_id is not None:
+            form.initial["queue"] = queue_id
+        return self._render(request, form, formset)
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        form, formset = self._forms(request, request.POST)
+        if not (form.is_valid() and formset.is_valid()):
+            return self._render(request, form, formset)
+        data = form.cleaned_data
+        task_forms = [f for f in formset.forms if not formset._should_delete_form(f)]
+        tasks = [f.as_task(gpu_model=data["gpu_model"]) for f in task_forms]
+        try:
+            job = job_submit(
+                submitter=request.user,
+                queue=data["queue"],
+                name=data["name"],
+                tasks=tasks,
+                priority=data["priority"],
+                min_available=data["min_available"],
+                expected_duration_seconds=data["expected_duration_seconds"],
+            )
+        except ValidationError as error:
+            submit_errors_apply(error=error, form=form, task_forms=task_forms)
+            return self._render(request, form, formset)
+        messages.success(request, JOB_SUBMITTED.format(name=job.name, queue=job.queue.name))
+        return redirect("jobs:job_detail", job_id=job.pk)
+
+
+class JobUploadView(RoleRequiredMixin, View):
+    """Submit a Volcano `batch.volcano.sh/v1alpha1` Job manifest as a portal job.
+
+    The pure mapping is `portal.jobs.volcano.volcano_job_parse`; errors name manifest paths.
+    """
+
+    required_role = ROLE_MEMBER
+    template_name = "jobs/job_upload.html"
+
+    def _render(self, request: HttpRequest, form: JobUploadForm, errors=None) -> HttpResponse:
+        return render(request, self.template_name, {"form": form, "errors": errors or []})
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        return self._render(request, JobUploadForm())
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        form = JobUploadForm(request.POST, request.FILES)
+        if not form.is_valid():
+            return self._render(request, form)
+        try:
+            spec = volcano.volcano_job_parse(form.cleaned_data["manifest"])
+        except volcano.ManifestError as error:
+            return self._render(request, form, _lines(error.errors))
+        queue = _submittable_queues(request).filter(name=spec.queue).first()
+        if queue is None:
+            errors = {"spec.queue": [UPLOAD_QUEUE_UNKNOWN.format(name=spec.queue)]}
+            return self._render(request, form, _lines(errors))
+        try:
+            job = job_submit(
+                submitter=request.user,
+                queue=queue,
+                name=spec.name,
+                tasks=spec.tasks,
+                priority=spec.priority,
+                min_available=spec.min_available,
+                expected_duration_seconds=spec.expected_duration_seconds,
+            )
+        except ValidationError as error:
+            errors = {volcano.manifest_path(k): v for k, v in error.message_dict.items()}
+            return self._render(request, form, _lines(errors))
+        messages.success(request, JOB_SUBMITTED.format(name=job.name, queue=job.queue.name))
+        if spec.ignored:
+            messages.info(request, UPLOAD_IGNORED.format(fields=", ".join(spec.ignored)))
+        return redirect("jobs:job_detail", job_id=job.pk)
+
+
+def _lines(errors: dict[str, list[str]]) -> list[str]:
+    return [f"{path}: {message}" for path, msgs in errors.items() for message in msgs]

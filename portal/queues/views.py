@@ -3,7 +3,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views import View
 from django.views.generic import TemplateView
@@ -12,6 +12,7 @@ from portal.common.access import ROLE_LEAD, RoleRequiredMixin, can_edit_queue
 
 from .forms import QueueEditForm
 from .models import Queue
+from .preview import queue_preview
 from .selectors import queue_change_list, queue_get, queue_list
 from .services import QUEUE_EDIT_FORBIDDEN, queue_update
 
@@ -49,7 +50,12 @@ class QueueEditView(RoleRequiredMixin, View):
         return queue
 
     def _render(self, request: HttpRequest, queue: Queue, form: QueueEditForm) -> HttpResponse:
-        context = {"queue": queue, "form": form, "changes": queue_change_list(queue=queue)}
+        context = {
+            "queue": queue,
+            "form": form,
+            "changes": queue_change_list(queue=queue),
+            "preview": [row.as_dict() for row in queue_preview(queue=queue, changes={})],
+        }
         return render(request, self.template_name, context, status=200)
 
     def get(self, request: HttpRequest, queue_id: int) -> HttpResponse:
@@ -75,3 +81,17 @@ class QueueEditView(RoleRequiredMixin, View):
         else:
             messages.success(request, QUEUE_SAVED.format(name=queue.name))
         return redirect("queues:queue_edit", queue_id=queue.pk)
+
+
+class QueuePreviewView(QueueEditView):
+    """JSON: every queue's deserved GPUs now and under the settings in the query string."""
+
+    http_method_names = ["get"]
+
+    def get(self, request: HttpRequest, queue_id: int) -> HttpResponse:
+        queue = self._queue(request, queue_id)
+        form = QueueEditForm(request.GET)
+        if not form.is_valid():
+            return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
+        rows = queue_preview(queue=queue, changes=form.cleaned_data)
+        return JsonResponse({"queue": queue.name, "queues": [row.as_dict() for row in rows]})

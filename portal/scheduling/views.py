@@ -1,29 +1,141 @@
+import csv
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
 from portal.common.access import staff_required
-from portal.queues.models import Queue
 
-from .models import PreemptionEvent
-from .selectors import preemption_event_list
+from .forms import PreemptionFilterForm, SchedulerConfigForm
+from .models import SchedulerConfig
+from .selectors import preemption_event_list, scheduler_config_get_active, scheduler_config_list
+from .services import scheduler_config_activate, scheduler_config_create
 
-PREEMPTION_PAGE_LIMIT = 500
+PREEMPTION_PAGE_SIZE = 50
+CSV_HEADER = (
+    "occurred_at",
+    "action",
+    "victim_job_id",
+    "victim_job",
+    "victim_task",
+    "victim_queue",
+    "victim_tenant",
+    "node",
+    "preemptor_job_id",
+    "preemptor_job",
+    "preemptor_queue",
+    "gpus_freed",
+    "cycle_id",
+    "sentence",
+)
+CONFIG_SAVED = "Scheduler config v{version} saved{active}."
+CONFIG_ACTIVATED = "Scheduler config v{version} is now active."
+
+
+def _filtered_events(request: HttpRequest):
+    form = PreemptionFilterForm(request.GET or None)
+    return form, preemption_event_list(**form.filters())
 
 
 @staff_required
 def preemption_list(request: HttpRequest) -> HttpResponse:
-    """Every preemption and reclaim, newest first, filterable by action and victim queue."""
-    action = request.GET.get("action") or None
-    if action not in PreemptionEvent.Action.values:
-        action = None
-    queue_id = request.GET.get("queue")
-    queue_id = int(queue_id) if queue_id and queue_id.isdigit() else None
-    events = preemption_event_list(action=action, queue_id=queue_id)[:PREEMPTION_PAGE_LIMIT]
+    """Every preemption and reclaim, newest first, filterable, 50 per page."""
+    form, events = _filtered_events(request)
+    page = Paginator(events, PREEMPTION_PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
     context = {
-        "events": events,
-        "action": action,
-        "queue_id": queue_id,
-        "actions": PreemptionEvent.Action.choices,
-        "queues": Queue.objects.order_by("name"),
+        "form": form,
+        "events": page.object_list,
+        "page": page,
+        "query": query.urlencode(),
     }
     return render(request, "scheduling/preemption_list.html", context)
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+@staff_required
+def preemption_csv(request: HttpRequest) -> HttpResponse:
+    """The same filtered history as CSV (streamed, no row limit)."""
+    from django.http import StreamingHttpResponse
+
+    _, events = _filtered_events(request)
+    writer = csv.writer(_Echo())
+
+    def rows():
+        yield writer.writerow(CSV_HEADER)
+        for event in events.iterator(chunk_size=2000):
+            yield writer.writerow(
+                [
+                    event.occurred_at.isoformat(),
+                    event.action,
+                    event.victim_job_id,
+                    event.victim_job.name,
+                    event.victim_task_name,
+                    event.victim_queue.name,
+                    event.victim_tenant.name,
+                    event.node_name,
+                    event.preemptor_job_id or "",
+                    event.preemptor_job.name if event.preemptor_job else "",
+                    event.preemptor_queue.name if event.preemptor_queue else "",
+                    event.gpus_freed,
+                    event.cycle_id or "",
+                    event.sentence,
+                ]
+            )
+
+    response = StreamingHttpResponse(rows(), content_type="text/csv")
+    response["Content-Disposition"] = 'attachment; filename="preemptions.csv"'
+    return response
+
+
+@staff_required
+def config_edit(request: HttpRequest) -> HttpResponse:
+    """Edit the Volcano-format conf; the core's parser validates it, errors name the field."""
+    active = scheduler_config_get_active()
+    if request.method == "POST":
+        form = SchedulerConfigForm(request.POST)
+        if form.is_valid():
+            try:
+                config = scheduler_config_create(
+                    text=form.cleaned_data["text"],
+                    actor=request.user,
+                    activate=form.cleaned_data["activate"],
+                    comment=form.cleaned_data["comment"],
+                )
+            except ValidationError as error:
+                for field, field_messages in error.message_dict.items():
+                    form.add_error(field if field in form.fields else None, field_messages)
+            else:
+                suffix = " and activated" if config.active else ""
+                messages.success(
+                    request, CONFIG_SAVED.format(version=config.version, active=suffix)
+                )
+                return redirect("scheduling:config_edit")
+    else:
+        initial = {"text": active.text if active else _default_text(), "activate": True}
+        form = SchedulerConfigForm(initial=initial)
+    context = {"form": form, "active": active, "versions": scheduler_config_list()[:50]}
+    return render(request, "scheduling/config_edit.html", context)
+
+
+def _default_text() -> str:
+    from scheduler.core.config import DEFAULT_CONF_TEXT
+
+    return DEFAULT_CONF_TEXT
+
+
+@require_POST
+@staff_required
+def config_activate(request: HttpRequest, config_id: int) -> HttpResponse:
+    config = get_object_or_404(SchedulerConfig, pk=config_id)
+    config = scheduler_config_activate(config=config, actor=request.user)
+    messages.success(request, CONFIG_ACTIVATED.format(version=config.version))
+    return redirect("scheduling:config_edit")

@@ -83,3 +83,191 @@ def test_cancel_needs_post(researcher, researcher_client, nlp_queue):
     job = JobFactory(queue=nlp_queue, submitter=researcher)
     response = researcher_client.get(reverse("jobs:job_cancel", args=[job.pk]))
     assert response.status_code == HTTPStatus.METHOD_NOT_ALLOWED
+
+
+# --- submit form, upload, list filters, detail extras -------------------------------------
+
+
+def _submit_data(queue, **overrides):
+    data = {
+        "queue": queue.pk,
+        "name": "bert-large",
+        "priority": "0",
+        "min_available": "",
+        "expected_duration_seconds": "",
+        "gpu_model": "",
+        "tasks-TOTAL_FORMS": "2",
+        "tasks-INITIAL_FORMS": "0",
+        "tasks-MIN_NUM_FORMS": "1",
+        "tasks-MAX_NUM_FORMS": "20",
+        "tasks-0-name": "master",
+        "tasks-0-replicas": "1",
+        "tasks-0-image": "trainer:1",
+        "tasks-0-command": "python train.py --lr '3e-4'",
+        "tasks-0-gpus": "8",
+        "tasks-0-cpu": "8",
+        "tasks-0-memory": "64Gi",
+        "tasks-1-name": "worker",
+        "tasks-1-replicas": "3",
+        "tasks-1-image": "trainer:1",
+        "tasks-1-command": "",
+        "tasks-1-gpus": "8",
+        "tasks-1-cpu": "500m",
+        "tasks-1-memory": "16",
+    }
+    data.update(overrides)
+    return data
+
+
+def test_submit_form_creates_job_with_roles(researcher, researcher_client, nlp_queue, cluster):
+    response = researcher_client.post(
+        reverse("jobs:job_submit"), _submit_data(nlp_queue, gpu_model="H100")
+    )
+    job = Job.objects.get(name="bert-large")
+    assert response.status_code == HTTPStatus.FOUND
+    assert response["Location"] == reverse("jobs:job_detail", args=[job.pk])
+    tasks = {task.name: task for task in job.tasks.all()}
+    assert tasks["master"].command == ["python", "train.py", "--lr", "3e-4"]
+    assert tasks["master"].memory_bytes == 64 * 1024**3
+    assert tasks["worker"].cpu_millis == 500
+    assert tasks["worker"].memory_bytes == 16 * 1024**3
+    assert tasks["worker"].node_selector == {"gpu-model": "H100"}
+    assert job.min_available == 4
+    assert job.submitter == researcher
+
+
+def test_submit_form_offers_only_own_open_queues_and_inventory_models(
+    researcher_client, nlp_queue, vision_queue, cluster
+):
+    response = researcher_client.get(reverse("jobs:job_submit"))
+    form = response.context["form"]
+    assert list(form.fields["queue"].queryset) == [nlp_queue]
+    assert form.fields["gpu_model"].choices == [("", "any"), ("H100", "H100")]
+
+
+def test_submit_service_errors_land_on_the_right_role_field(researcher_client, nlp_queue):
+    data = _submit_data(nlp_queue, **{"tasks-1-name": "master", "min_available": "9"})
+    response = researcher_client.post(reverse("jobs:job_submit"), data)
+    assert response.status_code == HTTPStatus.OK
+    formset = response.context["formset"]
+    assert "used twice" in formset.forms[1].errors["name"][0]
+    assert not formset.forms[0].errors
+    assert not Job.objects.exists()
+
+
+def test_submit_min_available_error_on_job_field(researcher_client, nlp_queue):
+    response = researcher_client.post(
+        reverse("jobs:job_submit"), _submit_data(nlp_queue, min_available="9")
+    )
+    assert "may not exceed" in response.context["form"].errors["min_available"][0]
+
+
+def test_submit_deleted_role_is_skipped_and_indices_stay_right(researcher_client, nlp_queue):
+    data = _submit_data(nlp_queue, **{"tasks-0-DELETE": "on", "tasks-1-name": "Bad_Name"})
+    response = researcher_client.post(reverse("jobs:job_submit"), data)
+    formset = response.context["formset"]
+    assert formset.forms[1].errors["name"]
+    assert not formset.forms[0].errors
+
+
+def test_submit_memory_unit_error_is_a_field_error(researcher_client, nlp_queue):
+    response = researcher_client.post(
+        reverse("jobs:job_submit"), _submit_data(nlp_queue, **{"tasks-0-memory": "lots"})
+    )
+    assert "16Gi" in response.context["formset"].forms[0].errors["memory"][0]
+
+
+def test_submit_to_other_tenant_queue_is_refused(researcher_client, vision_queue):
+    response = researcher_client.post(reverse("jobs:job_submit"), _submit_data(vision_queue))
+    assert "queue" in response.context["form"].errors
+    assert not Job.objects.exists()
+
+
+def test_user_without_tenant_cannot_open_submit_form(user, client):
+    client.force_login(user)
+    assert client.get(reverse("jobs:job_submit")).status_code == HTTPStatus.FORBIDDEN
+
+
+def _manifest(queue_name: str = "nlp-train") -> bytes:
+    return f"""
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {{name: yaml-job}}
+spec:
+  queue: {queue_name}
+  minAvailable: 1
+  tasks:
+  - name: worker
+    replicas: 1
+    template:
+      spec:
+        containers:
+        - name: main
+          image: trainer:1
+          resources: {{limits: {{nvidia.com/gpu: 2}}}}
+""".encode()
+
+
+def test_upload_maps_manifest_and_submits(researcher_client, nlp_queue):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    upload = SimpleUploadedFile("job.yaml", _manifest(), content_type="application/yaml")
+    response = researcher_client.post(reverse("jobs:job_upload"), {"manifest": upload})
+    job = Job.objects.get(name="yaml-job")
+    assert response.status_code == HTTPStatus.FOUND
+    assert job.queue == nlp_queue
+    assert job.tasks.get().gpus == 2
+
+
+def test_upload_errors_name_manifest_paths(researcher_client, nlp_queue):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    upload = SimpleUploadedFile("job.yaml", _manifest("vision-train"))
+    response = researcher_client.post(reverse("jobs:job_upload"), {"manifest": upload})
+    assert any(line.startswith("spec.queue:") for line in response.context["errors"])
+    bad_name = _manifest().replace(b"name: yaml-job", b"name: Bad_Name")
+    upload = SimpleUploadedFile("job.yaml", bad_name)
+    response = researcher_client.post(reverse("jobs:job_upload"), {"manifest": upload})
+    assert any(line.startswith("metadata.name:") for line in response.context["errors"])
+    bad = SimpleUploadedFile("job.yaml", b"a: [unclosed")
+    response = researcher_client.post(reverse("jobs:job_upload"), {"manifest": bad})
+    assert "not valid YAML" in response.context["form"].errors["manifest"][0]
+    assert not Job.objects.exists()
+
+
+def test_job_list_filters_by_queue_and_mine_and_paginates(
+    researcher, researcher_client, nlp, nlp_queue
+):
+    from tests.factories import QueueFactory
+
+    other_queue = QueueFactory(tenant=nlp, name="nlp-other")
+    JobFactory(queue=nlp_queue, name="mine-1", submitter=researcher)
+    JobFactory(queue=other_queue, name="mine-2", submitter=researcher)
+    JobFactory(queue=nlp_queue, name="colleague")
+    url = reverse("jobs:job_list")
+    response = researcher_client.get(url, {"queue": nlp_queue.pk})
+    assert {j.name for j in response.context["jobs"]} == {"mine-1", "colleague"}
+    response = researcher_client.get(url, {"mine": "1"})
+    assert {j.name for j in response.context["jobs"]} == {"mine-1", "mine-2"}
+    JobFactory.create_batch(60, queue=nlp_queue)
+    response = researcher_client.get(url, {"queue": nlp_queue.pk, "page": "2"})
+    assert response.context["page"].number == 2
+    assert len(response.context["jobs"]) == 12
+    assert f"queue={nlp_queue.pk}&amp;page=1" in response.content.decode()
+
+
+def test_job_detail_timeline_and_preemption_history(
+    researcher_client, nlp_queue, vision_queue, staff_client
+):
+    from tests.factories import PreemptionEventFactory
+
+    job = JobFactory(queue=nlp_queue, name="victim", pending_reason="queue nlp-train at capability")
+    foreign = JobFactory(queue=vision_queue, name="secret-preemptor")
+    PreemptionEventFactory(victim_job=job, preemptor_job=foreign, sentence="secret-preemptor won")
+    body = researcher_client.get(reverse("jobs:job_detail", args=[job.pk])).content.decode()
+    assert "Submitted" in body
+    assert "queue nlp-train at capability" in body
+    assert "a job of another tenant" in body
+    assert "secret-preemptor" not in body
+    body = staff_client.get(reverse("jobs:job_detail", args=[job.pk])).content.decode()
+    assert "secret-preemptor" in body

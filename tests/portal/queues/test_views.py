@@ -125,3 +125,44 @@ def test_anonymous_redirected_to_login(client, nlp_queue):
     response = client.get(reverse("queues:queue_edit", args=[nlp_queue.pk]))
     assert response.status_code == HTTPStatus.FOUND
     assert response.url.startswith(reverse("login"))
+
+
+# --- live preview -----------------------------------------------------------------------
+
+
+def test_edit_page_shows_preview_of_every_queue(lead_client, nlp_queue, vision_queue, cluster):
+    response = lead_client.get(reverse("queues:queue_edit", args=[nlp_queue.pk]))
+    names = [row["name"] for row in response.context["preview"]]
+    assert names == ["nlp-train", "vision-train"]
+
+
+def test_preview_json_reflects_proposed_weight(lead_client, nlp_queue, vision_queue, cluster):
+    from tests.factories import JobFactory, JobTaskFactory
+
+    for queue in (nlp_queue, vision_queue):
+        JobTaskFactory(job=JobFactory(queue=queue), replicas=4, gpus=8)
+    url = reverse("queues:queue_preview", args=[nlp_queue.pk])
+    data = _form(nlp_queue, weight="3")
+    response = lead_client.get(url, data)
+    assert response.status_code == HTTPStatus.OK
+    rows = {row["name"]: row for row in response.json()["queues"]}
+    assert rows["nlp-train"]["deserved_now"] == pytest.approx(32 * 2 / 3, abs=0.01)
+    assert rows["nlp-train"]["deserved_after"] == pytest.approx(24.0)
+    assert rows["vision-train"]["deserved_after"] == pytest.approx(8.0)
+    assert rows["nlp-train"]["edited"] is True
+    nlp_queue.refresh_from_db()
+    assert nlp_queue.weight == 2
+
+
+def test_preview_json_invalid_input_is_400(lead_client, nlp_queue, cluster):
+    url = reverse("queues:queue_preview", args=[nlp_queue.pk])
+    response = lead_client.get(url, _form(nlp_queue, weight="0"))
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    assert "weight" in response.json()["errors"]
+
+
+def test_preview_json_refused_like_the_edit_page(researcher_client, lead_client, nlp_queue, vision_queue):
+    url = reverse("queues:queue_preview", args=[nlp_queue.pk])
+    assert researcher_client.get(url).status_code == HTTPStatus.FORBIDDEN
+    url = reverse("queues:queue_preview", args=[vision_queue.pk])
+    assert lead_client.get(url).status_code == HTTPStatus.FORBIDDEN

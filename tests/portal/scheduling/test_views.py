@@ -1,3 +1,4 @@
+from html import escape
 from http import HTTPStatus
 
 import pytest
@@ -46,3 +47,106 @@ def test_anonymous_redirected_to_login(client):
     response = client.get(URL)
     assert response.status_code == HTTPStatus.FOUND
     assert response.url.startswith(reverse("login"))
+
+
+# --- filters, CSV, pagination, scheduler config editor ------------------------------------
+
+
+def _events(nlp_queue, vision_queue):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    now = timezone.now()
+    old = PreemptionEventFactory(
+        victim_job=JobFactory(queue=nlp_queue, name="old-victim"),
+        occurred_at=now - timedelta(days=3),
+    )
+    new = PreemptionEventFactory(
+        victim_job=JobFactory(queue=vision_queue, name="new-victim"),
+        action="preempt",
+        occurred_at=now,
+    )
+    return old, new
+
+
+def test_filters_by_tenant_and_time_range(staff_client, nlp_queue, vision_queue):
+    old, new = _events(nlp_queue, vision_queue)
+    response = staff_client.get(URL, {"tenant": str(vision_queue.tenant_id)})
+    assert list(response.context["events"]) == [new]
+    since = (new.occurred_at.replace(microsecond=0)).strftime("%Y-%m-%dT%H:%M")
+    response = staff_client.get(URL, {"until": since})
+    assert list(response.context["events"]) == [old]
+
+
+def test_csv_export_uses_the_same_filters(staff_client, nlp_queue, vision_queue):
+    _events(nlp_queue, vision_queue)
+    response = staff_client.get(reverse("scheduling:preemption_csv"), {"action": "preempt"})
+    assert response.status_code == HTTPStatus.OK
+    assert response["Content-Type"] == "text/csv"
+    lines = b"".join(response.streaming_content).decode().splitlines()
+    assert lines[0].startswith("occurred_at,action,victim_job_id")
+    assert len(lines) == 2
+    assert "new-victim" in lines[1]
+
+
+def test_csv_export_forbidden_for_lead(lead_client):
+    assert lead_client.get(reverse("scheduling:preemption_csv")).status_code == 403
+
+
+def test_history_is_paginated_and_links_jobs(staff_client, nlp_queue):
+    victim = JobFactory(queue=nlp_queue)
+    PreemptionEventFactory.create_batch(55, victim_job=victim)
+    response = staff_client.get(URL, {"page": "2"})
+    assert len(response.context["events"]) == 5
+    assert reverse("jobs:job_detail", args=[victim.pk]) in response.content.decode()
+
+
+CONFIG_URL = "/admin-area/config/"
+
+
+def test_config_editor_saves_a_version_and_activates(staff_client):
+    from portal.scheduling.models import SchedulerConfig
+    from tests.factories import VALID_CONF_TEXT
+
+    response = staff_client.post(
+        CONFIG_URL, {"text": VALID_CONF_TEXT, "comment": "first", "activate": "on"}
+    )
+    assert response.status_code == HTTPStatus.FOUND
+    config = SchedulerConfig.objects.get()
+    assert config.active is True
+    assert config.comment == "first"
+
+
+def test_config_editor_shows_parser_error_naming_the_field(staff_client):
+    from portal.scheduling.models import SchedulerConfig
+
+    text = 'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: no-such-plugin\n'
+    response = staff_client.post(CONFIG_URL, {"text": text, "activate": "on"})
+    assert response.status_code == HTTPStatus.OK
+    error = response.context["form"].errors["text"][0]
+    assert error.startswith("config.tiers[0].plugins[0].name:")
+    assert escape(error) in response.content.decode()
+    assert not SchedulerConfig.objects.exists()
+
+
+def test_config_activate_older_version(staff_client):
+    from tests.factories import SchedulerConfigFactory
+
+    old = SchedulerConfigFactory(active=False)
+    SchedulerConfigFactory(active=True)
+    response = staff_client.post(reverse("scheduling:config_activate", args=[old.pk]))
+    assert response.status_code == HTTPStatus.FOUND
+    old.refresh_from_db()
+    assert old.active is True
+    body = staff_client.get(CONFIG_URL).content.decode()
+    assert f"v{old.version}" in body
+
+
+def test_config_pages_refused_for_non_staff(lead_client):
+    from tests.factories import SchedulerConfigFactory
+
+    config = SchedulerConfigFactory()
+    assert lead_client.get(CONFIG_URL).status_code == HTTPStatus.FORBIDDEN
+    url = reverse("scheduling:config_activate", args=[config.pk])
+    assert lead_client.post(url).status_code == HTTPStatus.FORBIDDEN

@@ -1,0 +1,49 @@
+/* Dashboard: fetch each chart's figure from its JSON endpoint and redraw with Plotly.react. */
+(function () {
+  "use strict";
+  var root = document.getElementById("dashboard");
+  if (!root || !window.Plotly) { return; }
+  var range = root.dataset.range;
+  var refreshMs = parseInt(root.dataset.refresh, 10) * 1000;
+  var config = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] };
+  var charts = ["usage", "quota", "occupancy", "pending", "preemptions"];
+  var stamp = document.getElementById("dashboard-updated");
+
+  function url(chart) {
+    return root.dataset.url.replace("CHART", chart) + "?range=" + encodeURIComponent(range);
+  }
+
+  function draw(id, figure) {
+    var node = document.getElementById(id);
+    if (node && figure) { Plotly.react(node, figure.data, figure.layout, config); }
+  }
+
+  function apply(chart, payload) {
+    if (chart === "pending") {
+      draw("chart-pending", payload.figure);
+      draw("chart-waits", payload.waits);
+      return;
+    }
+    draw("chart-" + chart, payload.figure);
+    if (chart === "occupancy" && payload.free_blocks) {
+      Object.keys(payload.free_blocks).forEach(function (size) {
+        var cell = document.querySelector("#free-blocks [data-size='" + size + "']");
+        if (cell) { cell.textContent = payload.free_blocks[size]; }
+      });
+    }
+  }
+
+  function refresh() {
+    var jobs = charts.map(function (chart) {
+      return fetch(url(chart), { credentials: "same-origin" })
+        .then(function (response) { if (!response.ok) { throw new Error(response.status); } return response.json(); })
+        .then(function (payload) { apply(chart, payload); });
+    });
+    Promise.all(jobs)
+      .then(function () { stamp.textContent = "updated " + new Date().toLocaleTimeString(); root.dataset.loaded = "1"; })
+      .catch(function () { stamp.textContent = "update failed; retrying"; });
+  }
+
+  refresh();
+  setInterval(function () { if (!document.hidden) { refresh(); } }, refreshMs);
+})();

@@ -1,0 +1,63 @@
+/* Live preview of deserved shares on the queue edit page (debounced fetch to a JSON view). */
+(function () {
+  "use strict";
+  var form = document.getElementById("queue-form");
+  var table = document.getElementById("preview");
+  var status = document.getElementById("preview-status");
+  if (!form || !table) { return; }
+  var timer = null;
+  var sequence = 0;
+
+  function fmt(value, digits) { return Number(value).toFixed(digits); }
+
+  function cell(text, className) {
+    var td = document.createElement("td");
+    td.className = className === undefined ? "num" : className;
+    td.textContent = text;
+    return td;
+  }
+
+  function render(rows) {
+    var body = table.tBodies[0];
+    body.innerHTML = "";
+    rows.forEach(function (row) {
+      var tr = document.createElement("tr");
+      tr.dataset.queue = row.name;
+      if (row.edited) { tr.className = "is-self"; }
+      var name = cell(row.name + " · " + row.tenant, "");
+      tr.appendChild(name);
+      tr.appendChild(cell(row.weight));
+      tr.appendChild(cell(fmt(row.demand_gpus, 0)));
+      tr.appendChild(cell(fmt(row.deserved_now, 1)));
+      var delta = row.deserved_after - row.deserved_now;
+      var after = cell(fmt(row.deserved_after, 1), "num after");
+      if (delta > 0.05) { after.classList.add("preview-cell-up"); after.textContent += " (+" + fmt(delta, 1) + ")"; }
+      if (delta < -0.05) { after.classList.add("preview-cell-down"); after.textContent += " (" + fmt(delta, 1) + ")"; }
+      tr.appendChild(after);
+      body.appendChild(tr);
+    });
+  }
+
+  function refresh() {
+    var params = new URLSearchParams(new FormData(form));
+    params.delete("csrfmiddlewaretoken");
+    var mine = ++sequence;
+    status.textContent = "computing…";
+    fetch(form.dataset.previewUrl + "?" + params.toString(), { credentials: "same-origin" })
+      .then(function (response) { return response.json().then(function (data) { return [response.ok, data]; }); })
+      .then(function (result) {
+        if (mine !== sequence) { return; }
+        if (!result[0]) { status.textContent = "fix the highlighted values to preview"; return; }
+        render(result[1].queues);
+        status.textContent = "preview updated " + new Date().toLocaleTimeString();
+      })
+      .catch(function () { status.textContent = "preview unavailable"; });
+  }
+
+  function schedule() {
+    clearTimeout(timer);
+    timer = setTimeout(refresh, 300);
+  }
+  form.addEventListener("input", schedule);
+  form.addEventListener("change", schedule);
+})();

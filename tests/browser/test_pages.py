@@ -1,0 +1,152 @@
+"""End-to-end: a real Chromium (Debian's /usr/bin/chromium) drives the portal via Playwright.
+
+Never runs `playwright install`: the system browser is used or the module is skipped.
+"""
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed"),
+]
+
+# Playwright's sync API runs an event loop in this thread; Django refuses ORM calls from a
+# thread with a running loop unless told it is fine (the tests call the ORM in between).
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def world(transactional_db, nlp_queue, vision_queue, cluster, researcher, lead, staff):
+    return {"nlp_queue": nlp_queue, "vision_queue": vision_queue}
+
+
+@pytest.fixture
+def login(browser, live_server, password):
+    contexts = []
+
+    def as_user(username: str):
+        context = browser.new_context(viewport={"width": 1366, "height": 900})
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(15000)
+        page.goto(f"{live_server.url}/accounts/login/")
+        page.fill("#id_username", username)
+        page.fill("#id_password", password)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/")
+        return page
+
+    yield as_user
+    for context in contexts:
+        context.close()
+
+
+def test_researcher_submits_job_and_watches_it_get_placed(world, login, live_server):
+    from portal.jobs.models import Job
+    from scheduler.tasks import scheduling_cycle_run
+
+    page = login("researcher")
+    page.click("nav >> text=Submit job")
+    page.select_option("#id_queue", label="nlp-train (nlp)")
+    page.fill("#id_name", "browser-bert")
+    page.fill("#id_tasks-0-name", "master")
+    page.fill("#id_tasks-0-gpus", "4")
+    page.fill("#id_tasks-0-memory", "16Gi")
+    page.click("#add-role")
+    page.fill("#id_tasks-1-name", "worker")
+    page.fill("#id_tasks-1-replicas", "2")
+    page.fill("#id_tasks-1-gpus", "2")
+    page.click("button:has-text('Submit job')")
+    page.wait_for_selector("text=was submitted to queue nlp-train")
+    job = Job.objects.get(name="browser-bert")
+    assert job.tasks.count() == 2
+
+    page.click("nav >> text=Jobs")
+    page.wait_for_selector("#jobs >> text=browser-bert")
+
+    scheduling_cycle_run()
+    page.goto(f"{live_server.url}/jobs/{job.pk}/")
+    placements = page.inner_text("#placements")
+    assert re.search(r"gpu-worker-\d", placements), placements
+    assert "Not placed yet" not in placements
+
+
+def test_submit_form_shows_service_errors_on_the_role(world, login):
+    page = login("researcher")
+    page.click("nav >> text=Submit job")
+    page.fill("#id_name", "dup-roles")
+    page.click("#add-role")
+    page.fill("#id_tasks-0-name", "worker")
+    page.fill("#id_tasks-1-name", "worker")
+    page.click("button:has-text('Submit job')")
+    error = page.locator("#roles fieldset").nth(1).locator(".error")
+    assert "used twice" in error.inner_text()
+
+
+def test_lead_edits_weight_and_sees_the_preview_change(world, login, live_server):
+    from tests.factories import JobFactory, JobTaskFactory
+
+    for queue in (world["nlp_queue"], world["vision_queue"]):
+        JobTaskFactory(job=JobFactory(queue=queue), replicas=4, gpus=8)
+    page = login("lead")
+    page.goto(f"{live_server.url}/queues/{world['nlp_queue'].pk}/edit/")
+    row = page.locator("#preview tr[data-queue='nlp-train'] td.after")
+    assert row.inner_text().strip() == "21.3"
+    page.fill("#id_weight", "3")
+    page.wait_for_selector("#preview td.after.preview-cell-up")
+    assert row.inner_text().startswith("24.0")
+    vision = page.locator("#preview tr[data-queue='vision-train'] td.after")
+    assert vision.inner_text().startswith("8.0")
+    page.click("button:has-text('Save')")
+    page.wait_for_selector("text=Queue nlp-train saved.")
+    assert "weight" in page.inner_text("#queue-changes")
+
+
+def test_admin_opens_preemption_history_and_dashboard(world, login, live_server):
+    from tests.factories import JobFactory, PreemptionEventFactory
+
+    victim = JobFactory(queue=world["nlp_queue"], name="reclaimed-job")
+    PreemptionEventFactory(victim_job=victim, sentence="reclaimed for vision-train")
+    page = login("siteadmin")
+    page.click("nav >> text=Preemptions")
+    page.wait_for_selector("#preemptions >> text=reclaimed for vision-train")
+    page.click("#preemptions >> text=reclaimed-job")
+    page.wait_for_url(f"{live_server.url}/jobs/{victim.pk}/")
+    page.click("nav >> text=Dashboard")
+    page.wait_for_selector("#dashboard[data-loaded='1']")
+    assert page.locator("#chart-occupancy .main-svg").count() > 0
+    assert page.inner_text("#free-blocks [data-size='8']") == "4"
+
+
+def test_researcher_cannot_reach_admin_pages(world, login, live_server):
+    page = login("researcher")
+    assert page.locator("nav >> text=Preemptions").count() == 0
+    for path in ("/admin-area/preemptions/", "/admin-area/config/", "/cluster/nodes/"):
+        response = page.goto(f"{live_server.url}{path}")
+        assert response.status == 403, path
+        assert "403" in page.inner_text("h1")

@@ -1,0 +1,26 @@
+from http import HTTPStatus
+
+import pytest
+from django.urls import reverse
+
+from portal.cluster.models import Placement
+from tests.factories import JobTaskFactory, PlacementFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_nodes_page_shows_gpu_used_and_free(staff_client, cluster, nlp_queue):
+    task = JobTaskFactory(job__queue=nlp_queue, gpus=3)
+    PlacementFactory(task=task, node=cluster[0], state=Placement.State.RUNNING)
+    PlacementFactory(task=task, replica=1, node=cluster[0], state=Placement.State.SUCCEEDED)
+    response = staff_client.get(reverse("cluster:node_list"))
+    assert response.status_code == HTTPStatus.OK
+    node = response.context["nodes"][0]
+    assert (node.name, node.gpus_used, node.gpus_free) == ("gpu-worker-1", 3, 5)
+    assert response.context["totals"] == {"gpus": 32, "used": 3, "free": 29, "nodes": 4}
+
+
+@pytest.mark.parametrize("who", ["researcher_client", "lead_client"])
+def test_nodes_page_is_admin_only(request, who):
+    response = request.getfixturevalue(who).get(reverse("cluster:node_list"))
+    assert response.status_code == HTTPStatus.FORBIDDEN

@@ -1,0 +1,104 @@
+from datetime import timedelta
+from http import HTTPStatus
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from portal.cluster.models import Placement
+from tests.factories import (
+    JobFactory,
+    JobTaskFactory,
+    PlacementFactory,
+    PreemptionEventFactory,
+    QueueUsageSampleFactory,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def _data(client, chart, **params):
+    response = client.get(reverse("dashboards:chart_data", args=[chart]), params)
+    assert response.status_code == HTTPStatus.OK
+    return response.json()
+
+
+@pytest.fixture
+def busy(cluster, nlp_queue, vision_queue):
+    now = timezone.now()
+    for minutes in (5, 65):
+        QueueUsageSampleFactory(
+            queue=nlp_queue, at=now - timedelta(minutes=minutes), gpus_allocated=4
+        )
+        QueueUsageSampleFactory(
+            queue=vision_queue, at=now - timedelta(minutes=minutes), gpus_allocated=2
+        )
+    running = JobTaskFactory(job__queue=nlp_queue, job__status="running", gpus=4)
+    PlacementFactory(task=running, node=cluster[0], state=Placement.State.RUNNING)
+    foreign = JobTaskFactory(job__queue=vision_queue, job__status="running", gpus=2)
+    PlacementFactory(task=foreign, node=cluster[0], state=Placement.State.RUNNING)
+    JobTaskFactory(job=JobFactory(queue=nlp_queue), replicas=2, gpus=8)
+    PreemptionEventFactory(victim_job=JobFactory(queue=vision_queue), occurred_at=now)
+    return now
+
+
+def test_dashboard_page_serves_local_plotly(researcher_client):
+    response = researcher_client.get(reverse("dashboards:overview"))
+    assert response.status_code == HTTPStatus.OK
+    body = response.content.decode()
+    assert "/static/vendor/plotly.min.js" in body
+    assert "cdn" not in body.lower()
+
+
+def test_usage_chart_aggregates_by_bucket_and_range(staff_client, busy):
+    payload = _data(staff_client, "usage", range="hour")
+    names = {trace["name"] for trace in payload["figure"]["data"]}
+    assert names == {"nlp-train", "vision-train"}
+    assert sum(len(t["x"]) for t in payload["figure"]["data"]) == 2  # one sample each in range
+    payload = _data(staff_client, "usage", range="day")
+    assert all(sum(t["y"]) > 0 for t in payload["figure"]["data"])
+    assert _data(staff_client, "usage", range="bogus")["range"] == "day"
+
+
+def test_usage_chart_scoped_to_visible_queues(researcher_client, busy):
+    payload = _data(researcher_client, "usage", range="day")
+    assert {trace["name"] for trace in payload["figure"]["data"]} == {"nlp-train"}
+
+
+def test_quota_chart(staff_client, busy, nlp_queue):
+    payload = _data(staff_client, "quota")
+    allocated = payload["figure"]["data"][0]
+    assert allocated["x"] == ["nlp-train", "vision-train"]
+    assert allocated["y"] == [4, 2]
+    deserved = payload["figure"]["data"][1]
+    assert deserved["y"] == [8.0, 8.0]
+
+
+def test_occupancy_chart_hides_other_tenants(researcher_client, staff_client, busy):
+    payload = _data(researcher_client, "occupancy")
+    trace = payload["figure"]["data"][0]
+    assert trace["colorbar"]["ticktext"] == ["free", "nlp-train", "other tenants"]
+    assert payload["free_blocks"] == {"8": 3, "4": 0, "2": 1, "1": 0}
+    payload = _data(staff_client, "occupancy")
+    assert "vision-train" in payload["figure"]["data"][0]["colorbar"]["ticktext"]
+
+
+def test_pending_chart(staff_client, busy):
+    payload = _data(staff_client, "pending")
+    assert (
+        payload["figure"]["data"][0]["y"][payload["figure"]["data"][0]["x"].index("nlp-train")]
+        == 16
+    )
+    assert payload["waits"]["data"][0]["x"]
+
+
+def test_preemptions_chart_only_for_staff(staff_client, researcher_client, busy):
+    assert _data(staff_client, "preemptions", range="day")["figure"]["data"]
+    assert _data(researcher_client, "preemptions", range="day")["figure"]["data"] == []
+
+
+def test_unknown_chart_404_and_anonymous_redirected(client, staff_client):
+    response = staff_client.get(reverse("dashboards:chart_data", args=["nope"]))
+    assert response.status_code == HTTPStatus.NOT_FOUND
+    response = client.get(reverse("dashboards:chart_data", args=["usage"]))
+    assert response.status_code == HTTPStatus.FOUND

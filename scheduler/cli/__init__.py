@@ -1,0 +1,1 @@
+"""Command-line entry points of ``python -m scheduler``; one module per command."""

@@ -1,0 +1,26 @@
+"""Pure scheduling core: snapshot in, decisions out (no I/O, no clock, no frameworks).
+
+Public API::
+
+    from scheduler.core.cycle import run_cycle          # (Snapshot, SchedulerConf) -> CycleResult
+    from scheduler.core.config import parse_conf, parse_conf_text, default_conf, ConfigError
+    from scheduler.core.scenario import load_scenario, result_to_dict, ScenarioError
+    from scheduler.core.types import Snapshot, NodeInfo, QueueInfo, JobInfo, TaskInfo, ...
+    from scheduler.core.resources import Resources
+
+Layout mirrors volcano-sh/volcano pkg/scheduler: ``session`` (framework/session.go and
+session_plugins.go), ``statement`` (framework/statement.go), ``actions/`` (actions/*), and
+``plugins/`` (plugins/*). Upstream sources read while writing it (volcano-sh/volcano, files as
+stored in the reference index; commits where shown):
+
+- actions/allocate/allocate.go (0002b235 and the current two-gradient version),
+  actions/preempt/preempt.go and preempt_test.go (016d2152), actions/reclaim/reclaim.go
+  (012c2a26 and a later version with per-node rollback), reclaim_test.go (012c2a26),
+  actions/enqueue/enqueue_test.go (0afc2d94), actions/backfill/backfill.go;
+- framework/session_plugins.go, framework/statement.go, framework/job_updater.go;
+- api/resource_info.go (LessEqual, LessEqualWithDimension, minResource), api/job_info.go
+  (ReadyTaskNum, IsReady/IsPipelined/IsStarving, NeedContinueAllocating, CheckTask*);
+- plugins/{priority,gang,conformance,drf,proportion,capacity,binpack,nodeorder,predicates,
+  overcommit,rescheduling,network-topology-aware}; the restated upstream tests under
+  ../shared/scenarios/volcano (commit ed72c7c8) were the acceptance bar.
+"""

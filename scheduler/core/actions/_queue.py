@@ -1,0 +1,47 @@
+"""A priority queue ordered by a session compare function, like Volcano's util.PriorityQueue.
+
+Items are ordered when pushed (container/heap semantics); ties keep insertion order so the
+result never depends on hashing.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+
+class _Entry:
+    __slots__ = ("compare", "item", "seq")
+
+    def __init__(self, item: Any, compare: Callable[[Any, Any], int], seq: int):
+        self.item, self.compare, self.seq = item, compare, seq
+
+    def __lt__(self, other: _Entry) -> bool:
+        result = self.compare(self.item, other.item)
+        return result < 0 if result else self.seq < other.seq
+
+
+class PriorityQueue:
+    def __init__(self, compare: Callable[[Any, Any], int], items=()):
+        self._compare = compare
+        self._counter = itertools.count()
+        self._heap: list[_Entry] = []
+        for item in items:
+            self.push(item)
+
+    def push(self, item: Any) -> None:
+        heapq.heappush(self._heap, _Entry(item, self._compare, next(self._counter)))
+
+    def pop(self) -> Any:
+        return heapq.heappop(self._heap).item
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def __bool__(self) -> bool:
+        return bool(self._heap)
+
+    def items(self) -> list[Any]:
+        return [entry.item for entry in self._heap]

@@ -1,0 +1,183 @@
+"""allocate: place pending tasks, queue by queue and job by job, gang by gang.
+
+Source: volcano-sh/volcano pkg/scheduler/actions/allocate/allocate.go: queues are popped in
+queue order (skipping overused ones), then the best job of that queue; its pending tasks are
+tried in task order against nodes that pass the predicates, preferring nodes whose idle
+resources fit over nodes that fit only once releasing pods leave (pipelining). The job's
+statement is committed when the job is ready, kept when it is merely pipelined, and discarded
+otherwise. After one successful step a ready job goes back into its queue so others get a turn.
+
+Speed: nodes are evaluated one per NodeIndex class (identical nodes in identical states) when
+the task and scorers allow it, and a task whose (request, scheduling signature) already failed
+on every node is failed
+again at once until some resource is given back (an eviction bumps the session's
+``capacity_epoch``; a discarded statement forgets the answers it learnt while holding resources).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from scheduler.core.actions._queue import PriorityQueue
+from scheduler.core.resources import CPU, GPU, MIN_RESOURCE
+from scheduler.core.session import Session
+from scheduler.core.state import Job, Node, Queue, Task
+from scheduler.core.statement import Statement
+from scheduler.core.types import PodGroupPhase
+
+
+def execute(ssn: Session) -> None:
+    enqueue_enabled = "enqueue" in ssn.conf.actions
+    jobs_by_queue: dict[str, PriorityQueue] = {}
+    for job in ssn.jobs.values():
+        if job.phase is PodGroupPhase.PENDING:
+            if enqueue_enabled:
+                continue
+            job.phase = PodGroupPhase.INQUEUE
+        reason = ssn.job_valid(job)
+        if reason is not None:
+            job.reason = reason
+            continue
+        queue = ssn.queues.get(job.queue)
+        if queue is None:
+            continue
+        if not queue.info.is_open:
+            job.reason = f"queue {queue.name} is closed"
+            continue
+        if job.queue not in jobs_by_queue:
+            jobs_by_queue[job.queue] = PriorityQueue(ssn.job_compare)
+        jobs_by_queue[job.queue].push(job)
+    queues = PriorityQueue(ssn.queue_compare, [ssn.queues[n] for n in sorted(jobs_by_queue)])
+    pending: dict[str, deque[Task]] = {}
+    while queues:
+        queue = queues.pop()
+        jobs = jobs_by_queue[queue.name]
+        if ssn.overused(queue):
+            for job in jobs.items():
+                job.reason = job.reason or overused_reason(ssn, queue)
+            continue
+        if not jobs:
+            continue
+        job = jobs.pop()
+        if job.name not in pending:
+            tasks = [t for t in job.pending_tasks() if not t.best_effort]
+            pending[job.name] = deque(ssn.sorted_tasks(tasks))
+        tasks = pending[job.name]
+        if not tasks:
+            queues.push(queue)
+            continue
+        allocate_tasks(ssn, queue, job, tasks, jobs)
+        queues.push(queue)
+
+
+def overused_reason(ssn: Session, queue: Queue) -> str:
+    from scheduler.core.cycle import share_of_queue
+
+    share = share_of_queue(ssn, queue.name)
+    if share is None:
+        return f"queue {queue.name} is using its whole share"
+    from scheduler.core.reasons import describe
+
+    parts = [
+        f"{describe(n, share.allocated.get(n))} of {describe(n, share.deserved.get(n))}"
+        for n in ("gpu", "cpu")
+        if share.deserved.get(n) or share.allocated.get(n)
+    ]
+    return f"queue {queue.name} is using its whole deserved share ({'; '.join(parts)})"
+
+
+def predicate_nodes(ssn: Session, task: Task) -> tuple[list[Node], dict[str, int]]:
+    """Nodes where the task fits FutureIdle and passes the predicates; failures by reason."""
+    fits: list[Node] = []
+    failures: dict[str, int] = {}
+    for node in ssn.node_list:
+        reason = _misfit(ssn, task, node)
+        if reason is None:
+            fits.append(node)
+        else:
+            failures[reason] = failures.get(reason, 0) + 1
+    return fits, failures
+
+
+def _misfit(ssn: Session, task: Task, node: Node) -> str | None:
+    resreq, future = task.resreq, node.future_idle()
+    # Cheap scalar pre-checks on the usual bottlenecks before the full comparison.
+    if (
+        future.get(GPU) < resreq.get(GPU) - MIN_RESOURCE
+        or future.get(CPU) < resreq.get(CPU) - MIN_RESOURCE
+        or not resreq.less_equal(future)
+    ):
+        return "insufficient resources"
+    error = ssn.predicate(task, node)
+    return None if error is None else error.reason
+
+
+def choose_node(ssn: Session, task: Task) -> tuple[Node | None, dict[str, int]]:
+    """Volcano's two gradients: best node whose idle fits, else best whose FutureIdle fits."""
+    if ssn.class_equivalent(task):
+        return _choose_by_class(ssn, task)
+    nodes, failures = predicate_nodes(ssn, task)
+    if not nodes:
+        return None, failures
+    idle = [n for n in nodes if task.resreq.less_equal(n.idle)]
+    return (ssn.best_node(task, idle) if idle else ssn.best_node(task, nodes)), failures
+
+
+def _choose_by_class(ssn: Session, task: Task) -> tuple[Node | None, dict[str, int]]:
+    fits: list[Node] = []
+    failures: dict[str, int] = {}
+    for _, node, size in ssn.node_index.representatives():
+        reason = _misfit(ssn, task, node)
+        if reason is None:
+            fits.append(node)
+        else:
+            failures[reason] = failures.get(reason, 0) + size
+    if not fits:
+        return None, failures
+    idle = [n for n in fits if task.resreq.less_equal(n.idle)]
+    # Representatives are their class's first member by name, so the first best one wins.
+    return ssn.best_node(task, idle or fits), failures
+
+
+def allocate_tasks(
+    ssn: Session, queue: Queue, job: Job, tasks: deque[Task], jobs: PriorityQueue
+) -> None:
+    stmt = Statement(ssn)
+    while tasks:
+        task = tasks.popleft()
+        if not ssn.allocatable(queue, task):
+            job.reason = ssn.explain_allocatable(queue, task)
+            job.unplaced = job.reason is None
+            continue
+        if job.task_has_fit_errors(task):
+            continue
+        key = (task.resreq, ssn.predicate_signature(task))
+        known = ssn.infeasible.get(key)
+        if known is not None and known[0] == ssn.capacity_epoch:
+            node, failures = None, known[1]
+        else:
+            node, failures = choose_node(ssn, task)
+            if node is None:
+                ssn.infeasible[key] = (ssn.capacity_epoch, failures)
+                stmt.infeasible_keys.append(key)
+        if node is None:
+            job.fit_errors[task.name] = failures
+            job.failed_roles.add(task.info.role)
+            if job.need_continue_allocating():
+                continue
+            break
+        if task.resreq.less_equal(node.idle):
+            stmt.allocate(task, node.name)
+        else:
+            stmt.pipeline(task, node.name)
+        if ssn.job_ready(job) and tasks:
+            jobs.push(job)
+            break
+    if ssn.job_ready(job):
+        stmt.commit()
+    elif not ssn.job_pipelined(job):
+        stmt.discard()
+    if not job.pending_tasks():
+        job.reason, job.unplaced = None, False
+    elif job.fit_errors:
+        job.reason, job.unplaced = None, True

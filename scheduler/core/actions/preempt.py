@@ -1,0 +1,224 @@
+"""preempt: a starving job evicts lower-priority work inside its own queue.
+
+Source: volcano-sh/volcano pkg/scheduler/actions/preempt/preempt.go. For each queue (in queue
+order), starving jobs (in job order) try their pending tasks: nodes passing the predicates are
+tried best score first; victims are Running/Bound preemptable pods of other jobs of the same
+queue that every answering plugin of a tier allows (session.preemptable); they are evicted least
+important first until the preemptor fits the node's FutureIdle and its queue may allocate it
+(so a queue at its capability makes room inside itself), and the preemptor is pipelined there. The job's statement is committed only if the job is then pipelined. Afterwards tasks
+within one job preempt each other (by task priority), and finally plugins' victim_tasks (e.g.
+rescheduling) are evicted.
+
+Like upstream's fix for multi-queue preemption, intra-job preemption only considers the jobs of
+the queue being processed, so it never overwrites another queue's preemptor tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from scheduler.core.actions._queue import PriorityQueue
+from scheduler.core.resources import CPU, MEMORY, MIN_RESOURCE
+from scheduler.core.session import Session
+from scheduler.core.state import Job, Task
+from scheduler.core.statement import Statement
+from scheduler.core.types import PodGroupPhase, TaskStatus
+
+_PREEMPTABLE_STATUSES = frozenset({TaskStatus.RUNNING, TaskStatus.BOUND})
+
+
+def execute(ssn: Session) -> None:
+    preemptors: dict[str, PriorityQueue] = {}
+    under_request: list[Job] = []
+    queue_names: set[str] = set()
+    for job in ssn.jobs.values():
+        if job.phase is PodGroupPhase.PENDING or job.queue not in ssn.queues:
+            continue
+        if ssn.job_valid(job) is not None:
+            continue
+        queue_names.add(job.queue)
+        if ssn.job_starving(job):
+            preemptors.setdefault(job.queue, PriorityQueue(ssn.job_compare)).push(job)
+            under_request.append(job)
+    if not under_request:
+        evict_victim_tasks(ssn)
+        return
+    hosts = _hosts(ssn)
+    failed: dict[tuple, int] = {}
+    under_request_by_queue: dict[str, list[Job]] = {}
+    for job in under_request:
+        under_request_by_queue.setdefault(job.queue, []).append(job)
+    task_queues = {
+        job.name: PriorityQueue(ssn.task_compare, job.pending_tasks()) for job in under_request
+    }
+    ordered = PriorityQueue(ssn.queue_compare, [ssn.queues[n] for n in sorted(queue_names)])
+    while ordered:
+        queue = ordered.pop()
+        jobs = preemptors.get(queue.name)
+        while jobs:
+            job = jobs.pop()
+            stmt = Statement(ssn)
+            assigned = False
+            while ssn.job_starving(job) and task_queues[job.name]:
+                preemptor = task_queues[job.name].pop()
+                assigned = _attempt(
+                    ssn,
+                    stmt,
+                    preemptor,
+                    _other_jobs_in_queue(ssn, preemptor),
+                    hosts.get(("queue", job.queue), []),
+                    failed,
+                    ("queue", job.queue, job.priority, _job_key(ssn, job)),
+                )
+            if ssn.job_pipelined(job):
+                stmt.commit()
+            else:
+                stmt.discard()
+                continue
+            if assigned:
+                jobs.push(job)
+        for job in under_request_by_queue.get(queue.name, []):
+            tasks = PriorityQueue(ssn.task_compare, job.pending_tasks())
+            while tasks:
+                preemptor = tasks.pop()
+                stmt = Statement(ssn)
+                assigned = _attempt(
+                    ssn,
+                    stmt,
+                    preemptor,
+                    _same_job(preemptor),
+                    hosts.get(("job", job.name), []),
+                    failed,
+                    ("job", job.name),
+                )
+                stmt.commit()
+                if not assigned:
+                    break
+    evict_victim_tasks(ssn)
+
+
+def _hosts(ssn: Session) -> dict[tuple, list]:
+    """Nodes holding preemptable pods, per queue and per job: victims can only be there."""
+    found: dict[tuple, dict[str, object]] = {}
+    for node in ssn.node_list:
+        for task in node.tasks.values():
+            if task.status in _PREEMPTABLE_STATUSES:
+                job = ssn.jobs[task.job]
+                found.setdefault(("queue", job.queue), {})[node.name] = node
+                found.setdefault(("job", job.name), {})[node.name] = node
+    return {key: list(nodes.values()) for key, nodes in found.items()}
+
+
+def _job_key(ssn: Session, job: Job) -> str | None:
+    """drf's verdict depends on the preemptor job's own share, so failures are per job then."""
+    return job.name if any(n == "drf" for _, n, _ in ssn._enabled("preemptable")) else None
+
+
+def _attempt(ssn, stmt, preemptor: Task, allowed, nodes, failed: dict, scope: tuple) -> bool:
+    """preempt(), skipping a task shape that already failed while nothing has changed since.
+
+    A failed attempt changes nothing, so the same shape in the same scope keeps failing until
+    some operation bumps the session's version.
+    """
+    key = (*scope, preemptor.resreq, preemptor.priority, ssn.predicate_signature(preemptor))
+    if failed.get(key) == ssn.version:
+        return False
+    if preempt(ssn, stmt, preemptor, allowed, nodes):
+        return True
+    failed[key] = ssn.version
+    return False
+
+
+def _other_jobs_in_queue(ssn: Session, preemptor: Task) -> Callable[[Task], bool]:
+    queue = ssn.jobs[preemptor.job].queue
+
+    def allowed(task: Task) -> bool:
+        return ssn.jobs[task.job].queue == queue and task.job != preemptor.job
+
+    return allowed
+
+
+def _same_job(preemptor: Task) -> Callable[[Task], bool]:
+    return lambda task: task.job == preemptor.job
+
+
+def preempt(ssn: Session, stmt: Statement, preemptor: Task, allowed, hosts=None) -> bool:
+    """Try to make room for ``preemptor`` on one node; ``hosts`` limits the nodes to look at."""
+    if preemptor.info.preemption_policy == "Never":
+        return False
+    job = ssn.jobs[preemptor.job]
+    queue = ssn.queues[job.queue]
+    pool = ssn.node_list if hosts is None else hosts
+    viable: list[tuple] = []
+    for node in pool:
+        if ssn.predicate(preemptor, node) is not None:
+            continue
+        candidates = [
+            task
+            for task in node.tasks.values()
+            if task.status in _PREEMPTABLE_STATUSES
+            and task.info.preemptable
+            and not (preemptor.best_effort and not task.best_effort)
+            and allowed(task)
+        ]
+        # Nodes where even every candidate together would not make room are skipped before
+        # scoring: upstream reaches the same verdict later, in ValidateVictims.
+        if validate_victims(preemptor, node, candidates):
+            viable.append((node, candidates))
+    by_node = {node.name: candidates for node, candidates in viable}
+    for node in ssn.sorted_by_score(preemptor, [node for node, _ in viable]):
+        candidates = by_node[node.name]
+        victims = ssn.preemptable(preemptor, ssn.victim_order(candidates))
+        if not validate_victims(preemptor, node, victims):
+            continue
+        for victim in ssn.victim_order(victims):
+            if ssn.allocatable(queue, preemptor) and preemptor.resreq.less_equal(
+                node.future_idle()
+            ):
+                break
+            stmt.evict(
+                victim,
+                "preempt",
+                f"preempted by {preemptor.name} of higher-priority job {job.name} "
+                f"in queue {queue.name}",
+                preemptor,
+            )
+        if ssn.allocatable(queue, preemptor) and preemptor.resreq.less_equal(node.future_idle()):
+            stmt.pipeline(preemptor, node.name)
+            return True
+    return False
+
+
+def validate_victims(preemptor: Task, node, victims: list[Task]) -> bool:
+    """Volcano util.ValidateVictims: the victims plus FutureIdle must hold the preemptor.
+
+    Summed per requested resource with plain floats: it runs for every node and preemptor.
+    """
+    if not victims:
+        return False
+    future = node.future_idle()
+    for name in {CPU, MEMORY, *preemptor.resreq.explicit()}:
+        available = future.get(name) + sum(victim.resreq.get(name) for victim in victims)
+        if preemptor.resreq.get(name) - available >= MIN_RESOURCE:
+            return False
+    return True
+
+
+def evict_victim_tasks(ssn: Session) -> None:
+    fns = [fn for _, _, fn in ssn._enabled("victim_tasks")]
+    if not fns:
+        return
+    stmt = Statement(ssn)
+    seen: set[str] = set()
+    for fn in fns:
+        for task in fn():
+            if task.name in seen or task.status is not TaskStatus.RUNNING:
+                continue
+            seen.add(task.name)
+            stmt.evict(
+                task,
+                "rescheduling",
+                f"moved off busy node {task.node} to even out node utilization",
+                None,
+            )
+    stmt.commit()

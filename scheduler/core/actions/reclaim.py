@@ -1,0 +1,160 @@
+"""reclaim: queues below their deserved share take back what others borrowed.
+
+Source: volcano-sh/volcano pkg/scheduler/actions/reclaim/reclaim.go. Queues are popped in queue
+order (overused ones are skipped); the best starving job of the queue offers its best pending
+task; the queue must be preemptive for it. On each node passing the predicates, Running
+preemptable pods of *other*, reclaimable queues are candidates; session.reclaimable picks the
+victims, which are evicted least important first until their requests cover the task's. If
+they do not, that node's evictions are rolled back, so only the node where reclaim succeeds
+keeps them. The task is then pipelined there; a job's evictions commit once it is pipelined.
+"""
+
+from __future__ import annotations
+
+from scheduler.core.actions._queue import PriorityQueue
+from scheduler.core.actions.preempt import validate_victims
+from scheduler.core.resources import GPU, MIN_RESOURCE, Resources
+from scheduler.core.session import Session
+from scheduler.core.statement import Statement
+from scheduler.core.types import PodGroupPhase, TaskStatus
+
+
+def execute(ssn: Session) -> None:
+    queue_names: set[str] = set()
+    preemptors: dict[str, PriorityQueue] = {}
+    task_queues: dict[str, PriorityQueue] = {}
+    for job in ssn.jobs.values():
+        if job.phase is PodGroupPhase.PENDING or job.queue not in ssn.queues:
+            continue
+        if ssn.job_valid(job) is not None:
+            continue
+        queue_names.add(job.queue)
+        if ssn.job_starving(job):
+            preemptors.setdefault(job.queue, PriorityQueue(ssn.job_compare)).push(job)
+            task_queues[job.name] = PriorityQueue(ssn.task_compare, job.pending_tasks())
+    queues = PriorityQueue(ssn.queue_compare, [ssn.queues[n] for n in sorted(queue_names)])
+    statements: dict[str, Statement] = {}
+    hosts = _hosts(ssn)
+    hosts_gpu = _gpus_by_queue(ssn)
+    candidate_nodes: dict[str, list] = {}  # hosts only shrink during reclaim: compute once
+    failed: dict[tuple, int] = {}
+    while queues:
+        queue = queues.pop()
+        if ssn.overused(queue):
+            continue
+        jobs = preemptors.get(queue.name)
+        if not jobs:
+            continue
+        job = jobs.pop()
+        tasks = task_queues[job.name]
+        if not tasks or not ssn.job_starving(job):
+            continue
+        task = tasks.pop()
+        stmt = statements.setdefault(job.name, Statement(ssn))
+        if task.info.preemption_policy == "Never":
+            jobs.push(job)
+            queues.push(queue)
+            continue
+        if not ssn.preemptive(queue, task):
+            job.reason = job.reason or (
+                f"queue {queue.name} cannot reclaim: it would go above its deserved share"
+            )
+            continue
+        # A task shape that found no victims keeps failing until the session changes.
+        key = (queue.name, task.resreq, ssn.predicate_signature(task))
+        if failed.get(key) == ssn.version:
+            queues.push(queue)  # as after any failed attempt: the job is dropped, not the queue
+            continue
+        assigned = False
+        wanted_gpu = task.resreq.get(GPU) - MIN_RESOURCE
+        if queue.name not in candidate_nodes:
+            candidate_nodes[queue.name] = _candidate_nodes(ssn, hosts, queue.name)
+        for node in candidate_nodes[queue.name]:
+            # Cheap bound first: idle plus every other queue's running GPUs on the node.
+            held = hosts_gpu.get(node.name, {})
+            others = sum(gpus for name, gpus in held.items() if name != queue.name)
+            if node.future_idle().get(GPU) + others < wanted_gpu:
+                continue
+            if ssn.predicate(task, node) is not None:
+                continue
+            candidates = []
+            for other in node.tasks.values():
+                if other.status is not TaskStatus.RUNNING or not other.info.preemptable:
+                    continue
+                other_queue = ssn.jobs[other.job].queue
+                if other_queue == job.queue:
+                    continue
+                owner = ssn.queues.get(other_queue)
+                if owner is None or not owner.info.reclaimable:
+                    continue
+                candidates.append(other)
+            if not candidates or not validate_victims(task, node, candidates):
+                continue  # even every candidate together would not make room here
+            victims = ssn.reclaimable(task, ssn.victim_order(candidates))
+            if not validate_victims(task, node, victims):
+                continue
+            mark = stmt.mark()
+            reclaimed = Resources()
+            for victim in ssn.victim_order(victims):
+                stmt.evict(
+                    victim,
+                    "reclaim",
+                    f"reclaimed for {task.name} of job {job.name}: queue {queue.name} is below "
+                    f"its deserved share and queue {ssn.jobs[victim.job].queue} is above its own",
+                    task,
+                )
+                reclaimed = reclaimed.add(victim.resreq)
+                if task.resreq.less_equal(reclaimed):
+                    break
+            if not task.resreq.less_equal(reclaimed) or ssn.predicate(task, node) is not None:
+                stmt.discard(mark)
+                continue
+            stmt.pipeline(task, node.name)
+            assigned = True
+            break
+        if not assigned:
+            failed[key] = ssn.version
+        if assigned:
+            if ssn.job_pipelined(job):
+                stmt.commit()
+                del statements[job.name]
+            else:
+                jobs.push(job)
+        queues.push(queue)
+    for name in sorted(statements):
+        statements[name].discard()
+
+
+def _hosts(ssn: Session) -> dict[str, set[str]]:
+    """Names of nodes running pods of each reclaimable queue: victims can only be there."""
+    found: dict[str, set[str]] = {}
+    for node in ssn.node_list:
+        for task in node.tasks.values():
+            if task.status is TaskStatus.RUNNING and task.info.preemptable:
+                found.setdefault(ssn.jobs[task.job].queue, set()).add(node.name)
+    return found
+
+
+def _candidate_nodes(ssn: Session, hosts: dict[str, set[str]], own_queue: str):
+    """Nodes (in name order) that run pods of some queue other than ``own_queue``."""
+    names: set[str] = set()
+    for queue_name, nodes in hosts.items():
+        owner = ssn.queues.get(queue_name)
+        if queue_name != own_queue and owner is not None and owner.info.reclaimable:
+            names |= nodes
+    return [node for node in ssn.node_list if node.name in names]
+
+
+def _gpus_by_queue(ssn: Session) -> dict[str, dict[str, float]]:
+    """Per node, the GPUs held by each queue's running pods at the start of reclaim.
+
+    Evictions only lower these, so the bound stays an upper bound for the whole action.
+    """
+    held: dict[str, dict[str, float]] = {}
+    for node in ssn.node_list:
+        for task in node.tasks.values():
+            if task.status is TaskStatus.RUNNING:
+                per_queue = held.setdefault(node.name, {})
+                queue = ssn.jobs[task.job].queue
+                per_queue[queue] = per_queue.get(queue, 0.0) + task.resreq.get(GPU)
+    return held

@@ -1,0 +1,146 @@
+"""One scheduling cycle: open a session, run the configured actions, report decisions.
+
+Mirrors volcano-sh/volcano pkg/scheduler/scheduler.go runOnce (OpenSession, each action's
+Execute, CloseSession) and framework/job_updater.go for the pod group phase reported at close.
+"""
+
+from __future__ import annotations
+
+from scheduler.core.actions import ACTIONS
+from scheduler.core.config import SchedulerConf
+from scheduler.core.plugins import PLUGINS
+from scheduler.core.plugins._quota import QueueAttr
+from scheduler.core.reasons import explain_unplaced
+from scheduler.core.resources import Resources
+from scheduler.core.session import Session
+from scheduler.core.state import Job
+from scheduler.core.types import (
+    ALLOCATED_STATUSES,
+    CycleResult,
+    Pipeline,
+    PodGroupPhase,
+    QueueShare,
+    Snapshot,
+    TaskStatus,
+)
+
+_UNPLACED = frozenset({TaskStatus.PENDING, TaskStatus.PIPELINED})
+
+
+def open_session(snapshot: Snapshot, conf: SchedulerConf) -> Session:
+    ssn = Session(snapshot, conf)
+    for tier in conf.tiers:
+        for option in tier:
+            plugin = PLUGINS[option.name].build(option.arguments)
+            ssn.plugins[option.name] = plugin
+            plugin.on_session_open(ssn)
+    return ssn
+
+
+def run_cycle(snapshot: Snapshot, conf: SchedulerConf) -> CycleResult:
+    """Run every configured action once over ``snapshot``; never raises for "does not fit"."""
+    ssn = open_session(snapshot, conf)
+    for action in conf.actions:
+        ACTIONS[action].execute(ssn)
+    return close_session(ssn)
+
+
+def close_session(ssn: Session) -> CycleResult:
+    pipelined = tuple(
+        Pipeline(task.name, task.job, task.node)
+        for job in ssn.jobs.values()
+        for task in job.tasks.values()
+        if task.status is TaskStatus.PIPELINED and task.node is not None
+    )
+    phases = {name: _phase(job).value for name, job in ssn.jobs.items()}
+    unplaced = [
+        job
+        for job in ssn.jobs.values()
+        if any(task.status in _UNPLACED for task in job.tasks.values())
+    ]
+    ahead = _jobs_ahead(ssn, unplaced)
+    reasons = {job.name: pending_reason(ssn, job, ahead.get(job.name, 0)) for job in unplaced}
+    return CycleResult(
+        binds=tuple(ssn.binds),
+        evictions=tuple(ssn.evictions),
+        pipelined=pipelined,
+        pending_reasons=reasons,
+        queues={name: queue_share(ssn, name) for name in ssn.queues},
+        phases=phases,
+    )
+
+
+def _jobs_ahead(ssn: Session, unplaced: list[Job]) -> dict[str, int]:
+    """For each unplaced job, how many unplaced jobs of its queue the job order puts first."""
+    by_queue: dict[str, list[Job]] = {}
+    for job in unplaced:
+        by_queue.setdefault(job.queue, []).append(job)
+    ahead: dict[str, int] = {}
+    for jobs in by_queue.values():
+        for position, job in enumerate(ssn.sorted_jobs(jobs)):
+            ahead[job.name] = position
+    return ahead
+
+
+def _phase(job: Job) -> PodGroupPhase:
+    # volcano framework/job_updater.go jobStatus: enough allocated pods make it Running;
+    # otherwise anything but Inqueue falls back to Pending.
+    allocated = job.count(*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED)
+    if allocated >= job.min_available:
+        return PodGroupPhase.RUNNING
+    if job.phase is PodGroupPhase.INQUEUE:
+        return PodGroupPhase.INQUEUE
+    return PodGroupPhase.PENDING
+
+
+def share_of_queue(ssn: Session, name: str) -> QueueAttr | None:
+    for plugin_name in ("proportion", "capacity"):
+        plugin = ssn.plugins.get(plugin_name)
+        if plugin is not None and plugin.share(name) is not None:
+            return plugin.share(name)
+    return None
+
+
+def queue_share(ssn: Session, name: str) -> QueueShare:
+    info = ssn.queues[name].info
+    attr = share_of_queue(ssn, name)
+    if attr is not None:
+        return QueueShare(
+            attr.deserved, attr.allocated, attr.request, info.guarantee, info.capability
+        )
+    allocated, request = Resources(), Resources()
+    for job in ssn.jobs.values():
+        if job.queue != name:
+            continue
+        for task in job.tasks.values():
+            if task.status in ALLOCATED_STATUSES or task.status is TaskStatus.PIPELINED:
+                allocated = allocated.add(task.resreq)
+                request = request.add(task.resreq)
+            elif task.status is TaskStatus.PENDING:
+                request = request.add(task.resreq)
+    return QueueShare(Resources(), allocated, request, info.guarantee, info.capability)
+
+
+def pending_reason(ssn: Session, job: Job, ahead: int = 0) -> str:
+    """One sentence a user can act on."""
+    if job.queue not in ssn.queues:
+        return f"queue '{job.queue}' does not exist"
+    waiting = [t for t in job.tasks.values() if t.status is TaskStatus.PIPELINED]
+    if waiting and not job.pending_tasks():
+        nodes = sorted({t.node for t in waiting if t.node})
+        return (
+            f"pipelined onto {', '.join(nodes)}: waiting for evicted pods to release "
+            "their resources"
+        )
+    if job.reason:
+        return job.reason
+    if job.unplaced:
+        return explain_unplaced(ssn, job)
+    if job.phase is PodGroupPhase.PENDING and "enqueue" in ssn.conf.actions:
+        return f"waiting to be admitted to queue {job.queue}"
+    if ahead:
+        noun = "job" if ahead == 1 else "jobs"
+        return f"waiting behind {ahead} higher-priority {noun} in queue {job.queue}"
+    if "allocate" not in ssn.conf.actions:
+        return "no allocate action is configured, so nothing places its pods"
+    return "waiting for a scheduling cycle with room for its pods"

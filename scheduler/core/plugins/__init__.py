@@ -1,0 +1,38 @@
+"""Plugin registry: name -> module exposing PLUGIN_NAME and build(arguments).
+
+A built plugin has ``on_session_open(session)`` that registers its hooks, as Volcano's
+plugins do in OnSessionOpen (volcano-sh/volcano pkg/scheduler/plugins/factory.go).
+"""
+
+from scheduler.core.plugins import (
+    binpack,
+    capacity,
+    conformance,
+    drf,
+    gang,
+    network_topology_aware,
+    nodeorder,
+    overcommit,
+    predicates,
+    priority,
+    proportion,
+    rescheduling,
+)
+
+PLUGINS = {
+    module.PLUGIN_NAME: module
+    for module in (
+        priority,
+        gang,
+        conformance,
+        drf,
+        predicates,
+        proportion,
+        capacity,
+        binpack,
+        nodeorder,
+        network_topology_aware,
+        rescheduling,
+        overcommit,
+    )
+}

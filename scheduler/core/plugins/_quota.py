@@ -1,0 +1,83 @@
+"""Per-queue accounting shared by proportion and capacity (their ``queueAttr``).
+
+Follows the queueAttr bookkeeping in volcano-sh/volcano pkg/scheduler/plugins/proportion/
+proportion.go and capacity/capacity.go: allocated counts tasks in an allocated status, request
+adds pending tasks, inqueue holds the min resources of admitted-but-unplaced jobs and elastic the
+part of running jobs above their min resources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scheduler.core.resources import EMPTY, Resources
+from scheduler.core.session import Session
+from scheduler.core.state import Job, Queue
+from scheduler.core.types import ALLOCATED_STATUSES, PodGroupPhase, TaskStatus
+
+
+@dataclass(slots=True)
+class QueueAttr:
+    queue: Queue
+    weight: int
+    guarantee: Resources
+    capability: Resources
+    allocated: Resources = EMPTY
+    request: Resources = EMPTY
+    inqueue: Resources = EMPTY
+    elastic: Resources = EMPTY
+    deserved: Resources = EMPTY
+    real_capability: Resources = field(default_factory=Resources.unlimited)
+    share: float = 0.0
+
+    def update_share(self) -> None:
+        share = 0.0
+        for name in self.deserved.names():
+            deserved, allocated = self.deserved.get(name), self.allocated.get(name)
+            if deserved == 0:
+                ratio = 0.0 if allocated == 0 else 1.0
+            else:
+                ratio = allocated / deserved
+            share = max(share, ratio)
+        self.share = share
+
+
+def new_attr(queue: Queue) -> QueueAttr:
+    info = queue.info
+    return QueueAttr(queue, info.weight, info.guarantee, info.capability)
+
+
+def account_job(attr: QueueAttr, job: Job) -> None:
+    allocated_job = EMPTY
+    for task in job.tasks.values():
+        if task.status in ALLOCATED_STATUSES:
+            attr.allocated = attr.allocated.add(task.resreq)
+            attr.request = attr.request.add(task.resreq)
+            allocated_job = allocated_job.add(task.resreq)
+        elif task.status is TaskStatus.PENDING:
+            attr.request = attr.request.add(task.resreq)
+    minimum = job.info.min_resources
+    if job.phase is PodGroupPhase.INQUEUE and minimum is not None:
+        attr.inqueue = attr.inqueue.add(minimum)
+    if (
+        job.phase is PodGroupPhase.RUNNING
+        and minimum is not None
+        and job.count(*ALLOCATED_STATUSES) >= job.min_available
+    ):
+        attr.inqueue = attr.inqueue.add(minimum.exceeded_part(allocated_job))
+    if minimum is not None:
+        attr.elastic = attr.elastic.add(allocated_job.exceeded_part(minimum))
+
+
+def cluster_total(ssn: Session) -> Resources:
+    acc = EMPTY
+    for node in ssn.node_list:
+        acc = acc.add(node.allocatable)
+    return acc
+
+
+def fmt_resources(res: Resources, names: list[str] | None = None) -> str:
+    from scheduler.core.reasons import describe
+
+    names = names or [n for n in res.names() if n != "pods"]
+    return ", ".join(describe(n, res.get(n)) for n in names)

@@ -1,0 +1,207 @@
+"""capacity: explicit per-queue deserved, elastic up to capability, optional hierarchy.
+
+Source: volcano-sh/volcano pkg/scheduler/plugins/capacity/capacity.go (the 2026 version with
+isImmediateVictim/checkDeservedExceedance). A queue's real capability is its capability bounded
+by the cluster minus other queues' guarantees; deserved is the stated ``deserved`` bounded by
+that and floored at the guarantee. Allocation is checked against the real capability (and,
+with ``enableHierarchy``, every ancestor's); a queue may reclaim while under deserved on some
+resource it asks for; victims come from queues above deserved on a resource the victim uses,
+never below their guarantee; a closed queue admits, allocates and reclaims nothing. Capacity
+registers no Overused hook, as upstream. Hierarchy support is the capability walk up the tree plus aggregated allocation; the
+upstream ``ancestorReclaimLevel`` refinements are not modelled.
+"""
+
+from __future__ import annotations
+
+from scheduler.core.plugins._quota import QueueAttr, account_job, cluster_total, new_attr
+from scheduler.core.reasons import describe, first_short_dimension
+from scheduler.core.resources import CPU, INFINITY, MEMORY, MIN_RESOURCE, PODS, Resources
+from scheduler.core.session import EventHandler, Session
+from scheduler.core.state import Job, Queue, Task
+from scheduler.core.types import Vote
+
+PLUGIN_NAME = "capacity"
+
+
+def build(arguments: dict) -> CapacityPlugin:
+    return CapacityPlugin()
+
+
+class CapacityPlugin:
+    name = PLUGIN_NAME
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.ssn = ssn
+        option = ssn.conf.plugin(self.name)
+        self.hierarchy = bool(option and option.enabled("enableHierarchy"))
+        self.cluster = cluster_total(ssn)
+        guarantees = Resources()
+        for queue in ssn.queues.values():
+            if not queue.children:
+                guarantees = guarantees.add(queue.info.guarantee)
+        self.attrs: dict[str, QueueAttr] = {name: new_attr(q) for name, q in ssn.queues.items()}
+        for job in ssn.jobs.values():
+            attr = self.attrs.get(job.queue)
+            if attr is not None:
+                account_job(attr, job)
+        if self.hierarchy:
+            self._roll_up()
+        for attr in self.attrs.values():
+            real = self.cluster.exceeded_part(guarantees).add(attr.guarantee)
+            attr.real_capability = real.min_dimension(attr.capability)
+            # Scalars the queue does not state (e.g. pods) are unbounded, as upstream notes.
+            stated = attr.queue.info.deserved or Resources()
+            values = {CPU: stated.get(CPU), MEMORY: stated.get(MEMORY), **stated.explicit()}
+            deserved = Resources(values, default=INFINITY).min_dimension(attr.real_capability)
+            attr.deserved = deserved.max_dimension(attr.guarantee)
+            attr.update_share()
+
+        ssn.add_fn("queue_order", self.name, self.queue_order)
+        ssn.add_fn("allocatable", self.name, self.allocatable)
+        ssn.add_fn("preemptive", self.name, self.preemptive)
+        ssn.add_fn("reclaimable", self.name, self.reclaimable)
+        ssn.add_fn("job_enqueueable", self.name, self.enqueueable)
+        ssn.add_fn("job_enqueued", self.name, self.enqueued)
+        ssn.add_event_handler(EventHandler(self._on_allocate, self._on_deallocate))
+
+    def _ancestors(self, queue_name: str) -> list[QueueAttr]:
+        out, seen = [], {queue_name}
+        parent = self.ssn.queues[queue_name].info.parent
+        while parent and parent in self.attrs and parent not in seen:
+            seen.add(parent)
+            out.append(self.attrs[parent])
+            parent = self.ssn.queues[parent].info.parent
+        return out
+
+    def _roll_up(self) -> None:
+        for name in sorted(self.attrs):
+            attr = self.attrs[name]
+            if self.ssn.queues[name].children:
+                continue
+            for ancestor in self._ancestors(name):
+                ancestor.allocated = ancestor.allocated.add(attr.allocated)
+                ancestor.request = ancestor.request.add(attr.request)
+
+    # hooks --------------------------------------------------------------------------------------
+    def queue_order(self, left: Queue, right: Queue) -> int:
+        lp, rp = left.info.priority, right.info.priority
+        if lp != rp:
+            return -1 if lp > rp else 1
+        ls, rs = self.attrs[left.name].share, self.attrs[right.name].share
+        return -1 if ls < rs else (1 if ls > rs else 0)
+
+    def allocatable(self, queue: Queue, task: Task) -> bool:
+        if not queue.info.is_open or (self.hierarchy and queue.children):
+            return False  # closed queues and, with hierarchy, inner queues run nothing
+        chain = [self.attrs[queue.name]]
+        if self.hierarchy:
+            chain += self._ancestors(queue.name)
+        for attr in chain:
+            future = attr.allocated.add(task.resreq)
+            if not future.less_equal_with_dimension(attr.real_capability, task.resreq):
+                return False
+        return True
+
+    def preemptive(self, queue: Queue, task: Task) -> bool:
+        """Open, within the real capability, and under deserved on some requested resource."""
+        if not queue.info.is_open:
+            return False
+        attr = self.attrs[queue.name]
+        future = attr.allocated.add(task.resreq)
+        if not future.less_equal_with_dimension(attr.real_capability, task.resreq):
+            return False
+        return any(
+            future.get(name) - attr.deserved.get(name) < MIN_RESOURCE
+            for name in _relevant(task.resreq)
+        )
+
+    def reclaimable(self, reclaimer: Task, candidates: list[Task]):
+        """Victims from queues above deserved on a resource the victim uses (or whose deserved
+        does not cover what the victim uses at all), never below the queue's guarantee."""
+        victims, allocations = [], {}
+        wanted = set(_relevant(reclaimer.resreq))
+        for task in candidates:
+            uses = set(_relevant(task.resreq))
+            if not uses & wanted:
+                continue  # freeing it would not give the reclaimer anything it asks for
+            queue_name = self.ssn.jobs[task.job].queue
+            attr = self.attrs.get(queue_name)
+            if attr is None:
+                continue
+            allocated = allocations.get(queue_name, attr.allocated)
+            remaining = allocated.sub(task.resreq)
+            if not attr.guarantee.less_equal(remaining, missing=0):
+                continue
+            stated = {n for n in uses if attr.deserved.get(n) > 0}
+            exceeds = any(allocated.get(n) - attr.deserved.get(n) >= MIN_RESOURCE for n in stated)
+            if stated and not exceeds:
+                continue
+            allocations[queue_name] = remaining
+            victims.append(task)
+        return victims, Vote.PERMIT
+
+    def enqueueable(self, job: Job) -> int:
+        queue = self.ssn.queues[job.queue]
+        if not queue.info.is_open:
+            job.reason = f"queue {queue.name} is closed"
+            return Vote.REJECT
+        if job.info.min_resources is None:
+            return Vote.PERMIT
+        attr = self.attrs[job.queue]
+        minimum = job.info.min_resources
+        needed = minimum.add(attr.allocated).add(attr.inqueue).sub(attr.elastic)
+        if needed.less_equal_with_dimension(attr.real_capability, minimum):
+            return Vote.PERMIT
+        short = first_short_dimension(needed, attr.real_capability, minimum) or "gpu"
+        job.reason = (
+            f"queue {queue.name} cannot admit the job: its minimum of "
+            f"{describe(short, minimum.get(short))} would exceed the queue's capability of "
+            f"{describe(short, attr.real_capability.get(short))}"
+        )
+        return Vote.REJECT
+
+    def enqueued(self, job: Job) -> None:
+        if job.info.min_resources is not None:
+            attr = self.attrs[job.queue]
+            attr.inqueue = attr.inqueue.add(job.info.min_resources)
+
+    # events -------------------------------------------------------------------------------------
+    def _chain(self, task: Task) -> list[QueueAttr]:
+        name = self.ssn.jobs[task.job].queue
+        if name not in self.attrs:
+            return []
+        chain = [self.attrs[name]]
+        if self.hierarchy:
+            chain += self._ancestors(name)
+        return chain
+
+    def _on_allocate(self, task: Task) -> None:
+        for attr in self._chain(task):
+            attr.allocated = attr.allocated.add(task.resreq)
+            attr.update_share()
+
+    def _on_deallocate(self, task: Task) -> None:
+        for attr in self._chain(task):
+            attr.allocated = attr.allocated.sub(task.resreq)
+            attr.update_share()
+
+    def explain(self, queue: Queue, task: Task) -> str:
+        if not queue.info.is_open:
+            return f"queue {queue.name} is closed"
+        if self.hierarchy and queue.children:
+            return f"queue {queue.name} has child queues; jobs must go to a leaf queue"
+        attr = self.attrs[queue.name]
+        future = attr.allocated.add(task.resreq)
+        name = first_short_dimension(future, attr.real_capability, task.resreq) or "gpu"
+        return (
+            f"queue {queue.name} at capability {describe(name, attr.allocated.get(name))} of "
+            f"{describe(name, attr.real_capability.get(name))}"
+        )
+
+    def share(self, queue_name: str) -> QueueAttr | None:
+        return self.attrs.get(queue_name)
+
+
+def _relevant(res: Resources) -> list[str]:
+    """Resources a request actually asks for (the implicit pod slot does not count)."""
+    return [name for name in res.names() if name != PODS and res.get(name) > 0]

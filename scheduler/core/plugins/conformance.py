@@ -1,0 +1,35 @@
+"""conformance: never evict system pods.
+
+Source: volcano-sh/volcano pkg/scheduler/plugins/conformance/conformance.go (kube-system namespace
+and system-critical priority classes are protected; the snapshot carries no priority class, so
+the namespace is the test).
+"""
+
+from __future__ import annotations
+
+from scheduler.core.session import Session
+from scheduler.core.state import Task
+from scheduler.core.types import Vote
+
+PLUGIN_NAME = "conformance"
+_PROTECTED_NAMESPACES = frozenset({"kube-system"})
+
+
+def build(arguments: dict) -> ConformancePlugin:
+    return ConformancePlugin()
+
+
+class ConformancePlugin:
+    name = PLUGIN_NAME
+
+    def on_session_open(self, ssn: Session) -> None:
+        def evictable(preemptor: Task, candidates: list[Task]):
+            victims = [
+                task
+                for task in candidates
+                if ssn.jobs[task.job].info.namespace not in _PROTECTED_NAMESPACES
+            ]
+            return victims, Vote.PERMIT
+
+        ssn.add_fn("preemptable", self.name, evictable)
+        ssn.add_fn("reclaimable", self.name, evictable)

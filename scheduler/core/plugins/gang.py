@@ -1,0 +1,63 @@
+"""gang: all-or-nothing placement by min_available (and per-role min_task_member).
+
+Source: volcano-sh/volcano pkg/scheduler/plugins/gang/gang.go and api/job_info.go
+(IsReady, IsPipelined, IsStarving, CheckTaskValid/Ready/Pipelined).
+"""
+
+from __future__ import annotations
+
+from scheduler.core.session import Session
+from scheduler.core.state import Job, Task
+from scheduler.core.types import Vote
+
+PLUGIN_NAME = "gang"
+
+
+def build(arguments: dict) -> GangPlugin:
+    return GangPlugin()
+
+
+class GangPlugin:
+    name = PLUGIN_NAME
+
+    def on_session_open(self, ssn: Session) -> None:
+        def valid(job: Job) -> str | None:
+            count = job.valid_task_num()
+            if count < job.min_available:
+                return (
+                    f"job has {count} schedulable pods, fewer than its "
+                    f"min_available of {job.min_available}"
+                )
+            if not job.check_task_valid():
+                return "job has fewer pods of some role than its min_task_member asks"
+            return None
+
+        def order(left: Job, right: Job) -> int:
+            lready, rready = left.is_ready(), right.is_ready()
+            if lready == rready:
+                return 0
+            return 1 if lready else -1
+
+        def victims(preemptor: Task, candidates: list[Task]):
+            # A victim job keeps at least min_available running pods.
+            chosen, occupied = [], {}
+            for task in candidates:
+                job = ssn.jobs[task.job]
+                if job.name not in occupied:
+                    occupied[job.name] = job.ready_task_num()
+                if occupied[job.name] > job.min_available:
+                    occupied[job.name] -= 1
+                    chosen.append(task)
+            return chosen, Vote.PERMIT
+
+        ssn.add_fn("job_valid", self.name, valid)
+        ssn.add_fn("job_order", self.name, order)
+        ssn.add_fn("job_ready", self.name, lambda job: job.is_ready())
+        ssn.add_fn(
+            "job_pipelined",
+            self.name,
+            lambda job: Vote.PERMIT if job.is_pipelined() else Vote.REJECT,
+        )
+        ssn.add_fn("preemptable", self.name, victims)
+        ssn.add_fn("reclaimable", self.name, victims)
+        ssn.add_fn("job_starving", self.name, lambda job: job.is_starving())

@@ -1,0 +1,187 @@
+"""predicates: can this task run on this node at all?
+
+Source: volcano-sh/volcano pkg/scheduler/plugins/predicates/predicates.go, which runs the
+kube-scheduler filters. Implemented: node unschedulable, node selector, required node affinity,
+NoSchedule/NoExecute taints vs tolerations, and required pod (anti-)affinity over a topology
+key (including the symmetric check against running pods' anti-affinity). Resource fit (with the
+``pods`` slot) is checked by the actions against FutureIdle, as Volcano's allocate does.
+
+Node-only filters depend on the node and the task's scheduling signature alone, so their result
+is cached per (signature, node): identical pods of a large job pay for them once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.core.session import FitError, Session
+from scheduler.core.state import Node, Task
+from scheduler.core.types import OCCUPYING_STATUSES, TaskStatus, Toleration
+
+PLUGIN_NAME = "predicates"
+_HOLDING = OCCUPYING_STATUSES | {TaskStatus.PIPELINED}
+_UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+
+def build(arguments: dict) -> PredicatesPlugin:
+    return PredicatesPlugin()
+
+
+def _signature(task: Task) -> tuple:
+    info = task.info
+    return (info.node_selector, info.tolerations, repr(_node_affinity(info.affinity)))
+
+
+def _node_affinity(affinity: Any) -> Any:
+    if not isinstance(affinity, dict):
+        return None
+    node = affinity.get("nodeAffinity") or {}
+    return node.get("requiredDuringSchedulingIgnoredDuringExecution")
+
+
+def match_expression(labels: dict[str, str], expr: dict) -> bool:
+    key, operator = expr.get("key", ""), expr.get("operator", "In")
+    values = expr.get("values") or []
+    if operator == "In":
+        return key in labels and labels[key] in values
+    if operator == "NotIn":
+        return labels.get(key) not in values
+    if operator == "Exists":
+        return key in labels
+    if operator == "DoesNotExist":
+        return key not in labels
+    if operator in ("Gt", "Lt") and key in labels and values:
+        try:
+            left, right = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return left > right if operator == "Gt" else left < right
+    return False
+
+
+def match_label_selector(labels: dict[str, str], selector: dict | None) -> bool:
+    if not selector:
+        return False  # a nil selector matches nothing in pod affinity terms
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    return all(match_expression(labels, e) for e in selector.get("matchExpressions") or [])
+
+
+def _tolerated(tolerations: tuple[Toleration, ...], taint) -> bool:
+    return any(t.tolerates(taint) for t in tolerations)
+
+
+def _pod_terms(affinity: Any, kind: str) -> list[dict]:
+    if not isinstance(affinity, dict):
+        return []
+    section = affinity.get(kind) or {}
+    return list(section.get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+
+
+class PredicatesPlugin:
+    name = PLUGIN_NAME
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.cache: dict[tuple, FitError | None] = {}
+        # Only pods that carry anti-affinity can reject a newcomer; usually there are none.
+        self.anti_affine = [
+            task for task in ssn.tasks.values() if _pod_terms(task.info.affinity, "podAntiAffinity")
+        ]
+        ssn.add_fn("predicate", self.name, self.predicate)
+
+    def predicate(self, task: Task, node: Node) -> FitError | None:
+        key = (_signature(task), node.name)
+        if key not in self.cache:
+            self.cache[key] = self._node_filters(task, node)
+        error = self.cache[key]
+        if error is not None:
+            return error
+        return self._pod_affinity(task, node)
+
+    def _node_filters(self, task: Task, node: Node) -> FitError | None:
+        info = task.info
+        if node.info.unschedulable and not any(
+            t.key == _UNSCHEDULABLE_TAINT or (not t.key and t.operator == "Exists")
+            for t in info.tolerations
+        ):
+            return FitError("node is unschedulable", resolvable=False)
+        labels = node.labels
+        for key, value in info.node_selector:
+            if labels.get(key) != value:
+                selector = ",".join(f"{k}={v}" for k, v in info.node_selector)
+                return FitError(f"node selector {selector} does not match", resolvable=False)
+        terms = _node_affinity(info.affinity)
+        if (
+            terms
+            and terms.get("nodeSelectorTerms")
+            and not any(
+                all(match_expression(labels, e) for e in term.get("matchExpressions") or [])
+                for term in terms["nodeSelectorTerms"]
+            )
+        ):
+            return FitError("node affinity does not match", resolvable=False)
+        for taint in node.info.taints:
+            if taint.effect in ("NoSchedule", "NoExecute") and not _tolerated(
+                info.tolerations, taint
+            ):
+                return FitError(f"untolerated taint {taint.key}", resolvable=False)
+        return None
+
+    def _pod_affinity(self, task: Task, node: Node) -> FitError | None:
+        affinity = task.info.affinity
+        anti_terms = _pod_terms(affinity, "podAntiAffinity")
+        affinity_terms = _pod_terms(affinity, "podAffinity")
+        own_labels = dict(task.info.labels)
+        for term in anti_terms:
+            for other in self._pods_in_domain(node, term.get("topologyKey", "")):
+                if other is not task and match_label_selector(
+                    dict(other.info.labels), term.get("labelSelector")
+                ):
+                    return FitError("pod anti-affinity rules do not match", resolvable=False)
+        # Symmetry: running pods whose anti-affinity rejects this pod.
+        for other in self.anti_affine:
+            other_node = self.ssn.nodes.get(other.node) if other.node else None
+            if other is task or other.status not in _HOLDING or other_node is None:
+                continue
+            for term in _pod_terms(other.info.affinity, "podAntiAffinity"):
+                key = term.get("topologyKey", "")
+                if (
+                    key in node.labels
+                    and other_node.labels.get(key) == node.labels[key]
+                    and match_label_selector(own_labels, term.get("labelSelector"))
+                ):
+                    return FitError(
+                        "existing pods' anti-affinity rules do not match", resolvable=False
+                    )
+        for term in affinity_terms:
+            key = term.get("topologyKey", "")
+            selector = term.get("labelSelector")
+            if any(
+                other is not task and match_label_selector(dict(other.info.labels), selector)
+                for other in self._pods_in_domain(node, key)
+            ):
+                continue
+            # Kubernetes lets the first pod of a self-matching group start anywhere.
+            anywhere = any(
+                other is not task
+                and other.status in _HOLDING
+                and match_label_selector(dict(other.info.labels), selector)
+                for n in self.ssn.node_list
+                for other in n.tasks.values()
+            )
+            if anywhere or not match_label_selector(own_labels, selector):
+                return FitError("pod affinity rules do not match", resolvable=False)
+        return None
+
+    def _pods_in_domain(self, node: Node, topology_key: str):
+        if topology_key not in node.labels:
+            return
+        value = node.labels[topology_key]
+        for other_node in self.ssn.node_list:
+            if other_node.labels.get(topology_key) != value:
+                continue
+            for other in other_node.tasks.values():
+                if other.status in _HOLDING:
+                    yield other

@@ -1,0 +1,214 @@
+"""proportion: weighted water-filling of the cluster into per-queue deserved shares.
+
+Source: volcano-sh/volcano pkg/scheduler/plugins/proportion/proportion.go. Each round splits
+what is left by weight among queues whose request is not yet met; a queue's deserved is capped
+by its real capability (capability, and cluster minus others' guarantees) and its request, and
+floored at its guarantee; rounds repeat until nothing changes.
+
+Our extension (DESIGN.md, Kueue's borrowing limit): a queue with ``borrowing_limit`` is also
+capped at nominal + borrowing_limit, where nominal = cluster * weight / (sum of weights of open
+queues), or its guarantee if larger. Names the limit leaves out are unlimited.
+"""
+
+from __future__ import annotations
+
+from scheduler.core.plugins._quota import QueueAttr, account_job, cluster_total, new_attr
+from scheduler.core.reasons import describe, first_short_dimension
+from scheduler.core.resources import INFINITY, Resources
+from scheduler.core.session import EventHandler, Session
+from scheduler.core.state import Job, Queue, Task
+from scheduler.core.types import Vote
+
+PLUGIN_NAME = "proportion"
+
+
+def build(arguments: dict) -> ProportionPlugin:
+    return ProportionPlugin()
+
+
+def borrowing_cap(attr: QueueAttr, cluster: Resources, open_weight: int) -> Resources | None:
+    limit = attr.queue.info.borrowing_limit
+    if not limit.explicit():
+        return None
+    ratio = attr.weight / open_weight if open_weight else 0.0
+    nominal = cluster.multi(ratio).max_dimension(attr.guarantee)
+    values = {name: nominal.get(name) + value for name, value in limit.explicit().items()}
+    return Resources(values, default=INFINITY)
+
+
+def water_fill(attrs: list[QueueAttr], cluster: Resources) -> None:
+    """Volcano's deserved loop; ``attrs`` must come in a stable order."""
+    remaining = cluster
+    met: set[str] = set()
+    while True:
+        weight_sum = sum(a.weight for a in attrs if a.queue.name not in met)
+        if weight_sum == 0:
+            break
+        before = remaining
+        increased, decreased = Resources(), Resources()
+        for attr in attrs:
+            if attr.queue.name in met:
+                continue
+            old = attr.deserved
+            deserved = old.add(remaining.multi(attr.weight / weight_sum))
+            deserved = deserved.min_dimension(attr.real_capability)
+            deserved = deserved.min_dimension(Resources(attr.request.explicit()))
+            deserved = deserved.max_dimension(attr.guarantee)
+            attr.deserved = deserved
+            attr.update_share()
+            # Met when the request is covered, or when the queue took nothing of its share:
+            # caps and requests are fixed and what remains only shrinks, so it never will.
+            # Without the second test a capped heavy queue keeps its weight in every round
+            # and a light one creeps up by 1/(sum of weights) per round (~290k rounds).
+            if attr.request.less_equal(deserved, missing=0) or deserved == old:
+                met.add(attr.queue.name)
+            delta = deserved.sub(old)
+            increased = increased.add(delta.clamp_non_negative())
+            decreased = decreased.add(delta.multi(-1).clamp_non_negative())
+        remaining = remaining.sub(increased).add(decreased)
+        if remaining.is_empty() or remaining == before:
+            break
+
+
+class ProportionPlugin:
+    name = PLUGIN_NAME
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.cluster = cluster_total(ssn)
+        guarantees = Resources()
+        for queue in ssn.queues.values():
+            guarantees = guarantees.add(queue.info.guarantee)
+        open_weight = sum(q.info.weight for q in ssn.queues.values() if q.info.is_open)
+        self.attrs: dict[str, QueueAttr] = {}
+        for job in ssn.jobs.values():
+            queue = ssn.queues.get(job.queue)
+            if queue is None:
+                continue
+            attr = self.attrs.get(queue.name)
+            if attr is None:
+                attr = self.attrs[queue.name] = new_attr(queue)
+            account_job(attr, job)
+        for attr in self.attrs.values():
+            real = self.cluster.exceeded_part(guarantees).add(attr.guarantee)
+            real = real.min_dimension(attr.capability)
+            cap = borrowing_cap(attr, self.cluster, open_weight)
+            if cap is not None:
+                real = real.min_dimension(cap)
+            attr.real_capability = real
+        water_fill([self.attrs[name] for name in sorted(self.attrs)], self.cluster)
+
+        ssn.add_fn("queue_order", self.name, self.queue_order)
+        ssn.add_fn("overused", self.name, self.overused)
+        ssn.add_fn("allocatable", self.name, self.allocatable)
+        ssn.add_fn("preemptive", self.name, self.allocatable)
+        ssn.add_fn("reclaimable", self.name, self.reclaimable)
+        ssn.add_fn("job_enqueueable", self.name, self.enqueueable)
+        ssn.add_fn("job_enqueued", self.name, self.enqueued)
+        ssn.add_event_handler(EventHandler(self._on_allocate, self._on_deallocate))
+
+    # hooks --------------------------------------------------------------------------------------
+    def queue_order(self, left: Queue, right: Queue) -> int:
+        lp, rp = left.info.priority, right.info.priority
+        if lp != rp:
+            return -1 if lp > rp else 1
+        la, ra = self.attrs.get(left.name), self.attrs.get(right.name)
+        ls = la.share if la else 0.0
+        rs = ra.share if ra else 0.0
+        return -1 if ls < rs else (1 if ls > rs else 0)
+
+    def overused(self, queue: Queue) -> bool:
+        attr = self.attrs.get(queue.name)
+        return attr is not None and attr.deserved.less_equal(attr.allocated)
+
+    def allocatable(self, queue: Queue, task: Task) -> bool:
+        attr = self.attrs.get(queue.name)
+        if attr is None:
+            return True
+        future = attr.allocated.add(task.resreq)
+        return future.less_equal_with_dimension(attr.deserved, task.resreq)
+
+    def reclaimable(self, reclaimer: Task, candidates: list[Task]):
+        victims, allocations = [], {}
+        for task in candidates:
+            queue_name = self.ssn.jobs[task.job].queue
+            attr = self.attrs.get(queue_name)
+            if attr is None:
+                continue
+            allocated = allocations.get(queue_name, attr.allocated)
+            if allocated.less_partly(reclaimer.resreq):
+                continue
+            if allocated.less_equal(attr.deserved):
+                continue
+            remaining = allocated.sub(task.resreq)
+            if not attr.guarantee.less_equal(remaining, missing=0):
+                continue  # never reclaim below the guarantee
+            allocations[queue_name] = remaining
+            victims.append(task)
+        return victims, Vote.PERMIT
+
+    def enqueueable(self, job: Job) -> int:
+        attr = self.attrs.get(job.queue)
+        if attr is None or job.info.min_resources is None:
+            return Vote.PERMIT
+        minimum = job.info.min_resources
+        needed = minimum.add(attr.allocated).add(attr.inqueue).sub(attr.elastic)
+        if needed.less_equal_with_dimension(attr.real_capability, minimum):
+            return Vote.PERMIT
+        short = first_short_dimension(needed, attr.real_capability, minimum) or "gpu"
+        job.reason = (
+            f"queue {job.queue} cannot admit the job: it needs {describe(short, minimum.get(short))}"
+            f" but the queue has {describe(short, max(attr.real_capability.get(short) - needed.get(short) + minimum.get(short), 0))}"
+            f" left under its capability"
+        )
+        return Vote.REJECT
+
+    def enqueued(self, job: Job) -> None:
+        attr = self.attrs.get(job.queue)
+        if attr is not None and job.info.min_resources is not None:
+            attr.inqueue = attr.inqueue.add(job.info.min_resources)
+
+    # events -------------------------------------------------------------------------------------
+    def _on_allocate(self, task: Task) -> None:
+        attr = self.attrs.get(self.ssn.jobs[task.job].queue)
+        if attr is not None:
+            attr.allocated = attr.allocated.add(task.resreq)
+            attr.update_share()
+
+    def _on_deallocate(self, task: Task) -> None:
+        attr = self.attrs.get(self.ssn.jobs[task.job].queue)
+        if attr is not None:
+            attr.allocated = attr.allocated.sub(task.resreq)
+            attr.update_share()
+
+    # explanations -------------------------------------------------------------------------------
+    def explain(self, queue: Queue, task: Task) -> str | None:
+        attr = self.attrs[queue.name]
+        future = attr.allocated.add(task.resreq)
+        name = first_short_dimension(future, attr.deserved, task.resreq) or "gpu"
+        deserved, allocated = attr.deserved.get(name), attr.allocated.get(name)
+        if deserved >= self.cluster.get(name) - 0.1:
+            return None  # the queue may have the whole cluster: nodes are the limit
+        capability = queue.info.capability.get(name)
+        if deserved >= capability - 0.1:
+            return f"queue {queue.name} at capability {_pair(name, allocated, capability)}"
+        limit = queue.info.borrowing_limit.get(name)
+        if limit != INFINITY and deserved >= attr.real_capability.get(name) - 0.1:
+            return (
+                f"queue {queue.name} may borrow at most {describe(name, limit)} above its "
+                f"nominal share: it deserves {describe(name, deserved)} and has "
+                f"{describe(name, allocated)} allocated"
+            )
+        return (
+            f"queue {queue.name} deserves {describe(name, deserved)} and has "
+            f"{describe(name, allocated)} allocated"
+        )
+
+    def share(self, queue_name: str) -> QueueAttr | None:
+        return self.attrs.get(queue_name)
+
+
+def _pair(name: str, used: float, cap: float) -> str:
+    from scheduler.core.reasons import amount, unit
+
+    return f"{amount(name, used)}/{amount(name, cap)} {unit(name)}"

@@ -1,0 +1,127 @@
+"""Sentences that tell a user why a job is still pending, with numbers they can act on."""
+
+from __future__ import annotations
+
+import math
+
+from scheduler.core.resources import CPU, GPU, MEMORY, PODS
+
+_GIB = 1024**3
+
+
+def describe(name: str, value: float) -> str:
+    """``8 GPUs``, ``12 cpu``, ``96 GiB memory``, ``3 pods``, ``2 nvidia.com/A100``."""
+    if value == math.inf:
+        return f"unlimited {name}"
+    if name == GPU:
+        count = _num(value)
+        return f"{count} GPU" if count == "1" else f"{count} GPUs"
+    if name == CPU:
+        return f"{_num(value / 1000)} cpu"
+    if name == MEMORY:
+        return f"{_num(value / _GIB)} GiB memory"
+    if name == PODS:
+        return f"{_num(value)} pods"
+    return f"{_num(value)} {name}"
+
+
+def amount(name: str, value: float) -> str:
+    """The bare number in the unit ``describe`` uses."""
+    if name == CPU:
+        return _num(value / 1000)
+    if name == MEMORY:
+        return _num(value / _GIB)
+    return _num(value)
+
+
+def unit(name: str) -> str:
+    return {GPU: "GPUs", CPU: "cpu", MEMORY: "GiB memory"}.get(name, name)
+
+
+def _num(value: float) -> str:
+    if value == int(value):
+        return str(int(value))
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def first_short_dimension(need, have, req) -> str | None:
+    """The first resource (GPU first) where ``need`` exceeds ``have`` among those ``req`` asks for."""
+    names = [n for n in req.names() if req.get(n) > 0]
+    names.sort(key=lambda n: (n != GPU, n == PODS, n))
+    for name in names:
+        if need.get(name) > have.get(name) + 0.1:
+            return name
+    return None
+
+
+def _free_blocks(ssn, task, name: str, size: float) -> tuple[int, str]:
+    """(usable nodes with ``size`` free, largest smaller block) for ``task``'s kind of pod.
+
+    Only nodes the task may use (predicates pass) count. Memoised: called at close only.
+    """
+    key = (ssn.predicate_signature(task), name, size)
+    memo = ssn.__dict__.setdefault("_free_blocks_memo", {})
+    if key not in memo:
+        usable = [n for n in ssn.node_list if ssn.predicate(task, n) is None]
+        free = sorted((n.future_idle().get(name) for n in usable), reverse=True)
+        holding = sum(1 for value in free if value >= size - 0.1)
+        others = [value for value in free if value < size - 0.1]
+        memo[key] = (holding, amount(name, others[0]) if others else "0")
+    return memo[key]
+
+
+def explain_unplaced(ssn, job) -> str:
+    """Why a job found no room, from the nodes' state at the end of the cycle."""
+    from scheduler.core.types import TaskStatus
+
+    total_nodes = len(ssn.node_list)
+    if not total_nodes:
+        return "the cluster has no nodes"
+    failures: dict[str, int] = {}
+    for per_task in job.fit_errors.values():
+        for reason, count in per_task.items():
+            failures[reason] = max(failures.get(reason, 0), count)
+    for reason, count in sorted(failures.items()):
+        if reason.startswith("node selector ") and count == total_nodes:
+            selector = reason[len("node selector ") : -len(" does not match")]
+            return f"no node matches node selector {selector}"
+    blocking = {r: c for r, c in failures.items() if r != "insufficient resources"}
+    if blocking and sum(blocking.values()) >= total_nodes:
+        top = sorted(blocking.items(), key=lambda kv: (-kv[1], kv[0]))
+        detail = "; ".join(f"{count} node(s): {reason}" for reason, count in top)
+        return f"no node can take its pods ({detail})"
+    pending = [t for t in job.tasks.values() if t.status is TaskStatus.PENDING]
+    if not pending:
+        return "waiting for its pods to be placed"
+    needed = max(job.min_available - job.ready_task_num() - job.waiting_task_num(), 1)
+    needed = min(needed, len(pending))
+    biggest = max(pending, key=lambda t: (t.resreq.get(GPU), t.resreq.get(CPU)))
+    request = biggest.resreq
+    name = GPU if request.get(GPU) > 0 else CPU
+    size = request.get(name)
+    holding, largest = _free_blocks(ssn, biggest, name, size)
+    noun = "node has" if holding == 1 else "nodes have"
+    if job.ready_task_num() >= job.min_available:
+        # The gang already runs; these are its elastic extras.
+        count = len(pending)
+        pods, verb = ("pod", "waits") if count == 1 else ("pods", "wait")
+        head = f"{count} more {pods} of {describe(name, size)} {verb}"
+    else:
+        label = "gang needs" if job.min_available > 1 else "job needs"
+        head = f"{label} {needed} {'pod' if needed == 1 else 'pods'} of {describe(name, size)}"
+    sentence = (
+        f"{head}; {holding} {noun} {amount(name, size)} free {unit(name)} "
+        f"(largest other free block: {largest})"
+    )
+    if holding >= needed:
+        # Enough blocks of the main resource: another resource is what is short.
+        short = [
+            n
+            for n in request.names()
+            if request.get(n) > 0
+            and n != name
+            and not any(nd.future_idle().get(n) >= request.get(n) - 0.1 for nd in ssn.node_list)
+        ]
+        if short:
+            sentence += f", but no node has {describe(short[0], request.get(short[0]))} free"
+    return sentence

@@ -1,0 +1,174 @@
+"""Resource vectors with Volcano's comparison semantics.
+
+Mirrors volcano-sh/volcano pkg/scheduler/api/resource_info.go: cpu (millicores) and memory
+(bytes) always exist; every other name is a scalar. Comparisons tolerate a difference below
+``MIN_RESOURCE`` (Volcano's ``minResource``), and a name missing on the right-hand side takes
+that side's default: 0 for requests/allocations, infinity for caps such as a queue capability.
+
+GPU names (``gpu``, ``nvidia.com/gpu``, ``mars-tech.com/gpu``, ``*/gpu``) are folded into one
+``gpu`` dimension when parsed. Whole devices only for now; fractional GPUs would add a per-device
+ledger on NodeInfo rather than change this type.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+CPU = "cpu"
+MEMORY = "memory"
+GPU = "gpu"
+PODS = "pods"
+INFINITY = math.inf
+MIN_RESOURCE = 0.1  # volcano api.minResource
+_BASE = (CPU, MEMORY)
+
+
+def canonical_name(name: str) -> str:
+    """Fold every GPU spelling into the single ``gpu`` dimension."""
+    if name == GPU or name.endswith("/gpu"):
+        return GPU
+    return name
+
+
+def _le(left: float, right: float) -> bool:
+    return left < right or abs(left - right) < MIN_RESOURCE
+
+
+class Resources:
+    """An immutable resource vector; operations return new vectors."""
+
+    __slots__ = ("_values", "default")
+
+    def __init__(self, values: Mapping[str, float] | None = None, default: float = 0.0):
+        self._values: dict[str, float] = dict(values) if values else {}
+        self.default = default
+
+    # construction -------------------------------------------------------------------------
+    @classmethod
+    def of(cls, values: Mapping[str, float] | None = None, **kw: float) -> Resources:
+        merged: dict[str, float] = {}
+        for name, value in {**(values or {}), **kw}.items():
+            key = canonical_name(name)
+            merged[key] = merged.get(key, 0) + value
+        return cls(merged)
+
+    @classmethod
+    def unlimited(cls, values: Mapping[str, float] | None = None) -> Resources:
+        """A cap: names not given are unlimited."""
+        return cls(values, default=INFINITY)
+
+    # access ---------------------------------------------------------------------------------
+    def get(self, name: str) -> float:
+        return self._values.get(name, self.default)
+
+    def names(self) -> list[str]:
+        """Explicit names plus cpu and memory, sorted for deterministic iteration."""
+        return sorted(set(self._values) | set(_BASE))
+
+    def explicit(self) -> dict[str, float]:
+        return dict(self._values)
+
+    def is_empty(self) -> bool:
+        """Volcano IsEmpty: no cpu, memory or scalar (the implicit pod slot does not count)."""
+        return all(v < MIN_RESOURCE for k, v in self._values.items() if k != PODS)
+
+    # arithmetic -----------------------------------------------------------------------------
+    def _combine(self, other: Resources, op) -> Resources:
+        keys = set(self._values) | set(other._values)
+        return Resources(
+            {k: op(self.get(k), other.get(k)) for k in keys}, op(self.default, other.default)
+        )
+
+    def add(self, other: Resources) -> Resources:
+        return self._combine(other, lambda a, b: a + b)
+
+    def sub(self, other: Resources) -> Resources:
+        def minus(a: float, b: float) -> float:
+            if a == INFINITY:
+                return INFINITY
+            return a - b
+
+        return self._combine(other, minus)
+
+    def multi(self, ratio: float) -> Resources:
+        return Resources({k: v * ratio for k, v in self._values.items()}, self.default * ratio)
+
+    def min_dimension(self, cap: Resources) -> Resources:
+        """Per-name minimum with ``cap``; names missing in ``cap`` take its default."""
+        keys = set(self._values) | set(cap._values) | set(_BASE)
+        return Resources({k: min(self.get(k), cap.get(k)) for k in keys}, self.default)
+
+    def max_dimension(self, other: Resources) -> Resources:
+        keys = set(self._values) | set(other._values)
+        return Resources({k: max(self.get(k), other.get(k)) for k in keys}, self.default)
+
+    def exceeded_part(self, other: Resources) -> Resources:
+        """Volcano ExceededPart: the positive part of self - other."""
+        keys = set(self._values) | set(other._values)
+        return Resources({k: max(self.get(k) - other.get(k), 0.0) for k in keys})
+
+    def clamp_non_negative(self) -> Resources:
+        return Resources({k: max(v, 0.0) for k, v in self._values.items()}, self.default)
+
+    # comparisons ----------------------------------------------------------------------------
+    def less_equal(self, other: Resources, missing: float | None = None) -> bool:
+        """Volcano LessEqual; ``missing`` overrides ``other``'s default for absent scalars.
+
+        Hot path of every fit check, hence the flat loop: ``left - right >= MIN_RESOURCE`` is
+        Volcano's ``!(l < r || |l - r| < minResource)`` (and lets inf - inf pass).
+        """
+        values, right_values = self._values, other._values
+        absent = other.default if missing is None else missing
+        for name in _BASE:
+            if (
+                name not in values
+                and self.default - right_values.get(name, other.default) >= MIN_RESOURCE
+            ):
+                return False
+        for name, left in values.items():
+            right = right_values.get(name)
+            if right is None:
+                right = other.default if name in _BASE else absent
+            if left - right >= MIN_RESOURCE:
+                return False
+        return True
+
+    def less_equal_with_dimension(self, other: Resources, req: Resources) -> bool:
+        """Volcano LessEqualWithDimension: compare only the names ``req`` asks for."""
+        for name, value in req._values.items():
+            if value <= 0:
+                continue
+            if not _le(self.get(name), other.get(name)):
+                return False
+        return True
+
+    def less_partly(self, other: Resources) -> bool:
+        """Volcano LessPartly: some name is strictly smaller than in ``other``."""
+        return any(self.get(k) < other.get(k) for k in set(self._values) | set(other._values))
+
+    def fits_in(self, idle: Resources) -> bool:
+        return self.less_equal(idle)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Resources):
+            return NotImplemented
+        keys = set(self._values) | set(other._values)
+        return self.default == other.default and all(self.get(k) == other.get(k) for k in keys)
+
+    def __hash__(self) -> int:
+        return hash((tuple(sorted(self._values.items())), self.default))
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v:g}" for k, v in sorted(self._values.items()))
+        return f"Resources({inner})"
+
+
+def total(items: Iterable[Resources]) -> Resources:
+    acc = Resources()
+    for item in items:
+        acc = acc.add(item)
+    return acc
+
+
+EMPTY = Resources()

@@ -1,0 +1,434 @@
+"""One scheduling session: working state, plugin hooks and their dispatchers.
+
+The dispatchers combine plugin answers across tiers exactly like
+volcano-sh/volcano pkg/scheduler/framework/session_plugins.go:
+- order functions: the first enabled plugin with a non-zero answer decides; ties fall back to
+  creation time then a stable id (here namespace/name, or name for queues and nodes);
+- Preemptable/Reclaimable: the intersection of victims within a tier; the first tier that yields
+  a non-empty set wins (an empty answer lets the next tier speak, as upstream);
+- Overused: any plugin saying yes; Allocatable/Preemptive/JobReady: every plugin must agree;
+- JobPipelined/JobEnqueueable: votes, a reject wins, a permit ends the walk at its tier;
+- JobStarving: every answering plugin of the first tier that answers must agree;
+- node order: the sum of every enabled plugin's score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cmp_to_key
+from typing import Any
+
+from scheduler.core.config import SchedulerConf
+from scheduler.core.node_index import NodeIndex
+from scheduler.core.resources import PODS, Resources
+from scheduler.core.state import Job, Node, Queue, Task, natural_key
+from scheduler.core.types import (
+    OCCUPYING_STATUSES,
+    PodGroupPhase,
+    Snapshot,
+    TaskStatus,
+    Vote,
+)
+
+DEFAULT_MAX_PODS = 110  # Kubernetes' default kubelet maxPods when a node states none
+
+
+@dataclass(frozen=True, slots=True)
+class FitError:
+    """Why a task cannot go on a node; ``resolvable`` says whether evictions could help."""
+
+    reason: str
+    resolvable: bool = True
+
+
+@dataclass(slots=True)
+class EventHandler:
+    allocate: Callable[[Task], None] | None = None
+    deallocate: Callable[[Task], None] | None = None
+
+
+_HOOKS = (
+    "job_order",
+    "task_order",
+    "queue_order",
+    "predicate",
+    "node_order",
+    "batch_node_order",
+    "preemptable",
+    "reclaimable",
+    "overused",
+    "allocatable",
+    "job_ready",
+    "job_pipelined",
+    "job_valid",
+    "job_enqueueable",
+    "job_enqueued",
+    "job_starving",
+    "preemptive",
+    "victim_tasks",
+)
+
+# hook -> the enable flag that switches it (hooks absent here are always on)
+_FLAG_OF = {
+    "job_order": "enableJobOrder",
+    "task_order": "enableTaskOrder",
+    "queue_order": "enableQueueOrder",
+    "predicate": "enablePredicate",
+    "node_order": "enableNodeOrder",
+    "batch_node_order": "enableNodeOrder",
+    "preemptable": "enablePreemptable",
+    "reclaimable": "enableReclaimable",
+    "overused": "enabledOverused",
+    "allocatable": "enabledAllocatable",
+    "job_ready": "enableJobReady",
+    "job_pipelined": "enableJobPipelined",
+    "job_enqueueable": "enableJobEnqueued",
+    "job_enqueued": "enableJobEnqueued",
+    "job_starving": "enableJobStarving",
+    "preemptive": "enablePreemptive",
+    "victim_tasks": "enableVictim",
+}
+
+
+class Session:
+    """Working state plus the hook registry for one cycle."""
+
+    def __init__(self, snapshot: Snapshot, conf: SchedulerConf):
+        self.snapshot = snapshot
+        self.conf = conf
+        self.now = snapshot.now
+        self.fns: dict[str, dict[str, Callable]] = {hook: {} for hook in _HOOKS}
+        self._enabled_cache: dict[str, list] = {}
+        self._tiers_cache: dict[str, list] = {}
+        self.event_handlers: list[EventHandler] = []
+        self.plugins: dict[str, Any] = {}
+        self.binds: list = []
+        self.evictions: list = []
+        self.pipelines: list = []
+        self.unknown_queue_jobs: list[Job] = []
+        # Bumped whenever resources are given back, so cached "fits nowhere" answers expire.
+        self.capacity_epoch = 0
+        # Bumped by every tentative operation: "nothing changed since" checks compare it.
+        self.version = 0
+        self.infeasible: dict[tuple, tuple[int, dict[str, int]]] = {}
+        self._build(snapshot)
+        self.node_index = NodeIndex(self.node_list)
+        for node in self.node_list:
+            node.index = self.node_index
+
+    # building -------------------------------------------------------------------------------
+    def _build(self, snapshot: Snapshot) -> None:
+        self.nodes: dict[str, Node] = {}
+        for info in sorted(snapshot.nodes, key=lambda n: natural_key(n.name)):
+            allocatable = info.allocatable
+            if PODS not in allocatable.explicit():
+                allocatable = Resources({**allocatable.explicit(), PODS: DEFAULT_MAX_PODS})
+                info = type(info)(
+                    info.name, allocatable, info.labels, info.unschedulable, info.taints
+                )
+            self.nodes[info.name] = Node(
+                info,
+                idle=allocatable,
+                used=Resources(),
+                labels=dict(info.labels),
+                shape=tuple(sorted(allocatable.explicit().items())),
+            )
+        self.node_list: list[Node] = list(self.nodes.values())
+        self.queues: dict[str, Queue] = {}
+        for qinfo in sorted(snapshot.queues, key=lambda q: q.name):
+            self.queues[qinfo.name] = Queue(qinfo)
+        for queue in self.queues.values():
+            parent = queue.info.parent
+            if parent and parent in self.queues:
+                self.queues[parent].children.append(queue.name)
+        self.jobs: dict[str, Job] = {}
+        self.tasks: dict[str, Task] = {}
+        for jinfo in sorted(snapshot.jobs, key=lambda j: (j.created, j.namespace, j.name)):
+            tasks: dict[str, Task] = {}
+            for tinfo in sorted(jinfo.tasks, key=lambda t: natural_key(t.name)):
+                resreq = Resources({**tinfo.requests.explicit(), PODS: 1})
+                tasks[tinfo.name] = Task(
+                    tinfo, jinfo.name, resreq, tinfo.status, tinfo.node, natural_key(tinfo.name)
+                )
+            min_available = len(tasks) if jinfo.min_available is None else jinfo.min_available
+            phase = jinfo.phase or self._derive_phase(tasks, min_available)
+            job = Job(jinfo, tasks, min_available, phase, {}, dict(jinfo.min_task_member))
+            job.has_best_effort = any(t.best_effort for t in tasks.values())
+            for task in tasks.values():
+                job.count_status(task.status, 1)
+                self.tasks[task.name] = task
+                self._place_existing(task)
+            self.jobs[jinfo.name] = job
+            if jinfo.queue not in self.queues:
+                self.unknown_queue_jobs.append(job)
+
+    @staticmethod
+    def _derive_phase(tasks: dict[str, Task], min_available: int) -> PodGroupPhase:
+        running = sum(1 for t in tasks.values() if t.status in OCCUPYING_STATUSES)
+        if running and running >= min_available:
+            return PodGroupPhase.RUNNING
+        return PodGroupPhase.INQUEUE if running else PodGroupPhase.PENDING
+
+    def _place_existing(self, task: Task) -> None:
+        if task.status not in OCCUPYING_STATUSES or task.node is None:
+            return
+        node = self.nodes.get(task.node)
+        if node is None:
+            return  # a pod on a node we do not know: counts for its queue only
+        node.idle = node.idle.sub(task.resreq)
+        node.used = node.used.add(task.resreq)
+        node.changed()
+        if task.status is TaskStatus.RELEASING:
+            node.releasing = node.releasing.add(task.resreq)
+            node.changed()
+        node.tasks[task.name] = task
+
+    # registry ---------------------------------------------------------------------------------
+    def add_fn(self, hook: str, plugin: str, fn: Callable) -> None:
+        self.fns[hook][plugin] = fn
+        self._enabled_cache.pop(hook, None)
+        self._tiers_cache.pop(hook, None)
+
+    def add_event_handler(self, handler: EventHandler) -> None:
+        self.event_handlers.append(handler)
+
+    def _enabled(self, hook: str) -> list[tuple[int, str, Callable]]:
+        """(tier index, plugin name, fn) for every enabled registration, in conf order."""
+        cached = self._enabled_cache.get(hook)
+        if cached is None:
+            flag = _FLAG_OF.get(hook)
+            registered = self.fns[hook]
+            cached = [
+                (t_index, option.name, registered[option.name])
+                for t_index, tier in enumerate(self.conf.tiers)
+                for option in tier
+                if option.name in registered and not (flag and not option.enabled(flag))
+            ]
+            self._enabled_cache[hook] = cached
+        return cached
+
+    def _tiers(self, hook: str) -> list[list[Callable]]:
+        cached = self._tiers_cache.get(hook)
+        if cached is None:
+            by_tier: dict[int, list[Callable]] = {}
+            for t_index, _, fn in self._enabled(hook):
+                by_tier.setdefault(t_index, []).append(fn)
+            cached = self._tiers_cache[hook] = [by_tier[i] for i in sorted(by_tier)]
+        return cached
+
+    # order dispatchers -----------------------------------------------------------------------
+    def job_compare(self, left: Job, right: Job) -> int:
+        for _, _, fn in self._enabled("job_order"):
+            result = fn(left, right)
+            if result:
+                return result
+        lkey = (left.info.created, left.uid)
+        rkey = (right.info.created, right.uid)
+        return -1 if lkey < rkey else (1 if lkey > rkey else 0)
+
+    def task_compare(self, left: Task, right: Task) -> int:
+        for _, _, fn in self._enabled("task_order"):
+            result = fn(left, right)
+            if result:
+                return result
+        lkey = (-left.priority, left.sort_key)
+        rkey = (-right.priority, right.sort_key)
+        return -1 if lkey < rkey else (1 if lkey > rkey else 0)
+
+    def queue_compare(self, left: Queue, right: Queue) -> int:
+        for _, _, fn in self._enabled("queue_order"):
+            result = fn(left, right)
+            if result:
+                return result
+        return -1 if left.name < right.name else (1 if left.name > right.name else 0)
+
+    def sorted_jobs(self, jobs: list[Job]) -> list[Job]:
+        return sorted(jobs, key=cmp_to_key(self.job_compare))
+
+    def sorted_tasks(self, tasks: list[Task]) -> list[Task]:
+        return sorted(tasks, key=cmp_to_key(self.task_compare))
+
+    def victim_order(self, victims: list[Task]) -> list[Task]:
+        """Volcano BuildVictimsPriorityQueue: least important victim first."""
+
+        def compare(left: Task, right: Task) -> int:
+            if left.job == right.job:
+                return -self.task_compare(left, right)
+            return -self.job_compare(self.jobs[left.job], self.jobs[right.job])
+
+        return sorted(victims, key=cmp_to_key(compare))
+
+    # predicate and scoring --------------------------------------------------------------------
+    def predicate(self, task: Task, node: Node) -> FitError | None:
+        for _, _, fn in self._enabled("predicate"):
+            error = fn(task, node)
+            if error is not None:
+                return error
+        return None
+
+    def node_scores(self, task: Task, nodes: list[Node]) -> list[tuple[float, Node]]:
+        map_fns = [fn for _, _, fn in self._enabled("node_order")]
+        batch_fns = [fn for _, _, fn in self._enabled("batch_node_order")]
+        scores = {node.name: 0.0 for node in nodes}
+        for fn in batch_fns:
+            for name, score in fn(task, nodes).items():
+                scores[name] += score
+        if map_fns:
+            state_only = all(getattr(fn, "state_only", False) for fn in map_fns)
+            by_state: dict[tuple, float] = {}
+            for node in nodes:
+                if state_only:
+                    # Identical nodes in identical states score alike: score each state once.
+                    key = node.state_key()
+                    score = by_state.get(key)
+                    if score is None:
+                        score = by_state[key] = sum(fn(task, node) for fn in map_fns)
+                else:
+                    score = sum(fn(task, node) for fn in map_fns)
+                scores[node.name] += score
+        return [(scores[node.name], node) for node in nodes]
+
+    def best_node(self, task: Task, nodes: list[Node]) -> Node | None:
+        """Highest score; equal scores go to the first node in name order."""
+        if not nodes:
+            return None
+        if len(nodes) == 1:
+            return nodes[0]
+        best, best_score = None, None
+        for score, node in self.node_scores(task, nodes):
+            if best_score is None or score > best_score + 1e-9:
+                best, best_score = node, score
+        return best
+
+    def class_equivalent(self, task: Task) -> bool:
+        """Can one node of each NodeIndex class answer for all its members for this task?"""
+        if task.info.affinity or self._enabled("batch_node_order"):
+            return False
+        if not all(getattr(fn, "state_only", False) for _, _, fn in self._enabled("node_order")):
+            return False
+        predicates = self.plugins.get("predicates")
+        return not (predicates is not None and predicates.anti_affine)
+
+    @staticmethod
+    def predicate_signature(task: Task) -> tuple:
+        """Everything predicates look at besides the node (pod affinity makes it unique)."""
+        info = task.info
+        if info.affinity:
+            return (info.name,)
+        return (info.node_selector, info.tolerations)
+
+    def explain_allocatable(self, queue: Queue, task: Task) -> str | None:
+        """The quota sentence, or None when the quota is the whole cluster anyway."""
+        for _, name, fn in self._enabled("allocatable"):
+            if not fn(queue, task):
+                plugin = self.plugins.get(name)
+                if plugin is not None and hasattr(plugin, "explain"):
+                    return plugin.explain(queue, task)
+                return f"queue {queue.name} has no room for {task.name} ({name})"
+        return f"queue {queue.name} has no room for {task.name}"
+
+    def sorted_by_score(self, task: Task, nodes: list[Node]) -> list[Node]:
+        scored = self.node_scores(task, nodes)
+        return [node for _, node in sorted(scored, key=lambda sn: -sn[0])]
+
+    # victim dispatchers -----------------------------------------------------------------------
+    def _victims(self, hook: str, preemptor: Task, candidates: list[Task]) -> list[Task]:
+        victims: list[Task] | None = None
+        for tier in self._tiers(hook):
+            victims = None
+            initialised = False
+            for fn in tier:
+                chosen, vote = fn(preemptor, candidates)
+                if vote == Vote.ABSTAIN:
+                    continue
+                if not chosen:
+                    victims = None
+                    break
+                if not initialised:
+                    victims, initialised = list(chosen), True
+                else:
+                    keep = {t.name for t in chosen}
+                    victims = [t for t in victims if t.name in keep]
+            if victims:
+                return victims
+        return victims or []
+
+    def preemptable(self, preemptor: Task, candidates: list[Task]) -> list[Task]:
+        return self._victims("preemptable", preemptor, candidates)
+
+    def reclaimable(self, preemptor: Task, candidates: list[Task]) -> list[Task]:
+        return self._victims("reclaimable", preemptor, candidates)
+
+    # queue dispatchers ------------------------------------------------------------------------
+    def overused(self, queue: Queue) -> bool:
+        return any(fn(queue) for _, _, fn in self._enabled("overused"))
+
+    def allocatable(self, queue: Queue, task: Task) -> bool:
+        return all(fn(queue, task) for _, _, fn in self._enabled("allocatable"))
+
+    def preemptive(self, queue: Queue, task: Task) -> bool:
+        return all(fn(queue, task) for _, _, fn in self._enabled("preemptive"))
+
+    # job dispatchers --------------------------------------------------------------------------
+    def job_ready(self, job: Job) -> bool:
+        return all(fn(job) for _, _, fn in self._enabled("job_ready"))
+
+    def job_pipelined(self, job: Job) -> bool:
+        for tier in self._tiers("job_pipelined"):
+            permitted = False
+            for fn in tier:
+                vote = fn(job)
+                if vote < 0:
+                    return False
+                permitted = permitted or vote > 0
+            if permitted:
+                return True
+        return True
+
+    def job_valid(self, job: Job) -> str | None:
+        """None when valid, else the reason."""
+        for _, _, fn in self._enabled("job_valid"):
+            reason = fn(job)
+            if reason is not None:
+                return reason
+        return None
+
+    def job_enqueueable(self, job: Job) -> bool:
+        for tier in self._tiers("job_enqueueable"):
+            permitted = False
+            for fn in tier:
+                vote = fn(job)
+                if vote < 0:
+                    return False
+                permitted = permitted or vote > 0
+            if permitted:
+                return True
+        return True
+
+    def job_enqueued(self, job: Job) -> None:
+        for _, _, fn in self._enabled("job_enqueued"):
+            fn(job)
+
+    def job_starving(self, job: Job) -> bool:
+        for tier in self._tiers("job_starving"):
+            return all(fn(job) for fn in tier)
+        return False
+
+    # task state transitions (used by Statement) -----------------------------------------------
+    def set_status(self, task: Task, status: TaskStatus) -> None:
+        self.version += 1
+        job = self.jobs[task.job]
+        job.count_status(task.status, -1)
+        job.count_status(status, 1)
+        task.status = status
+
+    def fire_allocate(self, task: Task) -> None:
+        for handler in self.event_handlers:
+            if handler.allocate:
+                handler.allocate(task)
+
+    def fire_deallocate(self, task: Task) -> None:
+        for handler in self.event_handlers:
+            if handler.deallocate:
+                handler.deallocate(task)

@@ -1,0 +1,241 @@
+"""Mutable working copies of the snapshot that one session edits.
+
+Counterparts of volcano-sh/volcano pkg/scheduler/api/{job_info,node_info,queue_info}.go: a job
+keeps per-status task counts (TaskStatusIndex) so gang checks stay O(1); a node keeps idle,
+used, releasing and pipelined resources, with FutureIdle = idle + releasing - pipelined.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.core.resources import EMPTY, Resources
+from scheduler.core.types import (
+    ALLOCATED_STATUSES,
+    JobInfo,
+    NodeInfo,
+    PodGroupPhase,
+    QueueInfo,
+    TaskInfo,
+    TaskStatus,
+)
+
+_DIGITS = re.compile(r"(\d+)")
+READY_STATUSES = ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED}  # volcano JobInfo.ReadyTaskNum
+
+
+def natural_key(name: str) -> tuple:
+    """Order ``p-2`` before ``p-10``."""
+    return tuple(int(part) if part.isdigit() else part for part in _DIGITS.split(name))
+
+
+@dataclass(slots=True, eq=False)
+class Task:
+    info: TaskInfo
+    job: str
+    resreq: Resources
+    status: TaskStatus
+    node: str | None
+    sort_key: tuple = ()
+    best_effort: bool = False
+
+    def __post_init__(self) -> None:
+        self.best_effort = self.resreq.is_empty()
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def priority(self) -> int:
+        return self.info.priority
+
+
+@dataclass(slots=True, eq=False)
+class Job:
+    info: JobInfo
+    tasks: dict[str, Task]
+    min_available: int
+    phase: PodGroupPhase
+    counts: dict[TaskStatus, int] = field(default_factory=dict)
+    task_min_available: dict[str, int] = field(default_factory=dict)
+    fit_errors: dict[str, str] = field(default_factory=dict)  # task name -> why it did not fit
+    failed_roles: set[str] = field(default_factory=set)
+    reason: str | None = None  # the latest thing that blocked this job in this cycle
+    unplaced: bool = False  # blocked by room on the nodes; explained at close from final state
+    has_best_effort: bool = False
+    ready: int = 0  # tasks in READY_STATUSES, kept by count_status
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def queue(self) -> str:
+        return self.info.queue
+
+    @property
+    def priority(self) -> int:
+        return self.info.priority
+
+    @property
+    def uid(self) -> str:
+        return f"{self.info.namespace}/{self.info.name}"
+
+    @property
+    def task_min_available_total(self) -> int:
+        return sum(self.task_min_available.values())
+
+    def count_status(self, status: TaskStatus, delta: int) -> None:
+        self.counts[status] = self.counts.get(status, 0) + delta
+        if status in READY_STATUSES:
+            self.ready += delta
+
+    def count(self, *statuses: TaskStatus) -> int:
+        counts = self.counts
+        return sum(counts.get(s, 0) for s in statuses)
+
+    def ready_task_num(self) -> int:
+        return self.ready
+
+    def waiting_task_num(self) -> int:
+        return self.counts.get(TaskStatus.PIPELINED, 0)
+
+    def valid_task_num(self) -> int:
+        return self.count(
+            *ALLOCATED_STATUSES, TaskStatus.SUCCEEDED, TaskStatus.PIPELINED, TaskStatus.PENDING
+        )
+
+    def pending_tasks(self) -> list[Task]:
+        return [t for t in self.tasks.values() if t.status is TaskStatus.PENDING]
+
+    def pending_best_effort_num(self) -> int:
+        if not self.has_best_effort:
+            return 0
+        return sum(1 for t in self.pending_tasks() if t.best_effort)
+
+    def _occupied_by_role(self, statuses: frozenset | set) -> dict[str, int]:
+        occupied: dict[str, int] = {}
+        for task in self.tasks.values():
+            if task.status in statuses or (task.status is TaskStatus.PENDING and task.best_effort):
+                occupied[task.info.role] = occupied.get(task.info.role, 0) + 1
+        return occupied
+
+    def _check_roles(self, statuses: frozenset | set) -> bool:
+        if not self.task_min_available or self.min_available < self.task_min_available_total:
+            return True
+        occupied = self._occupied_by_role(statuses)
+        return all(occupied.get(role, 0) >= n for role, n in self.task_min_available.items())
+
+    def is_ready(self) -> bool:
+        """Volcano JobInfo.IsReady && CheckTaskReady (gang's JobReady)."""
+        ready = self.ready_task_num() + self.pending_best_effort_num() >= self.min_available
+        return ready and self._check_roles(ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED})
+
+    def is_pipelined(self) -> bool:
+        occupied = self.waiting_task_num() + self.ready_task_num()
+        if occupied + self.pending_best_effort_num() < self.min_available:
+            return False
+        return self._check_roles(ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED, TaskStatus.PIPELINED})
+
+    def is_starving(self) -> bool:
+        return self.waiting_task_num() + self.ready_task_num() < self.min_available
+
+    def check_task_valid(self) -> bool:
+        if not self.task_min_available or self.min_available < self.task_min_available_total:
+            return True
+        statuses = ALLOCATED_STATUSES | {
+            TaskStatus.SUCCEEDED,
+            TaskStatus.PIPELINED,
+            TaskStatus.PENDING,
+        }
+        occupied: dict[str, int] = {}
+        for task in self.tasks.values():
+            if task.status in statuses:
+                occupied[task.info.role] = occupied.get(task.info.role, 0) + 1
+        return all(occupied.get(role, 0) >= n for role, n in self.task_min_available.items())
+
+    def allocated_by_role(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for task in self.tasks.values():
+            if task.status in ALLOCATED_STATUSES:
+                out[task.info.role] = out.get(task.info.role, 0) + 1
+        return out
+
+    def need_continue_allocating(self) -> bool:
+        """Volcano JobInfo.NeedContinueAllocating: may allocation go on after a task failed?"""
+        if self.min_available == len(self.tasks):
+            return False
+        if self.min_available < self.task_min_available_total:
+            pending: dict[str, int] = {}
+            for task in self.pending_tasks():
+                pending[task.info.role] = pending.get(task.info.role, 0) + 1
+            left = sum(n for role, n in pending.items() if role not in self.failed_roles)
+            return self.ready_task_num() + left >= self.min_available
+        allocated = self.allocated_by_role()
+        for role in sorted(self.failed_roles):
+            minimum = self.task_min_available.get(role, 0)
+            if minimum and minimum > allocated.get(role, 0):
+                return False
+        return True
+
+    def task_has_fit_errors(self, task: Task) -> bool:
+        """A role whose task already failed every node is not retried (same pod spec)."""
+        role = task.info.role
+        return bool(role) and role in self.failed_roles
+
+    def min_resources(self) -> Resources:
+        return self.info.min_resources if self.info.min_resources is not None else EMPTY
+
+
+@dataclass(slots=True, eq=False)
+class Node:
+    info: NodeInfo
+    idle: Resources
+    used: Resources
+    releasing: Resources = EMPTY
+    pipelined: Resources = EMPTY
+    tasks: dict[str, Task] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    _future: Resources | None = None
+    _state_key: tuple | None = None
+    shape: tuple = ()  # allocatable as a hashable key, set once
+    index: Any = None  # the session's NodeIndex, told about every change
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def allocatable(self) -> Resources:
+        return self.info.allocatable
+
+    def future_idle(self) -> Resources:
+        """Idle + releasing - pipelined, cached until ``changed`` is called."""
+        if self._future is None:
+            self._future = self.idle.add(self.releasing).sub(self.pipelined)
+        return self._future
+
+    def state_key(self) -> tuple:
+        """Nodes with equal keys score the same for state-only scorers (binpack, nodeorder)."""
+        if self._state_key is None:
+            self._state_key = (self.shape, tuple(sorted(self.used.explicit().items())))
+        return self._state_key
+
+    def changed(self) -> None:
+        self._future = None
+        self._state_key = None
+        if self.index is not None:
+            self.index.update(self)
+
+
+@dataclass(slots=True, eq=False)
+class Queue:
+    info: QueueInfo
+    children: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.info.name

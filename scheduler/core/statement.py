@@ -1,0 +1,144 @@
+"""Tentative operations that a gang can take back.
+
+Mirrors volcano-sh/volcano pkg/scheduler/framework/statement.go: Allocate, Pipeline and Evict
+change the session at once (so later choices see them) but become decisions only on
+``commit``; ``discard`` undoes them in reverse order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler.core.session import Session
+from scheduler.core.state import Task
+from scheduler.core.types import Bind, Evict, Pipeline, TaskStatus
+
+
+@dataclass(frozen=True, slots=True)
+class _Mark:
+    ops: int
+    version: int
+    epoch: int
+
+
+@dataclass(slots=True)
+class _Op:
+    kind: str  # allocate | pipeline | evict
+    task: Task
+    node: str | None
+    previous: TaskStatus
+    action: str = ""
+    reason: str = ""
+    preemptor: Task | None = None
+
+
+class Statement:
+    def __init__(self, session: Session):
+        self.session = session
+        self.ops: list[_Op] = []
+        # "fits nowhere" answers learnt while this statement held resources; stale on discard
+        self.infeasible_keys: list[tuple] = []
+
+    # operations -------------------------------------------------------------------------------
+    def allocate(self, task: Task, node_name: str) -> None:
+        ssn = self.session
+        node = ssn.nodes[node_name]
+        self.ops.append(_Op("allocate", task, node_name, task.status))
+        ssn.set_status(task, TaskStatus.ALLOCATED)
+        task.node = node_name
+        node.idle = node.idle.sub(task.resreq)
+        node.used = node.used.add(task.resreq)
+        node.changed()
+        node.tasks[task.name] = task
+        ssn.fire_allocate(task)
+
+    def pipeline(self, task: Task, node_name: str) -> None:
+        ssn = self.session
+        node = ssn.nodes[node_name]
+        self.ops.append(_Op("pipeline", task, node_name, task.status))
+        ssn.set_status(task, TaskStatus.PIPELINED)
+        task.node = node_name
+        node.pipelined = node.pipelined.add(task.resreq)
+        node.changed()
+        node.tasks[task.name] = task
+        ssn.fire_allocate(task)
+
+    def evict(self, task: Task, action: str, reason: str, preemptor: Task | None) -> None:
+        ssn = self.session
+        self.ops.append(_Op("evict", task, task.node, task.status, action, reason, preemptor))
+        ssn.set_status(task, TaskStatus.RELEASING)
+        ssn.capacity_epoch += 1
+        node = ssn.nodes.get(task.node) if task.node else None
+        if node is not None:
+            node.releasing = node.releasing.add(task.resreq)
+            node.changed()
+        ssn.fire_deallocate(task)
+
+    # outcome ----------------------------------------------------------------------------------
+    def mark(self) -> _Mark:
+        ssn = self.session
+        return _Mark(len(self.ops), ssn.version, ssn.capacity_epoch)
+
+    def discard(self, mark: _Mark | None = None) -> None:
+        """Undo every operation after ``mark`` (all of them by default), newest first.
+
+        Rolling back to a mark restores the session exactly as it was at the mark, so its
+        version counters go back too: "nothing changed since" caches stay valid.
+        """
+        ssn = self.session
+        start = mark.ops if mark is not None else 0
+        undone, self.ops = self.ops[start:], self.ops[:start]
+        if any(op.kind == "evict" for op in undone):
+            ssn.capacity_epoch += 1
+        if undone:
+            for key in self.infeasible_keys:
+                ssn.infeasible.pop(key, None)
+            self.infeasible_keys.clear()
+        for op in reversed(undone):
+            task = op.task
+            node = ssn.nodes.get(op.node) if op.node else None
+            if op.kind == "evict":
+                ssn.set_status(task, op.previous)
+                if node is not None:
+                    node.releasing = node.releasing.sub(task.resreq)
+                    node.changed()
+                ssn.fire_allocate(task)
+            else:
+                ssn.fire_deallocate(task)
+                ssn.set_status(task, op.previous)
+                task.node = None
+                if node is not None:
+                    node.tasks.pop(task.name, None)
+                    if op.kind == "allocate":
+                        node.idle = node.idle.add(task.resreq)
+                        node.used = node.used.sub(task.resreq)
+                        node.changed()
+                    else:
+                        node.pipelined = node.pipelined.sub(task.resreq)
+                        node.changed()
+        if mark is not None:
+            ssn.version, ssn.capacity_epoch = mark.version, mark.epoch
+
+    def commit(self) -> None:
+        ssn = self.session
+        for op in self.ops:
+            task = op.task
+            if op.kind == "allocate":
+                ssn.set_status(task, TaskStatus.BINDING)
+                ssn.binds.append(Bind(task.name, task.job, op.node))
+            elif op.kind == "pipeline":
+                ssn.pipelines.append(Pipeline(task.name, task.job, op.node))
+            else:
+                preemptor = op.preemptor
+                ssn.evictions.append(
+                    Evict(
+                        task.name,
+                        task.job,
+                        op.node,
+                        preemptor.name if preemptor else None,
+                        preemptor.job if preemptor else None,
+                        op.action,
+                        op.reason,
+                    )
+                )
+        self.ops.clear()

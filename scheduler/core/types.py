@@ -1,0 +1,188 @@
+"""Snapshot (input) and decision (output) types of the pure scheduling core.
+
+Shapes follow volcano-sh/volcano pkg/scheduler/api (JobInfo, TaskInfo, NodeInfo, QueueInfo) and
+api/types.go (TaskStatus, PodGroup phases). Everything here is frozen: a cycle never mutates
+its snapshot; the session keeps its own mutable working copies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from scheduler.core.resources import Resources
+
+
+class TaskStatus(StrEnum):
+    PENDING = "Pending"
+    ALLOCATED = "Allocated"
+    PIPELINED = "Pipelined"
+    BINDING = "Binding"
+    BOUND = "Bound"
+    RUNNING = "Running"
+    RELEASING = "Releasing"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+# Statuses that hold node resources (volcano api.AllocatedStatus plus Releasing).
+ALLOCATED_STATUSES = frozenset(
+    {TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING}
+)
+OCCUPYING_STATUSES = ALLOCATED_STATUSES | {TaskStatus.RELEASING}
+
+
+class PodGroupPhase(StrEnum):
+    PENDING = "Pending"
+    INQUEUE = "Inqueue"
+    RUNNING = "Running"
+
+
+class Vote:
+    """Volcano util.Permit / Abstain / Reject."""
+
+    PERMIT = 1
+    ABSTAIN = 0
+    REJECT = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: str
+    allocatable: Resources
+    labels: tuple[tuple[str, str], ...] = ()
+    unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
+
+    @property
+    def label_map(self) -> dict[str, str]:
+        return dict(self.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    name: str
+    weight: int = 1
+    guarantee: Resources = field(default_factory=Resources)
+    capability: Resources = field(default_factory=Resources.unlimited)
+    borrowing_limit: Resources = field(default_factory=Resources.unlimited)
+    deserved: Resources | None = None  # capacity plugin's explicit share
+    reclaimable: bool = True
+    priority: int = 0
+    state: str = "Open"
+    parent: str | None = None
+    annotations: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def is_open(self) -> bool:
+        return self.state == "Open"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskInfo:
+    name: str
+    requests: Resources
+    status: TaskStatus = TaskStatus.PENDING
+    node: str | None = None
+    priority: int = 1
+    preemptable: bool = True
+    preemption_policy: str = "PreemptLowerPriority"
+    role: str = ""
+    labels: tuple[tuple[str, str], ...] = ()
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    affinity: Any = None  # Kubernetes Affinity as plain data (dicts/lists)
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    name: str
+    queue: str
+    tasks: tuple[TaskInfo, ...] = ()
+    priority: int = 0
+    min_available: int | None = None  # None: every task
+    created: float = 0
+    namespace: str = "default"
+    phase: PodGroupPhase | None = None  # None: derived (Running when pods run, else Pending)
+    min_resources: Resources | None = None
+    min_task_member: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    nodes: tuple[NodeInfo, ...]
+    queues: tuple[QueueInfo, ...]
+    jobs: tuple[JobInfo, ...]
+    now: float = 0.0
+    # When the rescheduling plugin last ran (snapshot time), so it can honour its interval.
+    last_rescheduling: float | None = None
+
+
+# decisions ------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Bind:
+    task: str
+    job: str
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class Evict:
+    task: str
+    job: str
+    node: str | None
+    preemptor_task: str | None
+    preemptor_job: str | None
+    action: str  # preempt | reclaim | rescheduling
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    task: str
+    job: str
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueShare:
+    deserved: Resources
+    allocated: Resources
+    request: Resources
+    guarantee: Resources
+    capability: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    binds: tuple[Bind, ...]
+    evictions: tuple[Evict, ...]
+    pipelined: tuple[Pipeline, ...]
+    pending_reasons: dict[str, str]
+    queues: dict[str, QueueShare]
+    phases: dict[str, str]

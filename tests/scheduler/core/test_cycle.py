@@ -1,0 +1,31 @@
+import json
+
+from scheduler.core.config import default_conf
+from scheduler.core.cycle import run_cycle
+from scheduler.core.scenario import result_to_dict
+from scheduler.core.types import Snapshot
+from tests.scheduler.core.builders import make_job, make_node, make_queue, make_task
+
+
+def _snapshot():
+    nodes = tuple(make_node(f"n{i}") for i in range(4))
+    queues = (make_queue("a"), make_queue("b", weight=2))
+    jobs = tuple(
+        make_job(f"j{i}", "ab"[i % 2], [make_task(f"j{i}-{k}", gpu=1 + i % 3) for k in range(2)], i)
+        for i in range(12)
+    )
+    return Snapshot(nodes, queues, jobs, now=0)
+
+
+def test_same_input_gives_byte_identical_output():
+    outputs = {json.dumps(result_to_dict(run_cycle(_snapshot(), default_conf()))) for _ in range(3)}
+    assert len(outputs) == 1
+
+
+def test_every_job_with_pending_pods_gets_one_sentence():
+    result = run_cycle(_snapshot(), default_conf())
+    bound_jobs = {b.job for b in result.binds}
+    for job in _snapshot().jobs:
+        if job.name not in bound_jobs:
+            assert result.pending_reasons[job.name].strip()
+    assert all("\n" not in reason for reason in result.pending_reasons.values())

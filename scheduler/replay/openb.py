@@ -1,0 +1,655 @@
+"""Replay of Alibaba's openb pod lists with the FGD methodology, one pod at a time.
+
+Methodology (Weng et al., ATC '23; /work/shared/traces/README.md): shuffle the pod list with
+each seed, append random copies until the GPU request reaches ``inflate`` x capacity, place the
+pods in that order, never remove any; a pod that does not fit fails. GPU allocation ratio =
+allocated milli-GPU / cluster milli-GPU, sampled at each integer percentage of arrived GPU
+request (the columns of FGD's expected_results CSVs).
+
+The harness keeps its own per-device ledger (milli-GPU left per device), because fractional GPUs
+are not in the core yet. Baseline policies are re-derived from the FGD authors' simulator,
+hkust-adsl/kubernetes-scheduler-simulator (Apache-2.0), pkg/simulator/plugin/:
+random_score.go, best_fit_score.go (+ plugin_utils.go NormalizeScore), dot_product_score.go
+(+ pkg/utils/utils.go GenerateSchedulingMatchGroups, pkg/type/resource.go
+ToVirtualNodeResourceList; experiment defaults dimExt "share", norm "max", gpusel "best" from
+scripts/generate_config_and_run.py), gpu_packing_score.go, gpu_clustering_score.go
+(+ open-gpu-share utils GetGpuAffinityFromPodAnnotation), fgd_score.go. Each plugin returns an
+integer score (Go's int64 truncation is kept: it decides ties), and Kubernetes' selectHost picks
+among the top-scored nodes: uniformly at random in Kubernetes' selectHost, but the published
+numbers are reproduced only with the lowest node index winning (``tie_break="first"``, the
+default here; with uniform random ties FGD loses about 5.6 points on seed 42), see
+docs/replay/README.md.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from scheduler.core.plugins.binpack import MAX_NODE_SCORE
+from scheduler.replay.fragmentation import (
+    MILLI,
+    TypicalPods,
+    access_matrix,
+    node_frag,
+    typical_pods,
+)
+
+MAX_SPEC_CPU = 128000  # open-gpu-share utils MaxSpecCpu
+MAX_SPEC_GPU = 8000  # MaxSpecGpu
+G = 8  # devices per node in the ledger (absent devices hold 0 milli)
+POLICIES = (
+    "random",
+    "dotprod",
+    "gpuclustering",
+    "gpupacking",
+    "bestfit",
+    "fgd",
+    "binpack",
+    "fgd-bf",
+)
+PUBLISHED_NAMES = {
+    "random": "01-Random",
+    "dotprod": "02-DotProd",
+    "gpuclustering": "03-GpuClustering",
+    "gpupacking": "04-GpuPacking",
+    "bestfit": "05-BestFit",
+    "fgd": "06-FGD",
+}
+# Seed conf (scheduler/core/config.py DEFAULT_CONF_TEXT): binpack.cpu 2, memory 2, gpu 20.
+BINPACK_WEIGHTS = {"cpu": 2, "memory": 2, "gpu": 20}
+BINPACK_WEIGHT = 10
+DEFAULT_SEEDS = tuple(range(42, 52))  # the published runs use seeds 42..51
+
+
+# inputs -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Cluster:
+    names: tuple[str, ...]
+    cpu: np.ndarray
+    mem: np.ndarray
+    ngpu: np.ndarray
+    models: tuple[str, ...]
+
+    @property
+    def gpu_capacity_milli(self) -> int:
+        return int(self.ngpu.sum()) * MILLI
+
+
+@dataclass(frozen=True)
+class PodList:
+    cpu: np.ndarray
+    mem: np.ndarray
+    num: np.ndarray
+    milli: np.ndarray  # per GPU: 1000 for whole GPUs, < 1000 for a shared device
+    spec: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.cpu)
+
+
+def load_nodes(path: Path) -> Cluster:
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return Cluster(
+        names=tuple(r["sn"] for r in rows),
+        cpu=np.array([int(r["cpu_milli"]) for r in rows], dtype=np.int64),
+        mem=np.array([int(r["memory_mib"]) for r in rows], dtype=np.int64),
+        ngpu=np.array([int(r["gpu"]) for r in rows], dtype=np.int64),
+        models=tuple(r.get("model", "") or "" for r in rows),
+    )
+
+
+def load_pods(path: Path) -> PodList:
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    num = np.array([int(r["num_gpu"]) for r in rows], dtype=np.int64)
+    milli = np.array([int(r["gpu_milli"]) for r in rows], dtype=np.int64)
+    milli = np.where(num == 0, 0, milli)
+    return PodList(
+        cpu=np.array([int(r["cpu_milli"]) for r in rows], dtype=np.int64),
+        mem=np.array([int(r["memory_mib"]) for r in rows], dtype=np.int64),
+        num=num,
+        milli=milli,
+        spec=tuple((r.get("gpu_spec") or "") for r in rows),
+    )
+
+
+def arrival_order(pods: PodList, capacity_milli: int, seed: int, inflate: float) -> np.ndarray:
+    """Shuffle with ``seed``, then append uniformly drawn copies until the GPU request reaches
+    ``inflate`` x capacity (a list already above it is used whole)."""
+    rng = np.random.default_rng(seed)
+    order = list(rng.permutation(len(pods)))
+    gpu = pods.num * pods.milli
+    total = int(gpu.sum())
+    target = inflate * capacity_milli
+    while total < target:
+        i = int(rng.integers(len(pods)))
+        order.append(i)
+        total += int(gpu[i])
+    return np.array(order, dtype=np.int64)
+
+
+# the ledger -------------------------------------------------------------------------------------
+class Ledger:
+    """Per-node CPU/memory left and per-device milli-GPU left."""
+
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+        self.cpu_left = cluster.cpu.copy()
+        self.mem_left = cluster.mem.copy()
+        n = len(cluster.names)
+        self.gpu_left = np.zeros((n, G), dtype=np.int64)
+        for i, k in enumerate(cluster.ngpu):
+            self.gpu_left[i, :k] = MILLI
+        self.affinity = np.zeros((n, 16), dtype=np.int64)  # pods per GPU-clustering tag
+        self.allocated_milli = 0
+        self.modified = np.zeros(n, dtype=np.int64)  # step of last change per node
+        self.step = 1
+
+    def fits(self, cpu: int, mem: int, num: int, milli: int, access: np.ndarray) -> np.ndarray:
+        ok = (self.cpu_left >= cpu) & (self.mem_left >= mem) & access
+        if num == 0:
+            return ok
+        if milli < MILLI:
+            return ok & (self.gpu_left >= milli).any(axis=1)
+        return ok & ((self.gpu_left == MILLI).sum(axis=1) >= num)
+
+    def place(self, node: int, cpu: int, mem: int, num: int, milli: int, device: int | None):
+        self.cpu_left[node] -= cpu
+        self.mem_left[node] -= mem
+        if num:
+            row = self.gpu_left[node]
+            if milli < MILLI:
+                if device is None:
+                    device = best_fit_device(row, milli)
+                if row[device] < milli:
+                    raise ValueError(f"device {device} of node {node} has {row[device]} < {milli}")
+                row[device] -= milli
+            else:
+                free = np.flatnonzero(row == MILLI)[:num]
+                if len(free) < num:
+                    raise ValueError(f"node {node} has {len(free)} free GPUs < {num}")
+                row[free] = 0
+            self.affinity[node, affinity_tag(num, milli)] += 1
+        self.allocated_milli += num * milli
+        self.modified[node] = self.step
+        self.step += 1
+
+
+def best_fit_device(row: np.ndarray, milli: int) -> int:
+    """gpusel "best": the device with the least milli left that still fits (lowest index)."""
+    masked = np.where(row >= milli, row, 10 * MILLI)
+    return int(np.argmin(masked))
+
+
+def affinity_tag(num: int, milli: int) -> int:
+    """GetGpuAffinityFromPodAnnotation: share-gpu (0) or "<n>-gpu" (n)."""
+    return 0 if milli < MILLI else min(num, 15)
+
+
+def exclusive_take(gpu_left: np.ndarray, num: int) -> np.ndarray:
+    """AllocateExclusiveGpuId on many rows: the first ``num`` fully free devices."""
+    full = gpu_left == MILLI
+    return full & (np.cumsum(full, axis=1) <= num)
+
+
+class FragTracker:
+    """Current FGD fragmentation of every node, refreshed for the node a placement changed."""
+
+    def __init__(self, ledger: Ledger, typical: TypicalPods, node_access: np.ndarray):
+        self.ledger, self.typical, self.node_access = ledger, typical, node_access
+        self.frag = node_frag(ledger.cpu_left, ledger.gpu_left, node_access, typical)
+
+    def node_changed(self, node: int) -> None:
+        lg, sl = self.ledger, slice(node, node + 1)
+        self.frag[node] = node_frag(
+            lg.cpu_left[sl], lg.gpu_left[sl], self.node_access[sl], self.typical
+        )[0]
+
+
+# policies --------------------------------------------------------------------------------------
+@dataclass
+class Pod:
+    cpu: int
+    mem: int
+    num: int
+    milli: int
+    spec_id: int
+
+    @property
+    def total_milli(self) -> int:
+        return self.num * self.milli
+
+    @property
+    def shared(self) -> bool:
+        return self.num == 1 and self.milli < MILLI
+
+
+class Policy:
+    name = ""
+
+    def __init__(self, ledger: Ledger, access: np.ndarray, frag: FragTracker, rng):
+        self.ledger = ledger
+        self.access = access  # (nodes, pod specs)
+        self.fragmentation = frag
+        self.typical = frag.typical
+        self.node_access = frag.node_access  # (nodes, typical pod types)
+        self.rng = rng
+        self.tie_break = "first"
+
+    def scores(self, pod: Pod, cand: np.ndarray):
+        """Integer-valued scores of the candidate nodes, and the device per candidate (or None)."""
+        raise NotImplementedError
+
+    def choose(self, pod: Pod, cand: np.ndarray) -> tuple[int, int | None]:
+        scores, devices = self.scores(pod, cand)
+        best = np.flatnonzero(scores == scores.max())
+        if len(best) == 1 or self.tie_break == "first":
+            pick = best[0]
+        else:
+            pick = best[int(self.rng.integers(len(best)))]
+        device = None if devices is None else int(devices[pick])
+        return int(cand[pick]), device
+
+
+class RandomPolicy(Policy):
+    name = "random"
+
+    def scores(self, pod, cand):
+        return np.zeros(len(cand)), None
+
+
+class BestFitPolicy(Policy):
+    """best_fit_score.go: (1 - sum_i 0.5 * (free_i - req_i) / maxSpec_i) * 100, truncated,
+    then min-max normalised to 0..100 with integer division (NormalizeScore)."""
+
+    name = "bestfit"
+
+    def scores(self, pod, cand):
+        lg = self.ledger
+        free_cpu = lg.cpu_left[cand]
+        free_gpu = lg.gpu_left[cand].sum(axis=1)
+        raw = (free_cpu - pod.cpu) / MAX_SPEC_CPU * 0.5 + (free_gpu - pod.total_milli) / (
+            MAX_SPEC_GPU
+        ) * 0.5
+        score = np.trunc((1.0 - raw) * MAX_NODE_SCORE).astype(np.int64)
+        return normalize_score(score), None
+
+
+def normalize_score(score: np.ndarray) -> np.ndarray:
+    lo, hi = int(score.min()), int(score.max())
+    if hi == lo:
+        return np.zeros_like(score)
+    return (score - lo) * MAX_NODE_SCORE // (hi - lo)
+
+
+class DotProdPolicy(Policy):
+    """dot_product_score.go with dimExt "share" and norm "max" (the experiments' defaults).
+
+    Virtual node vectors: each partly used device that fits a shared pod ([cpu left, its milli
+    left]) and, if enough idle devices, [cpu left, idle devices x 1000]; score
+    1 - <node, pod> / 2 over max-spec-normalised vectors, best group wins (first on ties), and
+    the winning group also chooses the device (gpusel = DotProductScore).
+    """
+
+    name = "dotprod"
+
+    def scores(self, pod, cand):
+        lg = self.ledger
+        cpu_term = lg.cpu_left[cand] / MAX_SPEC_CPU * (pod.cpu / MAX_SPEC_CPU)
+        req = pod.total_milli
+        gl = lg.gpu_left[cand]
+        idle = (gl == MILLI).sum(axis=1) * MILLI
+        groups = np.full((len(cand), G + 1), -np.inf)
+        if req < MILLI:
+            partial = (gl < MILLI) & (gl >= req)
+            vals = 1.0 - (cpu_term[:, None] + gl / MAX_SPEC_GPU * (req / MAX_SPEC_GPU)) / 2
+            groups[:, :G] = np.where(partial, vals, -np.inf)
+        excl = 1.0 - (cpu_term + idle / MAX_SPEC_GPU * (req / MAX_SPEC_GPU)) / 2
+        groups[:, G] = np.where(req <= idle, excl, -np.inf)
+        best = np.argmax(groups, axis=1)
+        top = groups[np.arange(len(cand)), best]
+        score = np.where(np.isfinite(top), np.trunc(MAX_NODE_SCORE * top), 0).astype(np.int64)
+        devices = None
+        if pod.shared:
+            # Group G is "exclusive": the first idle device.
+            first_idle = np.argmax(gl == MILLI, axis=1)
+            devices = np.where(best < G, best, first_idle)
+        return score, devices
+
+
+class GpuPackingPolicy(Policy):
+    """gpu_packing_score.go: shared devices first, then free devices of used nodes, then
+    free nodes (fewer GPUs first). CPU-only pods score 0 everywhere."""
+
+    name = "gpupacking"
+
+    def scores(self, pod, cand):
+        if pod.milli <= 0:
+            return np.zeros(len(cand), dtype=np.int64), None
+        lg = self.ledger
+        gl = lg.gpu_left[cand]
+        ngpu = lg.cluster.ngpu[cand]
+        full = (gl == MILLI).sum(axis=1)
+        order = np.argsort(gl, axis=1, kind="stable")  # least left first
+        sgl = np.take_along_axis(gl, order, axis=1)
+        elig = sgl >= pod.milli
+        used = elig & (np.cumsum(elig, axis=1) <= pod.num)
+        full_used = (used & (sgl == MILLI)).sum(axis=1)
+        pct = (sgl * 100 // MILLI * used).sum(axis=1)
+        case1 = np.maximum(MAX_NODE_SCORE - pct // 10, MAX_NODE_SCORE // 2)
+        case2 = np.maximum(MAX_NODE_SCORE // 2 - full_used, MAX_NODE_SCORE // 3)
+        case3 = np.maximum(MAX_NODE_SCORE // 3 - full, full)
+        score = np.where(full == ngpu, case3, np.where(full_used > 0, case2, case1))
+        return score.astype(np.int64), None
+
+
+class GpuClusteringPolicy(Policy):
+    """gpu_clustering_score.go: prefer nodes whose pods share this pod's GPU-count tag."""
+
+    name = "gpuclustering"
+
+    def scores(self, pod, cand):
+        if pod.num == 0:
+            return np.zeros(len(cand), dtype=np.int64), None
+        lg = self.ledger
+        aff = lg.affinity[cand]
+        tag = affinity_tag(pod.num, pod.milli)
+        kinds = (aff > 0).sum(axis=1)
+        left = lg.gpu_left[cand].sum(axis=1)
+        base = MAX_NODE_SCORE // 4 * (MAX_SPEC_GPU - left) // MAX_SPEC_GPU
+        q = MAX_NODE_SCORE // 4
+        same = aff[:, tag] > 0
+        score = np.where(
+            same,
+            np.where(kinds == 1, base + 3 * q, base + 2 * q),
+            np.where(kinds == 0, base + q, base),
+        )
+        return score.astype(np.int64), None
+
+
+class BinpackPolicy(Policy):
+    """Volcano binpack as scheduler/core/plugins/binpack.py scores a node, with the seed conf's
+    weights (binpack.weight 10, cpu 2, memory 2, gpu 20), vectorised over nodes. The core's GPU
+    dimension is whole devices; here a fractional pod requests ``milli/1000`` GPU and a node's
+    used GPU is its allocated milli / 1000. Within the node the device is chosen best-fit."""
+
+    name = "binpack"
+
+    def scores(self, pod, cand):
+        lg, cl = self.ledger, self.ledger.cluster
+        parts = [
+            (pod.cpu, cl.cpu[cand], cl.cpu[cand] - lg.cpu_left[cand], BINPACK_WEIGHTS["cpu"]),
+            (pod.mem, cl.mem[cand], cl.mem[cand] - lg.mem_left[cand], BINPACK_WEIGHTS["memory"]),
+        ]
+        if pod.num:
+            cap = cl.ngpu[cand].astype(float)
+            used = cap - lg.gpu_left[cand].sum(axis=1) / MILLI
+            parts.append((pod.total_milli / MILLI, cap, used, BINPACK_WEIGHTS["gpu"]))
+        return binpack_vector(parts), None
+
+
+def binpack_vector(parts) -> np.ndarray:
+    """binpacking_score over arrays: parts are (request, capacity, used, weight)."""
+    score, weight_sum = 0.0, 0
+    for request, capacity, used, weight in parts:
+        if request == 0 or weight == 0:
+            continue
+        capacity = np.asarray(capacity, dtype=float)
+        safe = np.where(capacity == 0, 1.0, capacity)
+        score = score + np.where(capacity == 0, 0.0, (request + used) * weight / safe)
+        weight_sum += weight
+    if weight_sum:
+        score = score / weight_sum
+    return np.asarray(score, dtype=float) * MAX_NODE_SCORE * BINPACK_WEIGHT
+
+
+class FgdPolicy(Policy):
+    """fgd_score.go: score = int(sigmoid((frag_before - frag_after) / 1000) * 100); a shared pod
+    tries every device that fits and keeps the first best one. Scores depend only on a node's
+    state, so they are cached per pod shape and recomputed for nodes changed since."""
+
+    name = "fgd"
+    exact = False
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.cache: dict[tuple, list] = {}
+
+    def _compute(self, pod: Pod, nodes: np.ndarray):
+        lg, tp = self.ledger, self.typical
+        cpu = lg.cpu_left[nodes] - pod.cpu
+        gl = lg.gpu_left[nodes]
+        acc = self.node_access[nodes]
+        before = self.fragmentation.frag[nodes]
+        if pod.shared:
+            k = len(nodes)
+            states = np.repeat(gl[:, None, :], G, axis=1)  # (k, G, G)
+            idx = np.arange(G)
+            states[:, idx, idx] -= pod.milli
+            after = node_frag(
+                np.repeat(cpu, G), states.reshape(k * G, G), np.repeat(acc, G, axis=0), tp
+            ).reshape(k, G)
+            delta = before[:, None] - after
+            score = self._score(delta)
+            score = np.where(gl >= pod.milli, score, -np.inf)
+            device = np.argmax(score, axis=1)  # first best device
+            return score[np.arange(k), device], device
+        new = gl - exclusive_take(gl, pod.num) * MILLI if pod.num else gl
+        after = node_frag(cpu, new, acc, tp)
+        return self._score(before - after), np.zeros(len(nodes), dtype=np.int64)
+
+    def _score(self, delta):
+        sig = 1.0 / (1.0 + np.exp(-delta / MILLI))
+        return np.floor(sig * MAX_NODE_SCORE)
+
+    def node_scores(self, pod: Pod):
+        key = (pod.cpu, pod.num, pod.milli, pod.spec_id)
+        entry = self.cache.get(key)
+        lg = self.ledger
+        if entry is None:
+            nodes = np.arange(len(lg.cpu_left))
+            entry = [np.zeros(len(nodes)), np.zeros(len(nodes), dtype=np.int64), 0]
+            self.cache[key] = entry
+        else:
+            nodes = np.flatnonzero(lg.modified >= entry[2])
+        if len(nodes):
+            s, d = self._compute(pod, nodes)
+            entry[0][nodes] = s
+            entry[1][nodes] = d
+        entry[2] = lg.step
+        return entry[0], entry[1]
+
+    def scores(self, pod, cand):
+        s, d = self.node_scores(pod)
+        return s[cand], (d[cand] if pod.shared else None)
+
+
+class FgdBestFitPolicy(FgdPolicy):
+    """Ours: FGD's gradient without the int(sigmoid * 100) quantisation (the exact change of
+    expected fragmentation), ties broken by best fit (least GPU then CPU left afterwards) instead
+    of at random."""
+
+    name = "fgd-bf"
+
+    def _score(self, delta):
+        return np.asarray(delta, dtype=float)
+
+    def choose(self, pod, cand):
+        scores, devices = self.scores(pod, cand)
+        lg = self.ledger
+        top = scores.max()
+        best = np.flatnonzero(scores >= top - 1e-6)
+        if len(best) > 1:
+            gpu_after = lg.gpu_left[cand[best]].sum(axis=1)
+            cpu_after = lg.cpu_left[cand[best]]
+            jitter = self.rng.random(len(best))
+            best = best[np.lexsort((jitter, cpu_after, gpu_after))[:1]]
+        pick = int(best[0])
+        device = None if devices is None else int(devices[pick])
+        return int(cand[pick]), device
+
+
+POLICY_CLASSES = {
+    cls.name: cls
+    for cls in (
+        RandomPolicy,
+        BestFitPolicy,
+        DotProdPolicy,
+        GpuPackingPolicy,
+        GpuClusteringPolicy,
+        BinpackPolicy,
+        FgdPolicy,
+        FgdBestFitPolicy,
+    )
+}
+
+
+# one run -----------------------------------------------------------------------------------------
+@dataclass
+class RunResult:
+    policy: str
+    seed: int
+    pods: int
+    failed: int
+    alloc_by_arrived: list[float]  # % of GPU capacity, index = arrived %
+    frag_by_arrived: list[float]  # FGD fragmentation, % of GPU capacity
+    frag_ratio_by_arrived: list[float]  # fragmentation, % of idle GPU
+    seconds: float
+    extra: dict = field(default_factory=dict)
+
+
+def run_one(
+    cluster: Cluster,
+    pods: PodList,
+    policy: str,
+    seed: int,
+    inflate: float = 1.3,
+    tie_break: str = "first",
+) -> RunResult:
+    started = time.perf_counter()
+    capacity = cluster.gpu_capacity_milli
+    order = arrival_order(pods, capacity, seed, inflate)
+    specs = sorted(set(pods.spec))
+    spec_id = {s: i for i, s in enumerate(specs)}
+    access = access_matrix(list(cluster.models), specs)
+    typical = typical_pods(pods.cpu, pods.milli, pods.num, pods.spec)
+    ledger = Ledger(cluster)
+    frag = FragTracker(ledger, typical, access_matrix(list(cluster.models), typical.spec))
+    impl = POLICY_CLASSES[policy](ledger, access, frag, np.random.default_rng(seed + 7919))
+    impl.tie_break = tie_break
+    last = int(math.floor(inflate * 100 + 1e-9))
+    alloc = [math.nan] * (last + 1)
+    frag_pct = [math.nan] * (last + 1)
+    frag_ratio = [math.nan] * (last + 1)
+    arrived, next_mark, failed = 0, 0, 0
+    for i in order:
+        pod = Pod(
+            int(pods.cpu[i]),
+            int(pods.mem[i]),
+            int(pods.num[i]),
+            int(pods.milli[i]),
+            spec_id[pods.spec[i]],
+        )
+        arrived += pod.total_milli
+        fit = ledger.fits(pod.cpu, pod.mem, pod.num, pod.milli, access[:, pod.spec_id])
+        cand = np.flatnonzero(fit)
+        if len(cand) == 0:
+            failed += 1
+        else:
+            node, device = impl.choose(pod, cand)
+            ledger.place(node, pod.cpu, pod.mem, pod.num, pod.milli, device)
+            frag.node_changed(node)
+        while next_mark <= last and arrived * 100 >= next_mark * capacity:
+            idle = capacity - ledger.allocated_milli
+            total_frag = float(frag.frag.sum())
+            alloc[next_mark] = round(100 * ledger.allocated_milli / capacity, 3)
+            frag_pct[next_mark] = round(100 * total_frag / capacity, 3)
+            frag_ratio[next_mark] = round(100 * total_frag / idle, 3) if idle else 0.0
+            next_mark += 1
+    return RunResult(
+        policy,
+        seed,
+        len(order),
+        failed,
+        alloc,
+        frag_pct,
+        frag_ratio,
+        round(time.perf_counter() - started, 2),
+    )
+
+
+def _run_job(job):
+    nodes_path, pods_path, policy, seed, inflate, tie_break = job
+    return run_one(load_nodes(nodes_path), load_pods(pods_path), policy, seed, inflate, tie_break)
+
+
+def run_many(
+    nodes_path, pods_path, policies, seeds, inflate=1.3, jobs=1, tie_break="first"
+) -> list[RunResult]:
+    # Slowest policies first so a pool stays busy to the end.
+    slow = {"fgd": 0, "fgd-bf": 0, "gpupacking": 1}
+    ordered = sorted(policies, key=lambda p: slow.get(p, 2))
+    work = [(nodes_path, pods_path, p, s, inflate, tie_break) for p in ordered for s in seeds]
+    if jobs <= 1:
+        return [_run_job(w) for w in work]
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        return pool.map(_run_job, work, chunksize=1)
+
+
+def mean_curve(curves: list[list[float]]) -> list[float]:
+    arr = np.array(curves, dtype=float)
+    return [round(float(v), 3) for v in np.nanmean(arr, axis=0)]
+
+
+# published results ---------------------------------------------------------------------------------
+def load_published(path: Path, workload: str) -> dict[str, dict]:
+    """FGD expected_results CSV rows for ``workload`` (e.g. openb_pod_list_default):
+    {policy: {"seeds": n, "mean": [per arrived %]}}."""
+    out: dict[str, list] = {}
+    with open(path, newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader)
+        first = header.index("0")
+        for row in reader:
+            if row[0] != workload:
+                continue
+            out.setdefault(row[1], []).append([float(v) for v in row[first:]])
+    return {
+        name: {"seeds": len(rows), "mean": mean_curve(rows)} for name, rows in sorted(out.items())
+    }
+
+
+def summarise(results: list[RunResult], published: dict | None = None) -> dict:
+    by_policy: dict[str, list[RunResult]] = {}
+    for r in results:
+        by_policy.setdefault(r.policy, []).append(r)
+    summary = {}
+    for policy, runs in by_policy.items():
+        alloc = mean_curve([r.alloc_by_arrived for r in runs])
+        frag = mean_curve([r.frag_by_arrived for r in runs])
+        entry = {
+            "seeds": [r.seed for r in runs],
+            "mean_alloc_by_arrived": alloc,
+            "mean_frag_by_arrived": frag,
+            "mean_frag_ratio_by_arrived": mean_curve([r.frag_ratio_by_arrived for r in runs]),
+            "alloc_at_end": alloc[-1],
+            "alloc_at_end_per_seed": [r.alloc_by_arrived[-1] for r in runs],
+            "frag_at_end": frag[-1],
+            "failed_pods_mean": round(float(np.mean([r.failed for r in runs])), 1),
+            "pods_mean": round(float(np.mean([r.pods for r in runs])), 1),
+            "seconds_per_run": round(float(np.mean([r.seconds for r in runs])), 2),
+        }
+        if published and PUBLISHED_NAMES.get(policy) in published:
+            pub = published[PUBLISHED_NAMES[policy]]["mean"]
+            entry["published_alloc_at_end"] = pub[min(len(alloc), len(pub)) - 1]
+        summary[policy] = entry
+    return summary

@@ -1,0 +1,416 @@
+"""Job-trace replay with queues: isolated VC partitions (FIFO/SJF) vs one shared cluster run by
+the real core (``run_cycle``).
+
+Traces: Microsoft Philly 2017 (Jeon et al., ATC '19; CC BY 4.0) with the virtual-cluster sizes
+simulated by Helios (Hu et al., SC '21, S-Lab-System-Group/HeliosArtifact, MIT); Microsoft ITP
+2021 (ElasticFlow, Gu et al., ASPLOS '23; MIT).
+
+Model: 8-GPU nodes. A job of n GPUs is a gang of ceil(n/8) pods (8 GPUs each, the last takes
+the rest). Isolated mode follows Helios' setting: each VC alone, non-preemptive, head-of-line
+blocking, consolidated placement (a pod of < 8 GPUs goes to the fullest node that fits).
+Shared mode: one cluster of all VCs' nodes, one queue per VC, weight = VC GPUs, guarantee = VC
+GPUs (so reclaim never takes a queue below its own VC), driven by ``run_cycle`` with enqueue,
+allocate, backfill, reclaim and priority, gang, conformance, proportion, binpack. A cycle runs
+when jobs arrive or finish, events within ``step`` seconds coalesced. An evicted job loses its
+progress and restarts from scratch when placed again; each eviction counts as one preemption.
+"""
+
+from __future__ import annotations
+
+import csv
+import heapq
+import math
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from scheduler.core.config import parse_conf_text
+from scheduler.core.cycle import run_cycle
+from scheduler.core.resources import Resources
+from scheduler.core.types import (
+    JobInfo,
+    NodeInfo,
+    PodGroupPhase,
+    QueueInfo,
+    Snapshot,
+    TaskInfo,
+    TaskStatus,
+)
+
+GPUS_PER_NODE = 8
+SHARED_CONF_TEXT = """\
+actions: "enqueue, allocate, backfill, reclaim"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: proportion
+  - name: binpack
+    arguments:
+      binpack.weight: 10
+      binpack.cpu: 2
+      binpack.memory: 2
+      binpack.resources: nvidia.com/gpu
+      binpack.resources.nvidia.com/gpu: 20
+"""
+
+
+@dataclass
+class Job:
+    name: str
+    queue: str
+    submit: float
+    duration: float
+    gpus: int
+    start: float | None = None
+    end: float | None = None
+    first_start: float | None = None
+    preemptions: int = 0
+
+    def pods(self) -> list[int]:
+        full, rest = divmod(self.gpus, GPUS_PER_NODE)
+        return [GPUS_PER_NODE] * full + ([rest] if rest else [])
+
+
+# loading ----------------------------------------------------------------------------------------
+def _epoch(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S").timestamp()
+
+
+def load_philly(path: Path, vcs: dict[str, int], window: tuple[str, str] | None, limit: int | None):
+    jobs = []
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            ts = row["timestamp"]
+            if window and not (window[0] <= ts[:10] <= window[1]):
+                continue
+            if row["cluster"] not in vcs:
+                continue
+            gpus = int(float(row["num_gpus"]))
+            if gpus <= 0 or gpus > vcs[row["cluster"]]:
+                continue
+            jobs.append((ts, float(row["duration"]), gpus, row["cluster"]))
+    jobs.sort()
+    if limit:
+        jobs = jobs[:limit]
+    t0 = _epoch(jobs[0][0]) if jobs else 0.0
+    return [
+        Job(f"j{i}", vc, _epoch(ts) - t0, max(dur, 1.0), gpus)
+        for i, (ts, dur, gpus, vc) in enumerate(jobs)
+    ]
+
+
+def load_vcs(path: Path) -> dict[str, int]:
+    with open(path, newline="") as fh:
+        return {r["vc"]: int(r["node num"]) * GPUS_PER_NODE for r in csv.DictReader(fh)}
+
+
+def load_itp(path: Path, limit: int | None, gpus: int):
+    rows = []
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            n = int(float(row["num_gpu"]))
+            if 0 < n <= gpus:
+                rows.append((float(row["submission_time"]), float(row["duration"]), n))
+    rows.sort()
+    if limit:
+        rows = rows[:limit]
+    t0 = rows[0][0] if rows else 0.0
+    return [Job(f"j{i}", "itp", s - t0, max(d, 1.0), n) for i, (s, d, n) in enumerate(rows)]
+
+
+# metrics ------------------------------------------------------------------------------------------
+def jain(values) -> float:
+    """Jain's fairness index (sum x)^2 / (n sum x^2); 1.0 for no or all-zero values."""
+    xs = [float(v) for v in values]
+    if not xs:
+        return 1.0
+    sq = sum(x * x for x in xs)
+    return 1.0 if sq == 0 else sum(xs) ** 2 / (len(xs) * sq)
+
+
+def percentile(values, q: float) -> float:
+    xs = sorted(values)
+    if not xs:
+        return 0.0
+    k = (len(xs) - 1) * q / 100
+    lo, hi = math.floor(k), math.ceil(k)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def job_metrics(jobs: list[Job]) -> dict:
+    done = [j for j in jobs if j.end is not None]
+    queueing = [j.first_start - j.submit for j in done]
+    jct = [j.end - j.submit for j in done]
+    return {
+        "jobs": len(jobs),
+        "finished": len(done),
+        "avg_jct_s": round(sum(jct) / len(jct), 1) if jct else None,
+        "avg_queueing_s": round(sum(queueing) / len(queueing), 1) if queueing else None,
+        "p99_queueing_s": round(percentile(queueing, 99), 1) if queueing else None,
+        "preemptions": sum(j.preemptions for j in jobs),
+    }
+
+
+# isolated partitions --------------------------------------------------------------------------------
+def place_consolidated(free: list[int], pods: list[int]) -> list[int] | None:
+    """Nodes for a gang: whole free nodes for 8-GPU pods, fullest fitting node for the rest."""
+    trial = list(free)
+    chosen = []
+    for need in sorted(pods, reverse=True):
+        best = None
+        for i, f in enumerate(trial):
+            if f >= need and (best is None or f < trial[best]):
+                best = i
+        if best is None:
+            return None
+        trial[best] -= need
+        chosen.append(best)
+    free[:] = trial
+    return chosen
+
+
+def simulate_partition(jobs: list[Job], gpus: int, order: str = "fifo") -> dict:
+    """One VC alone: non-preemptive, head-of-line blocking. ``order``: fifo | sjf."""
+    free = [GPUS_PER_NODE] * (gpus // GPUS_PER_NODE)
+    arrivals = sorted(jobs, key=lambda j: j.submit)
+    waiting: list[Job] = []
+    running: list[tuple[float, int, Job, list[int]]] = []
+    busy_gpu_seconds, last_t, used = 0.0, 0.0, 0
+    i, seq = 0, 0
+    while i < len(arrivals) or waiting or running:
+        next_arrival = arrivals[i].submit if i < len(arrivals) else math.inf
+        next_finish = running[0][0] if running else math.inf
+        t = min(next_arrival, next_finish)
+        busy_gpu_seconds += used * (t - last_t)
+        last_t = t
+        while running and running[0][0] <= t:
+            _, _, job, nodes = heapq.heappop(running)
+            for node, need in zip(nodes, sorted(job.pods(), reverse=True)):
+                free[node] += need
+            used -= job.gpus
+        while i < len(arrivals) and arrivals[i].submit <= t:
+            waiting.append(arrivals[i])
+            i += 1
+        if order == "sjf":
+            waiting.sort(key=lambda j: (j.duration, j.submit))
+        while waiting:
+            job = waiting[0]
+            nodes = place_consolidated(free, job.pods())
+            if nodes is None:
+                break  # head-of-line blocking
+            waiting.pop(0)
+            job.start = job.first_start = t
+            job.end = t + job.duration
+            used += job.gpus
+            seq += 1
+            heapq.heappush(running, (job.end, seq, job, nodes))
+    span = max((j.end for j in jobs), default=0.0) - min((j.submit for j in jobs), default=0.0)
+    out = job_metrics(jobs)
+    out["gpu_utilisation"] = round(busy_gpu_seconds / (gpus * span), 4) if span else 0.0
+    return out
+
+
+def run_isolated(jobs: list[Job], vcs: dict[str, int], order: str) -> dict:
+    per_vc, all_jobs, busy, cap_time = {}, [], 0.0, 0.0
+    start = min(j.submit for j in jobs)
+    end_all = 0.0
+    for vc, gpus in vcs.items():
+        mine = [_copy(j) for j in jobs if j.queue == vc]
+        if not mine:
+            continue
+        per_vc[vc] = simulate_partition(mine, gpus, order)
+        all_jobs.extend(mine)
+        span = max(j.end for j in mine) - min(j.submit for j in mine)
+        busy += per_vc[vc]["gpu_utilisation"] * gpus * span
+        end_all = max(end_all, max(j.end for j in mine))
+    cap_time = sum(vcs.values()) * (end_all - start)
+    out = job_metrics(all_jobs)
+    out["gpu_utilisation"] = round(busy / cap_time, 4) if cap_time else 0.0
+    out["per_queue"] = per_vc
+    return out
+
+
+def _copy(job: Job) -> Job:
+    return Job(job.name, job.queue, job.submit, job.duration, job.gpus)
+
+
+# shared cluster through the core ---------------------------------------------------------------------
+@dataclass
+class SharedStats:
+    cycles: int = 0
+    cycle_seconds: list[float] = field(default_factory=list)
+    jain_weighted: float = 0.0
+    jain_time: float = 0.0
+    busy_gpu_seconds: float = 0.0
+    below_guarantee_seconds: dict = field(default_factory=dict)
+    demand_seconds: dict = field(default_factory=dict)
+    guarantees: dict = field(default_factory=dict)
+
+
+def run_shared(
+    jobs: list[Job],
+    vcs: dict[str, int],
+    step: float = 60.0,
+    guarantee_fraction: float = 1.0,
+    max_cycles: int | None = None,
+) -> dict:
+    jobs = [_copy(j) for j in jobs]
+    total_gpus = sum(vcs.values())
+    nodes = tuple(
+        NodeInfo(
+            f"n{i:03d}",
+            Resources.of({"cpu": 64000, "memory": 512 * 2**30, "nvidia.com/gpu": GPUS_PER_NODE}),
+        )
+        for i in range(total_gpus // GPUS_PER_NODE)
+    )
+    queues = tuple(
+        QueueInfo(
+            vc,
+            weight=max(1, gpus),
+            guarantee=Resources.of({"nvidia.com/gpu": int(gpus * guarantee_fraction)}),
+        )
+        for vc, gpus in vcs.items()
+    )
+    conf = parse_conf_text(SHARED_CONF_TEXT)
+    arrivals = sorted(jobs, key=lambda j: j.submit)
+    by_name = {j.name: j for j in jobs}
+    pending: dict[str, Job] = {}
+    running: dict[str, dict[str, str]] = {}  # job -> task -> node
+    phases: dict[str, PodGroupPhase] = {}
+    finish: list[tuple[float, str]] = []
+    stats = SharedStats(guarantees={vc: gpus * guarantee_fraction for vc, gpus in vcs.items()})
+    i, t, last_t, used = 0, 0.0, 0.0, 0
+    last_shares: dict[str, tuple[float, float, float]] = {}
+    idle_cycles = 0
+    wall = time.perf_counter()
+    while i < len(arrivals) or pending or running:
+        if max_cycles is not None and stats.cycles >= max_cycles:
+            break
+        next_arrival = arrivals[i].submit if i < len(arrivals) else math.inf
+        next_finish = finish[0][0] if finish else math.inf
+        t_next = max(min(next_arrival, next_finish), last_t + step if stats.cycles else 0.0)
+        if t_next == math.inf:
+            if not pending or idle_cycles >= 3:
+                break  # what is left can never fit
+            t_next = last_t + step
+        # account the interval [last_t, t_next) with the state of the last cycle
+        dt = t_next - last_t
+        stats.busy_gpu_seconds += used * dt
+        _account_shares(stats, last_shares, dt)
+        t = t_next
+        last_t = t
+        while finish and finish[0][0] <= t:
+            _, name = heapq.heappop(finish)
+            job = by_name[name]
+            if name in running and job.end is not None and job.end <= t:
+                used -= job.gpus
+                del running[name]
+        while i < len(arrivals) and arrivals[i].submit <= t:
+            pending[arrivals[i].name] = arrivals[i]
+            i += 1
+        snapshot = _snapshot(nodes, queues, pending, running, by_name, phases, t)
+        started = time.perf_counter()
+        result = run_cycle(snapshot, conf)
+        stats.cycle_seconds.append(time.perf_counter() - started)
+        stats.cycles += 1
+        idle_cycles = 0 if (result.binds or result.evictions) else idle_cycles + 1
+        for name, phase in result.phases.items():
+            phases[name] = PodGroupPhase(phase)
+        evicted = {e.job for e in result.evictions}
+        for name in evicted:
+            if name in running:
+                job = by_name[name]
+                job.preemptions += 1
+                job.start = job.end = None
+                used -= job.gpus
+                del running[name]
+                pending[name] = job
+                phases.pop(name, None)
+        placed: dict[str, dict[str, str]] = {}
+        for bind in result.binds:
+            placed.setdefault(bind.job, {})[bind.task] = bind.node
+        for name, tasks in placed.items():
+            job = pending.get(name)
+            if job is None or len(tasks) < len(job.pods()):
+                continue  # partial gang: not started (the gang plugin should prevent this)
+            del pending[name]
+            running[name] = tasks
+            job.start = t
+            if job.first_start is None:
+                job.first_start = t
+            job.end = t + job.duration
+            used += job.gpus
+            heapq.heappush(finish, (job.end, name))
+        last_shares = {
+            name: (
+                share.allocated.get("gpu"),
+                share.deserved.get("gpu"),
+                share.request.get("gpu"),
+            )
+            for name, share in result.queues.items()
+        }
+    span = (max((j.end or t) for j in jobs) - min(j.submit for j in jobs)) if jobs else 0.0
+    out = job_metrics(jobs)
+    out["gpu_utilisation"] = round(stats.busy_gpu_seconds / (total_gpus * span), 4) if span else 0
+    out["jain_allocated_over_deserved"] = (
+        round(stats.jain_weighted / stats.jain_time, 4) if stats.jain_time else None
+    )
+    out["guarantee_fraction"] = guarantee_fraction
+    out["below_guarantee_time_share"] = {
+        q: round(stats.below_guarantee_seconds.get(q, 0.0) / s, 4)
+        for q, s in stats.demand_seconds.items()
+        if s > 0
+    }
+    cs = stats.cycle_seconds
+    out["cycles"] = stats.cycles
+    out["cycle_seconds_mean"] = round(sum(cs) / len(cs), 4) if cs else None
+    out["cycle_seconds_p99"] = round(percentile(cs, 99), 4) if cs else None
+    out["wall_seconds"] = round(time.perf_counter() - wall, 1)
+    out["stopped_early"] = bool(pending or running)
+    return out
+
+
+def _account_shares(stats: SharedStats, shares: dict, dt: float) -> None:
+    if dt <= 0 or not shares:
+        return
+    ratios = [a / d for a, d, _ in shares.values() if d and d > 0]
+    if ratios:
+        stats.jain_weighted += jain(ratios) * dt
+        stats.jain_time += dt
+    for name, (allocated, _deserved, request) in shares.items():
+        if request <= 0:
+            continue
+        stats.demand_seconds[name] = stats.demand_seconds.get(name, 0.0) + dt
+        # "at least its guarantee when it has demand": min(guarantee, demand) must be allocated
+        floor = min(stats.guarantees.get(name, 0.0), request)
+        if allocated + 1e-9 < floor:
+            stats.below_guarantee_seconds[name] = stats.below_guarantee_seconds.get(name, 0.0) + dt
+
+
+def _snapshot(nodes, queues, pending, running, by_name, phases, now) -> Snapshot:
+    jobs = []
+    for name, tasks in running.items():
+        job = by_name[name]
+        infos = tuple(
+            TaskInfo(task, _requests(gpus), status=TaskStatus.RUNNING, node=tasks[task])
+            for task, gpus in _tasks(job)
+        )
+        jobs.append(
+            JobInfo(name, job.queue, infos, created=job.submit, phase=PodGroupPhase.RUNNING)
+        )
+    for name, job in pending.items():
+        infos = tuple(TaskInfo(task, _requests(gpus)) for task, gpus in _tasks(job))
+        jobs.append(JobInfo(name, job.queue, infos, created=job.submit, phase=phases.get(name)))
+    return Snapshot(nodes, queues, tuple(jobs), now=now)
+
+
+def _tasks(job: Job):
+    return [(f"{job.name}-{k}", gpus) for k, gpus in enumerate(job.pods())]
+
+
+def _requests(gpus: int) -> Resources:
+    return Resources.of({"cpu": 1000 * gpus, "memory": 8 * 2**30 * gpus, "nvidia.com/gpu": gpus})

@@ -1,0 +1,50 @@
+import pytest
+
+from scheduler.replay import queues
+
+
+def job(name, submit, duration, gpus, queue="vc"):
+    return queues.Job(name, queue, submit, duration, gpus)
+
+
+def test_jain_index():
+    assert queues.jain([1, 1, 1]) == 1.0
+    assert queues.jain([1, 0]) == pytest.approx(0.5)
+    assert queues.jain([]) == 1.0
+
+
+def test_fifo_partition_on_a_three_job_toy_trace():
+    jobs = [job("a", 0, 100, 8), job("b", 10, 50, 8), job("c", 20, 10, 1)]
+    out = queues.simulate_partition(jobs, 8, "fifo")
+    # a runs 0-100; b waits to 100 and c waits behind b (head-of-line) until 150
+    assert [(j.first_start, j.end) for j in jobs] == [(0, 100), (100, 150), (150, 160)]
+    assert out["avg_queueing_s"] == pytest.approx((0 + 90 + 130) / 3, abs=0.1)
+    assert out["avg_jct_s"] == pytest.approx((100 + 140 + 140) / 3, abs=0.1)
+
+
+def test_sjf_partition_runs_the_shorter_job_first():
+    jobs = [job("a", 0, 100, 8), job("b", 10, 50, 8), job("c", 20, 10, 8)]
+    queues.simulate_partition(jobs, 8, "sjf")
+    assert [j.first_start for j in jobs] == [0, 110, 100]
+
+
+def test_gang_pods_and_consolidated_placement():
+    assert job("x", 0, 1, 20).pods() == [8, 8, 4]
+    free = [8, 3, 8]
+    assert queues.place_consolidated(free, [2]) == [1]
+    assert queues.place_consolidated(free, [8, 8]) is not None
+    assert queues.place_consolidated(free, [8]) is None
+
+
+@pytest.mark.xfail(
+    reason="measured: the core never admits the 16-GPU gang of the 8-GPU queue, even once the "
+    "cluster is idle (docs/replay/README.md, known gaps)",
+    strict=False,
+)
+def test_shared_cluster_through_the_core_runs_and_borrows():
+    jobs = [job("a", 0, 100, 16, "big"), job("b", 0, 100, 8, "small"), job("c", 5, 50, 8, "small")]
+    out = queues.run_shared(jobs, {"big": 8, "small": 16}, step=1.0)
+    assert out["finished"] == 3
+    # "big" borrows idle GPUs of "small": its 16-GPU job starts at once on a 24-GPU cluster
+    assert jobs[0].first_start is None  # run_shared works on copies
+    assert out["avg_queueing_s"] < 60

@@ -20,3 +20,6 @@ urlpatterns = [
     path("cluster/", include("portal.cluster.urls")),
     path("dashboards/", include("portal.dashboards.urls")),
 ]
+
+handler404 = "portal.common.views.page_not_found"
+handler500 = "portal.common.views.server_error"

@@ -29,6 +29,7 @@ from portal.api.parsers import YAML_PARSERS, LimitedJSONParser
 from portal.api.throttling import ApiScopedRateThrottle
 from portal.cluster.selectors import placement_list_active
 from portal.common.access import can_cancel_job, visible_queues, visible_tenants
+from portal.common.ids import parse_id
 from portal.queues.models import Queue
 
 from . import volcano
@@ -48,8 +49,8 @@ MAX_TASKS = 64
 def resolve_queue(*, user: Any, ref: str) -> Queue | None:
     """A queue visible to `user`, by id (digits) or by name."""
     queues = visible_queues(user).select_related("tenant")
-    if ref.isdigit() and len(ref) <= 18:
-        return queues.filter(pk=int(ref)).first()
+    if (pk := parse_id(ref)) is not None:
+        return queues.filter(pk=pk).first()
     return queues.filter(name=ref).first()
 
 
@@ -140,9 +141,10 @@ class JobListApi(ApiView):
         if data.get("tenant"):
             ref = data["tenant"]
             tenants = visible_tenants(request.user)
+            pk = parse_id(ref)
             tenant = (
-                tenants.filter(pk=int(ref)).first()
-                if ref.isdigit() and len(ref) <= 18
+                tenants.filter(pk=pk).first()
+                if pk is not None
                 else tenants.filter(name=ref).first()
             )
             if tenant is None:

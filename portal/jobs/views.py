@@ -11,6 +11,7 @@ from django.views.generic import TemplateView
 
 from portal.cluster.selectors import node_gpu_model_list, placement_list_for_job
 from portal.common.access import ROLE_MEMBER, RoleRequiredMixin, can_cancel_job, visible_jobs
+from portal.common.ids import parse_id
 from portal.queues.models import Queue
 from portal.queues.selectors import queue_list
 from portal.scheduling.selectors import preemption_event_list_for_job
@@ -29,7 +30,7 @@ UPLOAD_QUEUE_UNKNOWN = "queue {name} does not exist or is not one of your open q
 
 
 def _int_or_none(value: str | None) -> int | None:
-    return int(value) if value and value.isdigit() else None
+    return parse_id(value)
 
 
 class JobListView(LoginRequiredMixin, TemplateView):

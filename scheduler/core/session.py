@@ -5,7 +5,8 @@ volcano-sh/volcano pkg/scheduler/framework/session_plugins.go:
 - order functions: the first enabled plugin with a non-zero answer decides; ties fall back to
   creation time then a stable id (here namespace/name, or name for queues and nodes);
 - Preemptable/Reclaimable: the intersection of victims within a tier; the first tier that yields
-  a non-empty set wins (an empty answer lets the next tier speak, as upstream);
+  a non-empty set wins (an empty answer lets the next tier speak, as upstream). That fall-through
+  can pick pods gang refused; actions/_victims.py then keeps a victim gang whole or at min;
 - Overused: any plugin saying yes; Allocatable/Preemptive/JobReady: every plugin must agree;
 - JobPipelined/JobEnqueueable: votes, a reject wins, a permit ends the walk at its tier;
 - JobStarving: every answering plugin of the first tier that answers must agree;
@@ -69,6 +70,8 @@ _HOOKS = (
     "victim_tasks",
 )
 
+_ORDER_HOOKS = ("job_order", "task_order", "queue_order")
+
 # hook -> the enable flag that switches it (hooks absent here are always on)
 _FLAG_OF = {
     "job_order": "enableJobOrder",
@@ -99,6 +102,9 @@ class Session:
         self.conf = conf
         self.now = snapshot.now
         self.fns: dict[str, dict[str, Callable]] = {hook: {} for hook in _HOOKS}
+        self.keys: dict[str, dict[str, Callable]] = {hook: {} for hook in _ORDER_HOOKS}
+        self._key_cache: dict[str, Callable | None] = {}
+        self._explain_memo: dict[tuple, str | None] = {}
         self._enabled_cache: dict[str, list] = {}
         self._tiers_cache: dict[str, list] = {}
         self.event_handlers: list[EventHandler] = []
@@ -185,10 +191,17 @@ class Session:
         node.tasks[task.name] = task
 
     # registry ---------------------------------------------------------------------------------
-    def add_fn(self, hook: str, plugin: str, fn: Callable) -> None:
+    def add_fn(self, hook: str, plugin: str, fn: Callable, key: Callable | None = None) -> None:
+        """Register ``fn``; an order hook may add ``key``, a sort key that orders exactly as
+        ``fn`` compares (equal keys iff ``fn`` says 0), so sorting needs no compare calls."""
         self.fns[hook][plugin] = fn
+        if key is not None:
+            self.keys[hook][plugin] = key
+        elif hook in self.keys:
+            self.keys[hook].pop(plugin, None)
         self._enabled_cache.pop(hook, None)
         self._tiers_cache.pop(hook, None)
+        self._key_cache.pop(hook, None)
 
     def add_event_handler(self, handler: EventHandler) -> None:
         self.event_handlers.append(handler)
@@ -243,11 +256,38 @@ class Session:
                 return result
         return -1 if left.name < right.name else (1 if left.name > right.name else 0)
 
+    # sort keys: the compare chains above as one tuple, when every enabled plugin gives a key.
+    # A key is read once per item, so it is only valid while the items' state stays put: any
+    # sort, and a heap whose members do not change while queued (allocate's queues and jobs).
+    def _key_fn(self, hook: str, fallback: Callable) -> Callable | None:
+        if hook in self._key_cache:
+            return self._key_cache[hook]
+        keys = self.keys[hook]
+        enabled = self._enabled(hook)
+        built = None
+        if all(name in keys for _, name, _ in enabled):
+            parts = tuple(keys[name] for _, name, _ in enabled)
+
+            def built(item, parts=parts):
+                return (*(part(item) for part in parts), fallback(item))
+
+        self._key_cache[hook] = built
+        return built
+
+    def job_key_fn(self) -> Callable | None:
+        return self._key_fn("job_order", lambda job: (job.info.created, job.uid))
+
+    def task_key_fn(self) -> Callable | None:
+        return self._key_fn("task_order", lambda task: (-task.priority, task.sort_key))
+
+    def queue_key_fn(self) -> Callable | None:
+        return self._key_fn("queue_order", lambda queue: queue.name)
+
     def sorted_jobs(self, jobs: list[Job]) -> list[Job]:
-        return sorted(jobs, key=cmp_to_key(self.job_compare))
+        return sorted(jobs, key=self.job_key_fn() or cmp_to_key(self.job_compare))
 
     def sorted_tasks(self, tasks: list[Task]) -> list[Task]:
-        return sorted(tasks, key=cmp_to_key(self.task_compare))
+        return sorted(tasks, key=self.task_key_fn() or cmp_to_key(self.task_compare))
 
     def victim_order(self, victims: list[Task]) -> list[Task]:
         """Volcano BuildVictimsPriorityQueue: least important victim first."""
@@ -319,14 +359,39 @@ class Session:
         return (info.node_selector, info.tolerations)
 
     def explain_allocatable(self, queue: Queue, task: Task) -> str | None:
-        """The quota sentence, or None when the quota is the whole cluster anyway."""
+        """The quota sentence, or None when the quota is the whole cluster anyway.
+
+        Memoised per (queue, request) until the session changes: a queue at its share fails
+        every further job of the same shape, and the sentence costs several vector operations.
+        """
+        key = (queue.name, task.resreq, self.version)
+        memo = self._explain_memo
+        found = memo.get(key)
+        if found is None:
+            if len(memo) > 4096:
+                memo.clear()
+            found = memo[key] = self._explain_quota(queue, task)
+        explained, text = found
+        if explained:
+            return text
+        suffix = f" ({text})" if text else ""
+        return f"queue {queue.name} has no room for {task.name}{suffix}"
+
+    def _explain_quota(self, queue: Queue, task: Task) -> tuple[bool, str | None]:
+        """(True, the plugin's sentence) or (False, the refusing plugin without one)."""
         for _, name, fn in self._enabled("allocatable"):
             if not fn(queue, task):
                 plugin = self.plugins.get(name)
                 if plugin is not None and hasattr(plugin, "explain"):
-                    return plugin.explain(queue, task)
-                return f"queue {queue.name} has no room for {task.name} ({name})"
-        return f"queue {queue.name} has no room for {task.name}"
+                    return True, plugin.explain(queue, task)
+                return False, name
+        # Asked after a gang's tentative pods were rolled back, the single pod may fit again:
+        # the quota plugin's numbers still explain why the whole gang did not.
+        for _, name, _ in self._enabled("allocatable"):
+            plugin = self.plugins.get(name)
+            if plugin is not None and hasattr(plugin, "explain"):
+                return True, plugin.explain(queue, task)
+        return False, None
 
     def sorted_by_score(self, task: Task, nodes: list[Node]) -> list[Node]:
         scored = self.node_scores(task, nodes)

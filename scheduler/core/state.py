@@ -27,8 +27,10 @@ READY_STATUSES = ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED}  # volcano JobInfo.
 
 
 def natural_key(name: str) -> tuple:
-    """Order ``p-2`` before ``p-10``."""
-    return tuple(int(part) if part.isdigit() else part for part in _DIGITS.split(name))
+    """Order ``p-2`` before ``p-10``; the raw name breaks ties (``n1`` and ``n01`` read alike),
+    so sorting never depends on the order the snapshot listed things in."""
+    parts = tuple(int(part) if part.isdigit() else part for part in _DIGITS.split(name))
+    return (parts, name)
 
 
 @dataclass(slots=True, eq=False)

@@ -1,7 +1,8 @@
 """A priority queue ordered by a session compare function, like Volcano's util.PriorityQueue.
 
 Items are ordered when pushed (container/heap semantics); ties keep insertion order so the
-result never depends on hashing.
+result never depends on hashing. With ``key`` (an equivalent sort key, see Session._key_fn)
+each item's key is computed once at push: only valid while queued items do not change state.
 """
 
 from __future__ import annotations
@@ -24,18 +25,24 @@ class _Entry:
 
 
 class PriorityQueue:
-    def __init__(self, compare: Callable[[Any, Any], int], items=()):
+    def __init__(self, compare: Callable[[Any, Any], int], items=(), key: Callable | None = None):
         self._compare = compare
+        self._key = key
         self._counter = itertools.count()
-        self._heap: list[_Entry] = []
+        self._heap: list = []
         for item in items:
             self.push(item)
 
     def push(self, item: Any) -> None:
-        heapq.heappush(self._heap, _Entry(item, self._compare, next(self._counter)))
+        if self._key is not None:
+            # (key, seq, item): seq is unique, so items themselves are never compared.
+            heapq.heappush(self._heap, (self._key(item), next(self._counter), item))
+        else:
+            heapq.heappush(self._heap, _Entry(item, self._compare, next(self._counter)))
 
     def pop(self) -> Any:
-        return heapq.heappop(self._heap).item
+        entry = heapq.heappop(self._heap)
+        return entry[2] if self._key is not None else entry.item
 
     def __len__(self) -> int:
         return len(self._heap)
@@ -44,4 +51,6 @@ class PriorityQueue:
         return bool(self._heap)
 
     def items(self) -> list[Any]:
+        if self._key is not None:
+            return [entry[2] for entry in self._heap]
         return [entry.item for entry in self._heap]

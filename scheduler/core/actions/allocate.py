@@ -28,6 +28,8 @@ from scheduler.core.types import PodGroupPhase
 
 def execute(ssn: Session) -> None:
     enqueue_enabled = "enqueue" in ssn.conf.actions
+    # Keys are safe here: only the popped queue and job change while the others wait queued.
+    job_key = ssn.job_key_fn()
     jobs_by_queue: dict[str, PriorityQueue] = {}
     for job in ssn.jobs.values():
         if job.phase is PodGroupPhase.PENDING:
@@ -45,9 +47,11 @@ def execute(ssn: Session) -> None:
             job.reason = f"queue {queue.name} is closed"
             continue
         if job.queue not in jobs_by_queue:
-            jobs_by_queue[job.queue] = PriorityQueue(ssn.job_compare)
+            jobs_by_queue[job.queue] = PriorityQueue(ssn.job_compare, key=job_key)
         jobs_by_queue[job.queue].push(job)
-    queues = PriorityQueue(ssn.queue_compare, [ssn.queues[n] for n in sorted(jobs_by_queue)])
+    queues = PriorityQueue(
+        ssn.queue_compare, [ssn.queues[n] for n in sorted(jobs_by_queue)], ssn.queue_key_fn()
+    )
     pending: dict[str, deque[Task]] = {}
     while queues:
         queue = queues.pop()
@@ -84,6 +88,21 @@ def overused_reason(ssn: Session, queue: Queue) -> str:
         if share.deserved.get(n) or share.allocated.get(n)
     ]
     return f"queue {queue.name} is using its whole deserved share ({'; '.join(parts)})"
+
+
+def job_needs(job: Job) -> str:
+    """``job needs 32 GPUs (4 pods x 8)``: what its pending pods ask for, in GPUs or cpu."""
+    from scheduler.core.reasons import amount, describe
+
+    pending = [t for t in job.pending_tasks() if not t.best_effort]
+    name = GPU if any(t.resreq.get(GPU) > 0 for t in pending) else CPU
+    sizes = sorted({t.resreq.get(name) for t in pending}, reverse=True)
+    total = sum(t.resreq.get(name) for t in pending)
+    if len(pending) == 1:
+        return f"job needs {describe(name, total)}"
+    each = " + ".join(amount(name, size) for size in sizes)
+    shape = f"{len(pending)} pods x {each}" if len(sizes) == 1 else f"{len(pending)} pods of {each}"
+    return f"job needs {describe(name, total)} ({shape})"
 
 
 def predicate_nodes(ssn: Session, task: Task) -> tuple[list[Node], dict[str, int]]:
@@ -143,11 +162,11 @@ def allocate_tasks(
     ssn: Session, queue: Queue, job: Job, tasks: deque[Task], jobs: PriorityQueue
 ) -> None:
     stmt = Statement(ssn)
+    quota_blocked: Task | None = None
     while tasks:
         task = tasks.popleft()
         if not ssn.allocatable(queue, task):
-            job.reason = ssn.explain_allocatable(queue, task)
-            job.unplaced = job.reason is None
+            quota_blocked = quota_blocked or task
             continue
         if job.task_has_fit_errors(task):
             continue
@@ -177,6 +196,12 @@ def allocate_tasks(
         stmt.commit()
     elif not ssn.job_pipelined(job):
         stmt.discard()
+    if quota_blocked is not None:
+        # Explained after the discard, so the queue's allocation no longer counts the job's
+        # own tentative pods.
+        quota = ssn.explain_allocatable(queue, quota_blocked)
+        job.reason = None if quota is None else f"{job_needs(job)}; {quota}"
+        job.unplaced = quota is None
     if not job.pending_tasks():
         job.reason, job.unplaced = None, False
     elif job.fit_errors:

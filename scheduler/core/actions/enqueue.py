@@ -6,6 +6,9 @@ queue order, one job at a time; a job without min resources is always admitted.
 
 from __future__ import annotations
 
+from collections import deque
+
+from scheduler.core.actions._queue import PriorityQueue
 from scheduler.core.session import Session
 from scheduler.core.types import PodGroupPhase
 
@@ -19,19 +22,32 @@ def execute(ssn: Session) -> None:
             pending_by_queue.setdefault(job.queue, []).append(job)
     if not pending_by_queue:
         return
-    for name in pending_by_queue:
-        pending_by_queue[name] = ssn.sorted_jobs(pending_by_queue[name])
-    active = [ssn.queues[name] for name in sorted(pending_by_queue)]
+    queued = {name: deque(ssn.sorted_jobs(jobs)) for name, jobs in pending_by_queue.items()}
+    key = ssn.queue_key_fn()
+    if key is not None:
+        # Admitting a job changes no queue's order (shares move only when pods are placed), so
+        # a heap of keys pops the same queue as scanning for the minimum every time.
+        heap = PriorityQueue(ssn.queue_compare, [ssn.queues[n] for n in sorted(queued)], key)
+        while heap:
+            queue = heap.pop()
+            _admit(ssn, queued[queue.name].popleft())
+            if queued[queue.name]:
+                heap.push(queue)
+        return
+    active = [ssn.queues[name] for name in sorted(queued)]
     while active:
         queue = min_queue(ssn, active)
-        jobs = pending_by_queue[queue.name]
-        job = jobs.pop(0)
-        if job.info.min_resources is None or ssn.job_enqueueable(job):
-            ssn.job_enqueued(job)
-            job.phase = PodGroupPhase.INQUEUE
-            job.reason = None
+        jobs = queued[queue.name]
+        _admit(ssn, jobs.popleft())
         if not jobs:
             active.remove(queue)
+
+
+def _admit(ssn: Session, job) -> None:
+    if job.info.min_resources is None or ssn.job_enqueueable(job):
+        ssn.job_enqueued(job)
+        job.phase = PodGroupPhase.INQUEUE
+        job.reason = None
 
 
 def min_queue(ssn: Session, queues: list):

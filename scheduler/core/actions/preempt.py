@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from scheduler.core.actions._queue import PriorityQueue
+from scheduler.core.actions._victims import eviction_units, flatten
 from scheduler.core.resources import CPU, MEMORY, MIN_RESOURCE
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Task
@@ -48,17 +49,21 @@ def execute(ssn: Session) -> None:
     under_request_by_queue: dict[str, list[Job]] = {}
     for job in under_request:
         under_request_by_queue.setdefault(job.queue, []).append(job)
-    task_queues = {
-        job.name: PriorityQueue(ssn.task_compare, job.pending_tasks()) for job in under_request
-    }
+    task_queues: dict[str, PriorityQueue] = {}
     ordered = PriorityQueue(ssn.queue_compare, [ssn.queues[n] for n in sorted(queue_names)])
     while ordered:
         queue = ordered.pop()
         jobs = preemptors.get(queue.name)
+        # No node holds a preemptable pod of this queue (hosts never grow during preempt):
+        # every attempt would fail and change nothing, so the whole pass is skipped.
+        if not hosts.get(("queue", queue.name)):
+            jobs = None
         while jobs:
             job = jobs.pop()
             stmt = Statement(ssn)
             assigned = False
+            if job.name not in task_queues:
+                task_queues[job.name] = PriorityQueue(ssn.task_compare, job.pending_tasks())
             while ssn.job_starving(job) and task_queues[job.name]:
                 preemptor = task_queues[job.name].pop()
                 assigned = _attempt(
@@ -78,6 +83,8 @@ def execute(ssn: Session) -> None:
             if assigned:
                 jobs.push(job)
         for job in under_request_by_queue.get(queue.name, []):
+            if not hosts.get(("job", job.name)):
+                continue  # no pod of its own to preempt: the first attempt would fail
             tasks = PriorityQueue(ssn.task_compare, job.pending_tasks())
             while tasks:
                 preemptor = tasks.pop()
@@ -169,20 +176,22 @@ def preempt(ssn: Session, stmt: Statement, preemptor: Task, allowed, hosts=None)
     for node in ssn.sorted_by_score(preemptor, [node for node, _ in viable]):
         candidates = by_node[node.name]
         victims = ssn.preemptable(preemptor, ssn.victim_order(candidates))
-        if not validate_victims(preemptor, node, victims):
+        units = eviction_units(ssn, ssn.victim_order(victims))
+        if not validate_victims(preemptor, node, flatten(units)):
             continue
-        for victim in ssn.victim_order(victims):
+        for unit in units:
             if ssn.allocatable(queue, preemptor) and preemptor.resreq.less_equal(
                 node.future_idle()
             ):
                 break
-            stmt.evict(
-                victim,
-                "preempt",
-                f"preempted by {preemptor.name} of higher-priority job {job.name} "
-                f"in queue {queue.name}",
-                preemptor,
-            )
+            for victim in unit:
+                stmt.evict(
+                    victim,
+                    "preempt",
+                    f"preempted by {preemptor.name} of higher-priority job {job.name} "
+                    f"in queue {queue.name}",
+                    preemptor,
+                )
         if ssn.allocatable(queue, preemptor) and preemptor.resreq.less_equal(node.future_idle()):
             stmt.pipeline(preemptor, node.name)
             return True

@@ -12,6 +12,7 @@ keeps them. The task is then pipelined there; a job's evictions commit once it i
 from __future__ import annotations
 
 from scheduler.core.actions._queue import PriorityQueue
+from scheduler.core.actions._victims import eviction_units, flatten
 from scheduler.core.actions.preempt import validate_victims
 from scheduler.core.resources import GPU, MIN_RESOURCE, Resources
 from scheduler.core.session import Session
@@ -91,19 +92,22 @@ def execute(ssn: Session) -> None:
             if not candidates or not validate_victims(task, node, candidates):
                 continue  # even every candidate together would not make room here
             victims = ssn.reclaimable(task, ssn.victim_order(candidates))
-            if not validate_victims(task, node, victims):
+            units = eviction_units(ssn, ssn.victim_order(victims))
+            if not validate_victims(task, node, flatten(units)):
                 continue
             mark = stmt.mark()
             reclaimed = Resources()
-            for victim in ssn.victim_order(victims):
-                stmt.evict(
-                    victim,
-                    "reclaim",
-                    f"reclaimed for {task.name} of job {job.name}: queue {queue.name} is below "
-                    f"its deserved share and queue {ssn.jobs[victim.job].queue} is above its own",
-                    task,
-                )
-                reclaimed = reclaimed.add(victim.resreq)
+            for unit in units:
+                for victim in unit:
+                    stmt.evict(
+                        victim,
+                        "reclaim",
+                        f"reclaimed for {task.name} of job {job.name}: queue {queue.name} is "
+                        f"below its deserved share and queue {ssn.jobs[victim.job].queue} is "
+                        "above its own",
+                        task,
+                    )
+                    reclaimed = reclaimed.add(victim.resreq)
                 if task.resreq.less_equal(reclaimed):
                     break
             if not task.resreq.less_equal(reclaimed) or ssn.predicate(task, node) is not None:

@@ -51,7 +51,8 @@ class GangPlugin:
             return chosen, Vote.PERMIT
 
         ssn.add_fn("job_valid", self.name, valid)
-        ssn.add_fn("job_order", self.name, order)
+        # not ready (False) first, like ``order``
+        ssn.add_fn("job_order", self.name, order, key=lambda job: job.is_ready())
         ssn.add_fn("job_ready", self.name, lambda job: job.is_ready())
         ssn.add_fn(
             "job_pipelined",

@@ -24,8 +24,14 @@ class PriorityPlugin:
     name = PLUGIN_NAME
 
     def on_session_open(self, ssn: Session) -> None:
-        ssn.add_fn("task_order", self.name, lambda lt, rt: _desc(lt.priority, rt.priority))
-        ssn.add_fn("job_order", self.name, lambda lj, rj: _desc(lj.priority, rj.priority))
+        def task_order(left: Task, right: Task) -> int:
+            return _desc(left.priority, right.priority)
+
+        def job_order(left: Job, right: Job) -> int:
+            return _desc(left.priority, right.priority)
+
+        ssn.add_fn("task_order", self.name, task_order, key=lambda task: -task.priority)
+        ssn.add_fn("job_order", self.name, job_order, key=lambda job: -job.priority)
 
         def preemptable(preemptor: Task, candidates: list[Task]):
             preemptor_job = ssn.jobs[preemptor.job]

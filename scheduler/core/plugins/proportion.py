@@ -98,7 +98,7 @@ class ProportionPlugin:
             attr.real_capability = real
         water_fill([self.attrs[name] for name in sorted(self.attrs)], self.cluster)
 
-        ssn.add_fn("queue_order", self.name, self.queue_order)
+        ssn.add_fn("queue_order", self.name, self.queue_order, key=self.queue_key)
         ssn.add_fn("overused", self.name, self.overused)
         ssn.add_fn("allocatable", self.name, self.allocatable)
         ssn.add_fn("preemptive", self.name, self.allocatable)
@@ -116,6 +116,11 @@ class ProportionPlugin:
         ls = la.share if la else 0.0
         rs = ra.share if ra else 0.0
         return -1 if ls < rs else (1 if ls > rs else 0)
+
+    def queue_key(self, queue: Queue) -> tuple:
+        """Sorts like ``queue_order``: higher priority first, then the smaller share."""
+        attr = self.attrs.get(queue.name)
+        return (-queue.info.priority, attr.share if attr else 0.0)
 
     def overused(self, queue: Queue) -> bool:
         attr = self.attrs.get(queue.name)

@@ -283,21 +283,6 @@ GANG_CUT = Snapshot(
 )
 
 
-@pytest.mark.xfail(
-    reason=(
-        "reclaim cuts a victim gang below min_available: gang (tier 1) returns no victims for "
-        "a job with ready == min_available, Session._victims treats that empty answer as "
-        "'let the next tier speak', and proportion (tier 2) alone picks the task. Minimal "
-        "input (default_conf): node n0 {cpu 16000, memory 64Gi, gpu 8}; queues q0, q1 "
-        "(weight 1); q0 runs j0 (1x1 GPU, not preemptable, min 1) and j1 (4 running pods "
-        "4+1+1+1 GPUs, only j1-3 preemptable, min_available 4); q1 has j2 (1 pending 1-GPU "
-        "pod). Result: Evict(j1-3, action=reclaim, preemptor j2-0) leaves j1 with 3 < 4 "
-        "running pods (not evicted whole). Upstream Volcano's Reclaimable has the same "
-        "tier fall-through; DESIGN.md forbids the cut."
-    ),
-    strict=True,
-    raises=AssertionError,
-)
 @example(snapshot=GANG_CUT, named_conf=("default", CONFS["default"]))
 @settings(CI, max_examples=100)
 @given(snapshot=any_snapshots, named_conf=confs())
@@ -518,19 +503,6 @@ LOOK_ALIKE = Snapshot(
 )
 
 
-@pytest.mark.xfail(
-    reason=(
-        "input order leaks into the output when names tie in natural order: state.natural_key"
-        "('n1') == natural_key('n01') and the session sorts nodes and tasks by natural_key "
-        "alone (stable sort keeps input order), with no final tie-break on the raw name. "
-        "Minimal input (plain conf): nodes n1, n01 (8 GPUs each), queue q0, job j0 "
-        "(min_available 1) with tasks t1 (1 GPU) and t01 (8 GPUs): listing the tasks as "
-        "(t1, t01) binds t1->n1, t01->n01; as (t01, t1) binds t01->n1, t1->n01; listing the "
-        "nodes as (n01, n1) swaps the nodes too. SCENARIOS.md: ties break by name."
-    ),
-    strict=True,
-    raises=AssertionError,
-)
 @example(snapshot=LOOK_ALIKE, named_conf=("plain", CONFS["plain"]), rnd=random.Random(1))
 @settings(CI, max_examples=30)
 @given(snapshot=padded_name_snapshots(), named_conf=confs(), rnd=st.randoms(use_true_random=False))

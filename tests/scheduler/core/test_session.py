@@ -61,6 +61,12 @@ def _victims(ssn, answers):
             id="an-empty-tier-lets-the-next-speak",
         ),
         pytest.param(
+            _tiers(["gang"], ["drf"]),
+            {"gang": ({"v0"}, Vote.ABSTAIN), "drf": ({"v2"}, Vote.PERMIT)},
+            ["v2"],
+            id="an-abstaining-tier-lets-the-next-speak",
+        ),
+        pytest.param(
             _tiers(["gang", "drf"]),
             {"gang": ({"v0"}, Vote.ABSTAIN), "drf": ({"v2"}, Vote.PERMIT)},
             ["v2"],

@@ -73,4 +73,4 @@ def test_capability_reason_names_the_numbers():
         [make_queue("nlp", capability={"gpu": 2})],
         [make_job("big", "nlp", [make_task("b0", gpu=4)], 1)],
     )
-    assert result.pending_reasons == {"big": "queue nlp at capability 0/2 GPUs"}
+    assert result.pending_reasons == {"big": "job needs 4 GPUs; queue nlp at capability 0/2 GPUs"}

@@ -34,7 +34,10 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--step", type=float, default=60.0, help="event coalescing step (s)")
     parser.add_argument(
-        "--guarantee-fraction", type=float, default=1.0, help="queue guarantee = fraction x VC"
+        "--guarantee-fraction",
+        type=float,
+        default=0.5,
+        help="queue guarantee = fraction x VC (1.0 leaves nothing to borrow)",
     )
     parser.add_argument("--modes", default="fifo,sjf,shared")
     parser.add_argument("--max-cycles", type=int, default=None)

@@ -255,7 +255,9 @@ def run_shared(
     jobs: list[Job],
     vcs: dict[str, int],
     step: float = 60.0,
-    guarantee_fraction: float = 1.0,
+    # Half of each VC is guaranteed: with every VC guaranteed whole, the guarantees add up to
+    # the cluster and proportion caps each queue at its own VC, so nothing can be borrowed.
+    guarantee_fraction: float = 0.5,
     max_cycles: int | None = None,
 ) -> dict:
     jobs = [_copy(j) for j in jobs]

@@ -27,30 +27,12 @@ from portal.tenants.services import (
     user_create,
     user_password_set,
 )
+from scheduler.core.config import DEFAULT_CONF_TEXT
 
 GiB = 1024**3
 
-DEMO_SCHEDULER_CONF = """\
-actions: "enqueue, allocate, backfill, preempt, reclaim"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: proportion
-  - name: binpack
-    arguments:
-      binpack.weight: 10
-      binpack.cpu: 2
-      binpack.memory: 2
-      binpack.resources: mars-tech.com/gpu
-      binpack.resources.mars-tech.com/gpu: 20
-  - name: network-topology-aware
-    arguments:
-      weight: 10
-  - name: rescheduling
-"""
+# The seed deployment's conf, from the one place the scheduler core defines it.
+DEMO_SCHEDULER_CONF = DEFAULT_CONF_TEXT
 
 DEMO_TENANTS = [
     {"name": "nlp", "display_name": "Natural language processing"},

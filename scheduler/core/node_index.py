@@ -6,6 +6,12 @@ with only state-based scorers, every member of a class then gives the same fit, 
 score answers, so allocate evaluates one representative per class instead of every node: a
 1,000-node cluster of a few node types in a few fill levels becomes a few dozen checks.
 Members stay sorted by name order so "first node by name among the best" is kept.
+
+A second, coarser grouping leaves the labels out. Labels only matter to a task through its
+node selector, node affinity or pod (anti-)affinity, so a task with none of them can use the
+label-free classes: a cluster whose zone label splits every fill level 32 ways then becomes
+one class per fill level. Every class gets a small integer id, stable for the key for the whole
+session, so per-class answers can be memoised (see ``allocate._choose_by_class``).
 """
 
 from __future__ import annotations
@@ -19,36 +25,75 @@ def _items(res) -> tuple:
     return tuple(sorted(res.explicit().items()))
 
 
-class NodeIndex:
-    def __init__(self, nodes: list[Node]):
-        self.position = {node.name: i for i, node in enumerate(nodes)}
+class _Grouping:
+    """Classes keyed by a node key, members as sorted (position, node) lists."""
+
+    __slots__ = ("classes", "key_of", "ids", "_reps")
+
+    def __init__(self):
         self.classes: dict[tuple, list[tuple[int, Node]]] = {}
         self.key_of: dict[str, tuple] = {}
-        for node in nodes:
-            self._insert(node)
+        self.ids: dict[tuple, int] = {}
+        self._reps: list | None = None
 
-    def _key(self, node: Node) -> tuple:
-        info = node.info
-        static = (info.labels, info.taints, info.unschedulable, node.shape)
-        return (static, _items(node.used), _items(node.releasing), _items(node.pipelined))
-
-    def _insert(self, node: Node) -> None:
-        key = self._key(node)
-        self.key_of[node.name] = key
-        bisect.insort(self.classes.setdefault(key, []), (self.position[node.name], node))
-
-    def update(self, node: Node) -> None:
+    def move(self, node: Node, position: int, key: tuple) -> None:
         old = self.key_of.get(node.name)
+        if old == key:
+            return
+        self._reps = None
+        entry = (position, node)
         if old is not None:
             members = self.classes[old]
-            entry = (self.position[node.name], node)
             members.pop(bisect.bisect_left(members, entry))
             if not members:
                 del self.classes[old]
-        self._insert(node)
+        self.key_of[node.name] = key
+        members = self.classes.get(key)
+        if members is None:
+            self.classes[key] = [entry]
+            if key not in self.ids:
+                self.ids[key] = len(self.ids)
+        else:
+            bisect.insort(members, entry)
+
+    def representatives(self) -> list[tuple[int, Node, int, int]]:
+        reps = self._reps
+        if reps is None:
+            ids = self.ids
+            reps = [
+                (members[0][0], members[0][1], len(members), ids[key])
+                for key, members in self.classes.items()
+            ]
+            reps.sort(key=lambda rep: rep[0])
+            self._reps = reps
+        return reps
+
+
+class NodeIndex:
+    def __init__(self, nodes: list[Node]):
+        self.position = {node.name: i for i, node in enumerate(nodes)}
+        self.full = _Grouping()
+        self.loose = _Grouping()
+        for node in nodes:
+            self.update(node)
+
+    @property
+    def classes(self) -> dict[tuple, list[tuple[int, Node]]]:
+        return self.full.classes
+
+    def update(self, node: Node) -> None:
+        info = node.info
+        state = (_items(node.used), _items(node.releasing), _items(node.pipelined))
+        loose = (info.taints, info.unschedulable, node.shape, state)
+        position = self.position[node.name]
+        self.full.move(node, position, (info.labels, loose))
+        self.loose.move(node, position, loose)
 
     def representatives(self) -> list[tuple[int, Node, int]]:
         """(position of the first member, that member, class size), in name order."""
-        reps = [(members[0][0], members[0][1], len(members)) for members in self.classes.values()]
-        reps.sort(key=lambda rep: rep[0])
-        return reps
+        return [rep[:3] for rep in self.full.representatives()]
+
+    def class_representatives(self, use_labels: bool) -> list[tuple[int, Node, int, int]]:
+        """(first member's position, that member, class size, class id), in name order; the
+        ids of the two groupings are separate spaces."""
+        return (self.full if use_labels else self.loose).representatives()

@@ -69,11 +69,23 @@ class Resources:
     def explicit(self) -> dict[str, float]:
         return dict(self._values)
 
+    def explicit_items(self):
+        """The explicit (name, value) pairs, without copying (read only)."""
+        return self._values.items()
+
     def is_empty(self) -> bool:
         """Volcano IsEmpty: no cpu, memory or scalar (the implicit pod slot does not count)."""
-        return all(v < MIN_RESOURCE for k, v in self._values.items() if k != PODS)
+        return not any(not v < MIN_RESOURCE and k != PODS for k, v in self._values.items())
 
     # arithmetic -----------------------------------------------------------------------------
+    @classmethod
+    def _make(cls, values: dict[str, float], default: float) -> Resources:
+        """Wrap a freshly built dict without copying it."""
+        res = object.__new__(cls)
+        res._values = values
+        res.default = default
+        return res
+
     def _combine(self, other: Resources, op) -> Resources:
         keys = set(self._values) | set(other._values)
         return Resources(
@@ -81,15 +93,26 @@ class Resources:
         )
 
     def add(self, other: Resources) -> Resources:
-        return self._combine(other, lambda a, b: a + b)
+        # The same sums as ``_combine(other, +)``, names missing on one side taking its default.
+        left, right = self._values, other._values
+        left_default, right_default = self.default, other.default
+        out = {k: v + right_default for k, v in left.items()}
+        for k, v in right.items():
+            out[k] = left.get(k, left_default) + v
+        return Resources._make(out, left_default + right_default)
 
     def sub(self, other: Resources) -> Resources:
-        def minus(a: float, b: float) -> float:
-            if a == INFINITY:
-                return INFINITY
-            return a - b
-
-        return self._combine(other, minus)
+        # ``_combine`` with a minus that keeps an infinite left side infinite.
+        left, right = self._values, other._values
+        left_default, right_default = self.default, other.default
+        out = {}
+        for k, v in left.items():
+            out[k] = INFINITY if v == INFINITY else v - right.get(k, right_default)
+        for k, v in right.items():
+            if k not in left:
+                out[k] = INFINITY if left_default == INFINITY else left_default - v
+        default = INFINITY if left_default == INFINITY else left_default - right_default
+        return Resources._make(out, default)
 
     def multi(self, ratio: float) -> Resources:
         return Resources({k: v * ratio for k, v in self._values.items()}, self.default * ratio)
@@ -145,7 +168,13 @@ class Resources:
 
     def less_partly(self, other: Resources) -> bool:
         """Volcano LessPartly: some name is strictly smaller than in ``other``."""
-        return any(self.get(k) < other.get(k) for k in set(self._values) | set(other._values))
+        left, right = self._values, other._values
+        right_default = other.default
+        for k, v in left.items():
+            if v < right.get(k, right_default):
+                return True
+        left_default = self.default
+        return any(left_default < v for k, v in right.items() if k not in left)
 
     def fits_in(self, idle: Resources) -> bool:
         return self.less_equal(idle)

@@ -94,6 +94,10 @@ _FLAG_OF = {
 }
 
 
+def _first(pair: tuple) -> Any:
+    return pair[0]
+
+
 class Session:
     """Working state plus the hook registry for one cycle."""
 
@@ -118,6 +122,8 @@ class Session:
         # Bumped by every tentative operation: "nothing changed since" checks compare it.
         self.version = 0
         self.infeasible: dict[tuple, tuple[int, dict[str, int]]] = {}
+        # allocate's per-class answers: (labels used, request, signature) -> class id -> answer
+        self.class_memo: dict[tuple, dict[int, list]] = {}
         self._build(snapshot)
         self.node_index = NodeIndex(self.node_list)
         for node in self.node_list:
@@ -150,12 +156,19 @@ class Session:
                 self.queues[parent].children.append(queue.name)
         self.jobs: dict[str, Job] = {}
         self.tasks: dict[str, Task] = {}
+        # Requests are immutable: pods of one spec (the same request object) share one vector.
+        requests: dict[int, Resources] = {}
         for jinfo in sorted(snapshot.jobs, key=lambda j: (j.created, j.namespace, j.name)):
             tasks: dict[str, Task] = {}
-            for tinfo in sorted(jinfo.tasks, key=lambda t: natural_key(t.name)):
-                resreq = Resources({**tinfo.requests.explicit(), PODS: 1})
+            keyed = [(natural_key(tinfo.name), tinfo) for tinfo in jinfo.tasks]
+            keyed.sort(key=_first)
+            for sort_key, tinfo in keyed:
+                resreq = requests.get(id(tinfo.requests))
+                if resreq is None:
+                    resreq = Resources({**tinfo.requests.explicit(), PODS: 1})
+                    requests[id(tinfo.requests)] = resreq
                 tasks[tinfo.name] = Task(
-                    tinfo, jinfo.name, resreq, tinfo.status, tinfo.node, natural_key(tinfo.name)
+                    tinfo, jinfo.name, resreq, tinfo.status, tinfo.node, sort_key
                 )
             min_available = len(tasks) if jinfo.min_available is None else jinfo.min_available
             phase = jinfo.phase or self._derive_phase(tasks, min_available)

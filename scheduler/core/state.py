@@ -97,7 +97,10 @@ class Job:
 
     def count(self, *statuses: TaskStatus) -> int:
         counts = self.counts
-        return sum(counts.get(s, 0) for s in statuses)
+        total = 0
+        for status in statuses:
+            total += counts.get(status, 0)
+        return total
 
     def ready_task_num(self) -> int:
         return self.ready

@@ -143,19 +143,56 @@ def choose_node(ssn: Session, task: Task) -> tuple[Node | None, dict[str, int]]:
 
 
 def _choose_by_class(ssn: Session, task: Task) -> tuple[Node | None, dict[str, int]]:
-    fits: list[Node] = []
+    """One representative per NodeIndex class; label-free classes when the task's predicates
+    cannot look at labels (no node selector; ``class_equivalent`` already ruled out affinity).
+
+    A class's answers (misfit reason, idle fit, score) depend only on its key and the task's
+    request and scheduling signature, so they are memoised per class id for the session: a
+    placement changes one node, hence one or two classes, and the rest answer from the memo.
+    Scores are the same sums ``Session.node_scores`` makes, and the best is picked with the
+    same first-wins walk as ``Session.best_node``.
+    """
+    use_labels = bool(task.info.node_selector)
+    memo_key = (use_labels, task.resreq, ssn.predicate_signature(task))
+    memo = ssn.class_memo.get(memo_key)
+    if memo is None:
+        memo = ssn.class_memo[memo_key] = {}
     failures: dict[str, int] = {}
-    for _, node, size in ssn.node_index.representatives():
-        reason = _misfit(ssn, task, node)
-        if reason is None:
-            fits.append(node)
+    idle_fits: list[tuple[Node, list]] = []
+    fits: list[tuple[Node, list]] = []
+    for _, node, size, class_id in ssn.node_index.class_representatives(use_labels):
+        entry = memo.get(class_id)
+        if entry is None:
+            reason = _misfit(ssn, task, node)
+            # [reason, fits on idle, score (computed when first needed)]
+            entry = memo[class_id] = [
+                reason,
+                reason is None and task.resreq.less_equal(node.idle),
+                None,
+            ]
+        if entry[0] is None:
+            fits.append((node, entry))
+            if entry[1]:
+                idle_fits.append((node, entry))
         else:
-            failures[reason] = failures.get(reason, 0) + size
-    if not fits:
+            failures[entry[0]] = failures.get(entry[0], 0) + size
+    candidates = idle_fits or fits
+    if not candidates:
         return None, failures
-    idle = [n for n in fits if task.resreq.less_equal(n.idle)]
+    if len(candidates) == 1:
+        return candidates[0][0], failures
+    map_fns = None
+    best, best_score = None, None
+    for node, entry in candidates:
+        score = entry[2]
+        if score is None:
+            if map_fns is None:
+                map_fns = [fn for _, _, fn in ssn._enabled("node_order")]
+            score = entry[2] = 0.0 + sum(fn(task, node) for fn in map_fns)
+        if best_score is None or score > best_score + 1e-9:
+            best, best_score = node, score
     # Representatives are their class's first member by name, so the first best one wins.
-    return ssn.best_node(task, idle or fits), failures
+    return best, failures
 
 
 def allocate_tasks(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from scheduler.core.plugins._quota import QueueAttr, account_job, cluster_total, new_attr
 from scheduler.core.reasons import describe, first_short_dimension
-from scheduler.core.resources import INFINITY, Resources
+from scheduler.core.resources import INFINITY, Resources, _le
 from scheduler.core.session import EventHandler, Session
 from scheduler.core.state import Job, Queue, Task
 from scheduler.core.types import Vote
@@ -130,8 +130,14 @@ class ProportionPlugin:
         attr = self.attrs.get(queue.name)
         if attr is None:
             return True
-        future = attr.allocated.add(task.resreq)
-        return future.less_equal_with_dimension(attr.deserved, task.resreq)
+        # allocated.add(resreq).less_equal_with_dimension(deserved, resreq), without the vector.
+        allocated, deserved = attr.allocated, attr.deserved
+        for name, value in task.resreq.explicit_items():
+            if value <= 0:
+                continue
+            if not _le(allocated.get(name) + value, deserved.get(name)):
+                return False
+        return True
 
     def reclaimable(self, reclaimer: Task, candidates: list[Task]):
         victims, allocations = [], {}

@@ -49,3 +49,87 @@ def test_quota_reason_says_what_the_job_needs():
     reason = run(nodes, queues, jobs).pending_reasons["big"]
     assert reason.startswith("job needs 32 GPUs (4 pods x 8); queue nlp-train deserves ")
     assert "GPUs allocated" in reason
+
+
+def _varied_snapshot(seed: int, running: float):
+    """The synthetic cluster with some variety: bigger and unschedulable nodes, zone selectors."""
+    import dataclasses
+    import random
+
+    from scheduler.core.resources import Resources
+
+    rng = random.Random(seed)
+    snapshot = synthetic_snapshot(40, 240, 4, seed, running)
+    nodes = []
+    for i, node in enumerate(snapshot.nodes):
+        if i % 5 == 3:
+            values = {**node.allocatable.explicit(), "nvidia.com/gpu": 16}
+            node = dataclasses.replace(node, allocatable=Resources.of(values))
+        if i % 11 == 7:
+            node = dataclasses.replace(node, unschedulable=True)
+        nodes.append(node)
+    jobs = []
+    for job in snapshot.jobs:
+        if rng.random() < 0.2:
+            zone = (("zone", f"zone-{rng.randrange(2):03d}"),)
+            tasks = tuple(dataclasses.replace(t, node_selector=zone) for t in job.tasks)
+            job = dataclasses.replace(job, tasks=tasks)
+        jobs.append(job)
+    return dataclasses.replace(snapshot, nodes=tuple(nodes), jobs=tuple(jobs))
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("running", [0.0, 0.3, 0.5, 0.8])
+def test_class_shortcuts_decide_like_a_full_node_scan(monkeypatch, seed, running):
+    """Label-free classes and memoised class answers vs every node checked and scored."""
+    snapshot = _varied_snapshot(seed, running)
+    fast = run_cycle(snapshot, default_conf())
+    monkeypatch.setattr(Session, "class_equivalent", lambda self, task: False)
+    assert run_cycle(snapshot, default_conf()) == fast
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_resource_arithmetic_matches_the_generic_combine(seed):
+    import math
+    import random
+
+    from scheduler.core.resources import Resources
+
+    rng = random.Random(seed)
+
+    def vector():
+        names = rng.sample(["cpu", "memory", "gpu", "pods", "x/y"], rng.randint(0, 5))
+        values = {n: rng.choice([0, 1, 2.5, -1, 1e12, math.inf, 3]) for n in names}
+        return Resources(values, default=rng.choice([0, 0.0, math.inf]))
+
+    def minus(a, b):
+        return math.inf if a == math.inf else a - b
+
+    for _ in range(200):
+        left, right = vector(), vector()
+        for fast, slow in (
+            (left.add(right), left._combine(right, lambda a, b: a + b)),
+            (left.sub(right), left._combine(right, minus)),
+        ):
+            assert repr(sorted(fast.explicit().items())) == repr(sorted(slow.explicit().items()))
+            assert repr(fast.default) == repr(slow.default)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_less_partly_matches_its_definition(seed):
+    import math
+    import random
+
+    from scheduler.core.resources import Resources
+
+    rng = random.Random(seed)
+
+    def vector():
+        names = rng.sample(["cpu", "memory", "gpu", "pods"], rng.randint(0, 4))
+        values = {n: rng.choice([0, 1, 2, math.inf]) for n in names}
+        return Resources(values, default=rng.choice([0.0, math.inf]))
+
+    for _ in range(200):
+        left, right = vector(), vector()
+        keys = set(left.explicit()) | set(right.explicit())
+        assert left.less_partly(right) == any(left.get(k) < right.get(k) for k in keys)

@@ -1,6 +1,7 @@
 """A synthetic cluster and workload for benchmarking the core (pure and seeded).
 
-Nodes: 8 GPUs, 96 cpu, 1 TiB memory, a ``zone`` label per 32 nodes. Jobs: gangs of 1/2/4/8/16/32
+Nodes: 8 GPUs, 96 cpu, 1 TiB memory, a ``topology.kubernetes.io/zone`` label per 32 nodes (so the
+seed conf's network-topology-aware plugin has domains to weigh, as on a real cluster). Jobs: gangs of 1/2/4/8/16/32
 GPUs (weights 30/20/20/15/10/5%); a gang above 8 GPUs is replicas of 8-GPU pods. Queues have
 weights 1..4. ``running_fraction`` pre-fills that share of the GPUs with running jobs (placed
 first fit, queue by queue) so preempt and reclaim have victims to consider.
@@ -19,6 +20,7 @@ NODE_MEMORY = 1024**4
 NODES_PER_ZONE = 32
 JOB_GPUS = (1, 2, 4, 8, 16, 32)
 JOB_WEIGHTS = (30, 20, 20, 15, 10, 5)
+ZONE_LABEL = "topology.kubernetes.io/zone"
 
 
 def _pod_request(gpus: int) -> Resources:
@@ -41,7 +43,7 @@ def synthetic_snapshot(
         NodeInfo(
             f"node-{i:05d}",
             Resources.of({"nvidia.com/gpu": GPUS_PER_NODE, "cpu": NODE_CPU, "memory": NODE_MEMORY}),
-            labels=(("zone", f"zone-{i // NODES_PER_ZONE:03d}"),),
+            labels=((ZONE_LABEL, f"zone-{i // NODES_PER_ZONE:03d}"),),
         )
         for i in range(nodes)
     )

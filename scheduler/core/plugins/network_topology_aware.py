@@ -45,7 +45,17 @@ class NetworkTopologyPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
-        if self.weight and any(k in n.labels for n in ssn.node_list for k in self.keys):
+        # Labels do not change during a session: resolve every node's domain once.
+        self._node_domain = {node.name: self._domain(node) for node in ssn.node_list}
+        self._free_cache: (
+            tuple[
+                list[Resources],
+                dict[tuple[str, str], dict[str, float]],
+                dict[tuple[str, str], Resources],
+            ]
+            | None
+        ) = None
+        if self.weight and any(d is not None for d in self._node_domain.values()):
             ssn.add_fn("batch_node_order", self.name, self.scores)
 
     def _domain(self, node: Node) -> tuple[str, str] | None:
@@ -59,14 +69,14 @@ class NetworkTopologyPlugin:
         if chosen is None:
             return {}
         top = float(self.weight * MAX_NODE_SCORE)
-        return {n.name: top for n in nodes if self._domain(n) == chosen}
+        return {n.name: top for n in nodes if self._node_domain.get(n.name) == chosen}
 
     def _preferred_domain(self, task: Task) -> tuple[str, str] | None:
         job = self.ssn.jobs[task.job]
         placed: dict[tuple[str, str], int] = {}
         for other in job.tasks.values():
             if other.status in _HOLDING and other.node in self.ssn.nodes:
-                domain = self._domain(self.ssn.nodes[other.node])
+                domain = self._node_domain[other.node]
                 if domain is not None:
                     placed[domain] = placed.get(domain, 0) + 1
         if placed:
@@ -75,12 +85,44 @@ class NetworkTopologyPlugin:
         for other in job.tasks.values():
             if other.status is TaskStatus.PENDING:
                 need = need.add(other.resreq)
-        free: dict[tuple[str, str], Resources] = {}
-        for node in self.ssn.node_list:
-            domain = self._domain(node)
-            if domain is not None:
-                free[domain] = free.get(domain, Resources()).add(node.future_idle())
+        free = self._free_per_domain()
         fitting = [d for d, res in free.items() if need.less_equal(res)]
         if not fitting:
             return None
         return min(fitting, key=lambda d: (free[d].get(GPU), free[d].get(CPU), d))
+
+    def _free_per_domain(self) -> dict[tuple[str, str], Resources]:
+        """Free resources summed per domain, updated by the nodes that changed since the last
+        question. Preempt and allocate ask once per placement, and summing the whole cluster
+        each time was most of a 1,000-node cycle. A node is unchanged while it returns the very
+        same (immutable, cached) future-idle vector; holding those vectors keeps identity
+        meaningful. Resources are whole numbers (millicores, bytes, devices) far below 2**53,
+        so subtracting a node's old vector and adding its new one is exact in floats."""
+        futures = [node.future_idle() for node in self.ssn.node_list]
+        if self._free_cache is None:
+            sums: dict[tuple[str, str], dict[str, float]] = {}
+            for node, future in zip(self.ssn.node_list, futures, strict=True):
+                domain = self._node_domain[node.name]
+                if domain is not None:
+                    _add_into(sums.setdefault(domain, {}), future, 1)
+            changed_domains = set(sums)
+        else:
+            previous, sums, _ = self._free_cache
+            changed_domains = set()
+            for node, old, new in zip(self.ssn.node_list, previous, futures, strict=True):
+                domain = self._node_domain[node.name]
+                if old is new or domain is None:
+                    continue
+                _add_into(sums[domain], old, -1)
+                _add_into(sums[domain], new, 1)
+                changed_domains.add(domain)
+        free = dict(self._free_cache[2]) if self._free_cache is not None else {}
+        for domain in changed_domains:
+            free[domain] = Resources(sums[domain])
+        self._free_cache = (futures, sums, free)
+        return free
+
+
+def _add_into(acc: dict[str, float], vector: Resources, sign: int) -> None:
+    for name, value in vector.explicit().items():
+        acc[name] = acc.get(name, 0.0) + sign * value

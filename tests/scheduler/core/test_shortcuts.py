@@ -8,7 +8,7 @@ from scheduler.__main__ import main
 from scheduler.core.config import default_conf
 from scheduler.core.cycle import run_cycle, run_cycle_timed
 from scheduler.core.session import Session
-from scheduler.core.synthetic import synthetic_snapshot
+from scheduler.core.synthetic import ZONE_LABEL, synthetic_snapshot
 from tests.scheduler.core.builders import make_job, make_node, make_queue, make_task, run
 
 
@@ -71,7 +71,7 @@ def _varied_snapshot(seed: int, running: float):
     jobs = []
     for job in snapshot.jobs:
         if rng.random() < 0.2:
-            zone = (("zone", f"zone-{rng.randrange(2):03d}"),)
+            zone = ((ZONE_LABEL, f"zone-{rng.randrange(2):03d}"),)
             tasks = tuple(dataclasses.replace(t, node_selector=zone) for t in job.tasks)
             job = dataclasses.replace(job, tasks=tasks)
         jobs.append(job)

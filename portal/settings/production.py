@@ -23,3 +23,14 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
+
+# CACHES
+# ------------------------------------------------------------------------------
+# One cache for all gunicorn workers, so API rate limits count per user, not per process.
+if REDIS_URL:  # noqa: F405
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": env.str("CACHE_URL", default=REDIS_URL),  # noqa: F405
+        }
+    }

@@ -35,7 +35,7 @@ class TokenCreateApi(ApiView):
         tags=["auth"],
         auth=[],
         request=InputSerializer,
-        responses={200: OutputSerializer, **error_responses(400, 429)},
+        responses={200: OutputSerializer, **error_responses(400, 413, 415, 429)},
         examples=[
             OpenApiExample(
                 "Demo researcher",

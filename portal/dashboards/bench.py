@@ -172,13 +172,30 @@ def seed(*, n_jobs: int, days: int, n_queues: int, n_nodes: int = 40) -> dict[st
     Placement.objects.bulk_create(placements, batch_size=BATCH)
     samples = seed_usage_history(queues=queues, now=now, days=days)
     events = seed_preemptions(jobs=jobs, now=now, days=days, count=max(n_jobs // 20, 1))
+    rollups = _after_bulk_load()
     return {
         "jobs": len(jobs),
         "placements": len(placements),
         "usage_samples": samples,
         "preemptions": events,
         "queues": len(queues),
+        "usage_rollups": rollups,
     }
+
+
+def _after_bulk_load() -> dict[str, int]:
+    """Samples were bulk-inserted (not through the scheduler's persist step): rebuild the hourly
+    and daily rollups, then refresh the planner's statistics on PostgreSQL (a fresh bulk load
+    has none until autovacuum, if it is on, gets to it; the plans depend on them)."""
+    from django.db import connection
+
+    from portal.scheduling.rollups import usage_rollups_rebuild
+
+    counts = usage_rollups_rebuild()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+    return counts
 
 
 def demo_history() -> dict[str, int]:
@@ -193,6 +210,7 @@ def demo_history() -> dict[str, int]:
     jobs = list(Job.objects.order_by("id"))
     samples = seed_usage_history(queues=queues, now=now, days=7, step_minutes=5)
     events = seed_preemptions(jobs=jobs, now=now, days=7, count=40) if jobs else 0
+    _after_bulk_load()
     return {"usage_samples": samples, "preemptions": events}
 
 

@@ -275,18 +275,41 @@ def wait_box(
     waits: Mapping[str, Sequence[float]], *, title: str = "Wait time of pending jobs (minutes)"
 ):
     """Box per queue from precomputed quartiles (no raw points shipped to the browser)."""
-    names = [name for name in sorted(waits) if waits[name]]
+    stats = {}
+    for name, seconds in waits.items():
+        if not seconds:
+            continue
+        values = sorted(seconds)
+        stats[name] = {
+            "q1": _quantile(values, 0.25),
+            "median": statistics.median(values),
+            "q3": _quantile(values, 0.75),
+            "min": values[0],
+            "max": values[-1],
+            "count": len(values),
+        }
+    return wait_box_from_stats(stats, title=title)
+
+
+def wait_box_from_stats(
+    stats_by_queue: Mapping[str, Mapping[str, float]],
+    *,
+    title: str = "Wait time of pending jobs (minutes)",
+):
+    """Box per queue from wait-time statistics in seconds (q1, median, q3, min, max, count),
+    e.g. computed in the database by `portal.jobs.selectors.pending_wait_stats`."""
+    names = [name for name in sorted(stats_by_queue) if stats_by_queue[name].get("count")]
     stats = []
     for name in names:
-        values = sorted(seconds / 60 for seconds in waits[name])
+        row = stats_by_queue[name]
         stats.append(
             {
-                "q1": round(_quantile(values, 0.25), 1),
-                "median": round(statistics.median(values), 1),
-                "q3": round(_quantile(values, 0.75), 1),
-                "lowerfence": round(values[0], 1),
-                "upperfence": round(values[-1], 1),
-                "count": len(values),
+                "q1": round(row["q1"] / 60, 1),
+                "median": round(row["median"] / 60, 1),
+                "q3": round(row["q3"] / 60, 1),
+                "lowerfence": round(row["min"] / 60, 1),
+                "upperfence": round(row["max"] / 60, 1),
+                "count": int(row["count"]),
             }
         )
     data = [

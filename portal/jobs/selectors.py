@@ -34,27 +34,24 @@ def job_get(*, user: AbstractBaseUser | AnonymousUser, job_id: int) -> Job:
 
 
 def pending_demand_per_queue() -> dict[str, int]:
-    """GPUs asked by pending jobs, per queue name (one aggregate query)."""
+    """GPUs asked by pending jobs, per queue name (one aggregate query, grouped by queue id:
+    no join to the queues over every task; names attached afterwards)."""
     from django.db.models import F, Sum
+
+    from portal.queues.models import Queue
 
     from .models import JobTask
 
     rows = (
         JobTask.objects.filter(job__status=Job.Status.PENDING)
-        .values("job__queue__name")
+        .values("job__queue_id")
         .annotate(gpus=Sum(F("replicas") * F("gpus")))
+        .order_by()
+        .values_list("job__queue_id", "gpus")
     )
-    return {row["job__queue__name"]: int(row["gpus"] or 0) for row in rows}
-
-
-def pending_submitted_times(*, limit: int = 20000) -> list[tuple[str, object]]:
-    """(queue name, submitted_at) of pending jobs, oldest first, at most `limit` rows."""
-    rows = (
-        Job.objects.filter(status=Job.Status.PENDING)
-        .order_by("submitted_at")
-        .values_list("queue__name", "submitted_at")[:limit]
-    )
-    return list(rows)
+    rows = list(rows)
+    names = dict(Queue.objects.filter(pk__in=[pk for pk, _ in rows]).values_list("pk", "name"))
+    return {names[pk]: int(gpus or 0) for pk, gpus in rows if pk in names}
 
 
 def job_search(
@@ -104,3 +101,78 @@ def job_queue_position(
         .order_by("-priority", "submitted_at", "pk")
     )
     return visible, total - len(visible)
+
+
+def pending_wait_stats(*, now: object) -> dict[str, dict[str, float]]:
+    """Per queue name: wait-time (seconds since submission, at `now`) quartiles, min, max and
+    count of pending jobs.
+
+    PostgreSQL computes them in one grouped query (percentile_cont, the linear interpolation
+    of `statistics.quantiles(method="inclusive")`); elsewhere the submission times are read,
+    one column per pending job, and the same quartiles computed in Python.
+    """
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        return _pending_wait_stats_pg(now)
+    waits: dict[str, list[float]] = {}
+    rows = Job.objects.filter(status=Job.Status.PENDING).values_list("queue__name", "submitted_at")
+    for queue, submitted_at in rows:
+        waits.setdefault(queue, []).append(max((now - submitted_at).total_seconds(), 0.0))
+    return {queue: wait_stats(values) for queue, values in waits.items()}
+
+
+def wait_stats(waits: list[float]) -> dict[str, float]:
+    import statistics
+
+    values = sorted(waits)
+    if len(values) == 1:
+        q1 = median = q3 = values[0]
+    else:
+        cuts = statistics.quantiles(values, n=4, method="inclusive")
+        q1, median, q3 = cuts
+    return {
+        "q1": q1,
+        "median": median,
+        "q3": q3,
+        "min": values[0],
+        "max": values[-1],
+        "count": len(values),
+    }
+
+
+def _pending_wait_stats_pg(now: object) -> dict[str, dict[str, float]]:
+    from django.db import connection
+
+    from portal.queues.models import Queue
+
+    # Waits are `now - submitted_at`: quantile q of the waits is quantile 1 - q of the
+    # submission times; negative waits (clock skew) count as 0 like in the Python path.
+    sql = f"""
+        SELECT j.queue_id,
+               percentile_cont(ARRAY[0.25, 0.5, 0.75]) WITHIN GROUP (
+                   ORDER BY GREATEST(EXTRACT(EPOCH FROM (%s - j.submitted_at)), 0)
+               ),
+               GREATEST(EXTRACT(EPOCH FROM (%s - MAX(j.submitted_at))), 0),
+               GREATEST(EXTRACT(EPOCH FROM (%s - MIN(j.submitted_at))), 0),
+               COUNT(*)
+        FROM {Job._meta.db_table} j
+        WHERE j.status = %s
+        GROUP BY j.queue_id
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [now, now, now, Job.Status.PENDING])
+        rows = cursor.fetchall()
+    names = dict(Queue.objects.filter(pk__in=[row[0] for row in rows]).values_list("pk", "name"))
+    return {
+        names[queue_id]: {
+            "q1": float(quartiles[0]),
+            "median": float(quartiles[1]),
+            "q3": float(quartiles[2]),
+            "min": float(low),
+            "max": float(high),
+            "count": int(count),
+        }
+        for queue_id, quartiles, low, high, count in rows
+        if queue_id in names
+    }

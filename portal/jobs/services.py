@@ -132,8 +132,15 @@ def job_submit(
         pending_reason=JOB_PENDING_REASON_SUBMITTED,
     )
     job.pending_reason_at = job.submitted_at
+    # Tenant, queue and submitter are stored rows (the caller read them in this transaction):
+    # skip full_clean's one existence query per foreign key; the INSERT still enforces them.
+    stored = [
+        field
+        for field, obj in (("tenant", queue.tenant), ("queue", queue), ("submitter", submitter))
+        if obj.pk is not None and not obj._state.adding
+    ]
     try:
-        job.full_clean()
+        job.full_clean(exclude=stored)
     except ValidationError as error:
         for key, messages in error.message_dict.items():
             errors.setdefault(key, []).extend(messages)

@@ -3,7 +3,6 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import ValidationError
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views import View
@@ -12,6 +11,7 @@ from django.views.generic import TemplateView
 from portal.cluster.selectors import node_gpu_model_list, placement_list_for_job
 from portal.common.access import ROLE_MEMBER, RoleRequiredMixin, can_cancel_job, visible_jobs
 from portal.common.ids import parse_id
+from portal.dashboards.paging import LargeTablePaginator
 from portal.queues.models import Queue
 from portal.queues.selectors import queue_list
 from portal.scheduling.selectors import preemption_event_list_for_job
@@ -47,7 +47,9 @@ class JobListView(LoginRequiredMixin, TemplateView):
         queue_id = _int_or_none(params.get("queue"))
         mine = params.get("mine") == "1"
         jobs = job_list(user=self.request.user, status=status, queue_id=queue_id, mine=mine)
-        page = Paginator(jobs, JOB_LIST_PAGE_SIZE).get_page(params.get("page"))
+        page = LargeTablePaginator(_job_list_columns(jobs), JOB_LIST_PAGE_SIZE).get_page(
+            params.get("page")
+        )
         query = params.copy()
         query.pop("page", None)
         context.update(
@@ -61,6 +63,34 @@ class JobListView(LoginRequiredMixin, TemplateView):
             mine=mine,
         )
         return context
+
+
+def _job_list_columns(jobs):
+    """Only the columns the job table shows (and the tasks' GPU counts for `total_gpus`)."""
+    from django.contrib.auth import get_user_model
+    from django.db.models import Prefetch
+
+    from .models import JobTask
+
+    return (
+        jobs.only(
+            "id",
+            "name",
+            "status",
+            "submitted_at",
+            "pending_reason",
+            "queue__id",
+            "queue__name",
+            "tenant__id",
+            "tenant__name",
+            "submitter__id",
+            f"submitter__{get_user_model().USERNAME_FIELD}",
+        )
+        .prefetch_related(None)
+        .prefetch_related(
+            Prefetch("tasks", queryset=JobTask.objects.only("id", "job_id", "replicas", "gpus")),
+        )
+    )
 
 
 STATUS_TIMELINE = (

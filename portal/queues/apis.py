@@ -225,7 +225,7 @@ class QueueUpdateApi(ApiView):
         operation_id="queues_partial_update",
         tags=["queues"],
         request=InputSerializer(partial=True),
-        responses={200: OutputSerializer, **error_responses(400, 401, 403, 404)},
+        responses={200: OutputSerializer, **error_responses(400, 401, 403, 404, 413, 415)},
         examples=[
             OpenApiExample(
                 "Raise the weight, cap at 24 GPUs",

@@ -1,6 +1,12 @@
 from django.contrib import admin
 
-from .models import CycleRun, PreemptionEvent, QueueUsageSample, SchedulerConfig
+from .models import (
+    CycleRun,
+    PreemptionEvent,
+    QueueUsageRollup,
+    QueueUsageSample,
+    SchedulerConfig,
+)
 
 
 @admin.register(SchedulerConfig)
@@ -56,3 +62,18 @@ class QueueUsageSampleAdmin(admin.ModelAdmin):
     list_display = ["queue", "at", "gpus_allocated", "gpus_deserved", "gpus_pending"]
     list_filter = ["queue"]
     date_hierarchy = "at"
+
+
+@admin.register(QueueUsageRollup)
+class QueueUsageRollupAdmin(admin.ModelAdmin):
+    """Derived from the samples (persist, `manage.py usage_rollup_rebuild`): read-only."""
+
+    list_display = ["queue", "resolution", "bucket", "gpus_allocated_avg", "samples"]
+    list_filter = ["resolution", "queue"]
+    date_hierarchy = "bucket"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

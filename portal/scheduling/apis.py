@@ -128,7 +128,7 @@ class SchedulerConfigCreateApi(ApiView):
         operation_id="scheduler_configs_create",
         tags=["admin"],
         request=InputSerializer,
-        responses={201: OutputSerializer, **error_responses(400, 401, 403)},
+        responses={201: OutputSerializer, **error_responses(400, 401, 403, 413, 415)},
         examples=[
             OpenApiExample(
                 "Gang + proportion",

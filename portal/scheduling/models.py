@@ -102,6 +102,11 @@ class PreemptionEvent(models.Model):
             models.Index(fields=["occurred_at"], name="preemption_occurred_idx"),
             models.Index(fields=["action"], name="preemption_action_idx"),
             models.Index(fields=["victim_queue"], name="preemption_victim_queue_idx"),
+            # The history's order, unfiltered and filtered by action.
+            models.Index(fields=["-occurred_at", "-id"], name="preemption_occurred_id_idx"),
+            models.Index(
+                fields=["action", "-occurred_at", "-id"], name="preemption_action_occ_idx"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -125,10 +130,41 @@ class QueueUsageSample(models.Model):
             models.Index(fields=["queue", "at"], name="usage_queue_at_idx"),
             # Dashboard time ranges over all queues; PostgreSQL answers them from the index
             # alone (the include is ignored elsewhere).
-            models.Index(
-                fields=["at"], name="usage_at_idx", include=["queue", "gpus_allocated"]
-            ),
+            models.Index(fields=["at"], name="usage_at_idx", include=["queue", "gpus_allocated"]),
         ]
 
     def __str__(self) -> str:
         return f"{self.queue.name} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class QueueUsageRollup(models.Model):
+    """Usage samples of one queue aggregated per hour or day (read by the dashboards' longer
+    ranges instead of the minute samples). Maintained when samples are written
+    (`scheduler.adapters.persist`) and rebuilt by `manage.py usage_rollup_rebuild`."""
+
+    class Resolution(models.TextChoices):
+        HOUR = "hour", "Hour"
+        DAY = "day", "Day"
+
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="usage_rollups")
+    resolution = models.CharField(max_length=4, choices=Resolution.choices)
+    bucket = models.DateTimeField()
+    gpus_allocated_avg = models.FloatField(default=0)
+    gpus_allocated_max = models.PositiveIntegerField(default=0)
+    gpus_deserved_avg = models.FloatField(default=0)
+    gpus_pending_avg = models.FloatField(default=0)
+    samples = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["resolution", "bucket", "queue_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["queue", "resolution", "bucket"], name="uniq_usage_rollup_bucket"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["resolution", "bucket"], name="usage_rollup_res_bucket_idx")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue.name} {self.resolution} {self.bucket:%Y-%m-%d %H:%M}"

@@ -2,12 +2,12 @@ import csv
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from portal.common.access import staff_required
+from portal.dashboards.paging import LargeTablePaginator
 
 from .forms import PreemptionFilterForm, SchedulerConfigForm
 from .models import SchedulerConfig
@@ -44,7 +44,9 @@ def _filtered_events(request: HttpRequest):
 def preemption_list(request: HttpRequest) -> HttpResponse:
     """Every preemption and reclaim, newest first, filterable, 50 per page."""
     form, events = _filtered_events(request)
-    page = Paginator(events, PREEMPTION_PAGE_SIZE).get_page(request.GET.get("page"))
+    page = LargeTablePaginator(_history_columns(events), PREEMPTION_PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
     query = request.GET.copy()
     query.pop("page", None)
     context = {
@@ -54,6 +56,36 @@ def preemption_list(request: HttpRequest) -> HttpResponse:
         "query": query.urlencode(),
     }
     return render(request, "scheduling/preemption_list.html", context)
+
+
+def _history_columns(events):
+    """Only the columns the history table shows (no join to the cycle: its id is enough)."""
+    return (
+        events.select_related(None)
+        .select_related(
+            "victim_job", "victim_queue", "victim_tenant", "preemptor_job", "preemptor_queue"
+        )
+        .only(
+            "id",
+            "occurred_at",
+            "action",
+            "victim_task_name",
+            "node_name",
+            "gpus_freed",
+            "cycle_id",
+            "sentence",
+            "victim_job__id",
+            "victim_job__name",
+            "victim_queue__id",
+            "victim_queue__name",
+            "victim_tenant__id",
+            "victim_tenant__name",
+            "preemptor_job__id",
+            "preemptor_job__name",
+            "preemptor_queue__id",
+            "preemptor_queue__name",
+        )
+    )
 
 
 class _Echo:

@@ -18,6 +18,7 @@ from portal.cluster.models import Placement
 from portal.cluster.services import placement_pod_name
 from portal.jobs.models import Job
 from portal.scheduling.models import CycleRun, PreemptionEvent, QueueUsageSample
+from portal.scheduling.rollups import usage_rollups_refresh
 from scheduler.adapters.snapshot import SnapshotBundle
 from scheduler.core.types import CycleResult, Evict
 
@@ -215,3 +216,6 @@ def _persist_usage(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
             )
         )
     QueueUsageSample.objects.bulk_create(samples, batch_size=BATCH)
+    # Keep the dashboards' hourly/daily rollups current: the hour and day buckets of `now`
+    # for just these queues (one upsert per resolution).
+    usage_rollups_refresh(queue_ids=[sample.queue_id for sample in samples], at=now)

@@ -6,6 +6,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from portal.cluster.models import Placement
+from portal.scheduling.rollups import usage_rollups_rebuild
 from tests.factories import (
     JobFactory,
     JobTaskFactory,
@@ -39,6 +40,7 @@ def busy(cluster, nlp_queue, vision_queue):
     PlacementFactory(task=foreign, node=cluster[0], state=Placement.State.RUNNING)
     JobTaskFactory(job=JobFactory(queue=nlp_queue), replicas=2, gpus=8)
     PreemptionEventFactory(victim_job=JobFactory(queue=vision_queue), occurred_at=now)
+    usage_rollups_rebuild()  # the scheduler maintains them; factories write samples directly
     return now
 
 
@@ -102,3 +104,36 @@ def test_unknown_chart_404_and_anonymous_redirected(client, staff_client):
     assert response.status_code == HTTPStatus.NOT_FOUND
     response = client.get(reverse("dashboards:chart_data", args=["usage"]))
     assert response.status_code == HTTPStatus.FOUND
+
+
+def test_pending_wait_quartiles_match_python(
+    staff_client, researcher_client, nlp_queue, vision_queue
+):
+    now = timezone.now()
+    minutes = [10, 20, 40, 80, 160]
+    for wait in minutes:
+        JobFactory(queue=nlp_queue, submitted_at=now - timedelta(minutes=wait))
+    JobFactory(queue=vision_queue, submitted_at=now - timedelta(minutes=30))
+    JobFactory(queue=nlp_queue, status="running", submitted_at=now - timedelta(days=3))
+    box = _data(staff_client, "pending")["waits"]["data"][0]
+    assert box["x"] == ["nlp-train", "vision-train"]
+    # statistics.quantiles(method="inclusive") of 10, 20, 40, 80, 160 minutes: 20, 40, 80
+    assert box["q1"][0] == pytest.approx(20, abs=0.2)
+    assert box["median"][0] == pytest.approx(40, abs=0.2)
+    assert box["q3"][0] == pytest.approx(80, abs=0.2)
+    assert box["lowerfence"][0] == pytest.approx(10, abs=0.2)
+    assert box["upperfence"][0] == pytest.approx(160, abs=0.2)
+    assert box["median"][1] == pytest.approx(30, abs=0.2)  # one job: every quartile is it
+    box = _data(researcher_client, "pending")["waits"]["data"][0]
+    assert box["x"] == ["nlp-train"]
+
+
+def test_chart_query_counts_are_bounded(staff_client, busy, django_assert_max_num_queries):
+    for chart, params in (
+        ("usage", {"range": "month"}),
+        ("usage", {"range": "hour"}),
+        ("pending", {}),
+        ("quota", {}),
+    ):
+        with django_assert_max_num_queries(10):
+            _data(staff_client, chart, **params)

@@ -257,3 +257,26 @@ def test_snapshot_query_count_does_not_grow_with_jobs(
     with django_assert_max_num_queries(len(few.captured_queries)):
         bundle = snapshot_build(now=clock())
     assert len(bundle.snapshot.jobs) == 33
+
+
+def test_usage_samples_keep_hour_and_day_rollups_current(
+    team, nlp_queue, vision_queue, backend, clock
+):
+    from django.db.models import Avg, Count, Max
+
+    from portal.scheduling.models import QueueUsageRollup
+
+    NodeFactory(name="gpu-worker-1")
+    submit(team, nlp_queue, "user", gpus=2)
+    for _ in range(4):
+        cycle(backend, clock, seconds=61)
+    assert QueueUsageSample.objects.count() == 8
+    for resolution in ("hour", "day"):
+        for queue in (nlp_queue, vision_queue):
+            direct = QueueUsageSample.objects.filter(queue=queue).aggregate(
+                avg=Avg("gpus_allocated"), top=Max("gpus_allocated"), n=Count("id")
+            )
+            rollup = QueueUsageRollup.objects.get(queue=queue, resolution=resolution)
+            assert rollup.gpus_allocated_avg == pytest.approx(direct["avg"])
+            assert (rollup.gpus_allocated_max, rollup.samples) == (direct["top"], 4)
+    assert QueueUsageRollup.objects.get(queue=nlp_queue, resolution="hour").gpus_allocated_max == 2

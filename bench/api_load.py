@@ -1,0 +1,380 @@
+"""Load test of job creation (POST /api/v1/jobs/) with gunicorn, PostgreSQL and wrk.
+
+Creates a fresh database, migrates, seeds a tenant, queue, researcher and token, starts
+gunicorn with the production settings on the loopback address, drives it with wrk (one
+unique job name per request), stops gunicorn and prints one JSON summary: requests/s,
+latency percentiles, responses by status, rows stored, names stored twice, and whether
+every 2xx answer is in the database exactly once. See docs/load.md.
+
+    .venv/bin/python bench/api_load.py                       # 30 s, 50 connections
+    .venv/bin/python bench/api_load.py --duration 3 --connections 5 --workers 2
+"""
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = ROOT / ".venv" / "bin"
+NAME_PREFIX = "load"
+
+# One wrk thread = one Lua state. Each request carries a name unique across threads
+# ("load-<thread>-<n>"); each response line "<status> <job name or ->" goes to the thread's
+# own file so the caller can check every 2xx against the database.
+WRK_SCRIPT = r"""
+local token, queue, outdir = "{token}", "{queue}", "{outdir}"
+local thread_id = 0
+local threads = {{}}
+
+function setup(thread)
+  thread_id = thread_id + 1
+  thread:set("id", thread_id)
+  table.insert(threads, thread)
+end
+
+local counter = 0
+local out = nil
+
+function init(args)
+  out = io.open(outdir .. "/responses-" .. id .. ".txt", "w")
+  wrk.method = "POST"
+  wrk.headers["Content-Type"] = "application/json"
+  wrk.headers["Authorization"] = "Token " .. token
+  -- what the TLS-terminating proxy adds in production (SECURE_SSL_REDIRECT stays on)
+  wrk.headers["X-Forwarded-Proto"] = "https"
+end
+
+function request()
+  counter = counter + 1
+  local body = '{{"queue":"' .. queue .. '","name":"{prefix}-' .. id .. '-' .. counter ..
+    '","tasks":[{{"name":"worker","replicas":2,"image":"ghcr.io/example/trainer:latest",' ..
+    '"gpus":1,"cpu_millis":1000}}]}}'
+  return wrk.format(nil, "/api/v1/jobs/", nil, body)
+end
+
+function response(status, headers, body)
+  local name = string.match(body or "", '"name":"({prefix}%-[%d]+%-[%d]+)"') or "-"
+  out:write(status, " ", name, "\n")
+end
+
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'WRK_JSON {{"requests":%d,"duration_us":%d,"bytes":%d,' ..
+    '"p50_us":%d,"p95_us":%d,"p99_us":%d,"max_us":%d,"mean_us":%.1f,' ..
+    '"errors":{{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d}}}}\n',
+    summary.requests, summary.duration, summary.bytes,
+    latency:percentile(50), latency:percentile(95), latency:percentile(99),
+    latency.max, latency.mean,
+    e.connect, e.read, e.write, e.status, e.timeout))
+end
+"""
+
+SEED = """
+import django
+django.setup()
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+from portal.queues.models import Queue
+from portal.tenants.models import Membership, Tenant
+tenant = Tenant.objects.create(name="loadtest")
+Queue.objects.create(tenant=tenant, name="{queue}", weight=1)
+user = get_user_model().objects.create_user("loader", password=None)
+Membership.objects.create(user=user, tenant=tenant, role=Membership.Role.RESEARCHER)
+print(Token.objects.create(user=user).key)
+"""
+
+
+def log(message: str) -> None:
+    print(f"[api_load] {message}", file=sys.stderr, flush=True)
+
+
+def psql(sql: str, *, db: str = "postgres", pg: dict[str, str]) -> str:
+    out = subprocess.run(
+        [
+            "psql",
+            "-h",
+            pg["host"],
+            "-p",
+            pg["port"],
+            "-U",
+            pg["user"],
+            "-d",
+            db,
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-At",
+            "-c",
+            sql,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return out.stdout.strip()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_ready(url: str, token: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    request = urllib.request.Request(
+        url, headers={"Authorization": f"Token {token}", "X-Forwarded-Proto": "https"}
+    )
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"gunicorn exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(request, timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except (OSError, urllib.error.URLError):
+            pass
+        time.sleep(0.2)
+    raise SystemExit("gunicorn did not answer in time")
+
+
+def redis_queue_length(redis_url: str, *, delete: bool) -> int | None:
+    try:
+        import redis
+    except ImportError:
+        return None
+    try:
+        client = redis.Redis.from_url(redis_url, socket_timeout=5)
+        length = int(client.llen("celery"))
+        if delete:
+            client.delete("celery")  # the kicks queued by this run (no worker consumes them)
+        return length
+    except Exception:  # noqa: BLE001 - reporting only
+        return None
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--duration", type=int, default=30, help="seconds of load (wrk -d)")
+    parser.add_argument("--connections", type=int, default=50, help="wrk -c")
+    parser.add_argument("--threads", type=int, default=2, help="wrk -t")
+    parser.add_argument("--workers", type=int, default=3, help="gunicorn --workers")
+    parser.add_argument("--worker-class", default="sync", help="gunicorn --worker-class")
+    parser.add_argument("--worker-threads", type=int, default=1, help="gunicorn --threads")
+    parser.add_argument("--db", default="portal_load", help="database to (re)create")
+    parser.add_argument("--pg-host", default="127.0.0.1")
+    parser.add_argument("--pg-port", default="5432")
+    parser.add_argument("--pg-user", default="postgres")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/15")
+    parser.add_argument("--port", type=int, default=0, help="gunicorn port (0: a free one)")
+    parser.add_argument(
+        "--conn-max-age",
+        type=int,
+        default=0,
+        help="CONN_MAX_AGE via DATABASE_URL ?conn_max_age= (0: a connection per request)",
+    )
+    parser.add_argument("--rate", default="1000000/min", help="API_JOB_CREATE_RATE")
+    parser.add_argument("--access-log", action="store_true", help="gunicorn access log on")
+    parser.add_argument("--keep-db", action="store_true", help="leave the database behind")
+    parser.add_argument("--wrk", default=shutil.which("wrk") or "wrk")
+    return parser.parse_args(argv)
+
+
+def run(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    if not shutil.which(args.wrk):
+        raise SystemExit("wrk not found (apt-get install -y wrk)")
+    pg = {"host": args.pg_host, "port": args.pg_port, "user": args.pg_user}
+    queue = "load-queue"
+    port = args.port or free_port()
+    workdir = Path(tempfile.mkdtemp(prefix="api_load-"))
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "portal.settings.production",
+        "DATABASE_URL": f"postgres://{pg['user']}@{pg['host']}:{pg['port']}/{args.db}"
+        + (f"?conn_max_age={args.conn_max_age}" if args.conn_max_age else ""),
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "REDIS_URL": args.redis_url,
+        "CELERY_BROKER_URL": args.redis_url,
+        "API_JOB_CREATE_RATE": args.rate,
+        "PORTAL_VAR_DIR": str(workdir / "var"),
+        "LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(ROOT),
+    }
+    python = str(VENV_BIN / "python")
+
+    log(f"recreating database {args.db}")
+    psql(f'DROP DATABASE IF EXISTS "{args.db}" WITH (FORCE)', pg=pg)
+    psql(f'CREATE DATABASE "{args.db}"', pg=pg)
+    subprocess.run(
+        [python, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=300,
+    )
+    token = (
+        subprocess.run(
+            [python, "-c", SEED.format(queue=queue)],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+    redis_queue_length(args.redis_url, delete=True)
+
+    script = workdir / "post_job.lua"
+    script.write_text(
+        WRK_SCRIPT.format(token=token, queue=queue, outdir=workdir, prefix=NAME_PREFIX)
+    )
+    gunicorn_cmd = [
+        str(VENV_BIN / "gunicorn"),
+        "portal.wsgi:application",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        str(args.workers),
+        "--worker-class",
+        args.worker_class,
+        "--threads",
+        str(args.worker_threads),
+        "--timeout",
+        "60",
+        "--error-logfile",
+        str(workdir / "gunicorn.log"),
+    ]
+    if args.access_log:
+        gunicorn_cmd += ["--access-logfile", str(workdir / "access.log")]
+    log("starting " + " ".join(gunicorn_cmd[1:]))
+    gunicorn = subprocess.Popen(gunicorn_cmd, cwd=ROOT, env=env, start_new_session=True)
+    wrk_out = ""
+    load_before = load_after = ""
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/api/v1/queues/", token, gunicorn)
+        load_before = loadavg()
+        wrk_cmd = [
+            args.wrk,
+            f"-t{args.threads}",
+            f"-c{args.connections}",
+            f"-d{args.duration}s",
+            "--timeout",
+            "10s",
+            "-s",
+            str(script),
+            f"http://127.0.0.1:{port}",
+        ]
+        log("running " + " ".join(wrk_cmd))
+        wrk_out = subprocess.run(
+            wrk_cmd, check=True, capture_output=True, text=True, timeout=args.duration + 60
+        ).stdout
+        load_after = loadavg()
+    finally:
+        try:
+            os.killpg(gunicorn.pid, signal.SIGTERM)
+            gunicorn.wait(timeout=30)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(gunicorn.pid, signal.SIGKILL)
+            gunicorn.wait(timeout=10)
+
+    stats = json.loads(
+        next(
+            line.removeprefix("WRK_JSON ")
+            for line in wrk_out.splitlines()
+            if line.startswith("WRK_JSON ")
+        )
+    )
+    statuses: Counter[int] = Counter()
+    ok_names: list[str] = []
+    for path in sorted(workdir.glob("responses-*.txt")):
+        for line in path.read_text().splitlines():
+            status, name = line.split(" ", 1)
+            statuses[int(status)] += 1
+            if 200 <= int(status) < 300:
+                ok_names.append(name)
+
+    rows = int(
+        psql(
+            "SELECT count(*) FROM jobs_job j JOIN auth_user u ON u.id = j.submitter_id "
+            "WHERE u.username = 'loader'",
+            db=args.db,
+            pg=pg,
+        )
+    )
+    duplicates = int(
+        psql(
+            "SELECT count(*) FROM (SELECT name FROM jobs_job GROUP BY name HAVING count(*) > 1) d",
+            db=args.db,
+            pg=pg,
+        )
+    )
+    stored = Counter(psql("SELECT name FROM jobs_job", db=args.db, pg=pg).splitlines())
+    ok_missing = sum(1 for name in ok_names if stored[name] == 0)
+    ok_unparsed = ok_names.count("-")
+    tasks = int(psql("SELECT count(*) FROM jobs_jobtask", db=args.db, pg=pg))
+    kicks = redis_queue_length(args.redis_url, delete=True)
+    if not args.keep_db:
+        psql(f'DROP DATABASE IF EXISTS "{args.db}" WITH (FORCE)', pg=pg)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+    seconds = stats["duration_us"] / 1e6
+    ok = sum(count for status, count in statuses.items() if 200 <= status < 300)
+    summary = {
+        "requests_per_s": round(stats["requests"] / seconds, 1),
+        "ok_per_s": round(ok / seconds, 1),
+        "requests": stats["requests"],
+        "duration_s": round(seconds, 2),
+        "latency_ms": {
+            key: round(stats[f"{key}_us"] / 1000, 1) for key in ("p50", "p95", "p99", "max")
+        },
+        "status": {str(status): count for status, count in sorted(statuses.items())},
+        "socket_errors": stats["errors"],
+        "rows": rows,
+        "tasks": tasks,
+        "duplicates": duplicates,
+        "ok_missing_in_db": ok_missing,
+        "ok_without_name": ok_unparsed,
+        "accounting_ok": ok_missing == 0 and duplicates == 0 and ok_unparsed == 0 and rows >= ok,
+        "celery_kicks_queued": kicks,
+        "loadavg_before": load_before,
+        "loadavg_after": load_after,
+        "config": {
+            "settings": "portal.settings.production",
+            "gunicorn": f"{args.workers} x {args.worker_class}"
+            + (f" ({args.worker_threads} threads)" if args.worker_threads > 1 else ""),
+            "wrk": f"-t{args.threads} -c{args.connections} -d{args.duration}s",
+            "access_log": args.access_log,
+            "conn_max_age": args.conn_max_age,
+            "cpus": os.cpu_count(),
+        },
+    }
+    return summary
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))

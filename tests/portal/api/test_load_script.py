@@ -1,0 +1,63 @@
+"""bench/api_load.py in a 3-second, 5-connection run: every 201 is stored exactly once."""
+
+import importlib.util
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+SCRIPT = ROOT / "bench" / "api_load.py"
+
+
+def _postgres_reachable() -> bool:
+    if not shutil.which("psql"):
+        return False
+    probe = subprocess.run(
+        ["psql", "-h", "127.0.0.1", "-U", "postgres", "-At", "-c", "SELECT 1"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=False,
+    )
+    return probe.returncode == 0
+
+
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("wrk") is None, reason="wrk is not installed (apt-get install wrk)"
+    ),
+    pytest.mark.skipif(
+        not _postgres_reachable(), reason="no PostgreSQL on 127.0.0.1:5432 (user postgres)"
+    ),
+]
+
+
+def test_short_load_run_accounts_for_every_created_job() -> None:
+    spec = importlib.util.spec_from_file_location("api_load", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    summary = module.run(
+        [
+            "--duration",
+            "3",
+            "--connections",
+            "5",
+            "--threads",
+            "1",
+            "--workers",
+            "2",
+            "--db",
+            "portal_load_test",
+        ]
+    )
+    created = summary["status"].get("201", 0)
+    assert created > 0
+    assert set(summary["status"]) == {"201"}
+    assert summary["duplicates"] == 0
+    assert summary["ok_missing_in_db"] == 0
+    assert summary["ok_without_name"] == 0
+    assert summary["rows"] >= created
+    assert summary["tasks"] == summary["rows"]
+    assert summary["accounting_ok"]

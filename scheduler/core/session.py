@@ -453,16 +453,7 @@ class Session:
         return all(fn(job) for _, _, fn in self._enabled("job_ready"))
 
     def job_pipelined(self, job: Job) -> bool:
-        for tier in self._tiers("job_pipelined"):
-            permitted = False
-            for fn in tier:
-                vote = fn(job)
-                if vote < 0:
-                    return False
-                permitted = permitted or vote > 0
-            if permitted:
-                return True
-        return True
+        return self._tier_vote("job_pipelined", job)
 
     def job_valid(self, job: Job) -> str | None:
         """None when valid, else the reason."""
@@ -473,7 +464,12 @@ class Session:
         return None
 
     def job_enqueueable(self, job: Job) -> bool:
-        for tier in self._tiers("job_enqueueable"):
+        return self._tier_vote("job_enqueueable", job)
+
+    def _tier_vote(self, hook: str, job: Job) -> bool:
+        """Volcano's vote dispatch: any Reject refuses; the first tier with a Permit (and no
+        Reject) allows; tiers that only abstain defer to the next; all abstaining allows."""
+        for tier in self._tiers(hook):
             permitted = False
             for fn in tier:
                 vote = fn(job)

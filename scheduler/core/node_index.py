@@ -12,11 +12,16 @@ node selector, node affinity or pod (anti-)affinity, so a task with none of them
 label-free classes: a cluster whose zone label splits every fill level 32 ways then becomes
 one class per fill level. Every class gets a small integer id, stable for the key for the whole
 session, so per-class answers can be memoised (see ``allocate._choose_by_class``).
+
+A batch scorer that scores a node only by one property of it (network-topology-aware: its
+domain) splits the label-free classes by that property: a ``split`` grouping, built on first
+use and kept current like the other two. Label-keyed classes need no split: a domain is a label.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Hashable
 
 from scheduler.core.state import Node
 
@@ -71,9 +76,14 @@ class _Grouping:
 
 class NodeIndex:
     def __init__(self, nodes: list[Node]):
+        self.nodes = nodes
         self.position = {node.name: i for i, node in enumerate(nodes)}
         self.full = _Grouping()
         self.loose = _Grouping()
+        # split function -> its grouping; functions are few (one per batch scorer set)
+        self.splits: dict[Callable[[Node], Hashable], _Grouping] = {}
+        # called with every node whose state changed, after the groupings moved it
+        self.listeners: list[Callable[[Node], None]] = []
         for node in nodes:
             self.update(node)
 
@@ -88,12 +98,30 @@ class NodeIndex:
         position = self.position[node.name]
         self.full.move(node, position, (info.labels, loose))
         self.loose.move(node, position, loose)
+        for split, grouping in self.splits.items():
+            grouping.move(node, position, (split(node), loose))
+        for listener in self.listeners:
+            listener(node)
 
     def representatives(self) -> list[tuple[int, Node, int]]:
         """(position of the first member, that member, class size), in name order."""
         return [rep[:3] for rep in self.full.representatives()]
 
-    def class_representatives(self, use_labels: bool) -> list[tuple[int, Node, int, int]]:
-        """(first member's position, that member, class size, class id), in name order; the
-        ids of the two groupings are separate spaces."""
-        return (self.full if use_labels else self.loose).representatives()
+    def class_representatives(
+        self, use_labels: bool, split: Callable[[Node], Hashable] | None = None
+    ) -> list[tuple[int, Node, int, int]]:
+        """(first member's position, that member, class size, class id), in name order; each
+        grouping's ids are a separate space. ``split`` is ignored with labels (it must be a
+        function of the labels)."""
+        if use_labels:
+            return self.full.representatives()
+        if split is None:
+            return self.loose.representatives()
+        grouping = self.splits.get(split)
+        if grouping is None:
+            grouping = self.splits[split] = _Grouping()
+            for node in self.nodes:
+                grouping.move(
+                    node, self.position[node.name], (split(node), self.loose.key_of[node.name])
+                )
+        return grouping.representatives()

@@ -49,6 +49,29 @@ class EventHandler:
     deallocate: Callable[[Task], None] | None = None
 
 
+class KeyedBatchScorer:
+    """A batch node-order function whose score for a node depends only on ``node_key(node)``:
+    ``by_key(task)`` maps keys to scores, other keys score 0. Allocate can then score one node
+    per (class, key) instead of every node, with the same sums."""
+
+    __slots__ = ("node_key", "by_key")
+
+    def __init__(
+        self,
+        node_key: Callable[[Node], Any],
+        by_key: Callable[[Task], dict[Any, float]],
+    ):
+        self.node_key = node_key
+        self.by_key = by_key
+
+    def __call__(self, task: Task, nodes: list[Node]) -> dict[str, float]:
+        by_key = self.by_key(task)
+        if not by_key:
+            return {}
+        node_key = self.node_key
+        return {n.name: by_key[k] for n in nodes if (k := node_key(n)) in by_key}
+
+
 _HOOKS = (
     "job_order",
     "task_order",
@@ -110,6 +133,7 @@ class Session:
         self._key_cache: dict[str, Callable | None] = {}
         self._explain_memo: dict[tuple, str | None] = {}
         self._enabled_cache: dict[str, list] = {}
+        self._split_cache: tuple[tuple, Callable | None] | None = None
         self._tiers_cache: dict[str, list] = {}
         self.event_handlers: list[EventHandler] = []
         self.plugins: dict[str, Any] = {}
@@ -355,13 +379,39 @@ class Session:
         return best
 
     def class_equivalent(self, task: Task) -> bool:
-        """Can one node of each NodeIndex class answer for all its members for this task?"""
-        if task.info.affinity or self._enabled("batch_node_order"):
+        """Can one node of each NodeIndex class answer for all its members for this task?
+        (Classes are split by ``batch_split`` when batch scorers are on.)"""
+        if task.info.affinity or self.keyed_batch_scorers() is None:
             return False
         if not all(getattr(fn, "state_only", False) for _, _, fn in self._enabled("node_order")):
             return False
         predicates = self.plugins.get("predicates")
         return not (predicates is not None and predicates.anti_affine)
+
+    def keyed_batch_scorers(self) -> list[KeyedBatchScorer] | None:
+        """The enabled batch scorers when every one is keyed (possibly none), else None."""
+        fns = [fn for _, _, fn in self._enabled("batch_node_order")]
+        return fns if all(isinstance(fn, KeyedBatchScorer) for fn in fns) else None
+
+    def batch_split(self) -> Callable[[Node], Any] | None:
+        """One node-key function for all keyed batch scorers, the same object every call (the
+        NodeIndex keeps one grouping per function)."""
+        scorers = self.keyed_batch_scorers() or []
+        ids = tuple(id(fn) for fn in scorers)
+        cached = self._split_cache
+        if cached is None or cached[0] != ids:
+            if not scorers:
+                split = None
+            elif len(scorers) == 1:
+                split = scorers[0].node_key
+            else:
+                keys = tuple(fn.node_key for fn in scorers)
+
+                def split(node: Node, keys=keys) -> tuple:
+                    return tuple(key(node) for key in keys)
+
+            cached = self._split_cache = (ids, split)
+        return cached[1]
 
     @staticmethod
     def predicate_signature(task: Task) -> tuple:

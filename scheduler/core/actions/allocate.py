@@ -144,27 +144,30 @@ def choose_node(ssn: Session, task: Task) -> tuple[Node | None, dict[str, int]]:
 
 def _choose_by_class(ssn: Session, task: Task) -> tuple[Node | None, dict[str, int]]:
     """One representative per NodeIndex class; label-free classes when the task's predicates
-    cannot look at labels (no node selector; ``class_equivalent`` already ruled out affinity).
+    cannot look at labels (no node selector; ``class_equivalent`` already ruled out affinity),
+    split by the batch scorers' node key when any is on.
 
-    A class's answers (misfit reason, idle fit, score) depend only on its key and the task's
-    request and scheduling signature, so they are memoised per class id for the session: a
-    placement changes one node, hence one or two classes, and the rest answer from the memo.
-    Scores are the same sums ``Session.node_scores`` makes, and the best is picked with the
-    same first-wins walk as ``Session.best_node``.
+    A class's answers (misfit reason, idle fit, map score) depend only on its key and the
+    task's request and scheduling signature, so they are memoised per class id for the
+    session: a placement changes one node, hence one or two classes, and the rest answer from
+    the memo. Batch scores depend on the job's state too, so they are asked for every call, by
+    key. Scores are the same sums ``Session.node_scores`` makes (batch first, then the map
+    sum), and the best is picked with the same first-wins walk as ``Session.best_node``.
     """
     use_labels = bool(task.info.node_selector)
-    memo_key = (use_labels, task.resreq, ssn.predicate_signature(task))
+    split = None if use_labels else ssn.batch_split()
+    memo_key = (use_labels, split, task.resreq, ssn.predicate_signature(task))
     memo = ssn.class_memo.get(memo_key)
     if memo is None:
         memo = ssn.class_memo[memo_key] = {}
     failures: dict[str, int] = {}
     idle_fits: list[tuple[Node, list]] = []
     fits: list[tuple[Node, list]] = []
-    for _, node, size, class_id in ssn.node_index.class_representatives(use_labels):
+    for _, node, size, class_id in ssn.node_index.class_representatives(use_labels, split):
         entry = memo.get(class_id)
         if entry is None:
             reason = _misfit(ssn, task, node)
-            # [reason, fits on idle, score (computed when first needed)]
+            # [reason, fits on idle, map score (computed when first needed)]
             entry = memo[class_id] = [
                 reason,
                 reason is None and task.resreq.less_equal(node.idle),
@@ -181,6 +184,8 @@ def _choose_by_class(ssn: Session, task: Task) -> tuple[Node | None, dict[str, i
         return None, failures
     if len(candidates) == 1:
         return candidates[0][0], failures
+    batch = [(fn.node_key, fn.by_key(task)) for fn in ssn.keyed_batch_scorers() or ()]
+    batch = [(node_key, by_key) for node_key, by_key in batch if by_key]
     map_fns = None
     best, best_score = None, None
     for node, entry in candidates:
@@ -189,6 +194,11 @@ def _choose_by_class(ssn: Session, task: Task) -> tuple[Node | None, dict[str, i
             if map_fns is None:
                 map_fns = [fn for _, _, fn in ssn._enabled("node_order")]
             score = entry[2] = 0.0 + sum(fn(task, node) for fn in map_fns)
+        if batch:
+            total = 0.0
+            for node_key, by_key in batch:
+                total += by_key.get(node_key(node), 0.0)
+            score = total + score
         if best_score is None or score > best_score + 1e-9:
             best, best_score = node, score
     # Representatives are their class's first member by name, so the first best one wins.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from scheduler.core.config import ConfigError, int_arg
 from scheduler.core.resources import CPU, GPU, Resources
-from scheduler.core.session import Session
+from scheduler.core.session import KeyedBatchScorer, Session
 from scheduler.core.state import Node, Task
 from scheduler.core.types import OCCUPYING_STATUSES, TaskStatus
 
@@ -49,14 +49,27 @@ class NetworkTopologyPlugin:
         self._node_domain = {node.name: self._domain(node) for node in ssn.node_list}
         self._free_cache: (
             tuple[
-                list[Resources],
+                dict[str, Resources],
                 dict[tuple[str, str], dict[str, float]],
                 dict[tuple[str, str], Resources],
             ]
             | None
         ) = None
+        # Nodes changed since the last question; the session's NodeIndex reports every change.
+        self._dirty: set[str] = set()
+        ssn.node_index.listeners.append(self._node_changed)
         if self.weight and any(d is not None for d in self._node_domain.values()):
-            ssn.add_fn("batch_node_order", self.name, self.scores)
+            ssn.add_fn(
+                "batch_node_order",
+                self.name,
+                KeyedBatchScorer(self._domain_of, self.scores_by_domain),
+            )
+
+    def _node_changed(self, node: Node) -> None:
+        self._dirty.add(node.name)
+
+    def _domain_of(self, node: Node) -> tuple[str, str] | None:
+        return self._node_domain.get(node.name)
 
     def _domain(self, node: Node) -> tuple[str, str] | None:
         for key in self.keys:
@@ -64,12 +77,12 @@ class NetworkTopologyPlugin:
                 return key, node.labels[key]
         return None
 
-    def scores(self, task: Task, nodes: list[Node]) -> dict[str, float]:
+    def scores_by_domain(self, task: Task) -> dict[tuple[str, str], float]:
+        """The preferred domain's nodes score ``weight * 100``, every other node 0."""
         chosen = self._preferred_domain(task)
         if chosen is None:
             return {}
-        top = float(self.weight * MAX_NODE_SCORE)
-        return {n.name: top for n in nodes if self._node_domain.get(n.name) == chosen}
+        return {chosen: float(self.weight * MAX_NODE_SCORE)}
 
     def _preferred_domain(self, task: Task) -> tuple[str, str] | None:
         job = self.ssn.jobs[task.job]
@@ -94,29 +107,33 @@ class NetworkTopologyPlugin:
     def _free_per_domain(self) -> dict[tuple[str, str], Resources]:
         """Free resources summed per domain, updated by the nodes that changed since the last
         question. Preempt and allocate ask once per placement, and summing the whole cluster
-        each time was most of a 1,000-node cycle. A node is unchanged while it returns the very
-        same (immutable, cached) future-idle vector; holding those vectors keeps identity
-        meaningful. Resources are whole numbers (millicores, bytes, devices) far below 2**53,
-        so subtracting a node's old vector and adding its new one is exact in floats."""
-        futures = [node.future_idle() for node in self.ssn.node_list]
+        each time was most of a 1,000-node cycle. Resources are whole numbers (millicores,
+        bytes, devices) far below 2**53, so subtracting a node's old future-idle vector and
+        adding its new one is exact in floats."""
         if self._free_cache is None:
+            futures = {node.name: node.future_idle() for node in self.ssn.node_list}
             sums: dict[tuple[str, str], dict[str, float]] = {}
-            for node, future in zip(self.ssn.node_list, futures, strict=True):
+            for node in self.ssn.node_list:
                 domain = self._node_domain[node.name]
                 if domain is not None:
-                    _add_into(sums.setdefault(domain, {}), future, 1)
+                    _add_into(sums.setdefault(domain, {}), futures[node.name], 1)
             changed_domains = set(sums)
+            free: dict[tuple[str, str], Resources] = {}
         else:
-            previous, sums, _ = self._free_cache
+            futures, sums, free = self._free_cache
             changed_domains = set()
-            for node, old, new in zip(self.ssn.node_list, previous, futures, strict=True):
-                domain = self._node_domain[node.name]
+            for name in self._dirty:
+                node = self.ssn.nodes[name]
+                old, new = futures[name], node.future_idle()
+                domain = self._node_domain[name]
+                futures[name] = new
                 if old is new or domain is None:
                     continue
                 _add_into(sums[domain], old, -1)
                 _add_into(sums[domain], new, 1)
                 changed_domains.add(domain)
-        free = dict(self._free_cache[2]) if self._free_cache is not None else {}
+            free = dict(free)
+        self._dirty.clear()
         for domain in changed_domains:
             free[domain] = Resources(sums[domain])
         self._free_cache = (futures, sums, free)

@@ -30,48 +30,60 @@ def _items(res) -> tuple:
     return tuple(sorted(res.explicit().items()))
 
 
-class _Grouping:
-    """Classes keyed by a node key, members as sorted (position, node) lists."""
+def _first(rep: tuple) -> int:
+    return rep[0]
 
-    __slots__ = ("classes", "key_of", "ids", "_reps")
+
+class _Grouping:
+    """Classes keyed by a node key, members as sorted (position, node) lists, and the classes'
+    representatives kept sorted as nodes move, so asking for them costs nothing: allocate asks
+    once per placement, and rebuilding them (hashing every nested key) was its biggest cost."""
+
+    __slots__ = ("classes", "key_of", "ids", "reps")
 
     def __init__(self):
         self.classes: dict[tuple, list[tuple[int, Node]]] = {}
         self.key_of: dict[str, tuple] = {}
         self.ids: dict[tuple, int] = {}
-        self._reps: list | None = None
+        # (first member's position, first member, size, class id), sorted by position
+        self.reps: list[tuple[int, Node, int, int]] = []
 
     def move(self, node: Node, position: int, key: tuple) -> None:
         old = self.key_of.get(node.name)
         if old == key:
             return
-        self._reps = None
         entry = (position, node)
         if old is not None:
             members = self.classes[old]
+            self._drop_rep(members[0][0])
             members.pop(bisect.bisect_left(members, entry))
-            if not members:
+            if members:
+                self._add_rep(members, self.ids[old])
+            else:
                 del self.classes[old]
         self.key_of[node.name] = key
+        class_id = self.ids.get(key)
+        if class_id is None:
+            class_id = self.ids[key] = len(self.ids)
         members = self.classes.get(key)
         if members is None:
-            self.classes[key] = [entry]
-            if key not in self.ids:
-                self.ids[key] = len(self.ids)
+            members = self.classes[key] = [entry]
         else:
+            self._drop_rep(members[0][0])
             bisect.insort(members, entry)
+        self._add_rep(members, class_id)
+
+    def _drop_rep(self, first_position: int) -> None:
+        del self.reps[bisect.bisect_left(self.reps, first_position, key=_first)]
+
+    def _add_rep(self, members: list[tuple[int, Node]], class_id: int) -> None:
+        first_position, first = members[0]
+        at = bisect.bisect_left(self.reps, first_position, key=_first)
+        self.reps.insert(at, (first_position, first, len(members), class_id))
 
     def representatives(self) -> list[tuple[int, Node, int, int]]:
-        reps = self._reps
-        if reps is None:
-            ids = self.ids
-            reps = [
-                (members[0][0], members[0][1], len(members), ids[key])
-                for key, members in self.classes.items()
-            ]
-            reps.sort(key=lambda rep: rep[0])
-            self._reps = reps
-        return reps
+        """The live list: read it before the next node changes."""
+        return self.reps
 
 
 class NodeIndex:

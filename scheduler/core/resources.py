@@ -38,11 +38,12 @@ def _le(left: float, right: float) -> bool:
 class Resources:
     """An immutable resource vector; operations return new vectors."""
 
-    __slots__ = ("_values", "default")
+    __slots__ = ("_values", "default", "_hash")
 
     def __init__(self, values: Mapping[str, float] | None = None, default: float = 0.0):
         self._values: dict[str, float] = dict(values) if values else {}
         self.default = default
+        self._hash: int | None = None
 
     # construction -------------------------------------------------------------------------
     @classmethod
@@ -84,6 +85,7 @@ class Resources:
         res = object.__new__(cls)
         res._values = values
         res.default = default
+        res._hash = None
         return res
 
     def _combine(self, other: Resources, op) -> Resources:
@@ -180,13 +182,20 @@ class Resources:
         return self.less_equal(idle)
 
     def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
         if not isinstance(other, Resources):
             return NotImplemented
+        if self._values == other._values:
+            return self.default == other.default
         keys = set(self._values) | set(other._values)
         return self.default == other.default and all(self.get(k) == other.get(k) for k in keys)
 
     def __hash__(self) -> int:
-        return hash((tuple(sorted(self._values.items())), self.default))
+        # Requests key several memo tables and are looked up once per placement: hash once.
+        if self._hash is None:
+            self._hash = hash((tuple(sorted(self._values.items())), self.default))
+        return self._hash
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{k}={v:g}" for k, v in sorted(self._values.items()))

@@ -117,10 +117,6 @@ _FLAG_OF = {
 }
 
 
-def _first(pair: tuple) -> Any:
-    return pair[0]
-
-
 class Session:
     """Working state plus the hook registry for one cycle."""
 
@@ -180,19 +176,25 @@ class Session:
                 self.queues[parent].children.append(queue.name)
         self.jobs: dict[str, Job] = {}
         self.tasks: dict[str, Task] = {}
-        # Requests are immutable: pods of one spec (the same request object) share one vector.
-        requests: dict[int, Resources] = {}
+        # Requests are immutable: pods of one spec (the same request object) share one vector,
+        # and equal vectors are interned, so memo keys built from them hash and compare once.
+        requests: dict[int, tuple[Resources, bool]] = {}
+        interned: dict[Resources, tuple[Resources, bool]] = {}
         for jinfo in sorted(snapshot.jobs, key=lambda j: (j.created, j.namespace, j.name)):
             tasks: dict[str, Task] = {}
-            keyed = [(natural_key(tinfo.name), tinfo) for tinfo in jinfo.tasks]
-            keyed.sort(key=_first)
-            for sort_key, tinfo in keyed:
-                resreq = requests.get(id(tinfo.requests))
-                if resreq is None:
+            infos = jinfo.tasks
+            if len(infos) > 1:
+                infos = sorted(infos, key=lambda t: natural_key(t.name))
+            for tinfo in infos:
+                known = requests.get(id(tinfo.requests))
+                if known is None:
                     resreq = Resources({**tinfo.requests.explicit(), PODS: 1})
-                    requests[id(tinfo.requests)] = resreq
+                    known = interned.get(resreq)
+                    if known is None:
+                        known = interned[resreq] = (resreq, resreq.is_empty())
+                    requests[id(tinfo.requests)] = known
                 tasks[tinfo.name] = Task(
-                    tinfo, jinfo.name, resreq, tinfo.status, tinfo.node, sort_key
+                    tinfo, jinfo.name, known[0], tinfo.status, tinfo.node, None, known[1]
                 )
             min_available = len(tasks) if jinfo.min_available is None else jinfo.min_available
             phase = jinfo.phase or self._derive_phase(tasks, min_available)
@@ -321,9 +323,13 @@ class Session:
         return self._key_fn("queue_order", lambda queue: queue.name)
 
     def sorted_jobs(self, jobs: list[Job]) -> list[Job]:
+        if len(jobs) < 2:
+            return list(jobs)
         return sorted(jobs, key=self.job_key_fn() or cmp_to_key(self.job_compare))
 
     def sorted_tasks(self, tasks: list[Task]) -> list[Task]:
+        if len(tasks) < 2:  # most jobs have one pod: no key to build
+            return list(tasks)
         return sorted(tasks, key=self.task_key_fn() or cmp_to_key(self.task_compare))
 
     def victim_order(self, victims: list[Task]) -> list[Task]:

@@ -40,11 +40,20 @@ class Task:
     resreq: Resources
     status: TaskStatus
     node: str | None
-    sort_key: tuple = ()
-    best_effort: bool = False
+    # natural_key of the name, computed when first compared (most tasks never are)
+    _sort_key: tuple | None = None
+    # Volcano's BestEffort: a request without cpu, memory or scalars; None = work it out
+    best_effort: bool | None = None
 
     def __post_init__(self) -> None:
-        self.best_effort = self.resreq.is_empty()
+        if self.best_effort is None:
+            self.best_effort = self.resreq.is_empty()
+
+    @property
+    def sort_key(self) -> tuple:
+        if self._sort_key is None:
+            self._sort_key = natural_key(self.info.name)
+        return self._sort_key
 
     @property
     def name(self) -> str:

@@ -29,9 +29,17 @@ class PriorityQueue:
         self._compare = compare
         self._key = key
         self._counter = itertools.count()
-        self._heap: list = []
-        for item in items:
-            self.push(item)
+        if key is not None:
+            # (key, seq) is a fixed total order, so heapify pops exactly what pushing one by
+            # one would. Compare functions may read state that changes while items wait
+            # (queue shares), so there the heap's shape matters: push one by one, as upstream.
+            counter = self._counter
+            self._heap: list = [(key(item), next(counter), item) for item in items]
+            heapq.heapify(self._heap)
+        else:
+            self._heap = []
+            for item in items:
+                self.push(item)
 
     def push(self, item: Any) -> None:
         if self._key is not None:

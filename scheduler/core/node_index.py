@@ -39,14 +39,18 @@ class _Grouping:
     representatives kept sorted as nodes move, so asking for them costs nothing: allocate asks
     once per placement, and rebuilding them (hashing every nested key) was its biggest cost."""
 
-    __slots__ = ("classes", "key_of", "ids", "reps")
+    __slots__ = ("classes", "key_of", "ids", "reps", "part_reps")
 
-    def __init__(self):
+    def __init__(self, by_part: bool = False):
         self.classes: dict[tuple, list[tuple[int, Node]]] = {}
         self.key_of: dict[str, tuple] = {}
         self.ids: dict[tuple, int] = {}
         # (first member's position, first member, size, class id), sorted by position
         self.reps: list[tuple[int, Node, int, int]] = []
+        # with by_part, the same again per key[0] (a split's value, e.g. one domain)
+        self.part_reps: dict[Hashable, list[tuple[int, Node, int, int]]] | None = (
+            {} if by_part else None
+        )
 
     def move(self, node: Node, position: int, key: tuple) -> None:
         old = self.key_of.get(node.name)
@@ -55,10 +59,10 @@ class _Grouping:
         entry = (position, node)
         if old is not None:
             members = self.classes[old]
-            self._drop_rep(members[0][0])
+            self._drop_rep(old, members[0][0])
             members.pop(bisect.bisect_left(members, entry))
             if members:
-                self._add_rep(members, self.ids[old])
+                self._add_rep(old, members, self.ids[old])
             else:
                 del self.classes[old]
         self.key_of[node.name] = key
@@ -69,17 +73,23 @@ class _Grouping:
         if members is None:
             members = self.classes[key] = [entry]
         else:
-            self._drop_rep(members[0][0])
+            self._drop_rep(key, members[0][0])
             bisect.insort(members, entry)
-        self._add_rep(members, class_id)
+        self._add_rep(key, members, class_id)
 
-    def _drop_rep(self, first_position: int) -> None:
+    def _drop_rep(self, key: tuple, first_position: int) -> None:
         del self.reps[bisect.bisect_left(self.reps, first_position, key=_first)]
+        if self.part_reps is not None:
+            reps = self.part_reps[key[0]]
+            del reps[bisect.bisect_left(reps, first_position, key=_first)]
 
-    def _add_rep(self, members: list[tuple[int, Node]], class_id: int) -> None:
+    def _add_rep(self, key: tuple, members: list[tuple[int, Node]], class_id: int) -> None:
         first_position, first = members[0]
-        at = bisect.bisect_left(self.reps, first_position, key=_first)
-        self.reps.insert(at, (first_position, first, len(members), class_id))
+        rep = (first_position, first, len(members), class_id)
+        self.reps.insert(bisect.bisect_left(self.reps, first_position, key=_first), rep)
+        if self.part_reps is not None:
+            reps = self.part_reps.setdefault(key[0], [])
+            reps.insert(bisect.bisect_left(reps, first_position, key=_first), rep)
 
     def representatives(self) -> list[tuple[int, Node, int, int]]:
         """The live list: read it before the next node changes."""
@@ -129,11 +139,21 @@ class NodeIndex:
             return self.full.representatives()
         if split is None:
             return self.loose.representatives()
+        return self._split_grouping(split).representatives()
+
+    def part_representatives(
+        self, split: Callable[[Node], Hashable], part: Hashable
+    ) -> list[tuple[int, Node, int, int]]:
+        """Like ``class_representatives(False, split)``, only the classes whose nodes have
+        ``split(node) == part`` (the live list)."""
+        return self._split_grouping(split).part_reps.get(part, [])
+
+    def _split_grouping(self, split: Callable[[Node], Hashable]) -> _Grouping:
         grouping = self.splits.get(split)
         if grouping is None:
-            grouping = self.splits[split] = _Grouping()
+            grouping = self.splits[split] = _Grouping(by_part=True)
             for node in self.nodes:
                 grouping.move(
                     node, self.position[node.name], (split(node), self.loose.key_of[node.name])
                 )
-        return grouping.representatives()
+        return grouping

@@ -144,8 +144,7 @@ def choose_node(ssn: Session, task: Task) -> tuple[Node | None, dict[str, int]]:
 
 def _choose_by_class(ssn: Session, task: Task) -> tuple[Node | None, dict[str, int]]:
     """One representative per NodeIndex class; label-free classes when the task's predicates
-    cannot look at labels (no node selector; ``class_equivalent`` already ruled out affinity),
-    split by the batch scorers' node key when any is on.
+    cannot look at labels (no node selector; ``class_equivalent`` already ruled out affinity).
 
     A class's answers (misfit reason, idle fit, map score) depend only on its key and the
     task's request and scheduling signature, so they are memoised per class id for the
@@ -153,21 +152,73 @@ def _choose_by_class(ssn: Session, task: Task) -> tuple[Node | None, dict[str, i
     the memo. Batch scores depend on the job's state too, so they are asked for every call, by
     key. Scores are the same sums ``Session.node_scores`` makes (batch first, then the map
     sum), and the best is picked with the same first-wins walk as ``Session.best_node``.
+
+    With one keyed batch scorer giving no negative score (network-topology-aware), label-free
+    classes plus the classes of the scored keys' nodes (split by key) decide like every split
+    class: a node outside the scored keys comes after its label-free class's first member and
+    scores no more than it, so the first-wins walk never picks it. That keeps the walk at a few
+    dozen classes however many domains the cluster has.
     """
+    index = ssn.node_index
     use_labels = bool(task.info.node_selector)
-    split = None if use_labels else ssn.batch_split()
-    memo_key = (use_labels, split, task.resreq, ssn.predicate_signature(task))
-    memo = ssn.class_memo.get(memo_key)
+    scorers = ssn.keyed_batch_scorers() or []
+    signature = ssn.predicate_signature(task)
+    if use_labels or not scorers:
+        memo = _class_memo(ssn, (use_labels, None, task.resreq, signature))
+        failures, idle_fits, fits = _class_answers(
+            ssn, task, index.class_representatives(use_labels), memo, True
+        )
+        return _first_best(ssn, task, idle_fits or fits, scorers), failures
+    if len(scorers) == 1:
+        memo = _class_memo(ssn, (False, None, task.resreq, signature))
+        failures, idle_fits, fits = _class_answers(
+            ssn, task, index.class_representatives(False), memo, True
+        )
+        candidates = idle_fits or fits
+        if not candidates:
+            return None, failures
+        scorer = scorers[0]
+        by_key = scorer.by_key(task)
+        if all(score >= 0 for score in by_key.values()):
+            split_memo = _class_memo(ssn, (False, scorer.node_key, task.resreq, signature))
+            seen = {id(node) for node, _ in candidates}
+            for key in by_key:
+                reps = index.part_representatives(scorer.node_key, key)
+                _, part_idle, part_fits = _class_answers(ssn, task, reps, split_memo, False)
+                for node, entry in part_idle if idle_fits else part_fits:
+                    if id(node) not in seen:
+                        seen.add(id(node))
+                        candidates.append((node, entry))
+            candidates.sort(key=lambda pair: index.position[pair[0].name])
+            batch = [(scorer.node_key, by_key)] if by_key else []
+            return _first_best(ssn, task, candidates, scorers, batch), failures
+    split = ssn.batch_split()
+    memo = _class_memo(ssn, (False, split, task.resreq, signature))
+    failures, idle_fits, fits = _class_answers(
+        ssn, task, index.class_representatives(False, split), memo, True
+    )
+    return _first_best(ssn, task, idle_fits or fits, scorers), failures
+
+
+def _class_memo(ssn: Session, key: tuple) -> dict[int, list]:
+    memo = ssn.class_memo.get(key)
     if memo is None:
-        memo = ssn.class_memo[memo_key] = {}
+        memo = ssn.class_memo[key] = {}
+    return memo
+
+
+def _class_answers(
+    ssn: Session, task: Task, reps: list, memo: dict[int, list], count_failures: bool
+) -> tuple[dict[str, int], list[tuple[Node, list]], list[tuple[Node, list]]]:
+    """(failures by reason, idle-fitting classes, fitting classes) of ``reps``, in their
+    order; each memo entry is [misfit reason, fits on idle, map score or None]."""
     failures: dict[str, int] = {}
     idle_fits: list[tuple[Node, list]] = []
     fits: list[tuple[Node, list]] = []
-    for _, node, size, class_id in ssn.node_index.class_representatives(use_labels, split):
+    for _, node, size, class_id in reps:
         entry = memo.get(class_id)
         if entry is None:
             reason = _misfit(ssn, task, node)
-            # [reason, fits on idle, map score (computed when first needed)]
             entry = memo[class_id] = [
                 reason,
                 reason is None and task.resreq.less_equal(node.idle),
@@ -177,15 +228,26 @@ def _choose_by_class(ssn: Session, task: Task) -> tuple[Node | None, dict[str, i
             fits.append((node, entry))
             if entry[1]:
                 idle_fits.append((node, entry))
-        else:
+        elif count_failures:
             failures[entry[0]] = failures.get(entry[0], 0) + size
-    candidates = idle_fits or fits
+    return failures, idle_fits, fits
+
+
+def _first_best(
+    ssn: Session,
+    task: Task,
+    candidates: list[tuple[Node, list]],
+    scorers: list,
+    batch: list | None = None,
+) -> Node | None:
+    """``Session.best_node`` over class representatives (in name order): the first highest."""
     if not candidates:
-        return None, failures
+        return None
     if len(candidates) == 1:
-        return candidates[0][0], failures
-    batch = [(fn.node_key, fn.by_key(task)) for fn in ssn.keyed_batch_scorers() or ()]
-    batch = [(node_key, by_key) for node_key, by_key in batch if by_key]
+        return candidates[0][0]
+    if batch is None:
+        batch = [(fn.node_key, fn.by_key(task)) for fn in scorers]
+        batch = [(node_key, by_key) for node_key, by_key in batch if by_key]
     map_fns = None
     best, best_score = None, None
     for node, entry in candidates:
@@ -201,8 +263,7 @@ def _choose_by_class(ssn: Session, task: Task) -> tuple[Node | None, dict[str, i
             score = total + score
         if best_score is None or score > best_score + 1e-9:
             best, best_score = node, score
-    # Representatives are their class's first member by name, so the first best one wins.
-    return best, failures
+    return best
 
 
 def allocate_tasks(

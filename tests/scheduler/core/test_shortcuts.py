@@ -133,3 +133,30 @@ def test_less_partly_matches_its_definition(seed):
         left, right = vector(), vector()
         keys = set(left.explicit()) | set(right.explicit())
         assert left.less_partly(right) == any(left.get(k) < right.get(k) for k in keys)
+
+
+def _many_domains_snapshot(seed: int, running: float):
+    """Zones of 3 nodes and a hostname label on every node, as on a real cluster: the
+    topology plugin then scores a few nodes of many domains, and label classes are singletons."""
+    import dataclasses
+
+    snapshot = _varied_snapshot(seed, running)
+    nodes = tuple(
+        dataclasses.replace(
+            node,
+            labels=((ZONE_LABEL, f"zone-{i // 3:03d}"), ("kubernetes.io/hostname", node.name)),
+        )
+        for i, node in enumerate(snapshot.nodes)
+    )
+    return dataclasses.replace(snapshot, nodes=nodes)
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("running", [0.0, 0.3, 0.6, 0.8])
+def test_topology_shortcut_decides_like_a_full_node_scan(monkeypatch, seed, running):
+    """Label-free classes plus the preferred domain's classes vs every node scored."""
+    snapshot = _many_domains_snapshot(seed, running)
+    fast = run_cycle(snapshot, default_conf())
+    assert fast.binds  # the comparison must cover placements, not only pending jobs
+    monkeypatch.setattr(Session, "class_equivalent", lambda self, task: False)
+    assert run_cycle(snapshot, default_conf()) == fast

@@ -27,7 +27,8 @@ from scheduler.core.state import Node
 
 
 def _items(res) -> tuple:
-    return tuple(sorted(res.explicit().items()))
+    items = res.explicit_items()
+    return tuple(sorted(items)) if items else ()
 
 
 def _first(rep: tuple) -> int:
@@ -100,7 +101,8 @@ class NodeIndex:
     def __init__(self, nodes: list[Node]):
         self.nodes = nodes
         self.position = {node.name: i for i, node in enumerate(nodes)}
-        self.full = _Grouping()
+        # Built on first use: only tasks with a node selector need label classes.
+        self._full: _Grouping | None = None
         self.loose = _Grouping()
         # split function -> its grouping; functions are few (one per batch scorer set)
         self.splits: dict[Callable[[Node], Hashable], _Grouping] = {}
@@ -108,6 +110,15 @@ class NodeIndex:
         self.listeners: list[Callable[[Node], None]] = []
         for node in nodes:
             self.update(node)
+
+    @property
+    def full(self) -> _Grouping:
+        if self._full is None:
+            self._full = _Grouping()
+            for node in self.nodes:
+                loose = self.loose.key_of[node.name]
+                self._full.move(node, self.position[node.name], (node.info.labels, loose))
+        return self._full
 
     @property
     def classes(self) -> dict[tuple, list[tuple[int, Node]]]:
@@ -118,7 +129,8 @@ class NodeIndex:
         state = (_items(node.used), _items(node.releasing), _items(node.pipelined))
         loose = (info.taints, info.unschedulable, node.shape, state)
         position = self.position[node.name]
-        self.full.move(node, position, (info.labels, loose))
+        if self._full is not None:
+            self._full.move(node, position, (info.labels, loose))
         self.loose.move(node, position, loose)
         for split, grouping in self.splits.items():
             grouping.move(node, position, (split(node), loose))

@@ -32,7 +32,6 @@ def execute(ssn: Session) -> None:
         queue_names.add(job.queue)
         if ssn.job_starving(job):
             preemptors.setdefault(job.queue, PriorityQueue(ssn.job_compare)).push(job)
-            task_queues[job.name] = PriorityQueue(ssn.task_compare, job.pending_tasks())
     queues = PriorityQueue(ssn.queue_compare, [ssn.queues[n] for n in sorted(queue_names)])
     statements: dict[str, Statement] = {}
     hosts = _hosts(ssn)
@@ -47,7 +46,11 @@ def execute(ssn: Session) -> None:
         if not jobs:
             continue
         job = jobs.pop()
-        tasks = task_queues[job.name]
+        tasks = task_queues.get(job.name)
+        if tasks is None:
+            # Built when first needed (most starving jobs are never reached); only the popped
+            # job's own pending pods change in here, so the set is the one it started with.
+            tasks = task_queues[job.name] = PriorityQueue(ssn.task_compare, job.pending_tasks())
         if not tasks or not ssn.job_starving(job):
             continue
         task = tasks.pop()

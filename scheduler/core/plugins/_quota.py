@@ -29,10 +29,16 @@ class QueueAttr:
     deserved: Resources = EMPTY
     real_capability: Resources = field(default_factory=Resources.unlimited)
     share: float = 0.0
+    # deserved.names(), kept while deserved is the same object (it is set once per session,
+    # and the share is recomputed on every allocation)
+    _names_of: Resources | None = None
+    _names: list[str] = field(default_factory=list)
 
     def update_share(self) -> None:
+        if self._names_of is not self.deserved:
+            self._names, self._names_of = self.deserved.names(), self.deserved
         share = 0.0
-        for name in self.deserved.names():
+        for name in self._names:
             deserved, allocated = self.deserved.get(name), self.allocated.get(name)
             if deserved == 0:
                 ratio = 0.0 if allocated == 0 else 1.0

@@ -12,8 +12,11 @@ scorers leave, weighted by ``weight`` (default 1).
 
 from __future__ import annotations
 
+import bisect
+import itertools
+
 from scheduler.core.config import ConfigError, int_arg
-from scheduler.core.resources import CPU, GPU, Resources
+from scheduler.core.resources import CPU, GPU, MIN_RESOURCE, Resources, total
 from scheduler.core.session import KeyedBatchScorer, Session
 from scheduler.core.state import Node, Task
 from scheduler.core.types import OCCUPYING_STATUSES, TaskStatus
@@ -94,15 +97,17 @@ class NetworkTopologyPlugin:
                     placed[domain] = placed.get(domain, 0) + 1
         if placed:
             return min(placed, key=lambda d: (-placed[d], d))
-        need = Resources()
-        for other in job.tasks.values():
-            if other.status is TaskStatus.PENDING:
-                need = need.add(other.resreq)
+        pending = [t.resreq for t in job.tasks.values() if t.status is TaskStatus.PENDING]
+        need = pending[0] if len(pending) == 1 else total(pending)
         free = self._free_per_domain()
-        fitting = [d for d, res in free.items() if need.less_equal(res)]
-        if not fitting:
-            return None
-        return min(fitting, key=lambda d: (free[d].get(GPU), free[d].get(CPU), d))
+        # The smallest domain that fits: walk domains from the smallest, starting at the first
+        # with enough GPUs (the order is kept sorted as domains change).
+        order = self._order
+        at = bisect.bisect_left(order, (need.get(GPU) - MIN_RESOURCE,))
+        for _, _, domain in itertools.islice(order, at, None):
+            if need.less_equal(free[domain]):
+                return domain
+        return None
 
     def _free_per_domain(self) -> dict[tuple[str, str], Resources]:
         """Free resources summed per domain, updated by the nodes that changed since the last
@@ -119,6 +124,7 @@ class NetworkTopologyPlugin:
                     _add_into(sums.setdefault(domain, {}), futures[node.name], 1)
             changed_domains = set(sums)
             free: dict[tuple[str, str], Resources] = {}
+            self._order: list[tuple[float, float, tuple[str, str]]] = []
         else:
             futures, sums, free = self._free_cache
             changed_domains = set()
@@ -132,10 +138,14 @@ class NetworkTopologyPlugin:
                 _add_into(sums[domain], old, -1)
                 _add_into(sums[domain], new, 1)
                 changed_domains.add(domain)
-            free = dict(free)
         self._dirty.clear()
+        order = self._order
         for domain in changed_domains:
-            free[domain] = Resources(sums[domain])
+            old = free.get(domain)
+            if old is not None:
+                del order[bisect.bisect_left(order, (old.get(GPU), old.get(CPU), domain))]
+            new = free[domain] = Resources(sums[domain])
+            bisect.insort(order, (new.get(GPU), new.get(CPU), domain))
         self._free_cache = (futures, sums, free)
         return free
 

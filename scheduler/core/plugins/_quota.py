@@ -75,6 +75,19 @@ def account_job(attr: QueueAttr, job: Job) -> None:
         attr.elastic = attr.elastic.add(allocated_job.exceeded_part(minimum))
 
 
+def admission_shortfall(attr: QueueAttr, minimum: Resources) -> tuple[str, Resources] | None:
+    """The enqueue check proportion and capacity share (their JobEnqueueableFn): None when the
+    job's min resources fit under the queue's real capability together with what the queue
+    has allocated and admitted (minus its elastic part), else (the first short dimension,
+    that total)."""
+    from scheduler.core.reasons import first_short_dimension
+
+    needed = minimum.add(attr.allocated).add(attr.inqueue).sub(attr.elastic)
+    if needed.less_equal_with_dimension(attr.real_capability, minimum):
+        return None
+    return first_short_dimension(needed, attr.real_capability, minimum) or "gpu", needed
+
+
 def cluster_total(ssn: Session) -> Resources:
     acc = EMPTY
     for node in ssn.node_list:

@@ -13,7 +13,13 @@ upstream ``ancestorReclaimLevel`` refinements are not modelled.
 
 from __future__ import annotations
 
-from scheduler.core.plugins._quota import QueueAttr, account_job, cluster_total, new_attr
+from scheduler.core.plugins._quota import (
+    QueueAttr,
+    account_job,
+    admission_shortfall,
+    cluster_total,
+    new_attr,
+)
 from scheduler.core.reasons import describe, first_short_dimension
 from scheduler.core.resources import CPU, INFINITY, MEMORY, MIN_RESOURCE, PODS, Resources
 from scheduler.core.session import EventHandler, Session
@@ -149,10 +155,10 @@ class CapacityPlugin:
             return Vote.PERMIT
         attr = self.attrs[job.queue]
         minimum = job.info.min_resources
-        needed = minimum.add(attr.allocated).add(attr.inqueue).sub(attr.elastic)
-        if needed.less_equal_with_dimension(attr.real_capability, minimum):
+        shortfall = admission_shortfall(attr, minimum)
+        if shortfall is None:
             return Vote.PERMIT
-        short = first_short_dimension(needed, attr.real_capability, minimum) or "gpu"
+        short = shortfall[0]
         job.reason = (
             f"queue {queue.name} cannot admit the job: its minimum of "
             f"{describe(short, minimum.get(short))} would exceed the queue's capability of "

@@ -12,7 +12,13 @@ queues), or its guarantee if larger. Names the limit leaves out are unlimited.
 
 from __future__ import annotations
 
-from scheduler.core.plugins._quota import QueueAttr, account_job, cluster_total, new_attr
+from scheduler.core.plugins._quota import (
+    QueueAttr,
+    account_job,
+    admission_shortfall,
+    cluster_total,
+    new_attr,
+)
 from scheduler.core.reasons import describe, first_short_dimension
 from scheduler.core.resources import INFINITY, Resources, _le
 from scheduler.core.session import EventHandler, Session
@@ -163,10 +169,10 @@ class ProportionPlugin:
         if attr is None or job.info.min_resources is None:
             return Vote.PERMIT
         minimum = job.info.min_resources
-        needed = minimum.add(attr.allocated).add(attr.inqueue).sub(attr.elastic)
-        if needed.less_equal_with_dimension(attr.real_capability, minimum):
+        shortfall = admission_shortfall(attr, minimum)
+        if shortfall is None:
             return Vote.PERMIT
-        short = first_short_dimension(needed, attr.real_capability, minimum) or "gpu"
+        short, needed = shortfall
         job.reason = (
             f"queue {job.queue} cannot admit the job: it needs {describe(short, minimum.get(short))}"
             f" but the queue has {describe(short, max(attr.real_capability.get(short) - needed.get(short) + minimum.get(short), 0))}"

@@ -6,7 +6,9 @@ Execute, CloseSession) and framework/job_updater.go for the pod group phase repo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from scheduler.core.actions import ACTIONS
 from scheduler.core.config import SchedulerConf
@@ -39,12 +41,28 @@ def open_session(snapshot: Snapshot, conf: SchedulerConf) -> Session:
     return ssn
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """A cycle allocates hundreds of thousands of small objects that live until it ends, so
+    the cyclic collector ran over and over across the whole session for nothing: about a
+    fifth of a 10,000-job cycle. Plain reference counting still frees garbage meanwhile; the
+    session's own cycles (nodes <-> their index) go at the next collection after it ends."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def run_cycle(snapshot: Snapshot, conf: SchedulerConf) -> CycleResult:
     """Run every configured action once over ``snapshot``; never raises for "does not fit"."""
-    ssn = open_session(snapshot, conf)
-    for action in conf.actions:
-        ACTIONS[action].execute(ssn)
-    return close_session(ssn)
+    with _collector_paused():
+        ssn = open_session(snapshot, conf)
+        for action in conf.actions:
+            ACTIONS[action].execute(ssn)
+        return close_session(ssn)
 
 
 def run_cycle_timed(
@@ -56,16 +74,17 @@ def run_cycle_timed(
     twice accumulates. Phases: ``open_session``, each action, ``close_session``.
     """
     timings: dict[str, float] = {}
-    start = clock()
-    ssn = open_session(snapshot, conf)
-    timings["open_session"] = clock() - start
-    for action in conf.actions:
+    with _collector_paused():
         start = clock()
-        ACTIONS[action].execute(ssn)
-        timings[action] = timings.get(action, 0.0) + clock() - start
-    start = clock()
-    result = close_session(ssn)
-    timings["close_session"] = clock() - start
+        ssn = open_session(snapshot, conf)
+        timings["open_session"] = clock() - start
+        for action in conf.actions:
+            start = clock()
+            ACTIONS[action].execute(ssn)
+            timings[action] = timings.get(action, 0.0) + clock() - start
+        start = clock()
+        result = close_session(ssn)
+        timings["close_session"] = clock() - start
     return result, timings
 
 

@@ -1,17 +1,21 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.views.generic import RedirectView
 
+from portal.common.login_throttle import ThrottledLoginView
 from portal.common.views import HomeView
 
 urlpatterns = [
     path("", HomeView.as_view(), name="home"),
-    path("admin/", admin.site.urls),
+    # The admin's own login form would bypass the login throttle: send it to ours.
     path(
-        "accounts/login/",
-        auth_views.LoginView.as_view(template_name="registration/login.html"),
-        name="login",
+        "admin/login/",
+        RedirectView.as_view(pattern_name="login", query_string=True),
+        name="admin_login",
     ),
+    path("admin/", admin.site.urls),
+    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("jobs/", include("portal.jobs.urls")),
     path("queues/", include("portal.queues.urls")),

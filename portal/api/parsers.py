@@ -3,10 +3,11 @@
 import json
 from typing import Any
 
-import yaml
 from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
+
+from portal.common.yamlsafe import UntrustedYAMLError, yaml_load_untrusted
 
 from .errors import PayloadTooLarge
 
@@ -14,9 +15,8 @@ DEFAULT_MAX_BODY_BYTES = 256 * 1024
 BODY_TOO_LARGE = "the request body is larger than {limit} bytes"
 BODY_NOT_UTF8 = "the request body is not valid UTF-8"
 BODY_INVALID_JSON = "malformed JSON: {error}"
-BODY_INVALID_YAML = "malformed YAML: {error}"
 BODY_TOO_DEEP = "the request body is nested too deeply"
-YAML_ALIASES_FORBIDDEN = "YAML anchors and aliases are not supported"
+BODY_INVALID_YAML = "malformed YAML: {error}"
 
 
 def max_body_bytes() -> int:
@@ -52,24 +52,12 @@ class LimitedJSONParser(BaseParser):
             raise ParseError(BODY_INVALID_JSON.format(error=error)) from error
 
 
-class _NoAliasSafeLoader(yaml.SafeLoader):
-    """SafeLoader that refuses aliases (no billion-laughs expansion)."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(None, None, YAML_ALIASES_FORBIDDEN, event.start_mark)
-        return super().compose_node(parent, index)
-
-
 def yaml_load(text: str) -> Any:
-    """`yaml.safe_load` semantics without aliases; every failure is a ParseError."""
+    """One document of plain data (no aliases or application tags, bounded depth), else 400."""
     try:
-        return yaml.load(text, Loader=_NoAliasSafeLoader)  # noqa: S506 (a SafeLoader)
-    except RecursionError as error:
-        raise ParseError(BODY_TOO_DEEP) from error
-    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as error:
-        raise ParseError(BODY_INVALID_YAML.format(error=error)) from error
+        return yaml_load_untrusted(text)
+    except UntrustedYAMLError as error:
+        raise ParseError(BODY_INVALID_YAML.format(error=error.message)) from error
 
 
 class YAMLParser(BaseParser):

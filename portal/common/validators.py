@@ -13,6 +13,8 @@ DNS_LABEL_INVALID = (
 )
 STR_LIST_INVALID = "must be a list of strings"
 STR_DICT_INVALID = "must be a mapping of strings to strings"
+# PostgreSQL's text and jsonb cannot hold U+0000: such a value would fail at INSERT (a 500).
+STR_NUL = "must not contain NUL characters (\\0)"
 
 
 def validate_dns_label(value: str) -> None:
@@ -29,6 +31,8 @@ def validate_str_list(value: object) -> None:
         raise ValidationError(STR_LIST_INVALID, code="str_list")
     if not all(isinstance(item, str) for item in value):
         raise ValidationError(STR_LIST_INVALID, code="str_list")
+    if any("\x00" in item for item in value):
+        raise ValidationError(STR_NUL, code="null_characters_not_allowed")
 
 
 def validate_str_dict(value: object) -> None:
@@ -36,3 +40,5 @@ def validate_str_dict(value: object) -> None:
         raise ValidationError(STR_DICT_INVALID, code="str_dict")
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise ValidationError(STR_DICT_INVALID, code="str_dict")
+    if any("\x00" in k or "\x00" in v for k, v in value.items()):
+        raise ValidationError(STR_NUL, code="null_characters_not_allowed")

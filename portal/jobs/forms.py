@@ -9,6 +9,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
+from portal.common.yamlsafe import UntrustedYAMLError, yaml_load_untrusted
 from portal.queues.models import Queue
 
 GPU_MODEL_LABEL = "gpu-model"
@@ -16,9 +17,12 @@ MEMORY_INVALID = 'use a size such as "16Gi", "512Mi" or a number of GiB'
 CPU_INVALID = 'use cores such as "4" or "0.5", or millicores such as "500m"'
 COMMAND_INVALID = "could not split the command: {error}"
 YAML_INVALID = "not valid YAML: {error}"
+UPLOAD_NOT_UTF8 = "the file is not UTF-8 text"
 YAML_NOT_A_MAPPING = "the file must hold one Volcano Job mapping"
 UPLOAD_TOO_LARGE = "the file is larger than {limit} KiB"
 UPLOAD_LIMIT_BYTES = 256 * 1024
+QUANTITY_TOO_LARGE = "this is more than any node has"
+QUANTITY_MAX = 2**63 - 1
 
 _MEMORY_UNITS = {
     "": 1024**3,  # a bare number means GiB
@@ -65,13 +69,20 @@ def format_memory(value: int) -> str:
     return str(value)
 
 
+def _bounded_quantity(value: int) -> int:
+    # Thousands of digits parse fine but break later steps (str() of such an int raises).
+    if value > QUANTITY_MAX:
+        raise ValidationError(QUANTITY_TOO_LARGE, code="max_value")
+    return value
+
+
 class MemoryField(forms.CharField):
     def to_python(self, value: Any) -> int | None:
         value = super().to_python(value)
         if value in self.empty_values:
             return None
         try:
-            return parse_memory(value)
+            return _bounded_quantity(parse_memory(value))
         except (ValueError, InvalidOperation) as error:
             raise ValidationError(MEMORY_INVALID, code="invalid") from error
 
@@ -82,7 +93,7 @@ class CpuField(forms.CharField):
         if value in self.empty_values:
             return None
         try:
-            return parse_cpu(value)
+            return _bounded_quantity(parse_cpu(value))
         except (ValueError, InvalidOperation) as error:
             raise ValidationError(CPU_INVALID, code="invalid") from error
 
@@ -145,8 +156,18 @@ class TaskForm(forms.Form):
         }
 
 
+MAX_TASKS = 20
+# absolute_max: Django otherwise builds (and renders) up to max_num + 1000 forms for whatever
+# TOTAL_FORMS a client posts: one request cost half a minute of CPU and a 2 MB page.
 TaskFormSet = forms.formset_factory(
-    TaskForm, extra=0, min_num=1, validate_min=True, can_delete=True, max_num=20
+    TaskForm,
+    extra=0,
+    min_num=1,
+    validate_min=True,
+    can_delete=True,
+    max_num=MAX_TASKS,
+    validate_max=True,
+    absolute_max=MAX_TASKS,
 )
 
 # job_submit error keys -> (form, field) on the page.
@@ -199,15 +220,17 @@ class JobUploadForm(forms.Form):
     )
 
     def clean_manifest(self) -> dict[str, Any]:
-        import yaml
-
         upload = self.cleaned_data["manifest"]
         if upload.size > UPLOAD_LIMIT_BYTES:
             raise ValidationError(UPLOAD_TOO_LARGE.format(limit=UPLOAD_LIMIT_BYTES // 1024))
         try:
-            document = yaml.safe_load(upload.read().decode("utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError) as error:
-            raise ValidationError(YAML_INVALID.format(error=error)) from error
+            text = upload.read(UPLOAD_LIMIT_BYTES + 1).decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValidationError(UPLOAD_NOT_UTF8) from error
+        try:
+            document = yaml_load_untrusted(text)
+        except UntrustedYAMLError as error:
+            raise ValidationError(YAML_INVALID.format(error=error.message)) from error
         if not isinstance(document, dict):
             raise ValidationError(YAML_NOT_A_MAPPING)
         return document

@@ -53,6 +53,7 @@ GPU_TWO_NAMES = "only one GPU resource name per container (found {names})"
 GPU_REQUEST_MISMATCH = "GPU request ({request}) differs from the limit ({limit})"
 ENV_VALUE_FROM = "valueFrom is not supported; give a literal value"
 DUPLICATE_ENV = "environment variable {name} is set twice"
+NUL_CHARACTER = "must not contain NUL characters (\\0)"
 
 _QUANTITY_RE = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
 _SUFFIXES = {
@@ -227,6 +228,8 @@ def volcano_job_parse(data: Any) -> VolcanoJobSpec:
     c = _Collector()
     if not isinstance(data, dict):
         raise ManifestError({"body": ["a Volcano Job manifest must be a mapping"]})
+    for path in _nul_paths(data):
+        c.add(path, NUL_CHARACTER)
     if data.get("apiVersion") != API_VERSION:
         c.add("apiVersion", WRONG_API_VERSION)
     if data.get("kind") != KIND:
@@ -294,6 +297,30 @@ def volcano_job_parse(data: Any) -> VolcanoJobSpec:
         expected_duration_seconds=duration,
         ignored=ignored,
     )
+
+
+def _nul_paths(data: Any) -> list[str]:
+    """Paths of every string (key or value) holding U+0000, which PostgreSQL cannot store.
+
+    Iterative: an API body may be nested about as deep as the JSON parser's recursion allows.
+    """
+    found: list[str] = []
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                found.append(path or "body")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                name = str(key).replace("\x00", "\\0")
+                child = f"{path}.{name}" if path else name
+                if isinstance(key, str) and "\x00" in key:
+                    found.append(child)
+                stack.append((child, item))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{index}]", item) for index, item in enumerate(value))
+    return sorted(found)
 
 
 def _task_parse(c: _Collector, raw: Any, path: str) -> dict[str, Any] | None:

@@ -1,5 +1,7 @@
 from django.contrib import admin
 
+from portal.common.admin import SafeAutocompleteMixin
+
 from .models import Queue, QueueChange
 
 
@@ -14,7 +16,7 @@ class QueueChangeInline(admin.TabularInline):
 
 
 @admin.register(Queue)
-class QueueAdmin(admin.ModelAdmin):
+class QueueAdmin(SafeAutocompleteMixin, admin.ModelAdmin):
     """Read-mostly: edits belong in the portal (queue_update writes the audit rows)."""
 
     list_display = [

@@ -35,9 +35,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # ------------------------------------------------------------------------------
 # https://django-environ.readthedocs.io/en/latest/types.html#environ-env-db-url
 DATABASES = {
-    "default": env.db_url(
-        "DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'portal.sqlite3'}"
-    )
+    "default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'portal.sqlite3'}")
 }
 DATABASES["default"]["ATOMIC_REQUESTS"] = True
 if DATABASES["default"]["ENGINE"].endswith("postgresql"):
@@ -89,6 +87,12 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Failed logins per username and client address before the login page answers 429 for
+# the rest of the window (portal/common/login_throttle.py; counts live in the cache).
+LOGIN_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
+LOGIN_FAILURE_WINDOW_SECONDS = env.int("LOGIN_FAILURE_WINDOW_SECONDS", default=15 * 60)
+# META key of a header a trusted proxy sets to the client address (e.g. HTTP_X_REAL_IP).
+LOGIN_CLIENT_ADDRESS_HEADER = env.str("LOGIN_CLIENT_ADDRESS_HEADER", default="")
 
 # MIDDLEWARE
 # ------------------------------------------------------------------------------
@@ -149,6 +153,9 @@ SIMULATED_CLUSTER_FILE = env.str(
 GPU_RESOURCE_NAMES = env.list("GPU_RESOURCE_NAMES", default=["nvidia.com/gpu", "mars-tech.com/gpu"])
 KUBERNETES_NAMESPACE = env.str("KUBERNETES_NAMESPACE", default="gpu-jobs")
 SCHEDULER_CYCLE_SECONDS = env.float("SCHEDULER_CYCLE_SECONDS", default=5.0)
+# Expiry of the cluster-wide cycle lock; the holder renews it every third of this, so a
+# killed worker blocks scheduling for at most this long (scheduler/adapters/lock.py).
+SCHEDULER_LOCK_TTL_SECONDS = env.float("SCHEDULER_LOCK_TTL_SECONDS", default=30.0)
 # Default for a job without expected_duration on the simulated cluster.
 SIMULATED_DEFAULT_RUN_SECONDS = env.int("SIMULATED_DEFAULT_RUN_SECONDS", default=600)
 EVICTION_GRACE_SECONDS = env.int("EVICTION_GRACE_SECONDS", default=30)

@@ -1,9 +1,11 @@
 from django.contrib import admin
 
+from portal.common.admin import SafeAutocompleteMixin
+
 from .models import Membership, Tenant
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(SafeAutocompleteMixin, admin.TabularInline):
     model = Membership
     extra = 0
     autocomplete_fields = ["user"]
@@ -17,7 +19,7 @@ class TenantAdmin(admin.ModelAdmin):
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(SafeAutocompleteMixin, admin.ModelAdmin):
     list_display = ["user", "tenant", "role", "created_at"]
     list_filter = ["role", "tenant"]
     search_fields = ["user__username", "user__email", "tenant__name"]

@@ -9,6 +9,7 @@ Every error names the offending field, e.g. ``tiers[1].plugins[2].arguments.binp
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ ENABLE_FLAGS = (
     "enableSubJobOrder",
 )
 _FLAG_ALIASES = {"enableJobEnqueueable": "enableJobEnqueued"}
+INT64_MAX = 2**63 - 1
 
 
 class ConfigError(ValueError):
@@ -110,6 +112,11 @@ def parse_conf_text(text: str) -> SchedulerConf:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError("config_yaml", f"not valid YAML ({exc.__class__.__name__})") from exc
+    except RecursionError as exc:
+        raise ConfigError("config_yaml", "not valid YAML (nested too deeply)") from exc
+    except (ValueError, OverflowError) as exc:
+        # A scalar safe_load cannot convert, e.g. an integer past Python's digit limit.
+        raise ConfigError("config_yaml", f"not valid YAML ({exc.__class__.__name__})") from exc
     return parse_conf(data)
 
 
@@ -120,7 +127,8 @@ def parse_conf(data: Any, path: str = "config") -> SchedulerConf:
 
     if not isinstance(data, dict):
         raise ConfigError(path, f"expected a mapping, got {_kind(data)}")
-    unknown = sorted(set(data) - {"actions", "tiers", "configurations"})
+    # key=str: YAML keys may be numbers or booleans, which do not sort against strings.
+    unknown = sorted(set(data) - {"actions", "tiers", "configurations"}, key=str)
     if unknown:
         raise ConfigError(f"{_join(path, unknown[0])}", "unknown field")
     actions_raw = data.get("actions")
@@ -185,6 +193,15 @@ def _parse_plugin(plugin: Any, path: str, registry: dict) -> PluginOption:
         registry[name].build(arguments)
     except ConfigError as exc:
         raise ConfigError(f"{path}.arguments.{exc.field}", exc.message) from exc
+    except (TypeError, AttributeError, ValueError, OverflowError) as exc:
+        # A plugin's build met a shape it does not expect (e.g. a numeric argument name):
+        # still the user's conf at fault, so name the field rather than fail the request.
+        odd_keys = [key for key in arguments if not isinstance(key, str)]
+        if odd_keys:
+            message = f"argument names must be strings, got {odd_keys[0]!r}"
+        else:
+            message = f"cannot be read ({exc})"
+        raise ConfigError(f"{path}.arguments", message) from exc
     return PluginOption(name, dict(arguments), flags)
 
 
@@ -207,8 +224,13 @@ def number_arg(arguments: dict[str, Any], key: str, default: float) -> float:
 
 def int_arg(arguments: dict[str, Any], key: str, default: int) -> int:
     value = number_arg(arguments, key, default)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(key, f"expected an integer, got {value!r}")
     if value != int(value):
         raise ConfigError(key, f"expected an integer, got {value!r}")
+    if not -INT64_MAX - 1 <= value <= INT64_MAX:
+        # Volcano reads these into Go ints; beyond 64 bits scoring arithmetic overflows.
+        raise ConfigError(key, f"expected a 64-bit integer, got {value!r}")
     return int(value)
 
 

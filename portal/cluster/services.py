@@ -1,13 +1,13 @@
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from portal.common.services import model_update, prefix_errors
-from portal.jobs.models import Job, JobTask
+from portal.jobs.models import JobTask
 
 from .models import Node, Placement
 
@@ -101,8 +101,20 @@ def node_inventory_sync(
     return result
 
 
-def placement_pod_name(*, job: Job, task: JobTask, replica: int, attempt: int = 0) -> str:
-    """`<job>-<job id>-<task>-<replica>`, plus `-a<attempt>` when the replica is re-placed."""
+class _JobLike(Protocol):
+    id: int
+    name: str
+
+
+class _TaskLike(Protocol):
+    name: str
+
+
+def placement_pod_name(*, job: _JobLike, task: _TaskLike, replica: int, attempt: int = 0) -> str:
+    """`<job>-<job id>-<task>-<replica>`, plus `-a<attempt>` when the replica is re-placed.
+
+    Takes a Job and a JobTask, or any rows with those attributes (the scheduling cycle passes
+    the plain rows of its snapshot)."""
     base = f"{job.name}-{job.id}-{task.name}-{replica}"
     if attempt == 0:
         return base

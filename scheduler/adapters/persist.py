@@ -1,8 +1,9 @@
 """Write one cycle's decisions in one transaction: placements for binds, releases and
 PreemptionEvents for evictions, job statuses and pending reasons, usage samples, counts.
 
-Writes are batched (bulk_create, bulk_update, one UPDATE per distinct reason) so the cost
-grows with the number of changes, not with one query per job.
+The cost grows with the number of changed rows, in a handful of statements per cycle: rows that
+get the same values share one `UPDATE ... WHERE id IN (...)` per batch, rows that get values of
+their own share one `rows_update` (scheduler.adapters.bulk), new rows one bulk_create.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from portal.cluster.services import placement_pod_name
 from portal.jobs.models import Job
 from portal.scheduling.models import CycleRun, PreemptionEvent, QueueUsageSample
 from portal.scheduling.rollups import usage_rollups_refresh
-from scheduler.adapters.snapshot import SnapshotBundle
+from scheduler.adapters.bulk import rows_update
+from scheduler.adapters.snapshot import JobRow, PlacementRow, SnapshotBundle
 from scheduler.core.types import CycleResult, Evict
 
 GANG_BROKEN = "released with its gang: {job} fell below min_available {min_available}"
@@ -47,47 +49,54 @@ def _persist_binds(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
     # Earlier placements of the same replica (ended by a preemption) keep their pod names
     # in the history, so a re-placement gets the next attempt number.
     attempts = {
-        (row["task_id"], row["replica"]): row["n"]
-        for row in Placement.objects.filter(task_id__in={r.task.id for r in replicas})
+        (task_id, replica): n
+        for task_id, replica, n in Placement.objects.filter(
+            task_id__in={r.task.id for r in replicas}
+        )
         .values("task_id", "replica")
         .annotate(n=Count("id"))
+        .values_list("task_id", "replica", "n")
+        .order_by()
     }
     placements = []
     for bind, replica in zip(result.binds, replicas):
         job = index.jobs[bind.job]
-        attempt = attempts.get((replica.task.id, replica.replica), 0)
+        task = replica.task
+        node = index.nodes.get(bind.node)
+        attempt = attempts.get((task.id, replica.replica), 0)
         placements.append(
             Placement(
-                job=job,
-                task=replica.task,
+                job_id=job.id,
+                task_id=task.id,
                 replica=replica.replica,
-                node=index.nodes.get(bind.node),
+                node_id=node.id if node is not None else None,
                 node_name=bind.node,
                 pod_name=placement_pod_name(
-                    job=job, task=replica.task, replica=replica.replica, attempt=attempt
+                    job=job, task=task, replica=replica.replica, attempt=attempt
                 ),
                 state=Placement.State.BOUND,
-                gpus=replica.task.gpus,
+                gpus=task.gpus,
             )
         )
     Placement.objects.bulk_create(placements, batch_size=BATCH)
-    admitted = {bind.job for bind in result.binds}
-    jobs = [
+    admitted = [
         job
-        for key in sorted(admitted, key=int)
+        for key in sorted({bind.job for bind in result.binds}, key=int)
         if (job := index.jobs[key]).status == Job.Status.PENDING
     ]
-    for job in jobs:
+    for job in admitted:
         job.status = Job.Status.ADMITTED
-        job.admitted_at = now
         job.pending_reason = ""
-        job.pending_reason_at = now
-        job.updated_at = now
-    Job.objects.bulk_update(
-        jobs,
-        ["status", "admitted_at", "pending_reason", "pending_reason_at", "updated_at"],
-        batch_size=BATCH,
-    )
+    # Every admitted job gets the same values: one plain UPDATE per batch of ids.
+    ids = [job.id for job in admitted]
+    for start in range(0, len(ids), BATCH):
+        Job.objects.filter(id__in=ids[start : start + BATCH]).update(
+            status=Job.Status.ADMITTED,
+            admitted_at=now,
+            pending_reason="",
+            pending_reason_at=now,
+            updated_at=now,
+        )
 
 
 def _persist_evictions(
@@ -96,7 +105,7 @@ def _persist_evictions(
     if not result.evictions:
         return
     index = bundle.index
-    released: dict[int, Placement] = {}
+    released: dict[int, PlacementRow] = {}
     events = []
     first_eviction: dict[str, Evict] = {}
     for evict in result.evictions:
@@ -106,11 +115,11 @@ def _persist_evictions(
         events.append(_event(bundle, evict, placement, cycle, now, evict.reason))
 
     # A victim left with fewer running pods than its gang needs is useless: release it whole.
-    active_by_job: dict[int, list[Placement]] = defaultdict(list)
+    active_by_job: dict[int, list[PlacementRow]] = defaultdict(list)
     for placement in index.placements.values():
         if placement.state != Placement.State.RELEASING:
             active_by_job[placement.job_id].append(placement)
-    preempted = []
+    preempted: list[JobRow] = []
     for key in sorted(first_eviction, key=int):
         job = index.jobs[key]
         remaining = [p for p in active_by_job[job.id] if p.id not in released]
@@ -125,26 +134,28 @@ def _persist_evictions(
             job.status = Job.Status.PREEMPTED
             job.preemption_count += 1
             job.pending_reason = evict.reason
-            job.pending_reason_at = now
-            job.updated_at = now
             preempted.append(job)
 
     for placement in released.values():
         placement.state = Placement.State.RELEASING
-        placement.updated_at = now
-    Placement.objects.bulk_update(released.values(), ["state", "updated_at"], batch_size=BATCH)
+    ids = sorted(released)
+    for start in range(0, len(ids), BATCH):
+        Placement.objects.filter(id__in=ids[start : start + BATCH]).update(
+            state=Placement.State.RELEASING, updated_at=now
+        )
     PreemptionEvent.objects.bulk_create(events, batch_size=BATCH)
-    Job.objects.bulk_update(
-        preempted,
-        ["status", "preemption_count", "pending_reason", "pending_reason_at", "updated_at"],
-        batch_size=BATCH,
+    rows_update(
+        Job,
+        ["status", "preemption_count", "pending_reason"],
+        [(job.id, job.status, job.preemption_count, job.pending_reason) for job in preempted],
+        same={"pending_reason_at": now, "updated_at": now},
     )
 
 
 def _event(
     bundle: SnapshotBundle,
     evict: Evict,
-    placement: Placement,
+    placement: PlacementRow,
     cycle: CycleRun,
     now: datetime,
     sentence: str,
@@ -154,13 +165,13 @@ def _event(
     preemptor = index.jobs.get(evict.preemptor_job) if evict.preemptor_job else None
     task = index.tasks[placement.task_id]
     return PreemptionEvent(
-        victim_job=victim,
+        victim_job_id=victim.id,
         victim_task_name=f"{task.name}-{placement.replica}",
-        victim_queue=victim.queue,
-        victim_tenant=victim.tenant,
+        victim_queue_id=victim.queue_id,
+        victim_tenant_id=victim.queue.tenant_id,
         node_name=placement.node_name,
-        preemptor_job=preemptor,
-        preemptor_queue=preemptor.queue if preemptor else None,
+        preemptor_job_id=preemptor.id if preemptor else None,
+        preemptor_queue_id=preemptor.queue_id if preemptor else None,
         action=evict.action,
         gpus_freed=placement.gpus,
         cycle=cycle,
@@ -170,9 +181,9 @@ def _event(
 
 
 def _persist_pending_reasons(bundle: SnapshotBundle, result: CycleResult, now: datetime) -> None:
-    """One UPDATE per distinct reason: many waiting jobs share a sentence, and rewriting
-    unchanged rows every few seconds would be most of the cycle's write load."""
-    by_reason: dict[str, list[int]] = defaultdict(list)
+    """Only the reasons that changed: rewriting unchanged rows every few seconds would be most
+    of the cycle's write load."""
+    rows = []
     for key, job in bundle.index.jobs.items():
         if job.status not in (Job.Status.PENDING, Job.Status.PREEMPTED):
             continue
@@ -180,12 +191,9 @@ def _persist_pending_reasons(bundle: SnapshotBundle, result: CycleResult, now: d
         if job.status == Job.Status.PREEMPTED and not reason:
             continue  # keeps the eviction sentence until its pods are gone
         if reason != job.pending_reason:
-            by_reason[reason].append(job.id)
-    for reason, ids in sorted(by_reason.items()):
-        for start in range(0, len(ids), BATCH):
-            Job.objects.filter(id__in=ids[start : start + BATCH]).update(
-                pending_reason=reason, pending_reason_at=now
-            )
+            job.pending_reason = reason
+            rows.append((job.id, reason))
+    rows_update(Job, ["pending_reason"], sorted(rows), same={"pending_reason_at": now})
 
 
 def _persist_usage(bundle: SnapshotBundle, result: CycleResult, now: datetime) -> None:

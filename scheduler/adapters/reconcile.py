@@ -15,18 +15,25 @@ Rules `plan` follows, in the order they matter:
   `delete_finished=True`.
 * Pods without the managed label are invisible to the plan, whatever the backend returned.
 
-`apply` deletes before it creates (freed GPUs first), isolates failures per pod and reports
-them; re-running plan + apply after a partial failure finishes the job, and re-running it on a
+`apply` deletes before it creates (freed GPUs first), in batches where the backend has them
+(`ClusterBackend.create_pods`/`delete_pods`), isolates failures per pod and reports them;
+re-running plan + apply after a partial failure finishes the job, and re-running it on a
 converged cluster does nothing.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from scheduler.adapters.cluster.base import ClusterBackend, DesiredPod, ObservedPod
+from scheduler.adapters.cluster.base import (
+    ClusterBackend,
+    DesiredPod,
+    ObservedPod,
+    pods_create,
+    pods_delete,
+)
 from scheduler.adapters.cluster.labels import is_managed, replica_key
 
 logger = logging.getLogger(__name__)
@@ -93,27 +100,46 @@ def apply(
     grace_seconds: int = DEFAULT_GRACE_SECONDS,
 ) -> ReconcileReport:
     report = ReconcileReport()
-    for pod in reconcile_plan.delete:
-        ref = f"{pod.namespace}/{pod.name}"
-        try:
-            backend.delete_pod(pod.name, pod.namespace, grace_seconds)
-        # Deliberately broad: this loop is the isolation boundary, one pod's failure (even a
-        # bug in building its manifest) must not keep the other pods from converging.
-        except Exception as exc:
-            logger.warning("reconcile: delete %s failed: %s", ref, exc)
-            report.errors.append(f"delete {ref}: {exc}")
-        else:
-            report.deleted.append(ref)
-    for pod in reconcile_plan.create:
-        ref = f"{pod.namespace}/{pod.name}"
-        try:
-            backend.create_pod(pod)
-        except Exception as exc:  # same isolation boundary as above
-            logger.warning("reconcile: create %s failed: %s", ref, exc)
-            report.errors.append(f"create {ref}: {exc}")
-        else:
-            report.created.append(ref)
+    deletes, creates = reconcile_plan.delete, reconcile_plan.create
+    # Batch calls (a few queries in all on the simulated cluster); a backend without them is
+    # called once per pod. Either way each pod has its own outcome.
+    refs = [(pod.name, pod.namespace) for pod in deletes]
+    outcomes = _outcomes(lambda: pods_delete(backend, refs, grace_seconds), len(deletes))
+    for pod, error in zip(deletes, outcomes, strict=True):
+        _record(report.deleted, report.errors, "delete", pod, error)
+    outcomes = _outcomes(lambda: pods_create(backend, creates), len(creates))
+    for pod, error in zip(creates, outcomes, strict=True):
+        _record(report.created, report.errors, "create", pod, error)
     return report
+
+
+def _outcomes(call: Callable[[], list[Exception | None]], count: int) -> list[Exception | None]:
+    if not count:
+        return []
+    try:
+        outcomes = call()
+    # Deliberately broad: a batch that breaks as a whole is reported against each of its pods
+    # (and retried by the next pass) instead of stopping the cycle.
+    except Exception as exc:
+        return [exc] * count
+    if len(outcomes) != count:
+        return [RuntimeError(f"backend answered {len(outcomes)} outcomes for {count} pods")] * count
+    return outcomes
+
+
+def _record(
+    done: list[str],
+    errors: list[str],
+    verb: str,
+    pod: DesiredPod | ObservedPod,
+    error: Exception | None,
+) -> None:
+    ref = f"{pod.namespace}/{pod.name}"
+    if error is None:
+        done.append(ref)
+        return
+    logger.warning("reconcile: %s %s failed: %s", verb, ref, error)
+    errors.append(f"{verb} {ref}: {error}")
 
 
 def _index_desired(desired: Iterable[DesiredPod]) -> dict[tuple[str, str], DesiredPod]:

@@ -6,6 +6,7 @@ with lists of dataclasses; only a backend module knows what a V1Pod is.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -67,7 +68,12 @@ class ObservedPod:
 
 class ClusterBackend(Protocol):
     """The four calls the cycle needs from a cluster. Implementations must make the writes
-    idempotent, because reconcile re-runs them after partial failures and may run twice."""
+    idempotent, because reconcile re-runs them after partial failures and may run twice.
+
+    `create_pods` and `delete_pods` are the batch forms reconcile uses. A backend may leave
+    them out: `pods_create`/`pods_delete` then fall back to one call per pod, which is also what
+    a backend inheriting from this class gets by default.
+    """
 
     def list_nodes(self) -> list[ObservedNode]: ...
 
@@ -82,3 +88,61 @@ class ClusterBackend(Protocol):
     def delete_pod(self, name: str, namespace: str, grace_seconds: int) -> None:
         """Request graceful deletion; a pod that is already gone is success."""
         ...
+
+    def create_pods(self, pods: Sequence[DesiredPod]) -> list[Exception | None]:
+        """Create each pod as create_pod would; one outcome per pod, in order: None when it was
+        created (or was already there), else the error. One failure must not stop the rest."""
+        return create_each(self, pods)
+
+    def delete_pods(
+        self, pods: Sequence[tuple[str, str]], grace_seconds: int
+    ) -> list[Exception | None]:
+        """Delete each (name, namespace) as delete_pod would; outcomes as in create_pods."""
+        return delete_each(self, pods, grace_seconds)
+
+
+def pods_create(backend: ClusterBackend, pods: Sequence[DesiredPod]) -> list[Exception | None]:
+    """`backend.create_pods(pods)`, or one create_pod per pod when the backend has no batch
+    form (the Kubernetes API creates pods one request at a time anyway)."""
+    create_pods = getattr(backend, "create_pods", None)
+    if create_pods is None:
+        return create_each(backend, pods)
+    return create_pods(pods)
+
+
+def pods_delete(
+    backend: ClusterBackend, pods: Sequence[tuple[str, str]], grace_seconds: int
+) -> list[Exception | None]:
+    """`backend.delete_pods(pods, grace_seconds)`, or one delete_pod per (name, namespace)."""
+    delete_pods = getattr(backend, "delete_pods", None)
+    if delete_pods is None:
+        return delete_each(backend, pods, grace_seconds)
+    return delete_pods(pods, grace_seconds)
+
+
+def create_each(backend: ClusterBackend, pods: Sequence[DesiredPod]) -> list[Exception | None]:
+    outcomes: list[Exception | None] = []
+    for pod in pods:
+        try:
+            backend.create_pod(pod)
+        # Deliberately broad: each pod is an isolation boundary, one pod's failure (even a bug
+        # in building its manifest) must not keep the other pods from converging.
+        except Exception as exc:
+            outcomes.append(exc)
+        else:
+            outcomes.append(None)
+    return outcomes
+
+
+def delete_each(
+    backend: ClusterBackend, pods: Sequence[tuple[str, str]], grace_seconds: int
+) -> list[Exception | None]:
+    outcomes: list[Exception | None] = []
+    for name, namespace in pods:
+        try:
+            backend.delete_pod(name, namespace, grace_seconds)
+        except Exception as exc:  # same isolation boundary as in create_each
+            outcomes.append(exc)
+        else:
+            outcomes.append(None)
+    return outcomes

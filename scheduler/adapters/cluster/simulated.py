@@ -9,19 +9,28 @@ still holds its node's resources, like a terminating pod).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from portal.cluster.models import Node, SimulatedPod
-from scheduler.adapters.cluster.base import ClusterError, DesiredPod, ObservedNode, ObservedPod
+from scheduler.adapters.bulk import rows_insert
+from scheduler.adapters.cluster.base import (
+    FINISHED_PHASES,
+    ClusterError,
+    DesiredPod,
+    ObservedNode,
+    ObservedPod,
+    create_each,
+)
 from scheduler.adapters.cluster.labels import is_managed, replica_key
 
 # Annotations the portal sets on a desired pod for the simulation's benefit.
 RUN_SECONDS = "gpuportal.io/expected-duration-seconds"
 GPU_MODEL_LABEL = "gpu-model"
+BATCH = 1000
 
 
 class SimulatedBackend:
@@ -39,11 +48,9 @@ class SimulatedBackend:
 
     def list_pods(self) -> list[ObservedPod]:
         self.advance()
-        return [
-            pod_observed(pod)
-            for pod in SimulatedPod.objects.order_by("namespace", "name")
-            if is_managed(pod.labels)
-        ]
+        # Plain rows: every cycle lists every pod, and model instances cost several times more.
+        rows = SimulatedPod.objects.order_by("namespace", "name").values_list(*_POD_COLUMNS)
+        return [_observed(*row) for row in rows if is_managed(row[_LABELS])]
 
     def create_pod(self, pod: DesiredPod) -> None:
         existing = SimulatedPod.objects.filter(name=pod.name, namespace=pod.namespace).first()
@@ -51,8 +58,48 @@ class SimulatedBackend:
             if replica_key(existing.labels) != replica_key(pod.labels):
                 raise ClusterError(f"pod {pod.name} already exists for another replica")
             return
+        self._new_pod(pod).save(force_insert=True)
+
+    def create_pods(self, pods: Sequence[DesiredPod]) -> list[Exception | None]:
+        """create_pod for many pods, in two queries per BATCH pods: which names exist, then one
+        insert of the new ones."""
+        outcomes: list[Exception | None] = []
+        for start in range(0, len(pods), BATCH):
+            outcomes.extend(self._create_batch(pods[start : start + BATCH]))
+        return outcomes
+
+    def _create_batch(self, pods: Sequence[DesiredPod]) -> list[Exception | None]:
+        taken = {
+            name: (namespace, replica_key(labels))
+            for name, namespace, labels in SimulatedPod.objects.filter(
+                name__in={pod.name for pod in pods}
+            ).values_list("name", "namespace", "labels")
+        }
+        outcomes: list[Exception | None] = []
+        new: list[SimulatedPod] = []
+        for pod in pods:
+            holder = taken.get(pod.name)
+            if holder is None:
+                taken[pod.name] = (pod.namespace, replica_key(pod.labels))
+                new.append(self._new_pod(pod))
+                outcomes.append(None)
+            elif holder[0] != pod.namespace:
+                outcomes.append(ClusterError(f"pod name {pod.name} is taken in {holder[0]}"))
+            elif holder[1] == replica_key(pod.labels):
+                outcomes.append(None)  # already there: success, as in create_pod
+            else:
+                outcomes.append(ClusterError(f"pod {pod.name} already exists for another replica"))
+        try:
+            with transaction.atomic():
+                rows_insert(SimulatedPod, new)
+        except IntegrityError:
+            # Someone created one of these names since the read: sort it out pod by pod.
+            return create_each(self, pods)
+        return outcomes
+
+    def _new_pod(self, pod: DesiredPod) -> SimulatedPod:
         run_seconds = int(pod.annotations.get(RUN_SECONDS) or self._default_run_seconds)
-        SimulatedPod.objects.create(
+        return SimulatedPod(
             name=pod.name,
             namespace=pod.namespace,
             node_name=pod.node_name,
@@ -68,11 +115,36 @@ class SimulatedBackend:
         pod = SimulatedPod.objects.filter(name=name, namespace=namespace).first()
         if pod is None or pod.delete_after is not None:
             return
-        if grace_seconds <= 0 or pod.phase in ("Succeeded", "Failed"):
+        if grace_seconds <= 0 or pod.phase in FINISHED_PHASES:
             pod.delete()
             return
         pod.delete_after = now + timedelta(seconds=grace_seconds)
         pod.save(update_fields=["delete_after"])
+
+    def delete_pods(
+        self, pods: Sequence[tuple[str, str]], grace_seconds: int
+    ) -> list[Exception | None]:
+        """delete_pod for many (name, namespace) pairs, in at most three queries per BATCH."""
+        now = self._now()
+        for start in range(0, len(pods), BATCH):
+            wanted = set(pods[start : start + BATCH])
+            rows = SimulatedPod.objects.filter(
+                name__in={name for name, _ in wanted}, delete_after__isnull=True
+            ).values_list("pk", "name", "namespace", "phase")
+            gone, graceful = [], []
+            for pk, name, namespace, phase in rows:
+                if (name, namespace) not in wanted:
+                    continue
+                if grace_seconds <= 0 or phase in FINISHED_PHASES:
+                    gone.append(pk)
+                else:
+                    graceful.append(pk)
+            with transaction.atomic():
+                SimulatedPod.objects.filter(pk__in=gone).delete()
+                SimulatedPod.objects.filter(pk__in=graceful).update(
+                    delete_after=now + timedelta(seconds=grace_seconds)
+                )
+        return [None] * len(pods)
 
     @transaction.atomic
     def advance(self) -> None:
@@ -83,11 +155,13 @@ class SimulatedBackend:
             phase="Running", started_at=now
         )
         finished = [
-            pod.pk
-            for pod in SimulatedPod.objects.filter(phase="Running", delete_after__isnull=True)
+            pk
+            for pk, started_at, run_seconds in SimulatedPod.objects.filter(
+                phase="Running", delete_after__isnull=True
+            )
             .exclude(run_seconds__isnull=True)
-            .only("pk", "started_at", "run_seconds")
-            if pod.started_at + timedelta(seconds=pod.run_seconds) <= now
+            .values_list("pk", "started_at", "run_seconds")
+            if started_at + timedelta(seconds=run_seconds) <= now
         ]
         SimulatedPod.objects.filter(pk__in=finished).update(phase="Succeeded", exit_code=0)
 
@@ -110,14 +184,40 @@ def node_observed(node: Node) -> ObservedNode:
 
 
 def pod_observed(pod: SimulatedPod) -> ObservedPod:
+    return _observed(*(getattr(pod, column) for column in _POD_COLUMNS))
+
+
+_POD_COLUMNS = (
+    "name",
+    "namespace",
+    "node_name",
+    "phase",
+    "labels",
+    "annotations",
+    "delete_after",
+    "exit_code",
+)
+_LABELS = _POD_COLUMNS.index("labels")
+
+
+def _observed(
+    name: str,
+    namespace: str,
+    node_name: str,
+    phase: str,
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    delete_after: datetime | None,
+    exit_code: int | None,
+) -> ObservedPod:
     return ObservedPod(
-        name=pod.name,
-        namespace=pod.namespace,
-        node_name=pod.node_name,
-        phase=pod.phase,
-        labels=dict(pod.labels),
-        annotations=dict(pod.annotations),
-        deletion_requested=pod.delete_after is not None,
-        exit_code=pod.exit_code,
-        reason="Completed" if pod.phase == "Succeeded" else None,
+        name=name,
+        namespace=namespace,
+        node_name=node_name,
+        phase=phase,
+        labels=dict(labels),
+        annotations=dict(annotations),
+        deletion_requested=delete_after is not None,
+        exit_code=exit_code,
+        reason="Completed" if phase == "Succeeded" else None,
     )

@@ -2,7 +2,8 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from portal.cluster.selectors import node_schedulable_totals
@@ -133,10 +134,11 @@ def queue_update(*, queue: Queue, actor: AbstractBaseUser | None, **changes: Any
     unknown = {field: FIELD_NOT_EDITABLE for field in changes if field not in EDITABLE_FIELDS}
     if unknown:
         raise ValidationError(unknown)
+    # Locked before anything else is read: see _queue_locked.
+    queue = _queue_locked(queue.pk)
     if actor is not None and not can_edit_queue(actor, queue):
         raise PermissionDenied(QUEUE_EDIT_FORBIDDEN)
 
-    queue = Queue.objects.select_for_update().get(pk=queue.pk)
     before = {field: getattr(queue, field) for field in EDITABLE_FIELDS}
     previous_guarantees = {resource: before[f"guarantee_{resource}"] for resource in RESOURCES}
     for field, value in changes.items():
@@ -164,6 +166,19 @@ def queue_update(*, queue: Queue, actor: AbstractBaseUser | None, **changes: Any
         ]
     )
     return queue
+
+
+def _queue_locked(pk: int) -> Queue:
+    """The queue row, locked until the transaction ends, so concurrent edits apply one after
+    another and each audit row's old value is the previous row's new value.
+
+    SQLite ignores FOR UPDATE. Writing first takes its database-wide write lock at once,
+    waiting out the busy timeout, where a transaction that reads and then writes fails with
+    "database is locked" whenever another edit commits in between.
+    """
+    if connection.vendor == "sqlite":
+        Queue.objects.filter(pk=pk).update(updated_at=F("updated_at"))
+    return Queue.objects.select_for_update().get(pk=pk)
 
 
 def _as_text(value: Any) -> str:

@@ -7,42 +7,72 @@ from scheduler.adapters.cluster.base import DesiredPod
 from scheduler.adapters.cluster.labels import replica_annotations, replica_labels
 from scheduler.adapters.cluster.simulated import RUN_SECONDS
 
+# The columns a desired pod is built from: read as tuples, because building the Placement,
+# JobTask, Job, Queue and Tenant instances cost about half a millisecond per pod.
+COLUMNS = (
+    "pod_name",
+    "node_name",
+    "replica",
+    "job_id",
+    "job__name",
+    "job__expected_duration_seconds",
+    "job__queue__name",
+    "job__tenant__name",
+    "task__name",
+    "task__image",
+    "task__command",
+    "task__env",
+    "task__gpus",
+    "task__cpu_millis",
+    "task__memory_bytes",
+)
+
 
 def desired_pods(*, namespace: str, gpu_resource_of: dict[str, str]) -> list[DesiredPod]:
     """`gpu_resource_of` maps node name -> the GPU resource name that node advertises, so a pod
     asks for `nvidia.com/gpu` on one node and `mars-tech.com/gpu` on another."""
-    placements = (
+    rows = (
         Placement.objects.filter(state__in=[Placement.State.BOUND, Placement.State.RUNNING])
-        .select_related("task", "job__queue", "job__tenant")
         .order_by("id")
+        .values_list(*COLUMNS)
     )
-    return [_desired(p, namespace, gpu_resource_of) for p in placements]
+    return [_desired(row, namespace, gpu_resource_of) for row in rows]
 
 
-def _desired(placement: Placement, namespace: str, gpu_resource_of: dict[str, str]) -> DesiredPod:
-    task, job = placement.task, placement.job
-    requests = {"cpu": task.cpu_millis, "memory": task.memory_bytes}
-    if task.gpus:
-        requests[gpu_resource_of.get(placement.node_name, "nvidia.com/gpu")] = task.gpus
-    annotations = replica_annotations(
-        job_name=job.name, queue=job.queue.name, tenant=job.tenant.name
-    )
-    if job.expected_duration_seconds:
-        annotations[RUN_SECONDS] = str(job.expected_duration_seconds)
+def _desired(row: tuple, namespace: str, gpu_resource_of: dict[str, str]) -> DesiredPod:
+    (
+        pod_name,
+        node_name,
+        replica,
+        job_id,
+        job_name,
+        duration,
+        queue,
+        tenant,
+        task,
+        image,
+        command,
+        env,
+        gpus,
+        cpu_millis,
+        memory_bytes,
+    ) = row
+    requests = {"cpu": cpu_millis, "memory": memory_bytes}
+    if gpus:
+        requests[gpu_resource_of.get(node_name, "nvidia.com/gpu")] = gpus
+    annotations = replica_annotations(job_name=job_name, queue=queue, tenant=tenant)
+    if duration:
+        annotations[RUN_SECONDS] = str(duration)
     return DesiredPod(
-        name=placement.pod_name,
+        name=pod_name,
         namespace=namespace,
-        node_name=placement.node_name,
-        image=task.image,
-        command=list(task.command),
-        env=dict(task.env),
+        node_name=node_name,
+        image=image,
+        command=list(command),
+        env=dict(env),
         requests=requests,
         labels=replica_labels(
-            job_id=job.id,
-            task=task.name,
-            replica=placement.replica,
-            queue=job.queue.name,
-            tenant=job.tenant.name,
+            job_id=job_id, task=task, replica=replica, queue=queue, tenant=tenant
         ),
         annotations=annotations,
     )

@@ -4,6 +4,11 @@ Every call goes through one retry loop: server errors, throttling, connection fa
 timeouts are retried with capped exponential backoff; everything else fails at once. Retrying a
 create is safe because pod names are deterministic: if an earlier attempt reached the server
 before failing, the retry gets 409 and the existing pod is accepted when it is the same replica.
+
+Writes also share a circuit breaker: once `breaker_threshold` writes in a row gave up because
+the API server failed or could not be reached, the remaining writes fail at once until a call
+succeeds (the next cycle's list, at the latest). Without it, a reconcile pass of 1,000 pods
+against a hung API server would hold the cycle lock for hours of timeouts and retries.
 """
 
 from __future__ import annotations
@@ -63,6 +68,13 @@ class RetryPolicy:
 
 # (connect, read) seconds: a hung API server must not hold the cycle lock forever.
 DEFAULT_REQUEST_TIMEOUT: tuple[float, float] = (5.0, 30.0)
+DEFAULT_BREAKER_THRESHOLD = 3
+BREAKER_OPEN = "{where}: skipped, the API server failed {count} writes in a row this pass"
+
+
+class ApiUnavailable(TransientClusterError):
+    """A call gave up because the API server kept failing (5xx, 429) or could not be reached,
+    as opposed to something about this one object (a predecessor pod still terminating)."""
 
 
 class KubernetesBackend:
@@ -74,12 +86,15 @@ class KubernetesBackend:
         retry: RetryPolicy | None = None,
         *,
         request_timeout: float | tuple[float, float] = DEFAULT_REQUEST_TIMEOUT,
+        breaker_threshold: int = DEFAULT_BREAKER_THRESHOLD,
     ) -> None:
         self.core_v1 = core_v1
         self.namespace = namespace
         self.gpu_resource_names = tuple(gpu_resource_names)
         self.retry = retry or RetryPolicy()
         self.request_timeout = request_timeout
+        self.breaker_threshold = breaker_threshold
+        self._writes_failed_in_a_row = 0
 
     @classmethod
     def from_config(
@@ -163,7 +178,7 @@ class KubernetesBackend:
                     raise
                 self._accept_existing(pod, where)
 
-        self._with_retries(where, attempt)
+        self._write(where, attempt)
 
     def delete_pod(self, name: str, namespace: str, grace_seconds: int) -> None:
         where = f"delete pod {namespace}/{name}"
@@ -181,7 +196,7 @@ class KubernetesBackend:
                 if exc.status != 404:  # already gone: exactly what was asked for
                     raise
 
-        self._with_retries(where, attempt)
+        self._write(where, attempt)
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -219,10 +234,26 @@ class KubernetesBackend:
                 return list_fn(*args, **page_kwargs)
 
             page = self._with_retries(where, fetch)
+            self._writes_failed_in_a_row = 0  # the server answers again
             items.extend(page.items or [])
             token = page.metadata._continue if page.metadata is not None else None
             if not token:
                 return items
+
+    def _write(self, where: str, attempt: Callable[[], None]) -> None:
+        if self._writes_failed_in_a_row >= self.breaker_threshold:
+            raise ApiUnavailable(
+                BREAKER_OPEN.format(where=where, count=self._writes_failed_in_a_row)
+            )
+        try:
+            self._with_retries(where, attempt)
+        except ApiUnavailable:
+            self._writes_failed_in_a_row += 1
+            raise
+        except ClusterError:
+            raise  # about this object, not the server's health: the count stands
+        else:
+            self._writes_failed_in_a_row = 0
 
     def _with_retries(self, where: str, attempt: Callable[[], T]) -> T:
         policy = self.retry
@@ -242,9 +273,10 @@ class KubernetesBackend:
                 error, hint = exc, None
             if number + 1 < policy.attempts:
                 policy.sleep(policy.delay(number, hint))
-        raise TransientClusterError(
-            f"{where}: gave up after {policy.attempts} attempts: {_describe(error)}"
-        ) from error
+        gave_up = f"{where}: gave up after {policy.attempts} attempts: {_describe(error)}"
+        if isinstance(error, TransientClusterError):
+            raise TransientClusterError(gave_up) from error
+        raise ApiUnavailable(gave_up) from error
 
 
 def _kubeconfig_path() -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 from scheduler.replay import openb
 
 TRACES = Path("/work/shared/traces/alibaba-openb")
-DEFAULT_SEED_COUNT = 5
+DEFAULT_SEED_COUNT = 10  # as published (seeds 42..51)
 
 
 def register(subparsers) -> None:
@@ -29,11 +30,17 @@ def register(subparsers) -> None:
         "--seeds",
         type=int,
         default=DEFAULT_SEED_COUNT,
-        help="number of seeds, counted from 42 like the published runs (default 5)",
+        help="number of seeds, counted from 42 like the published runs (default 10)",
     )
     parser.add_argument("--inflate", type=float, default=1.3)
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--tie-break", choices=("first", "random"), default="first")
+    parser.add_argument(
+        "--binpack-weights",
+        default=None,
+        help="weights of the 'binpack' policy as cpu=N,memory=N,gpu=N (default: the seed conf's "
+        "2,2,20); 'binpack-gpu' keeps its own",
+    )
     parser.add_argument(
         "--published",
         type=Path,
@@ -55,10 +62,20 @@ def run(args: argparse.Namespace) -> int:
         if not path.exists():
             print(f"{path}: no such file", file=sys.stderr)
             return 2
+    if args.seeds < 1 or args.jobs < 1 or args.inflate <= 0:
+        print("--seeds and --jobs must be >= 1 and --inflate > 0", file=sys.stderr)
+        return 2
+    weights = None
+    if args.binpack_weights is not None:
+        weights, error = parse_weights(args.binpack_weights)
+        if error:
+            print(f"--binpack-weights: {error}", file=sys.stderr)
+            return 2
     seeds = [42 + i for i in range(args.seeds)]
+    load_before = os.getloadavg()
     started = time.perf_counter()
     results = openb.run_many(
-        args.nodes, args.pods, policies, seeds, args.inflate, args.jobs, args.tie_break
+        args.nodes, args.pods, policies, seeds, args.inflate, args.jobs, args.tie_break, weights
     )
     workload = args.pods.stem
     published = openb.load_published(args.published, workload) if args.published.exists() else {}
@@ -68,14 +85,42 @@ def run(args: argparse.Namespace) -> int:
         "inflate": args.inflate,
         "seeds": seeds,
         "tie_break": args.tie_break,
+        "binpack_weights": weights or openb.BINPACK_WEIGHTS,
         "arrived_percent": list(range(len(results[0].alloc_by_arrived))),
         "policies": openb.summarise(results, published),
         "published_alloc_at_end": {name: rows["mean"][-1] for name, rows in published.items()},
         "published_curves": {name: rows["mean"] for name, rows in published.items()},
         "wall_seconds": round(time.perf_counter() - started, 1),
+        "cpu_seconds_total": round(sum(r.cpu_seconds for r in results), 1),
+        "jobs": args.jobs,
+        # The machine is shared: wall time means little without the load it ran under.
+        "loadavg_start": [round(v, 2) for v in load_before],
+        "loadavg_end": [round(v, 2) for v in os.getloadavg()],
     }
     if args.curves:
         out["runs"] = [r.__dict__ for r in results]
     json.dump(out, sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0
+
+
+def parse_weights(text: str) -> tuple[dict | None, str | None]:
+    """``cpu=2,memory=2,gpu=20`` -> weights; every one of the three keys, integers >= 0."""
+    weights = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in openb.BINPACK_WEIGHTS:
+            return None, f"expected cpu=N,memory=N,gpu=N, got {part!r}"
+        try:
+            weights[key] = int(value)
+        except ValueError:
+            return None, f"{key} must be an integer, got {value!r}"
+        if weights[key] < 0:
+            return None, f"{key} must be >= 0"
+    missing = sorted(set(openb.BINPACK_WEIGHTS) - set(weights))
+    if missing:
+        return None, f"missing {', '.join(missing)}"
+    if not any(weights.values()):
+        return None, "at least one weight must be > 0"
+    return weights, None

@@ -45,13 +45,16 @@ MAX_SPEC_GPU = 8000  # MaxSpecGpu
 G = 8  # devices per node in the ledger (absent devices hold 0 milli)
 POLICIES = (
     "random",
+    "firstfit",
     "dotprod",
     "gpuclustering",
     "gpupacking",
     "bestfit",
     "fgd",
     "binpack",
+    "binpack-gpu",
     "fgd-bf",
+    "fgd-pack",
 )
 PUBLISHED_NAMES = {
     "random": "01-Random",
@@ -63,6 +66,8 @@ PUBLISHED_NAMES = {
 }
 # Seed conf (scheduler/core/config.py DEFAULT_CONF_TEXT): binpack.cpu 2, memory 2, gpu 20.
 BINPACK_WEIGHTS = {"cpu": 2, "memory": 2, "gpu": 20}
+# The best of a 48-point weight grid on seeds 42-44 (docs/replay/README.md): GPU only.
+BINPACK_GPU_WEIGHTS = {"cpu": 0, "memory": 0, "gpu": 1}
 BINPACK_WEIGHT = 10
 DEFAULT_SEEDS = tuple(range(42, 52))  # the published runs use seeds 42..51
 
@@ -151,14 +156,20 @@ class Ledger:
         self.allocated_milli = 0
         self.modified = np.zeros(n, dtype=np.int64)  # step of last change per node
         self.step = 1
+        # Per-node summaries of gpu_left, kept up to date by place(): every pod's filter and
+        # most scores read them, and recomputing them over (nodes, G) per pod dominated the run.
+        self.max_left = self.gpu_left.max(axis=1)
+        self.full = (self.gpu_left == MILLI).sum(axis=1)
+        self.total_left = self.gpu_left.sum(axis=1)
+        self.sorted_left = np.sort(self.gpu_left, axis=1)  # ascending
 
     def fits(self, cpu: int, mem: int, num: int, milli: int, access: np.ndarray) -> np.ndarray:
         ok = (self.cpu_left >= cpu) & (self.mem_left >= mem) & access
         if num == 0:
             return ok
         if milli < MILLI:
-            return ok & (self.gpu_left >= milli).any(axis=1)
-        return ok & ((self.gpu_left == MILLI).sum(axis=1) >= num)
+            return ok & (self.max_left >= milli)
+        return ok & (self.full >= num)
 
     def place(self, node: int, cpu: int, mem: int, num: int, milli: int, device: int | None):
         self.cpu_left[node] -= cpu
@@ -177,6 +188,11 @@ class Ledger:
                     raise ValueError(f"node {node} has {len(free)} free GPUs < {num}")
                 row[free] = 0
             self.affinity[node, affinity_tag(num, milli)] += 1
+            left = sorted(row.tolist())
+            self.max_left[node] = left[-1]
+            self.full[node] = left.count(MILLI)
+            self.total_left[node] = sum(left)
+            self.sorted_left[node] = left
         self.allocated_milli += num * milli
         self.modified[node] = self.step
         self.step += 1
@@ -200,17 +216,70 @@ def exclusive_take(gpu_left: np.ndarray, num: int) -> np.ndarray:
 
 
 class FragTracker:
-    """Current FGD fragmentation of every node, refreshed for the node a placement changed."""
+    """Current FGD fragmentation of every node, and of hypothetical node states.
+
+    A placement only marks its node stale; stale nodes are recomputed when the fragmentation
+    is next read (at each arrived percentage, or batched with a fragmentation-aware policy's
+    own evaluations). Results are memoised by what the measure depends on: the multiset of
+    milli left per device, the node's access row, and how many of the typical pods' CPU
+    requests the CPU left covers. About 95% of the evaluations of a run repeat a state seen
+    before, and node_frag's per-call overhead, not its size, dominated the run time.
+    """
 
     def __init__(self, ledger: Ledger, typical: TypicalPods, node_access: np.ndarray):
         self.ledger, self.typical, self.node_access = ledger, typical, node_access
-        self.frag = node_frag(ledger.cpu_left, ledger.gpu_left, node_access, typical)
+        _, access_class = np.unique(node_access, axis=0, return_inverse=True)
+        self._access_class = access_class.reshape(-1).astype(np.int64)
+        self._cpu_cuts = np.unique(typical.cpu)
+        self._memo: dict[bytes, float] = {}
+        self._stale: set[int] = set()
+        every = np.arange(len(ledger.cpu_left))
+        self._frag = self._lookup(every, ledger.cpu_left, ledger.gpu_left)
 
     def node_changed(self, node: int) -> None:
-        lg, sl = self.ledger, slice(node, node + 1)
-        self.frag[node] = node_frag(
-            lg.cpu_left[sl], lg.gpu_left[sl], self.node_access[sl], self.typical
-        )[0]
+        self._stale.add(node)
+
+    @property
+    def frag(self) -> np.ndarray:
+        if self._stale:
+            self.evaluate(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, G), np.int64))
+        return self._frag
+
+    def evaluate(self, nodes, cpu_left, gpu_left) -> np.ndarray:
+        """node_frag of the states (cpu_left, gpu_left) on ``nodes`` (their GPU model decides
+        access), batched with the refresh of stale nodes."""
+        lg = self.ledger
+        n_stale = len(self._stale)
+        if n_stale:
+            stale = np.fromiter(sorted(self._stale), dtype=np.int64, count=n_stale)
+            self._stale.clear()
+            nodes = np.concatenate((stale, nodes))
+            cpu_left = np.concatenate((lg.cpu_left[stale], cpu_left))
+            gpu_left = np.concatenate((lg.gpu_left[stale], gpu_left))
+        out = self._lookup(nodes, cpu_left, gpu_left)
+        if n_stale:
+            self._frag[stale] = out[:n_stale]
+        return out[n_stale:]
+
+    def _lookup(self, nodes, cpu_left, gpu_left) -> np.ndarray:
+        if len(nodes) == 0:
+            return np.zeros(0)
+        key = np.empty((len(nodes), G + 2), dtype=np.int64)
+        key[:, 0] = np.searchsorted(self._cpu_cuts, cpu_left, side="right")
+        key[:, 1] = self._access_class[nodes]
+        key[:, 2:] = np.sort(gpu_left, axis=1)
+        keys = key.view(np.dtype((np.void, key.shape[1] * 8))).ravel().tolist()
+        memo = self._memo
+        values = [memo.get(k) for k in keys]
+        missing = [i for i, v in enumerate(values) if v is None]
+        if missing:
+            rows = np.array(missing, dtype=np.int64)
+            fresh = node_frag(
+                cpu_left[rows], gpu_left[rows], self.node_access[nodes[rows]], self.typical
+            ).tolist()
+            for i, v in zip(missing, fresh):
+                values[i] = memo[keys[i]] = v
+        return np.array(values, dtype=float)
 
 
 # policies --------------------------------------------------------------------------------------
@@ -258,11 +327,26 @@ class Policy:
         return int(cand[pick]), device
 
 
+class FirstFitPolicy(Policy):
+    """first_fit_score.go: every node scores 100, so the node order alone decides."""
+
+    name = "firstfit"
+
+    def scores(self, pod, cand):
+        return np.zeros(len(cand), dtype=np.int64), None
+
+
 class RandomPolicy(Policy):
+    """random_score.go: PreScore draws one of the feasible nodes uniformly (rand.Intn) and
+    gives it the maximum score, so the pick is random whatever the tie-break (with all-equal
+    scores and ties to the lowest index this would be first fit, not random)."""
+
     name = "random"
 
     def scores(self, pod, cand):
-        return np.zeros(len(cand)), None
+        score = np.zeros(len(cand), dtype=np.int64)
+        score[int(self.rng.integers(len(cand)))] = MAX_NODE_SCORE
+        return score, None
 
 
 class BestFitPolicy(Policy):
@@ -274,7 +358,7 @@ class BestFitPolicy(Policy):
     def scores(self, pod, cand):
         lg = self.ledger
         free_cpu = lg.cpu_left[cand]
-        free_gpu = lg.gpu_left[cand].sum(axis=1)
+        free_gpu = lg.total_left[cand]
         raw = (free_cpu - pod.cpu) / MAX_SPEC_CPU * 0.5 + (free_gpu - pod.total_milli) / (
             MAX_SPEC_GPU
         ) * 0.5
@@ -334,11 +418,9 @@ class GpuPackingPolicy(Policy):
         if pod.milli <= 0:
             return np.zeros(len(cand), dtype=np.int64), None
         lg = self.ledger
-        gl = lg.gpu_left[cand]
         ngpu = lg.cluster.ngpu[cand]
-        full = (gl == MILLI).sum(axis=1)
-        order = np.argsort(gl, axis=1, kind="stable")  # least left first
-        sgl = np.take_along_axis(gl, order, axis=1)
+        full = lg.full[cand]
+        sgl = lg.sorted_left[cand]  # least left first
         elig = sgl >= pod.milli
         used = elig & (np.cumsum(elig, axis=1) <= pod.num)
         full_used = (used & (sgl == MILLI)).sum(axis=1)
@@ -362,7 +444,7 @@ class GpuClusteringPolicy(Policy):
         aff = lg.affinity[cand]
         tag = affinity_tag(pod.num, pod.milli)
         kinds = (aff > 0).sum(axis=1)
-        left = lg.gpu_left[cand].sum(axis=1)
+        left = lg.total_left[cand]
         base = MAX_NODE_SCORE // 4 * (MAX_SPEC_GPU - left) // MAX_SPEC_GPU
         q = MAX_NODE_SCORE // 4
         same = aff[:, tag] > 0
@@ -381,18 +463,26 @@ class BinpackPolicy(Policy):
     used GPU is its allocated milli / 1000. Within the node the device is chosen best-fit."""
 
     name = "binpack"
+    weights = BINPACK_WEIGHTS
 
     def scores(self, pod, cand):
-        lg, cl = self.ledger, self.ledger.cluster
+        lg, cl, w = self.ledger, self.ledger.cluster, self.weights
         parts = [
-            (pod.cpu, cl.cpu[cand], cl.cpu[cand] - lg.cpu_left[cand], BINPACK_WEIGHTS["cpu"]),
-            (pod.mem, cl.mem[cand], cl.mem[cand] - lg.mem_left[cand], BINPACK_WEIGHTS["memory"]),
+            (pod.cpu, cl.cpu[cand], cl.cpu[cand] - lg.cpu_left[cand], w["cpu"]),
+            (pod.mem, cl.mem[cand], cl.mem[cand] - lg.mem_left[cand], w["memory"]),
         ]
         if pod.num:
             cap = cl.ngpu[cand].astype(float)
-            used = cap - lg.gpu_left[cand].sum(axis=1) / MILLI
-            parts.append((pod.total_milli / MILLI, cap, used, BINPACK_WEIGHTS["gpu"]))
+            used = cap - lg.total_left[cand] / MILLI
+            parts.append((pod.total_milli / MILLI, cap, used, w["gpu"]))
         return binpack_vector(parts), None
+
+
+class BinpackGpuPolicy(BinpackPolicy):
+    """The same Volcano binpack with the best weights of the grid search (GPU only)."""
+
+    name = "binpack-gpu"
+    weights = BINPACK_GPU_WEIGHTS
 
 
 def binpack_vector(parts) -> np.ndarray:
@@ -423,26 +513,24 @@ class FgdPolicy(Policy):
         self.cache: dict[tuple, list] = {}
 
     def _compute(self, pod: Pod, nodes: np.ndarray):
-        lg, tp = self.ledger, self.typical
+        lg, tracker = self.ledger, self.fragmentation
         cpu = lg.cpu_left[nodes] - pod.cpu
         gl = lg.gpu_left[nodes]
-        acc = self.node_access[nodes]
-        before = self.fragmentation.frag[nodes]
         if pod.shared:
-            k = len(nodes)
-            states = np.repeat(gl[:, None, :], G, axis=1)  # (k, G, G)
-            idx = np.arange(G)
-            states[:, idx, idx] -= pod.milli
-            after = node_frag(
-                np.repeat(cpu, G), states.reshape(k * G, G), np.repeat(acc, G, axis=0), tp
-            ).reshape(k, G)
-            delta = before[:, None] - after
-            score = self._score(delta)
-            score = np.where(gl >= pod.milli, score, -np.inf)
+            # Devices with equal milli left give equal states, so only the first device of each
+            # value that fits is evaluated: argmax keeps the first best device either way.
+            rows, devs = np.nonzero((gl >= pod.milli) & first_of_value(gl))
+            states = gl[rows]
+            states[np.arange(len(rows)), devs] -= pod.milli
+            after = tracker.evaluate(nodes[rows], cpu[rows], states)
+            before = tracker.frag[nodes]
+            score = np.full(gl.shape, -np.inf)
+            score[rows, devs] = self._score(before[rows] - after)
             device = np.argmax(score, axis=1)  # first best device
-            return score[np.arange(k), device], device
+            return score[np.arange(len(nodes)), device], device
         new = gl - exclusive_take(gl, pod.num) * MILLI if pod.num else gl
-        after = node_frag(cpu, new, acc, tp)
+        after = tracker.evaluate(nodes, cpu, new)
+        before = tracker.frag[nodes]
         return self._score(before - after), np.zeros(len(nodes), dtype=np.int64)
 
     def _score(self, delta):
@@ -471,10 +559,20 @@ class FgdPolicy(Policy):
         return s[cand], (d[cand] if pod.shared else None)
 
 
+def first_of_value(gl: np.ndarray) -> np.ndarray:
+    """(K, G) bool: the device is the lowest-indexed one of its node holding that milli left."""
+    same = gl[:, :, None] == gl[:, None, :]
+    return ~(same & EARLIER).any(axis=2)
+
+
+EARLIER = np.tril(np.ones((G, G), dtype=bool), k=-1)  # [i, j]: device j comes before device i
+
+
 class FgdBestFitPolicy(FgdPolicy):
-    """Ours: FGD's gradient without the int(sigmoid * 100) quantisation (the exact change of
-    expected fragmentation), ties broken by best fit (least GPU then CPU left afterwards) instead
-    of at random."""
+    """Variant: FGD's gradient without the int(sigmoid x 100) quantisation (the exact change of
+    expected fragmentation), ties broken by best fit (least GPU then CPU left afterwards).
+    Measured worse than FGD (docs/replay/README.md): with exact scores almost nothing ties, and
+    the ties are what let FGD consolidate."""
 
     name = "fgd-bf"
 
@@ -487,10 +585,35 @@ class FgdBestFitPolicy(FgdPolicy):
         top = scores.max()
         best = np.flatnonzero(scores >= top - 1e-6)
         if len(best) > 1:
-            gpu_after = lg.gpu_left[cand[best]].sum(axis=1)
+            gpu_after = lg.total_left[cand[best]]
             cpu_after = lg.cpu_left[cand[best]]
             jitter = self.rng.random(len(best))
             best = best[np.lexsort((jitter, cpu_after, gpu_after))[:1]]
+        pick = int(best[0])
+        device = None if devices is None else int(devices[pick])
+        return int(cand[pick]), device
+
+
+class FgdPackPolicy(FgdPolicy):
+    """Ours: FGD's integer score, ties broken towards consolidation rather than by node order
+    alone: a node that already has a used GPU, then the node with the fewest GPUs (keeps the
+    8-GPU nodes whole for multi-GPU pods), then the lowest index.
+
+    Why ties: int(sigmoid(delta / 1000) x 100) puts nodes whose fragmentation change differs by
+    less than about 40 milli-GPU in one bucket, so the tie-break decides most placements; with
+    exact scores (fgd-bf) the consolidation is lost. No tuned parameter."""
+
+    name = "fgd-pack"
+
+    def choose(self, pod, cand):
+        scores, devices = self.scores(pod, cand)
+        best = np.flatnonzero(scores == scores.max())
+        if len(best) > 1:
+            lg = self.ledger
+            nodes = cand[best]
+            ngpu = lg.cluster.ngpu[nodes]
+            gpu_idle = lg.full[nodes] == ngpu
+            best = best[np.lexsort((nodes, ngpu, gpu_idle))[:1]]
         pick = int(best[0])
         device = None if devices is None else int(devices[pick])
         return int(cand[pick]), device
@@ -500,13 +623,16 @@ POLICY_CLASSES = {
     cls.name: cls
     for cls in (
         RandomPolicy,
+        FirstFitPolicy,
         BestFitPolicy,
         DotProdPolicy,
         GpuPackingPolicy,
         GpuClusteringPolicy,
         BinpackPolicy,
+        BinpackGpuPolicy,
         FgdPolicy,
         FgdBestFitPolicy,
+        FgdPackPolicy,
     )
 }
 
@@ -522,6 +648,7 @@ class RunResult:
     frag_by_arrived: list[float]  # FGD fragmentation, % of GPU capacity
     frag_ratio_by_arrived: list[float]  # fragmentation, % of idle GPU
     seconds: float
+    cpu_seconds: float = 0.0  # of this process: comparable across machine loads, unlike wall
     extra: dict = field(default_factory=dict)
 
 
@@ -532,8 +659,9 @@ def run_one(
     seed: int,
     inflate: float = 1.3,
     tie_break: str = "first",
+    binpack_weights: dict | None = None,
 ) -> RunResult:
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     capacity = cluster.gpu_capacity_milli
     order = arrival_order(pods, capacity, seed, inflate)
     specs = sorted(set(pods.spec))
@@ -544,21 +672,24 @@ def run_one(
     frag = FragTracker(ledger, typical, access_matrix(list(cluster.models), typical.spec))
     impl = POLICY_CLASSES[policy](ledger, access, frag, np.random.default_rng(seed + 7919))
     impl.tie_break = tie_break
+    if binpack_weights is not None and policy == "binpack":
+        impl.weights = binpack_weights
     last = int(math.floor(inflate * 100 + 1e-9))
     alloc = [math.nan] * (last + 1)
     frag_pct = [math.nan] * (last + 1)
     frag_ratio = [math.nan] * (last + 1)
     arrived, next_mark, failed = 0, 0, 0
-    for i in order:
-        pod = Pod(
-            int(pods.cpu[i]),
-            int(pods.mem[i]),
-            int(pods.num[i]),
-            int(pods.milli[i]),
-            spec_id[pods.spec[i]],
+    listed = [
+        Pod(c, m, n, g, spec_id[s])
+        for c, m, n, g, s in zip(
+            pods.cpu.tolist(), pods.mem.tolist(), pods.num.tolist(), pods.milli.tolist(), pods.spec
         )
+    ]
+    columns = [np.ascontiguousarray(access[:, k]) for k in range(len(specs))]
+    for i in order.tolist():
+        pod = listed[i]
         arrived += pod.total_milli
-        fit = ledger.fits(pod.cpu, pod.mem, pod.num, pod.milli, access[:, pod.spec_id])
+        fit = ledger.fits(pod.cpu, pod.mem, pod.num, pod.milli, columns[pod.spec_id])
         cand = np.flatnonzero(fit)
         if len(cand) == 0:
             failed += 1
@@ -582,21 +713,35 @@ def run_one(
         frag_pct,
         frag_ratio,
         round(time.perf_counter() - started, 2),
+        round(time.process_time() - cpu_started, 2),
     )
 
 
 def _run_job(job):
-    nodes_path, pods_path, policy, seed, inflate, tie_break = job
-    return run_one(load_nodes(nodes_path), load_pods(pods_path), policy, seed, inflate, tie_break)
+    nodes_path, pods_path, policy, seed, inflate, tie_break, weights = job
+    return run_one(
+        load_nodes(nodes_path), load_pods(pods_path), policy, seed, inflate, tie_break, weights
+    )
 
 
 def run_many(
-    nodes_path, pods_path, policies, seeds, inflate=1.3, jobs=1, tie_break="first"
+    nodes_path,
+    pods_path,
+    policies,
+    seeds,
+    inflate=1.3,
+    jobs=1,
+    tie_break="first",
+    binpack_weights=None,
 ) -> list[RunResult]:
     # Slowest policies first so a pool stays busy to the end.
-    slow = {"fgd": 0, "fgd-bf": 0, "gpupacking": 1}
+    slow = {"fgd": 0, "fgd-bf": 0, "fgd-pack": 0, "dotprod": 1, "gpupacking": 1}
     ordered = sorted(policies, key=lambda p: slow.get(p, 2))
-    work = [(nodes_path, pods_path, p, s, inflate, tie_break) for p in ordered for s in seeds]
+    work = [
+        (nodes_path, pods_path, p, s, inflate, tie_break, binpack_weights)
+        for p in ordered
+        for s in seeds
+    ]
     if jobs <= 1:
         return [_run_job(w) for w in work]
     import multiprocessing
@@ -642,11 +787,13 @@ def summarise(results: list[RunResult], published: dict | None = None) -> dict:
             "mean_frag_by_arrived": frag,
             "mean_frag_ratio_by_arrived": mean_curve([r.frag_ratio_by_arrived for r in runs]),
             "alloc_at_end": alloc[-1],
+            "alloc_at_end_std": round(float(np.std([r.alloc_by_arrived[-1] for r in runs])), 3),
             "alloc_at_end_per_seed": [r.alloc_by_arrived[-1] for r in runs],
             "frag_at_end": frag[-1],
             "failed_pods_mean": round(float(np.mean([r.failed for r in runs])), 1),
             "pods_mean": round(float(np.mean([r.pods for r in runs])), 1),
             "seconds_per_run": round(float(np.mean([r.seconds for r in runs])), 2),
+            "cpu_seconds_per_run": round(float(np.mean([r.cpu_seconds for r in runs])), 2),
         }
         if published and PUBLISHED_NAMES.get(policy) in published:
             pub = published[PUBLISHED_NAMES[policy]]["mean"]

@@ -103,9 +103,12 @@ def load_philly(path: Path, vcs: dict[str, int], window: tuple[str, str] | None,
     ]
 
 
-def load_vcs(path: Path) -> dict[str, int]:
+def load_vcs(path: Path, scale: float = 1.0) -> dict[str, int]:
+    """VC sizes in GPUs; ``scale`` shrinks every VC (at least one node) to load the cluster
+    harder with the same jobs (the Philly conversion used here runs Helios' VCs at ~14%)."""
     with open(path, newline="") as fh:
-        return {r["vc"]: int(r["node num"]) * GPUS_PER_NODE for r in csv.DictReader(fh)}
+        rows = list(csv.DictReader(fh))
+    return {r["vc"]: max(1, round(int(r["node num"]) * scale)) * GPUS_PER_NODE for r in rows}
 
 
 def load_itp(path: Path, limit: int | None, gpus: int):
@@ -241,14 +244,30 @@ def _copy(job: Job) -> Job:
 # shared cluster through the core ---------------------------------------------------------------------
 @dataclass
 class SharedStats:
+    """Time integrals of the shared run, kept per queue between consecutive events."""
+
+    guarantees: dict
     cycles: int = 0
     cycle_seconds: list[float] = field(default_factory=list)
     jain_weighted: float = 0.0
     jain_time: float = 0.0
     busy_gpu_seconds: float = 0.0
-    below_guarantee_seconds: dict = field(default_factory=dict)
+    peak_gpus_in_use: int = 0
     demand_seconds: dict = field(default_factory=dict)
-    guarantees: dict = field(default_factory=dict)
+    below_guarantee_seconds: dict = field(default_factory=dict)
+    starved_seconds: dict = field(default_factory=dict)
+    max_shortfall: dict = field(default_factory=dict)
+
+
+@dataclass
+class QueueState:
+    """What the harness knows of one queue: GPUs of running jobs, and the pending jobs the
+    scheduler saw at its last cycle (a job that arrived since is not demand it could act on)."""
+
+    running_gpus: int = 0
+    pending_gpus: int = 0
+    smallest_pending: int | None = None
+    deserved: float | None = None
 
 
 def run_shared(
@@ -269,11 +288,12 @@ def run_shared(
         )
         for i in range(total_gpus // GPUS_PER_NODE)
     )
+    guarantees = {vc: int(gpus * guarantee_fraction) for vc, gpus in vcs.items()}
     queues = tuple(
         QueueInfo(
             vc,
             weight=max(1, gpus),
-            guarantee=Resources.of({"nvidia.com/gpu": int(gpus * guarantee_fraction)}),
+            guarantee=Resources.of({"nvidia.com/gpu": guarantees[vc]}),
         )
         for vc, gpus in vcs.items()
     )
@@ -284,33 +304,45 @@ def run_shared(
     running: dict[str, dict[str, str]] = {}  # job -> task -> node
     phases: dict[str, PodGroupPhase] = {}
     finish: list[tuple[float, str]] = []
-    stats = SharedStats(guarantees={vc: gpus * guarantee_fraction for vc, gpus in vcs.items()})
-    i, t, last_t, used = 0, 0.0, 0.0, 0
-    last_shares: dict[str, tuple[float, float, float]] = {}
-    idle_cycles = 0
+    state = {vc: QueueState() for vc in vcs}
+    stats = SharedStats(guarantees=guarantees)
+    i, t, last_cycle = 0, 0.0, None
+    idle_cycles, evicted_last = 0, False
     wall = time.perf_counter()
-    while i < len(arrivals) or pending or running:
+
+    def advance(to: float) -> None:
+        """Move the clock to ``to``, ending the jobs that finish on the way at their own time."""
+        nonlocal t
+        while finish and finish[0][0] <= to:
+            end, name = heapq.heappop(finish)
+            job = by_name[name]
+            if name in running and job.end == end:
+                _account(stats, state, end - t)
+                t = end
+                state[job.queue].running_gpus -= job.gpus
+                del running[name]
+        _account(stats, state, to - t)
+        t = to
+
+    while i < len(arrivals) or pending:
         if max_cycles is not None and stats.cycles >= max_cycles:
             break
+        # A cycle runs on an arrival, on a finish while jobs wait, or right after a cycle that
+        # evicted (the evicted GPUs are free for the jobs it reclaimed them for); never sooner
+        # than ``step`` after the previous one. With nothing pending a cycle could neither bind
+        # nor reclaim (reclaim only acts for pending jobs), so those are skipped.
         next_arrival = arrivals[i].submit if i < len(arrivals) else math.inf
-        next_finish = finish[0][0] if finish else math.inf
-        t_next = max(min(next_arrival, next_finish), last_t + step if stats.cycles else 0.0)
+        next_finish = finish[0][0] if (finish and pending) else math.inf
+        t_next = min(next_arrival, next_finish)
+        if evicted_last and pending:
+            t_next = last_cycle
         if t_next == math.inf:
-            if not pending or idle_cycles >= 3:
+            if idle_cycles >= 3:
                 break  # what is left can never fit
-            t_next = last_t + step
-        # account the interval [last_t, t_next) with the state of the last cycle
-        dt = t_next - last_t
-        stats.busy_gpu_seconds += used * dt
-        _account_shares(stats, last_shares, dt)
-        t = t_next
-        last_t = t
-        while finish and finish[0][0] <= t:
-            _, name = heapq.heappop(finish)
-            job = by_name[name]
-            if name in running and job.end is not None and job.end <= t:
-                used -= job.gpus
-                del running[name]
+            t_next = t + step
+        if last_cycle is not None:
+            t_next = max(t_next, last_cycle + step)
+        advance(t_next)
         while i < len(arrivals) and arrivals[i].submit <= t:
             pending[arrivals[i].name] = arrivals[i]
             i += 1
@@ -319,16 +351,17 @@ def run_shared(
         result = run_cycle(snapshot, conf)
         stats.cycle_seconds.append(time.perf_counter() - started)
         stats.cycles += 1
+        last_cycle = t
         idle_cycles = 0 if (result.binds or result.evictions) else idle_cycles + 1
+        evicted_last = bool(result.evictions)
         for name, phase in result.phases.items():
             phases[name] = PodGroupPhase(phase)
-        evicted = {e.job for e in result.evictions}
-        for name in evicted:
+        for name in {e.job for e in result.evictions}:
             if name in running:
                 job = by_name[name]
                 job.preemptions += 1
                 job.start = job.end = None
-                used -= job.gpus
+                state[job.queue].running_gpus -= job.gpus
                 del running[name]
                 pending[name] = job
                 phases.pop(name, None)
@@ -345,52 +378,91 @@ def run_shared(
             if job.first_start is None:
                 job.first_start = t
             job.end = t + job.duration
-            used += job.gpus
+            state[job.queue].running_gpus += job.gpus
             heapq.heappush(finish, (job.end, name))
-        last_shares = {
-            name: (
-                share.allocated.get("gpu"),
-                share.deserved.get("gpu"),
-                share.request.get("gpu"),
-            )
-            for name, share in result.queues.items()
-        }
+        for vc, qs in state.items():
+            share = result.queues.get(vc)
+            qs.deserved = share.deserved.get("gpu") if share is not None else None
+            waiting = [j.gpus for j in pending.values() if j.queue == vc]
+            qs.pending_gpus = sum(waiting)
+            qs.smallest_pending = min(waiting) if waiting else None
+    if not pending and (max_cycles is None or stats.cycles < max_cycles):
+        advance(max((j.end for j in jobs if j.end is not None), default=t))
     span = (max((j.end or t) for j in jobs) - min(j.submit for j in jobs)) if jobs else 0.0
     out = job_metrics(jobs)
     out["gpu_utilisation"] = round(stats.busy_gpu_seconds / (total_gpus * span), 4) if span else 0
-    out["jain_allocated_over_deserved"] = (
+    out["peak_gpus_in_use"] = stats.peak_gpus_in_use
+    out["cluster_gpus"] = total_gpus
+    out["jain_satisfaction"] = (
         round(stats.jain_weighted / stats.jain_time, 4) if stats.jain_time else None
     )
     out["guarantee_fraction"] = guarantee_fraction
-    out["below_guarantee_time_share"] = {
-        q: round(stats.below_guarantee_seconds.get(q, 0.0) / s, 4)
-        for q, s in stats.demand_seconds.items()
-        if s > 0
-    }
+    out["per_queue"] = {}
+    for vc in vcs:
+        mine = [j for j in jobs if j.queue == vc]
+        if not mine:
+            continue
+        demand = stats.demand_seconds.get(vc, 0.0)
+        entry = job_metrics(mine)
+        entry["gpus"] = vcs[vc]
+        entry["guarantee_gpus"] = guarantees[vc]
+        entry["demand_seconds"] = round(demand, 1)
+        entry["below_guarantee_time_share"] = (
+            round(stats.below_guarantee_seconds.get(vc, 0.0) / demand, 4) if demand else None
+        )
+        entry["starved_within_guarantee_time_share"] = (
+            round(stats.starved_seconds.get(vc, 0.0) / demand, 4) if demand else None
+        )
+        entry["max_shortfall_gpus"] = stats.max_shortfall.get(vc, 0)
+        out["per_queue"][vc] = entry
     cs = stats.cycle_seconds
     out["cycles"] = stats.cycles
     out["cycle_seconds_mean"] = round(sum(cs) / len(cs), 4) if cs else None
     out["cycle_seconds_p99"] = round(percentile(cs, 99), 4) if cs else None
     out["wall_seconds"] = round(time.perf_counter() - wall, 1)
-    out["stopped_early"] = bool(pending or running)
+    out["stopped_early"] = bool(pending or any(j.end is None for j in jobs))
     return out
 
 
-def _account_shares(stats: SharedStats, shares: dict, dt: float) -> None:
-    if dt <= 0 or not shares:
+def _account(stats: SharedStats, state: dict[str, QueueState], dt: float) -> None:
+    """Add ``dt`` seconds of the current state to the time integrals.
+
+    Demand of a queue = its running GPUs + the pending jobs seen at the last cycle. The
+    guarantee check ("at least its guarantee when it has demand") is measured two ways:
+    below = allocated < min(guarantee, demand), which a gang larger than the headroom also
+    trips; starved = some waiting job would fit within the guarantee (allocated + its GPUs <=
+    guarantee) and still waits: the case reclaim must fix.
+    Jain's index is over the queues with demand of allocated / min(deserved, demand): a queue
+    is satisfied when it has what it asked for or what proportion deems it deserves (deserved
+    alone is floored at the guarantee even for a queue asking less, which would read as
+    unfairness). With nothing pending anywhere every queue has its demand, so 1.0.
+    """
+    if dt <= 0:
         return
-    ratios = [a / d for a, d, _ in shares.values() if d and d > 0]
+    in_use = sum(qs.running_gpus for qs in state.values())
+    stats.busy_gpu_seconds += in_use * dt
+    stats.peak_gpus_in_use = max(stats.peak_gpus_in_use, in_use)
+    anyone_waits = any(qs.pending_gpus for qs in state.values())
+    ratios = []
+    for vc, qs in state.items():
+        demand = qs.running_gpus + qs.pending_gpus
+        if demand <= 0:
+            continue
+        stats.demand_seconds[vc] = stats.demand_seconds.get(vc, 0.0) + dt
+        guarantee = stats.guarantees[vc]
+        floor = min(guarantee, demand)
+        if qs.running_gpus < floor:
+            stats.below_guarantee_seconds[vc] = stats.below_guarantee_seconds.get(vc, 0.0) + dt
+            stats.max_shortfall[vc] = max(stats.max_shortfall.get(vc, 0), floor - qs.running_gpus)
+        if qs.smallest_pending is not None and qs.running_gpus + qs.smallest_pending <= guarantee:
+            stats.starved_seconds[vc] = stats.starved_seconds.get(vc, 0.0) + dt
+        if anyone_waits and qs.deserved:
+            ratios.append(qs.running_gpus / min(qs.deserved, demand))
+        else:
+            ratios.append(1.0 if not anyone_waits else qs.running_gpus / demand)
     if ratios:
         stats.jain_weighted += jain(ratios) * dt
         stats.jain_time += dt
-    for name, (allocated, _deserved, request) in shares.items():
-        if request <= 0:
-            continue
-        stats.demand_seconds[name] = stats.demand_seconds.get(name, 0.0) + dt
-        # "at least its guarantee when it has demand": min(guarantee, demand) must be allocated
-        floor = min(stats.guarantees.get(name, 0.0), request)
-        if allocated + 1e-9 < floor:
-            stats.below_guarantee_seconds[name] = stats.below_guarantee_seconds.get(name, 0.0) + dt
 
 
 def _snapshot(nodes, queues, pending, running, by_name, phases, now) -> Snapshot:

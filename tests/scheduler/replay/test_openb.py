@@ -164,3 +164,147 @@ def test_run_one_is_deterministic_and_reports_the_curve():
     assert a.alloc_by_arrived == b.alloc_by_arrived
     assert len(a.alloc_by_arrived) == 131
     assert a.alloc_by_arrived[-1] <= 100
+
+
+def naive_node_frag(cpu_left, gpu_left, access, tp):
+    """The per-type formula before the per-level rewrite, kept as the reference."""
+    total = gpu_left.sum(axis=1)
+    ge = gpu_left[:, None, :] >= tp.milli[None, :, None]
+    host = ge.sum(axis=2) >= tp.num[None, :]
+    small = (gpu_left[:, None, :] * ~ge).sum(axis=2)
+    cpu_ok = cpu_left[:, None] >= tp.cpu[None, :]
+    satisfied = access & host & cpu_ok & (tp.milli > 0)[None, :]
+    return (np.where(satisfied, small, total[:, None]) @ tp.count) / tp.count.sum()
+
+
+def mixed_pods(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        kind = rng.integers(4)
+        cpu = int(rng.choice([2000, 4000, 8000, 12000]))
+        if kind == 0:
+            rows.append((cpu, 1024, 0, 0, ""))
+        elif kind == 1:
+            rows.append((cpu, 1024, 1, int(rng.choice([150, 300, 470, 810])), ""))
+        else:
+            rows.append((cpu, 1024, int(rng.choice([1, 2, 4])), 1000, ""))
+    return pods(rows)
+
+
+def test_node_frag_per_level_equals_the_per_type_formula():
+    rng = np.random.default_rng(1)
+    pl = mixed_pods()
+    tp = typical_pods(pl.cpu, pl.milli, pl.num, pl.spec)
+    gl = rng.choice([0, 100, 190, 530, 700, 1000], size=(50, openb.G))
+    cpu = rng.integers(0, 16000, size=50)
+    access = rng.random((50, len(tp))) < 0.8
+    assert np.array_equal(node_frag(cpu, gl, access, tp), naive_node_frag(cpu, gl, access, tp))
+
+
+def test_ledger_summaries_and_lazy_fragmentation_follow_placements():
+    cl = cluster((8, 4, 2, 1, 8), cpu=32000)
+    pl = mixed_pods()
+    ledger, impl = setup("random", cl, pl)
+    tracker = impl.fragmentation
+    everywhere = np.ones(len(cl.names), dtype=bool)
+    placed = 0
+    for i in range(len(pl)):
+        pod = openb.Pod(int(pl.cpu[i]), 1024, int(pl.num[i]), int(pl.milli[i]), 0)
+        cand = np.flatnonzero(ledger.fits(pod.cpu, pod.mem, pod.num, pod.milli, everywhere))
+        if len(cand) == 0:
+            continue
+        node, device = impl.choose(pod, cand)
+        ledger.place(node, pod.cpu, pod.mem, pod.num, pod.milli, device)
+        tracker.node_changed(node)
+        placed += 1
+    assert placed > 10
+    gl = ledger.gpu_left
+    assert np.array_equal(ledger.max_left, gl.max(axis=1))
+    assert np.array_equal(ledger.full, (gl == 1000).sum(axis=1))
+    assert np.array_equal(ledger.total_left, gl.sum(axis=1))
+    assert np.array_equal(ledger.sorted_left, np.sort(gl, axis=1))
+    expected = node_frag(ledger.cpu_left, gl, tracker.node_access, tracker.typical)
+    assert np.allclose(tracker.frag, expected)
+
+
+def test_fgd_shared_pod_scores_match_trying_every_device():
+    cl = cluster((8, 8, 2), models=("T4",))
+    pl = mixed_pods()
+    ledger, impl = setup("fgd", cl, pl)
+    # equal values on several devices: the evaluation of one device per value must not matter
+    for node, device, milli in [(0, 0, 300), (0, 1, 300), (0, 2, 810), (1, 0, 470), (2, 1, 150)]:
+        ledger.place(node, 1000, 1, 1, milli, device)
+        impl.fragmentation.node_changed(node)
+    pod = openb.Pod(2000, 1, 1, 190, 0)
+    scores, devices = impl.scores(pod, np.arange(3))
+    tp, frag = impl.typical, impl.fragmentation
+    for node in range(3):
+        best, best_dev = -np.inf, None
+        for dev in range(openb.G):
+            row = ledger.gpu_left[node].copy()
+            if row[dev] < pod.milli:
+                continue
+            row[dev] -= pod.milli
+            after = node_frag(
+                np.array([ledger.cpu_left[node] - pod.cpu]),
+                row[None, :],
+                frag.node_access[node : node + 1],
+                tp,
+            )[0]
+            score = np.floor(100 / (1 + np.exp(-(frag.frag[node] - after) / 1000)))
+            if score > best:
+                best, best_dev = score, dev
+        assert scores[node] == best
+        assert devices[node] == best_dev
+
+
+def test_random_policy_draws_among_the_feasible_nodes():
+    cl = cluster((8, 8, 8, 8, 8))
+    pl = pods([(1000, 1, 1, 1000, "")])
+    _, impl = setup("random", cl, pl)
+    picks = {impl.choose(openb.Pod(1000, 1, 1, 1000, 0), np.arange(5))[0] for _ in range(40)}
+    assert len(picks) > 2  # first fit would always give node 0
+
+
+def test_firstfit_takes_the_lowest_feasible_index():
+    cl = cluster((8, 8, 8))
+    pl = pods([(1000, 1, 1, 1000, "")])
+    _, impl = setup("firstfit", cl, pl)
+    assert impl.choose(openb.Pod(1000, 1, 1, 1000, 0), np.array([1, 2]))[0] == 1
+
+
+def test_fgd_pack_breaks_ties_towards_used_then_smaller_nodes():
+    cl = cluster((8, 2, 8, 2))
+    pl = pods([(1000, 1, 1, 1000, "")])
+    ledger, impl = setup("fgd-pack", cl, pl)
+    pod = openb.Pod(1000, 1, 1, 1000, 0)
+    impl.scores = lambda pod, cand: (np.full(len(cand), 50.0), None)  # a four-way tie
+    assert impl.choose(pod, np.arange(4))[0] == 1  # all idle: fewest GPUs, lowest index
+    ledger.place(2, 1000, 1, 1, 1000, None)
+    assert impl.choose(pod, np.arange(4))[0] == 2  # a node with a used GPU first
+    impl.scores = lambda pod, cand: (np.array([50.0, 49.0, 10.0, 50.0]), None)
+    assert impl.choose(pod, np.arange(4))[0] == 3  # the score still comes first
+
+
+def test_binpack_weights_can_be_overridden_and_binpack_gpu_uses_gpu_only():
+    cl = cluster((8, 2, 1))
+    pl = pods([(4000, 1024, 1, 1000, ""), (8000, 2048, 1, 500, ""), (2000, 1024, 0, 0, "")])
+    tuned = openb.run_one(cl, pl, "binpack", 5, binpack_weights={"cpu": 0, "memory": 0, "gpu": 1})
+    gpu_only = openb.run_one(cl, pl, "binpack-gpu", 5)
+    assert tuned.alloc_by_arrived == gpu_only.alloc_by_arrived
+    _, impl = setup("binpack", cl, pl)
+    impl.weights = {"cpu": 0, "memory": 0, "gpu": 1}
+    scores, _ = impl.scores(openb.Pod(4000, 1024, 1, 1000, 0), np.array([0, 1, 2]))
+    # GPU only: (1 + 0) / capacity x 100 x 10
+    assert list(scores) == pytest.approx([1000 / 8, 1000 / 2, 1000])
+
+
+def test_summary_reports_the_spread_over_seeds():
+    cl = cluster((8, 2, 1))
+    pl = mixed_pods(20)
+    runs = [openb.run_one(cl, pl, "bestfit", s) for s in (1, 2, 3)]
+    entry = openb.summarise(runs)["bestfit"]
+    ends = [r.alloc_by_arrived[-1] for r in runs]
+    assert entry["alloc_at_end_std"] == pytest.approx(np.std(ends), abs=1e-3)
+    assert entry["alloc_at_end_per_seed"] == ends

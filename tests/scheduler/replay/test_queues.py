@@ -54,3 +54,40 @@ def test_guarantees_summing_to_the_cluster_leave_nothing_to_borrow():
     out = queues.run_shared(jobs, {"big": 8, "small": 16}, step=1.0, guarantee_fraction=1.0)
     assert out["finished"] == 1
     assert out["stopped_early"]
+
+
+def test_reclaim_gives_a_squeezed_queue_its_guarantee_back():
+    # a and c borrow the whole 24-GPU cluster (each capped at 24 - 8 + 4 = 20); b then asks
+    # for its guarantee of 4: reclaim evicts a borrower and b starts one step later.
+    jobs = [
+        job("a1", 0, 1000, 8, "a"),
+        job("a2", 0, 1000, 4, "a"),
+        job("c1", 0, 1000, 8, "c"),
+        job("c2", 0, 1000, 4, "c"),
+        job("b1", 10, 100, 4, "b"),
+    ]
+    out = queues.run_shared(jobs, {"a": 8, "b": 8, "c": 8}, step=1.0, guarantee_fraction=0.5)
+    assert out["preemptions"] >= 1
+    b = out["per_queue"]["b"]
+    assert b["avg_queueing_s"] == pytest.approx(1.0)
+    assert b["guarantee_gpus"] == 4
+    assert b["starved_within_guarantee_time_share"] == pytest.approx(1 / 100, abs=1e-3)
+    assert not out["stopped_early"]
+
+
+def test_utilisation_ends_each_job_at_its_own_finish_time():
+    # No cycle runs between the two jobs (nothing waits), yet the first job stops counting at
+    # t=100: busy 8 GPUs x 200 s over 16 GPUs x 1100 s.
+    jobs = [job("x", 0, 100, 8, "a"), job("y", 1000, 100, 8, "a")]
+    out = queues.run_shared(jobs, {"a": 16}, step=60.0, guarantee_fraction=0.5)
+    assert out["cycles"] == 2
+    assert out["gpu_utilisation"] == pytest.approx(1600 / (16 * 1100), abs=1e-4)
+    assert out["jain_satisfaction"] == 1.0
+    assert out["per_queue"]["a"]["below_guarantee_time_share"] == 0.0
+
+
+def test_vc_scale_shrinks_every_vc_to_at_least_one_node(tmp_path):
+    path = tmp_path / "vcs.csv"
+    path.write_text("vc,node num\nbig,64\nsmall,1\n")
+    assert queues.load_vcs(path) == {"big": 512, "small": 8}
+    assert queues.load_vcs(path, 0.25) == {"big": 128, "small": 8}

@@ -17,4 +17,5 @@ RUN mkdir -p /var/lib/portal \
 USER portal
 
 EXPOSE 8000
-CMD ["gunicorn", "portal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-"]
+# Workers, worker class, keep-alive and logs: gunicorn.conf.py (WEB_CONCURRENCY etc.).
+CMD ["gunicorn", "portal.wsgi:application", "--config", "gunicorn.conf.py"]

@@ -1,10 +1,12 @@
 """Load test of job creation (POST /api/v1/jobs/) with gunicorn, PostgreSQL and wrk.
 
 Creates a fresh database, migrates, seeds a tenant, queue, researcher and token, starts
-gunicorn with the production settings on the loopback address, drives it with wrk (one
-unique job name per request), stops gunicorn and prints one JSON summary: requests/s,
-latency percentiles, responses by status, rows stored, names stored twice, and whether
-every 2xx answer is in the database exactly once. See docs/load.md.
+gunicorn with the production settings on the loopback address, warms it up, drives it with
+wrk (one unique job name per request), stops gunicorn and prints one JSON summary:
+requests/s, latency percentiles, responses by status, rows stored, names stored twice,
+whether every 2xx answer is in the database exactly once, and the CPU milliseconds per
+request of gunicorn, PostgreSQL, wrk and Redis (the figure to compare on a shared machine).
+See docs/load.md.
 
     .venv/bin/python bench/api_load.py                       # 30 s, 50 connections
     .venv/bin/python bench/api_load.py --duration 3 --connections 5 --workers 2
@@ -13,6 +15,7 @@ every 2xx answer is in the database exactly once. See docs/load.md.
 import argparse
 import json
 import os
+import resource
 import secrets
 import shutil
 import signal
@@ -173,10 +176,112 @@ def loadavg() -> str:
         return "?"
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU of one process so far (0 when it is gone or unreadable)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and its descendants (gunicorn master and workers, celery and its children)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        parents.setdefault(ppid, []).append(int(entry.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(parents.get(pid, []))
+    return tree
+
+
+def postgres_backends(db: str, pg: dict[str, str]) -> list[int]:
+    out = psql(f"SELECT pid FROM pg_stat_activity WHERE datname = '{db}'", pg=pg)
+    return [int(pid) for pid in out.split()]
+
+
+def redis_cpu_seconds(redis_url: str) -> float | None:
+    """The Redis server's own CPU so far (shared with anyone else using that server)."""
+    try:
+        import redis
+
+        info = redis.Redis.from_url(redis_url, socket_timeout=5).info("cpu")
+        return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+    except Exception:  # noqa: BLE001 - reporting only
+        return None
+
+
+class CpuMeter:
+    """CPU seconds spent by the server processes between `start()` and `stop()`.
+
+    On a shared machine requests/s depends on what else runs; CPU per request does not
+    (much), so it is the figure to compare changes with. PostgreSQL backends are counted
+    while they live: with --conn-max-age 0 each request's backend is gone before `stop()`.
+    """
+
+    def __init__(self, *, roots: dict[str, int], db: str, pg: dict[str, str], redis_url: str):
+        self.roots, self.db, self.pg, self.redis_url = roots, db, pg, redis_url
+
+    def _snapshot(self) -> dict[str, dict[int, float]]:
+        snap = {
+            name: {pid: process_cpu_seconds(pid) for pid in process_tree(root)}
+            for name, root in self.roots.items()
+        }
+        snap["postgres"] = {
+            pid: process_cpu_seconds(pid) for pid in postgres_backends(self.db, self.pg)
+        }
+        return snap
+
+    def start(self) -> None:
+        self.before = self._snapshot()
+        self.redis_before = redis_cpu_seconds(self.redis_url)
+        self.children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+
+    def stop(self) -> dict[str, float | None]:
+        after = self._snapshot()
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        redis_after = redis_cpu_seconds(self.redis_url)
+        seconds: dict[str, float | None] = {
+            name: sum(cpu - self.before[name].get(pid, 0.0) for pid, cpu in pids.items())
+            for name, pids in after.items()
+        }
+        # wrk is the only child waited for between start() and stop()
+        seconds["load_generator"] = (children.ru_utime + children.ru_stime) - (
+            self.children_before.ru_utime + self.children_before.ru_stime
+        )
+        seconds["redis"] = (
+            redis_after - self.redis_before
+            if redis_after is not None and self.redis_before is not None
+            else None
+        )
+        return seconds
+
+
+def cpu_per_request(seconds: dict[str, float | None], requests: int) -> dict[str, float | None]:
+    per = {
+        name: (round(value * 1000 / requests, 2) if value is not None and requests else None)
+        for name, value in seconds.items()
+    }
+    per["total"] = round(sum(value for value in per.values() if value is not None), 2)
+    return per
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--duration", type=int, default=30, help="seconds of load (wrk -d)")
     parser.add_argument("--connections", type=int, default=50, help="wrk -c")
+    parser.add_argument(
+        "--warmup", type=int, default=5, help="seconds of load before the measured run (0: none)"
+    )
     parser.add_argument("--threads", type=int, default=2, help="wrk -t")
     parser.add_argument("--workers", type=int, default=3, help="gunicorn --workers")
     parser.add_argument("--worker-class", default="sync", help="gunicorn --worker-class")
@@ -190,8 +295,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--conn-max-age",
         type=int,
-        default=0,
-        help="CONN_MAX_AGE via DATABASE_URL ?conn_max_age= (0: a connection per request)",
+        default=None,
+        help="CONN_MAX_AGE via DATABASE_URL ?conn_max_age= (0: a connection per request; "
+        "default: the production settings' 60 s)",
     )
     parser.add_argument("--rate", default="1000000/min", help="API_JOB_CREATE_RATE")
     parser.add_argument("--access-log", action="store_true", help="gunicorn access log on")
@@ -212,7 +318,7 @@ def run(argv: list[str] | None = None) -> dict:
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "portal.settings.production",
         "DATABASE_URL": f"postgres://{pg['user']}@{pg['host']}:{pg['port']}/{args.db}"
-        + (f"?conn_max_age={args.conn_max_age}" if args.conn_max_age else ""),
+        + (f"?conn_max_age={args.conn_max_age}" if args.conn_max_age is not None else ""),
         "SECRET_KEY": secrets.token_urlsafe(50),
         "ALLOWED_HOSTS": "127.0.0.1",
         "REDIS_URL": args.redis_url,
@@ -253,6 +359,12 @@ def run(argv: list[str] | None = None) -> dict:
     script.write_text(
         WRK_SCRIPT.format(token=token, queue=queue, outdir=workdir, prefix=NAME_PREFIX)
     )
+    # Warm-up requests: their own names and response files, not counted in the figures.
+    (workdir / "warmup").mkdir()
+    warmup_script = workdir / "warmup.lua"
+    warmup_script.write_text(
+        WRK_SCRIPT.format(token=token, queue=queue, outdir=workdir / "warmup", prefix="warm")
+    )
     gunicorn_cmd = [
         str(VENV_BIN / "gunicorn"),
         "portal.wsgi:application",
@@ -269,30 +381,43 @@ def run(argv: list[str] | None = None) -> dict:
         "--error-logfile",
         str(workdir / "gunicorn.log"),
     ]
-    if args.access_log:
-        gunicorn_cmd += ["--access-logfile", str(workdir / "access.log")]
+    # gunicorn.conf.py (read from ROOT) sets the rest: keep-alive, heartbeat directory
+    env["GUNICORN_ACCESS_LOG"] = str(workdir / "access.log") if args.access_log else ""
+    env.pop("GUNICORN_CMD_ARGS", None)
     log("starting " + " ".join(gunicorn_cmd[1:]))
     gunicorn = subprocess.Popen(gunicorn_cmd, cwd=ROOT, env=env, start_new_session=True)
     wrk_out = ""
     load_before = load_after = ""
+    cpu_seconds: dict[str, float | None] = {}
+    meter = CpuMeter(roots={"gunicorn": gunicorn.pid}, db=args.db, pg=pg, redis_url=args.redis_url)
     try:
         wait_ready(f"http://127.0.0.1:{port}/api/v1/queues/", token, gunicorn)
+
+        def wrk(lua: Path, seconds: int) -> str:
+            cmd = [
+                args.wrk,
+                f"-t{args.threads}",
+                f"-c{args.connections}",
+                f"-d{seconds}s",
+                "--timeout",
+                "10s",
+                "-s",
+                str(lua),
+                f"http://127.0.0.1:{port}",
+            ]
+            log("running " + " ".join(cmd))
+            return subprocess.run(
+                cmd, check=True, capture_output=True, text=True, timeout=seconds + 60
+            ).stdout
+
+        if args.warmup:
+            # Each worker's first requests import and set up what the rest reuse (views,
+            # serializers, the database and Redis connections): not the steady state.
+            wrk(warmup_script, args.warmup)
         load_before = loadavg()
-        wrk_cmd = [
-            args.wrk,
-            f"-t{args.threads}",
-            f"-c{args.connections}",
-            f"-d{args.duration}s",
-            "--timeout",
-            "10s",
-            "-s",
-            str(script),
-            f"http://127.0.0.1:{port}",
-        ]
-        log("running " + " ".join(wrk_cmd))
-        wrk_out = subprocess.run(
-            wrk_cmd, check=True, capture_output=True, text=True, timeout=args.duration + 60
-        ).stdout
+        meter.start()
+        wrk_out = wrk(script, args.duration)
+        cpu_seconds = meter.stop()
         load_after = loadavg()
     finally:
         try:
@@ -321,7 +446,7 @@ def run(argv: list[str] | None = None) -> dict:
     rows = int(
         psql(
             "SELECT count(*) FROM jobs_job j JOIN auth_user u ON u.id = j.submitter_id "
-            "WHERE u.username = 'loader'",
+            f"WHERE u.username = 'loader' AND j.name LIKE '{NAME_PREFIX}-%'",
             db=args.db,
             pg=pg,
         )
@@ -336,7 +461,14 @@ def run(argv: list[str] | None = None) -> dict:
     stored = Counter(psql("SELECT name FROM jobs_job", db=args.db, pg=pg).splitlines())
     ok_missing = sum(1 for name in ok_names if stored[name] == 0)
     ok_unparsed = ok_names.count("-")
-    tasks = int(psql("SELECT count(*) FROM jobs_jobtask", db=args.db, pg=pg))
+    tasks = int(
+        psql(
+            "SELECT count(*) FROM jobs_jobtask t JOIN jobs_job j ON j.id = t.job_id "
+            f"WHERE j.name LIKE '{NAME_PREFIX}-%'",
+            db=args.db,
+            pg=pg,
+        )
+    )
     kicks = redis_queue_length(args.redis_url, delete=True)
     if not args.keep_db:
         psql(f'DROP DATABASE IF EXISTS "{args.db}" WITH (FORCE)', pg=pg)
@@ -361,15 +493,24 @@ def run(argv: list[str] | None = None) -> dict:
         "ok_without_name": ok_unparsed,
         "accounting_ok": ok_missing == 0 and duplicates == 0 and ok_unparsed == 0 and rows >= ok,
         "celery_kicks_queued": kicks,
+        # CPU ms per answered request by process group; capacity = all cores / total
+        # (per job stored: requests still in flight when wrk stops were served too)
+        "cpu_ms_per_request": (per := cpu_per_request(cpu_seconds, max(rows, stats["requests"]))),
+        "capacity_req_s_if_cpu_bound": round((os.cpu_count() or 1) * 1000 / per["total"], 1)
+        if per["total"]
+        else None,
         "loadavg_before": load_before,
         "loadavg_after": load_after,
         "config": {
             "settings": "portal.settings.production",
             "gunicorn": f"{args.workers} x {args.worker_class}"
             + (f" ({args.worker_threads} threads)" if args.worker_threads > 1 else ""),
-            "wrk": f"-t{args.threads} -c{args.connections} -d{args.duration}s",
+            "wrk": f"-t{args.threads} -c{args.connections} -d{args.duration}s "
+            f"after {args.warmup} s of warm-up",
             "access_log": args.access_log,
-            "conn_max_age": args.conn_max_age,
+            "conn_max_age": "production default"
+            if args.conn_max_age is None
+            else args.conn_max_age,
             "cpus": os.cpu_count(),
         },
     }

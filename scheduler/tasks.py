@@ -1,13 +1,15 @@
 """Thin Celery tasks: take the cluster-wide lock, then call the adapters.
 
 Beat runs `scheduling_cycle_run` every SCHEDULER_CYCLE_SECONDS; a submit or cancel kicks one
-right after its transaction commits. If a cycle is already running, a kick is dropped: the
-running cycle or the next beat picks the change up.
+right after its transaction commits (coalesced: at most two kicks per second, see `_kick`).
+If a cycle is already running, a kick is dropped: the running cycle or the next beat picks
+the change up.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 from celery import shared_task
 
@@ -21,11 +23,20 @@ def scheduling_cycle_run() -> int | None:
     from scheduler.adapters.cycle import scheduling_cycle_run as cycle_run
     from scheduler.adapters.lock import cycle_lock
 
-    with cycle_lock() as held:
-        if not held:
+    with cycle_lock() as lease:
+        if not lease:
             logger.info("scheduling cycle skipped: another worker is running one")
             return None
-        return cycle_run(backend=backend_from_settings()).id
+        return cycle_run(backend=backend_from_settings(), checkpoint=lease.check).id
+
+
+# Kicks are coalesced per window of this many seconds of wall-clock time (see `_kick`).
+KICK_WINDOW_SECONDS = 1
+KICK_LEADING_KEY = "scheduler:kick:{window}"
+KICK_TRAILING_KEY = "scheduler:kick-trailing:{window}"
+# The last window for which this process knows a trailing kick is queued (by itself or by
+# another process): later commits in that window need no cache round trip at all.
+_trailing_window: int | None = None
 
 
 def scheduling_cycle_kick() -> None:
@@ -36,9 +47,35 @@ def scheduling_cycle_kick() -> None:
 
 
 def _kick() -> None:
-    # The submission is already committed: a broker outage must not turn it into an error
-    # for the user. Beat runs the next cycle anyway.
+    """At most two cycles per window, and still one that starts after every commit.
+
+    The first commit of a window queues a cycle at once (leading kick); the first one after
+    it queues a cycle for the window's end (trailing kick), which starts after every commit
+    of the window; the rest send nothing. The claims are `add`s (SET NX) in the default
+    cache, shared by all web processes when it is Redis, per process otherwise. Eager
+    Celery (tests) runs the cycle inline, so there is nothing to coalesce.
+    """
+    global _trailing_window
+    # The submission is already committed: a broker or cache outage must not turn it into
+    # an error for the user. Beat runs the next cycle anyway.
     try:
-        scheduling_cycle_run.delay()
+        if scheduling_cycle_run.app.conf.task_always_eager:
+            scheduling_cycle_run.delay()
+            return
+        from django.core.cache import cache
+
+        now = time.time()
+        window = int(now // KICK_WINDOW_SECONDS)
+        if window == _trailing_window:
+            return
+        expiry = 2 * KICK_WINDOW_SECONDS
+        if cache.add(KICK_LEADING_KEY.format(window=window), 1, timeout=expiry):
+            scheduling_cycle_run.delay()
+            return
+        claimed = cache.add(KICK_TRAILING_KEY.format(window=window), 1, timeout=expiry)
+        _trailing_window = window
+        if claimed:
+            end = (window + 1) * KICK_WINDOW_SECONDS
+            scheduling_cycle_run.apply_async(countdown=max(end - now, 0.0))
     except Exception:
         logger.warning("could not queue a scheduling cycle; beat will run one", exc_info=True)

@@ -3,7 +3,6 @@
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import prefetch_related_objects
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -170,7 +169,7 @@ class JobListApi(ApiView):
 class JobDetailApi(ApiView):
     """One job with its tasks, active placements and pending reason (404 if not yours)."""
 
-    class OutputSerializer(ApiSerializer):
+    class OutputSerializer(JobListApi.OutputSerializer):
         class TaskSerializer(ApiSerializer):
             name = serializers.CharField()
             replicas = serializers.IntegerField()
@@ -190,24 +189,12 @@ class JobDetailApi(ApiView):
             state = serializers.CharField()
             gpus = serializers.IntegerField()
 
-        id = serializers.IntegerField()
-        name = serializers.CharField()
-        tenant = serializers.CharField(source="tenant.name")
-        queue = serializers.CharField(source="queue.name")
-        queue_id = serializers.IntegerField()
-        submitter = serializers.CharField(source="submitter.username")
-        status = serializers.ChoiceField(choices=Job.Status.choices)
-        priority = serializers.IntegerField()
-        min_available = serializers.IntegerField()
+        url = None  # the detail has `links.self` instead
         expected_duration_seconds = serializers.IntegerField(allow_null=True)
-        replicas = serializers.IntegerField(source="total_replicas")
-        gpus = serializers.IntegerField(source="total_gpus")
-        submitted_at = serializers.DateTimeField()
         admitted_at = serializers.DateTimeField(allow_null=True)
         started_at = serializers.DateTimeField(allow_null=True)
         finished_at = serializers.DateTimeField(allow_null=True)
         cancelled_at = serializers.DateTimeField(allow_null=True)
-        pending_reason = serializers.CharField()
         pending_reason_at = serializers.DateTimeField(allow_null=True)
         preemption_count = serializers.IntegerField()
         tasks = TaskSerializer(many=True, source="tasks.all")
@@ -434,10 +421,8 @@ class JobCreateApi(ApiView):
             if from_manifest:
                 errors = {volcano.manifest_path(path): msgs for path, msgs in errors.items()}
             raise serializers.ValidationError(errors) from error
-        # The response shows the job as stored. Its tenant, queue and submitter are already
-        # in memory; only the tasks are read back (in their stored order), instead of
-        # fetching the job again through the visibility filter (three queries).
-        prefetch_related_objects([job], "tasks")
+        # The response shows the job as stored without reading it back: its tenant, queue
+        # and submitter are already in memory and job_submit hands over the stored tasks.
         return job
 
 

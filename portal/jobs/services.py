@@ -91,7 +91,6 @@ def _task_instances(*, tasks: Any) -> tuple[list[JobTask], dict[str, list[str]]]
     return instances, errors
 
 
-@transaction.atomic
 def job_submit(
     *,
     submitter: AbstractBaseUser,
@@ -102,10 +101,11 @@ def job_submit(
     min_available: int | None = None,
     expected_duration_seconds: int | None = None,
 ) -> Job:
-    """Validate and store a pending job with its tasks.
+    """Validate and store a pending job with its tasks; the job comes back with its tasks
+    loaded (`job.tasks.all()` reads no rows).
 
     Every problem is reported at once as a ValidationError keyed by field path
-    (`name`, `queue`, `tasks[1].gpus`, ...).
+    (`name`, `queue`, `tasks[1].gpus`, ...), before anything is written.
     """
     errors: dict[str, list[str]] = {}
     if not can_submit_to(submitter, queue):
@@ -158,12 +158,29 @@ def job_submit(
     if errors:
         raise ValidationError(errors)
 
-    job.save()
-    for task in task_instances:
-        task.job = job
-    JobTask.objects.bulk_create(task_instances)
-    scheduling_cycle_kick()
+    # Only the writes need the transaction, and they need no savepoint of their own inside
+    # a caller's transaction (the API's request): if one fails, the caller's transaction
+    # fails with it and nothing is written. Validation errors are raised above, outside it,
+    # so a caller that catches them (the submit form) keeps a usable transaction.
+    with transaction.atomic(savepoint=False):
+        job.save()
+        for task in task_instances:
+            task.job = job
+        JobTask.objects.bulk_create(task_instances)
+        scheduling_cycle_kick()
+    _tasks_loaded(job, task_instances)
     return job
+
+
+def _tasks_loaded(job: Job, tasks: list[JobTask]) -> None:
+    """Give `job` its just-stored tasks as `prefetch_related("tasks")` would (same order:
+    ids ascend in list order), so a caller showing the job reads no rows back."""
+    if any(task.pk is None for task in tasks):
+        return  # a database that returns no ids from bulk inserts: let it read them
+    queryset = job.tasks.all()
+    queryset._result_cache = list(tasks)
+    queryset._prefetch_done = True
+    job._prefetched_objects_cache = {"tasks": queryset}
 
 
 @transaction.atomic

@@ -1,6 +1,7 @@
 """bench/api_load.py in a 3-second, 5-connection run: every 201 is stored exactly once."""
 
 import importlib.util
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "bench" / "api_load.py"
 
 
-def _postgres_reachable() -> bool:
+def postgres_reachable() -> bool:
     if not shutil.which("psql"):
         return False
     probe = subprocess.run(
@@ -29,7 +30,7 @@ pytestmark = [
         shutil.which("wrk") is None, reason="wrk is not installed (apt-get install wrk)"
     ),
     pytest.mark.skipif(
-        not _postgres_reachable(), reason="no PostgreSQL on 127.0.0.1:5432 (user postgres)"
+        not postgres_reachable(), reason="no PostgreSQL on 127.0.0.1:5432 (user postgres)"
     ),
 ]
 
@@ -42,6 +43,8 @@ def test_short_load_run_accounts_for_every_created_job() -> None:
         [
             "--duration",
             "3",
+            "--warmup",
+            "1",
             "--connections",
             "5",
             "--threads",
@@ -49,7 +52,11 @@ def test_short_load_run_accounts_for_every_created_job() -> None:
             "--workers",
             "2",
             "--db",
-            "portal_load_test",
+            f"portal_load_test_{os.getpid()}",  # several test runs may share the server
+            "--redis-url",
+            os.environ.get(
+                "LOAD_TEST_REDIS_URL", os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/15"
+            ),
         ]
     )
     created = summary["status"].get("201", 0)

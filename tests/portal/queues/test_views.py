@@ -161,7 +161,9 @@ def test_preview_json_invalid_input_is_400(lead_client, nlp_queue, cluster):
     assert "weight" in response.json()["errors"]
 
 
-def test_preview_json_refused_like_the_edit_page(researcher_client, lead_client, nlp_queue, vision_queue):
+def test_preview_json_refused_like_the_edit_page(
+    researcher_client, lead_client, nlp_queue, vision_queue
+):
     url = reverse("queues:queue_preview", args=[nlp_queue.pk])
     assert researcher_client.get(url).status_code == HTTPStatus.FORBIDDEN
     url = reverse("queues:queue_preview", args=[vision_queue.pk])

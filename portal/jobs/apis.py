@@ -28,7 +28,7 @@ from portal.api.pagination import ApiPagination
 from portal.api.parsers import YAML_PARSERS, LimitedJSONParser
 from portal.api.throttling import ApiScopedRateThrottle
 from portal.cluster.selectors import placement_list_active
-from portal.common.access import can_cancel_job, visible_queues, visible_tenants
+from portal.common.access import can_cancel_job, visible_queue_get, visible_tenants
 from portal.common.ids import parse_id
 from portal.queues.models import Queue
 
@@ -47,11 +47,9 @@ MAX_TASKS = 64
 
 
 def resolve_queue(*, user: Any, ref: str) -> Queue | None:
-    """A queue visible to `user`, by id (digits) or by name."""
-    queues = visible_queues(user).select_related("tenant")
-    if (pk := parse_id(ref)) is not None:
-        return queues.filter(pk=pk).first()
-    return queues.filter(name=ref).first()
+    """A queue visible to `user`, by id (digits) or by name (names are unique)."""
+    lookup = {"pk": pk} if (pk := parse_id(ref)) is not None else {"name": ref}
+    return visible_queue_get(user, **lookup)
 
 
 def _job_url(job: Job, suffix: str = "") -> str:
@@ -204,8 +202,6 @@ class JobDetailApi(ApiView):
 
         @extend_schema_field(PlacementSerializer(many=True))
         def get_placements(self, job: Job) -> list[dict[str, Any]]:
-            if self.context.get("just_submitted"):
-                return []  # a job created in this very transaction has no placements yet
             placements = placement_list_active(job_id=job.pk)
             return self.PlacementSerializer(placements, many=True).data
 
@@ -236,7 +232,79 @@ class JobDetailApi(ApiView):
     )
     def get(self, request: Request, job_id: int) -> Response:
         job = job_get(user=request.user, job_id=job_id)
-        return Response(self.OutputSerializer(job, context={"request": request}).data)
+        placements = placement_list_active(job_id=job.pk)
+        return Response(job_detail_data(job, user=request.user, placements=placements))
+
+
+# One shared instance formats every timestamp as DRF's DateTimeField does (ISO 8601, `Z`).
+_DATETIME = serializers.DateTimeField()
+_DETAIL_FIELDS = tuple(JobDetailApi.OutputSerializer._declared_fields)
+
+
+def job_detail_data(job: Job, *, user: Any, placements: Any = ()) -> dict[str, Any]:
+    """What `JobDetailApi.OutputSerializer` renders for `job`, built directly.
+
+    The serializer stays the documented schema; building its output with it deep-copies
+    about forty field objects per request, a tenth of a job creation's CPU. A test renders
+    jobs in every state both ways and compares them key by key, in order.
+    """
+    tasks = list(job.tasks.all())
+    stamp = _DATETIME.to_representation
+    data = {
+        "id": job.pk,
+        "name": job.name,
+        "tenant": job.tenant.name,
+        "queue": job.queue.name,
+        "queue_id": job.queue_id,
+        "submitter": job.submitter.username,
+        "status": job.status,
+        "priority": job.priority,
+        "min_available": job.min_available,
+        "replicas": sum(task.replicas for task in tasks),
+        "gpus": sum(task.replicas * task.gpus for task in tasks),
+        "submitted_at": stamp(job.submitted_at),
+        "pending_reason": job.pending_reason,
+        "expected_duration_seconds": job.expected_duration_seconds,
+        "admitted_at": stamp(job.admitted_at),
+        "started_at": stamp(job.started_at),
+        "finished_at": stamp(job.finished_at),
+        "cancelled_at": stamp(job.cancelled_at),
+        "pending_reason_at": stamp(job.pending_reason_at),
+        "preemption_count": job.preemption_count,
+        "tasks": [
+            {
+                "name": task.name,
+                "replicas": task.replicas,
+                "image": task.image,
+                "command": [str(part) for part in task.command],
+                "env": {str(key): str(value) for key, value in task.env.items()},
+                "gpus": task.gpus,
+                "cpu_millis": task.cpu_millis,
+                "memory_bytes": task.memory_bytes,
+                "node_selector": {str(k): str(v) for k, v in task.node_selector.items()},
+            }
+            for task in tasks
+        ],
+        "placements": [
+            {
+                "task": placement.task.name,
+                "replica": placement.replica,
+                "node": placement.node_name,
+                "pod": placement.pod_name,
+                "state": placement.state,
+                "gpus": placement.gpus,
+            }
+            for placement in placements
+        ],
+        "can_cancel": can_cancel_job(user, job) and not job.is_terminal,
+        "links": {
+            "self": _job_url(job),
+            "cancel": _job_url(job, "cancel"),
+            "why": _job_url(job, "why"),
+            "queue": reverse("api:queue_detail", kwargs={"queue_id": job.queue_id}),
+        },
+    }
+    return {name: data[name] for name in _DETAIL_FIELDS}
 
 
 VOLCANO_EXAMPLE = """\
@@ -391,7 +459,8 @@ class JobCreateApi(ApiView):
             serializer.is_valid(raise_exception=True)
             job = self._submit(request, dict(serializer.validated_data), from_manifest=False)
         response = Response(
-            self.OutputSerializer(job, context={"request": request, "just_submitted": True}).data,
+            # A job created in this very transaction has no placements yet.
+            job_detail_data(job, user=request.user),
             status=status.HTTP_201_CREATED,
             headers={"Location": _job_url(job)},
         )
@@ -441,7 +510,8 @@ class JobCancelApi(ApiView):
         job = job_get(user=request.user, job_id=job_id)
         job_cancel(job=job, actor=request.user)
         job = job_get(user=request.user, job_id=job_id)
-        return Response(self.OutputSerializer(job, context={"request": request}).data)
+        placements = placement_list_active(job_id=job.pk)
+        return Response(job_detail_data(job, user=request.user, placements=placements))
 
 
 class JobWhyApi(ApiView):

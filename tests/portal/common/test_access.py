@@ -52,6 +52,31 @@ def test_can_submit_to(researcher, staff, nlp_queue, vision_queue):
     assert access.can_submit_to(staff, vision_queue) is True
 
 
+@pytest.mark.parametrize("who", ["researcher", "lead", "outsider", "staff", "anonymous"])
+def test_visible_queue_get_answers_as_visible_queues(request, who, nlp_queue, vision_queue):
+    user = AnonymousUser() if who == "anonymous" else request.getfixturevalue(who)
+    visible = set(access.visible_queues(user))
+    for queue in (nlp_queue, vision_queue):
+        for lookup in ({"pk": queue.pk}, {"name": queue.name}):
+            found = access.visible_queue_get(user, **lookup)
+            assert (found == queue) is (queue in visible), (who, lookup)
+    assert access.visible_queue_get(user, name="no-such-queue") is None
+
+
+def test_a_queue_found_through_membership_needs_no_second_membership_query(
+    researcher, nlp_queue, django_assert_num_queries
+):
+    queue = access.visible_queue_get(researcher, pk=nlp_queue.pk)
+    with django_assert_num_queries(0):
+        assert access.can_submit_to(researcher, queue) is True
+    # The mark is per user: anyone else is checked against the database as before.
+    stranger = UserFactory()
+    with django_assert_num_queries(1):
+        assert access.can_submit_to(stranger, queue) is False
+    researcher.is_active = False
+    assert access.can_submit_to(researcher, queue) is False
+
+
 def test_can_edit_queue(researcher, lead, staff, nlp_queue, vision_queue):
     assert access.can_edit_queue(researcher, nlp_queue) is False
     assert access.can_edit_queue(lead, nlp_queue) is True

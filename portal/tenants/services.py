@@ -1,5 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from portal.common.services import model_update
@@ -56,6 +58,7 @@ def user_create(
     if password is None:
         user.set_unusable_password()
     else:
+        _password_check(password, user)
         user.set_password(password)
     user.full_clean()
     user.save()
@@ -64,6 +67,15 @@ def user_create(
 
 @transaction.atomic
 def user_password_set(*, user: AbstractBaseUser, password: str) -> AbstractBaseUser:
+    _password_check(password, user)
     user.set_password(password)
     user.save(update_fields=["password"])
     return user
+
+
+def _password_check(password: str, user: AbstractBaseUser) -> None:
+    """AUTH_PASSWORD_VALIDATORS, as the admin's and Django's own password forms apply them."""
+    try:
+        validate_password(password, user)
+    except ValidationError as error:
+        raise ValidationError({"password": error.messages}) from error

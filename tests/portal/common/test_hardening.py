@@ -371,8 +371,9 @@ SECRET_PATTERNS = {
         r"\bSECRET_KEY(?:=|:[ \t]+)([A-Za-z0-9_\-+/=]{6,})(?![\w.(])"
     ),
     "password in a URL": re.compile(r"\b[a-z][a-z0-9+.-]*://[^/\s:@'\"]*:([^/\s@'\"]+)@"),
+    # A value, not a `${POSTGRES_PASSWORD:?...}` reference or a `...` placeholder.
     "database password": re.compile(
-        r"\b(?:POSTGRES|MYSQL|REDIS)_PASSWORD\s*[:=]\s*['\"]?([^\s'\"$]+)"
+        r"(?<!\{)\b(?:POSTGRES|MYSQL|REDIS)_PASSWORD\s*[:=]\s*['\"]?(?!\.\.\.)([^\s'\"$]+)"
     ),
 }
 # (pattern, path, matched value) that are deliberate and harmless, with the reason.
@@ -380,9 +381,6 @@ ALLOWED_SECRETS = {
     ("SECRET_KEY literal", "portal/settings/test.py", "test-only-not-a-secret"),  # tests only
     ("SECRET_KEY shell value", "Dockerfile", "build-only"),  # collectstatic in the image build
     ("password in a URL", "README.md", "pw"),  # a documentation placeholder
-    # The compose file's own database, reachable only on the compose network.
-    ("password in a URL", "docker-compose.yml", "portal"),
-    ("database password", "docker-compose.yml", "portal"),
 }
 
 

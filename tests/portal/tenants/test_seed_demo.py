@@ -2,7 +2,7 @@ from io import StringIO
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
@@ -88,3 +88,10 @@ def test_force_passwords_resets(seeded, monkeypatch):
     output = _seed("--force-passwords")
     assert "user admin password: another-demo-pass" in output
     assert Client().login(username="admin", password="another-demo-pass")
+
+
+def test_a_weak_demo_password_is_refused_by_name_and_creates_no_login(monkeypatch):
+    monkeypatch.setenv("DEMO_PASSWORD", "1234")
+    with pytest.raises(CommandError, match="DEMO_PASSWORD for .*too short"):
+        _seed()
+    assert not get_user_model().objects.exists()

@@ -1,4 +1,5 @@
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 
 from portal.tenants.models import Membership
@@ -8,6 +9,7 @@ from portal.tenants.services import (
     tenant_create,
     tenant_get_or_create,
     user_create,
+    user_password_set,
 )
 from tests.factories import TenantFactory, UserFactory
 
@@ -60,3 +62,20 @@ def test_user_create():
     user = user_create(username="alice", password="s3cret-pass")
     assert user.check_password("s3cret-pass")
     assert user_create(username="bot", password=None).has_usable_password() is False
+
+
+@pytest.mark.parametrize("weak", ["short1", "password123", "12345678901", "alice-smith"])
+def test_user_create_refuses_a_weak_password_on_the_password_field(weak):
+    with pytest.raises(ValidationError) as error:
+        user_create(username="alice-smith", password=weak)
+    assert list(error.value.message_dict) == ["password"]
+    assert not get_user_model().objects.filter(username="alice-smith").exists()
+
+
+def test_user_password_set_refuses_a_weak_password_and_keeps_the_old_one():
+    user = user_create(username="alice", password="s3cret-pass")
+    with pytest.raises(ValidationError) as error:
+        user_password_set(user=user, password="1234")
+    assert list(error.value.message_dict) == ["password"]
+    user.refresh_from_db()
+    assert user.check_password("s3cret-pass")

@@ -10,7 +10,8 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from portal.cluster.services import node_inventory_load, node_inventory_sync
@@ -218,15 +219,19 @@ class Command(BaseCommand):
         if user is not None and not force_passwords:
             return user
         password = os.environ.get("DEMO_PASSWORD") or secrets.token_urlsafe(12)
-        if user is None:
-            user = user_create(
-                username=spec["username"],
-                password=password,
-                is_staff=spec["is_staff"],
-                is_superuser=spec["is_superuser"],
-            )
-        else:
-            user = user_password_set(user=user, password=password)
+        try:
+            if user is None:
+                user = user_create(
+                    username=spec["username"],
+                    password=password,
+                    is_staff=spec["is_staff"],
+                    is_superuser=spec["is_superuser"],
+                )
+            else:
+                user = user_password_set(user=user, password=password)
+        except ValidationError as error:
+            problems = " ".join(error.message_dict.get("password", error.messages))
+            raise CommandError(f"DEMO_PASSWORD for {spec['username']}: {problems}") from error
         self._say(f"user {user.get_username()} password: {password}  (demo only)")
         return user
 

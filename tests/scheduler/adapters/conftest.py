@@ -207,6 +207,7 @@ def backend(cluster: EmulatedCluster, sleeps: list[float]) -> KubernetesBackend:
         NAMESPACE,
         GPU_RESOURCE_NAMES,
         RetryPolicy(attempts=4, base_delay=0.1, max_delay=1.0, sleep=sleeps.append),
-        # Short read timeout so the timeout tests take a fraction of a second.
-        request_timeout=(1.0, 0.3),
+        # A read timeout short enough for the timeout tests (the emulator stalls 2 s), long
+        # enough that an ordinary answer on a loaded machine is not taken for a timeout.
+        request_timeout=(2.0, 1.0),
     )

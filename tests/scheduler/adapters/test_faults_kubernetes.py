@@ -31,7 +31,7 @@ SERVER_ERROR = kmock.KubernetesError(status=500, reason="InternalError", message
 
 
 def stall():
-    return asyncio.sleep(2)  # past the backend's 0.3 s read timeout
+    return asyncio.sleep(2)  # past the backend's 1 s read timeout
 
 
 @pytest.fixture

@@ -6,10 +6,11 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from drf_spectacular.utils import OpenApiResponse, inline_serializer
 from rest_framework import serializers
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
+from .authentication import ApiTokenAuthentication
 from .errors import api_exception_handler
 from .parsers import LimitedJSONParser
 
@@ -25,7 +26,7 @@ class ApiView(APIView):
     """Base of every `<Entity><Action>Api`: JSON only, our error shape."""
 
     # Token first: anonymous requests get 401 with `WWW-Authenticate: Token`, not 403.
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    authentication_classes = [ApiTokenAuthentication, SessionAuthentication]
     parser_classes = [LimitedJSONParser]
     renderer_classes = [JSONRenderer]
 

@@ -456,7 +456,8 @@ class JobCreateApi(ApiView):
             raise serializers.ValidationError({"body": [YAML_NEEDS_MANIFEST]})
         else:
             serializer = self.InputSerializer(data=data)
-            serializer.is_valid(raise_exception=True)
+            if not serializer.is_valid():
+                raise serializers.ValidationError(self._with_queue_error(request, data, serializer))
             job = self._submit(request, dict(serializer.validated_data), from_manifest=False)
         response = Response(
             # A job created in this very transaction has no placements yet.
@@ -467,6 +468,20 @@ class JobCreateApi(ApiView):
         if ignored:
             response[MANIFEST_IGNORED_HEADER] = ", ".join(f"spec.{key}" for key in ignored)
         return response
+
+    @staticmethod
+    def _with_queue_error(request: Request, data: Any, serializer: Any) -> dict[str, Any]:
+        """The serializer's errors plus the queue's, so one answer names every field at fault
+        (an unknown queue is otherwise only reported once the rest of the body is valid)."""
+        errors = dict(serializer.errors)
+        ref = data.get("queue") if isinstance(data, dict) else None
+        if (
+            "queue" not in errors
+            and isinstance(ref, str)
+            and resolve_queue(user=request.user, ref=ref) is None
+        ):
+            errors["queue"] = [QUEUE_NOT_FOUND.format(ref=ref)]
+        return errors
 
     def _submit(self, request: Request, data: dict[str, Any], *, from_manifest: bool) -> Job:
         queue_field = "spec.queue" if from_manifest else "queue"

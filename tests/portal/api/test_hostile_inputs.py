@@ -63,6 +63,13 @@ JOB_BODIES = [
     ("queue huge id", _job(queue="9" * 40), {"queue"}),
     ("queue foreign", _job(queue="vision-train"), {"queue"}),
     ("queue wrong type", _job(queue={"id": 1}), {"queue"}),
+    # Every field at fault in one answer, the queue included.
+    ("queue unknown and tasks empty", _job(queue="nope", tasks=[]), {"queue", "tasks"}),
+    (
+        "queue foreign and gpus bad",
+        _task(gpus=-1) | {"queue": "vision-train"},
+        {"queue", "tasks[0].gpus"},
+    ),
 ]
 
 

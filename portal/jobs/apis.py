@@ -449,7 +449,11 @@ class JobCreateApi(ApiView):
             try:
                 spec = volcano.volcano_job_parse(data)
             except volcano.ManifestError as error:
-                raise serializers.ValidationError(error.errors) from error
+                spec_part = data.get("spec")
+                ref = spec_part.get("queue") if isinstance(spec_part, dict) else None
+                raise serializers.ValidationError(
+                    self._with_queue_error(request, ref, error.errors, field="spec.queue")
+                ) from error
             job = self._submit(request, vars(spec), from_manifest=True)
             ignored = spec.ignored
         elif "yaml" in (request.content_type or ""):
@@ -457,7 +461,10 @@ class JobCreateApi(ApiView):
         else:
             serializer = self.InputSerializer(data=data)
             if not serializer.is_valid():
-                raise serializers.ValidationError(self._with_queue_error(request, data, serializer))
+                ref = data.get("queue") if isinstance(data, dict) else None
+                raise serializers.ValidationError(
+                    self._with_queue_error(request, ref, serializer.errors, field="queue")
+                )
             job = self._submit(request, dict(serializer.validated_data), from_manifest=False)
         response = Response(
             # A job created in this very transaction has no placements yet.
@@ -470,17 +477,18 @@ class JobCreateApi(ApiView):
         return response
 
     @staticmethod
-    def _with_queue_error(request: Request, data: Any, serializer: Any) -> dict[str, Any]:
-        """The serializer's errors plus the queue's, so one answer names every field at fault
+    def _with_queue_error(
+        request: Request, ref: Any, errors: dict[str, Any], *, field: str
+    ) -> dict[str, Any]:
+        """`errors` plus the queue's under `field`, so one answer names every field at fault
         (an unknown queue is otherwise only reported once the rest of the body is valid)."""
-        errors = dict(serializer.errors)
-        ref = data.get("queue") if isinstance(data, dict) else None
+        errors = dict(errors)
         if (
-            "queue" not in errors
+            field not in errors
             and isinstance(ref, str)
             and resolve_queue(user=request.user, ref=ref) is None
         ):
-            errors["queue"] = [QUEUE_NOT_FOUND.format(ref=ref)]
+            errors[field] = [QUEUE_NOT_FOUND.format(ref=ref)]
         return errors
 
     def _submit(self, request: Request, data: dict[str, Any], *, from_manifest: bool) -> Job:

@@ -110,6 +110,12 @@ def test_volcano_errors_name_manifest_paths_including_service_errors(world, api_
     foreign = VOLCANO_YAML.replace("queue: nlp-train", "queue: vision-train")
     response = api_for("researcher").post("/api/v1/jobs/", foreign, content_type="application/yaml")
     assert list(response.json()["errors"]) == ["spec.queue"]
+    both = bad.replace("queue: nlp-train", "queue: no-such-queue")
+    response = api_for("researcher").post("/api/v1/jobs/", both, content_type="application/yaml")
+    assert set(response.json()["errors"]) == {
+        "spec.tasks[0].template.spec.containers[0].resources.limits.nvidia.com/gpu",
+        "spec.queue",
+    }
 
 
 def test_create_is_rate_limited(world, api_for, settings):

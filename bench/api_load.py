@@ -71,7 +71,11 @@ function response(status, headers, body)
   local name = string.match(body or "", '"name":"({prefix}%-[%d]+%-[%d]+)"') or "-"
   out:write(status, " ", name, "\n")
 end
+"""
 
+# wrk's summary as one JSON line (`wrk_stats` reads it back); a str.format template like the
+# scripts it ends.
+WRK_DONE = r"""
 function done(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(
@@ -128,6 +132,90 @@ def psql(sql: str, *, db: str = "postgres", pg: dict[str, str]) -> str:
         timeout=60,
     )
     return out.stdout.strip()
+
+
+def portal_env(
+    *, pg: dict[str, str], db: str, workdir: Path, redis_url: str, rate: str, db_query: str = ""
+) -> dict[str, str]:
+    """The environment of the portal processes a benchmark starts: production settings, a
+    database and a Redis database of the run's own, the job-creation rate limit given."""
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "portal.settings.production",
+        "DATABASE_URL": f"postgres://{pg['user']}@{pg['host']}:{pg['port']}/{db}{db_query}",
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "REDIS_URL": redis_url,
+        "CELERY_BROKER_URL": redis_url,
+        "API_JOB_CREATE_RATE": rate,
+        "PORTAL_VAR_DIR": str(workdir / "var"),
+        "LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(ROOT),
+    }
+
+
+def database_seeded(*, db: str, pg: dict[str, str], env: dict[str, str], seed: str) -> str:
+    """Drop and create `db`, migrate it, run the Python `seed` in it; returns the seed's last
+    output line."""
+    python = str(VENV_BIN / "python")
+    psql(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)', pg=pg)
+    psql(f'CREATE DATABASE "{db}"', pg=pg)
+    subprocess.run(
+        [python, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=300,
+    )
+    seeded = subprocess.run(
+        [python, "-c", seed],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return seeded.stdout.strip().splitlines()[-1]
+
+
+def stop(proc: subprocess.Popen | None) -> None:
+    """SIGTERM the process group (gunicorn or celery and their children), then SIGKILL."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    except ProcessLookupError:
+        pass
+
+
+def wrk_stats(output: str) -> dict:
+    """The summary WRK_DONE printed."""
+    return json.loads(
+        next(
+            line.removeprefix("WRK_JSON ")
+            for line in output.splitlines()
+            if line.startswith("WRK_JSON ")
+        )
+    )
+
+
+def read_responses(workdir: Path, prefix: str) -> tuple[Counter[int], list[str]]:
+    """Statuses of every response the wrk threads wrote to `<prefix>-<thread>.txt`, and the
+    job names of the 2xx ones."""
+    statuses: Counter[int] = Counter()
+    names: list[str] = []
+    for path in sorted(workdir.glob(f"{prefix}-*.txt")):
+        for line in path.read_text().splitlines():
+            status, name = line.split(" ", 1)
+            statuses[int(status)] += 1
+            if 200 <= int(status) < 300:
+                names.append(name)
+    return statuses, names
 
 
 def free_port() -> int:
@@ -314,56 +402,29 @@ def run(argv: list[str] | None = None) -> dict:
     queue = "load-queue"
     port = args.port or free_port()
     workdir = Path(tempfile.mkdtemp(prefix="api_load-"))
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "portal.settings.production",
-        "DATABASE_URL": f"postgres://{pg['user']}@{pg['host']}:{pg['port']}/{args.db}"
-        + (f"?conn_max_age={args.conn_max_age}" if args.conn_max_age is not None else ""),
-        "SECRET_KEY": secrets.token_urlsafe(50),
-        "ALLOWED_HOSTS": "127.0.0.1",
-        "REDIS_URL": args.redis_url,
-        "CELERY_BROKER_URL": args.redis_url,
-        "API_JOB_CREATE_RATE": args.rate,
-        "PORTAL_VAR_DIR": str(workdir / "var"),
-        "LOG_LEVEL": "WARNING",
-        "PYTHONPATH": str(ROOT),
-    }
-    python = str(VENV_BIN / "python")
-
+    env = portal_env(
+        pg=pg,
+        db=args.db,
+        workdir=workdir,
+        redis_url=args.redis_url,
+        rate=args.rate,
+        db_query="" if args.conn_max_age is None else f"?conn_max_age={args.conn_max_age}",
+    )
     log(f"recreating database {args.db}")
-    psql(f'DROP DATABASE IF EXISTS "{args.db}" WITH (FORCE)', pg=pg)
-    psql(f'CREATE DATABASE "{args.db}"', pg=pg)
-    subprocess.run(
-        [python, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        timeout=300,
-    )
-    token = (
-        subprocess.run(
-            [python, "-c", SEED.format(queue=queue)],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        .stdout.strip()
-        .splitlines()[-1]
-    )
+    token = database_seeded(db=args.db, pg=pg, env=env, seed=SEED.format(queue=queue))
     redis_queue_length(args.redis_url, delete=True)
 
     script = workdir / "post_job.lua"
     script.write_text(
-        WRK_SCRIPT.format(token=token, queue=queue, outdir=workdir, prefix=NAME_PREFIX)
+        (WRK_SCRIPT + WRK_DONE).format(token=token, queue=queue, outdir=workdir, prefix=NAME_PREFIX)
     )
     # Warm-up requests: their own names and response files, not counted in the figures.
     (workdir / "warmup").mkdir()
     warmup_script = workdir / "warmup.lua"
     warmup_script.write_text(
-        WRK_SCRIPT.format(token=token, queue=queue, outdir=workdir / "warmup", prefix="warm")
+        (WRK_SCRIPT + WRK_DONE).format(
+            token=token, queue=queue, outdir=workdir / "warmup", prefix="warm"
+        )
     )
     gunicorn_cmd = [
         str(VENV_BIN / "gunicorn"),
@@ -420,28 +481,10 @@ def run(argv: list[str] | None = None) -> dict:
         cpu_seconds = meter.stop()
         load_after = loadavg()
     finally:
-        try:
-            os.killpg(gunicorn.pid, signal.SIGTERM)
-            gunicorn.wait(timeout=30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(gunicorn.pid, signal.SIGKILL)
-            gunicorn.wait(timeout=10)
+        stop(gunicorn)
 
-    stats = json.loads(
-        next(
-            line.removeprefix("WRK_JSON ")
-            for line in wrk_out.splitlines()
-            if line.startswith("WRK_JSON ")
-        )
-    )
-    statuses: Counter[int] = Counter()
-    ok_names: list[str] = []
-    for path in sorted(workdir.glob("responses-*.txt")):
-        for line in path.read_text().splitlines():
-            status, name = line.split(" ", 1)
-            statuses[int(status)] += 1
-            if 200 <= int(status) < 300:
-                ok_names.append(name)
+    stats = wrk_stats(wrk_out)
+    statuses, ok_names = read_responses(workdir, "responses")
 
     rows = int(
         psql(

@@ -16,7 +16,6 @@ import json
 import os
 import pstats
 import re
-import secrets
 import shutil
 import statistics
 import subprocess
@@ -28,7 +27,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from api_load import SEED, process_cpu_seconds, psql  # noqa: E402
+from api_load import (  # noqa: E402
+    SEED,
+    database_seeded,
+    portal_env,
+    process_cpu_seconds,
+    psql,
+)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -117,35 +122,18 @@ def main(argv: list[str] | None = None) -> None:
     pg = {"host": args.pg_host, "port": args.pg_port, "user": args.pg_user}
     workdir = Path(tempfile.mkdtemp(prefix="api_profile-"))
     os.environ.update(
-        {
-            "DJANGO_SETTINGS_MODULE": "portal.settings.production",
-            "DATABASE_URL": f"postgres://{pg['user']}@{pg['host']}:{pg['port']}/{args.db}"
-            f"?conn_max_age=60{args.db_options}",
-            "SECRET_KEY": secrets.token_urlsafe(50),
-            "ALLOWED_HOSTS": "127.0.0.1",
-            "REDIS_URL": args.redis_url,
-            "CELERY_BROKER_URL": args.redis_url,
-            "API_JOB_CREATE_RATE": args.rate,
-            "PORTAL_VAR_DIR": str(workdir / "var"),
-            "LOG_LEVEL": "WARNING",
-        }
+        portal_env(
+            pg=pg,
+            db=args.db,
+            workdir=workdir,
+            redis_url=args.redis_url,
+            rate=args.rate,
+            db_query=f"?conn_max_age=60{args.db_options}",
+        )
     )
-    psql(f'DROP DATABASE IF EXISTS "{args.db}" WITH (FORCE)', pg=pg)
-    psql(f'CREATE DATABASE "{args.db}"', pg=pg)
-    python = str(ROOT / ".venv" / "bin" / "python")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    subprocess.run(
-        [python, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True
+    token = database_seeded(
+        db=args.db, pg=pg, env=dict(os.environ), seed=SEED.format(queue="load-queue")
     )
-    seeded = subprocess.run(
-        [python, "-c", SEED.format(queue="load-queue")],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    token = seeded.stdout.strip().splitlines()[-1]
 
     sys.path.insert(0, str(ROOT))
     import warnings

@@ -19,9 +19,7 @@ accounting: every 201 stored exactly once, no duplicate names, no 5xx, caught up
 import argparse
 import json
 import os
-import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -33,19 +31,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from api_load import (  # noqa: E402
     VENV_BIN,
+    WRK_DONE,
     CpuMeter,
     cpu_per_request,
+    database_seeded,
     free_port,
     loadavg,
+    portal_env,
     psql,
+    read_responses,
+    stop,
     wait_ready,
+    wrk_stats,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME_PREFIX = "mixed"
 
 # Shared by both scripts: one output file per wrk thread, one line per response
-# ("<status> <job name or ->"), and the summary line the caller parses.
+# ("<status> <job name or ->"); WRK_DONE adds the summary line the caller parses.
 WRK_COMMON = r"""
 local tokens = {{{tokens}}}
 local queues = {{{queues}}}
@@ -69,18 +73,6 @@ function response(status, headers, body)
   local name = string.match(body or "", '"name":"({prefix}%-[%d]+%-[%d]+)"') or "-"
   if kind == "list" then name = "-" end
   out:write(status, " ", name, "\n")
-end
-
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    'WRK_JSON {{"requests":%d,"duration_us":%d,"bytes":%d,' ..
-    '"p50_us":%d,"p95_us":%d,"p99_us":%d,"max_us":%d,"mean_us":%.1f,' ..
-    '"errors":{{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d}}}}\n',
-    summary.requests, summary.duration, summary.bytes,
-    latency:percentile(50), latency:percentile(95), latency:percentile(99),
-    latency.max, latency.mean,
-    e.connect, e.read, e.write, e.status, e.timeout))
 end
 """
 
@@ -197,20 +189,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def stop(proc: subprocess.Popen | None) -> None:
-    """SIGTERM the process group (gunicorn or celery and their children), then SIGKILL."""
-    if proc is None or proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    except ProcessLookupError:
-        pass
-
-
 def redis_cleanup(redis_url: str) -> int | None:
     """Delete the Celery queue and Kombu bookkeeping this run left; returns the queue length."""
     try:
@@ -224,28 +202,6 @@ def redis_cleanup(redis_url: str) -> int | None:
         return length
     except Exception:  # noqa: BLE001 - cleanup and reporting only
         return None
-
-
-def read_responses(workdir: Path, kind: str) -> tuple[Counter[int], list[str]]:
-    statuses: Counter[int] = Counter()
-    names: list[str] = []
-    for path in sorted(workdir.glob(f"{kind}-*.txt")):
-        for line in path.read_text().splitlines():
-            status, name = line.split(" ", 1)
-            statuses[int(status)] += 1
-            if 200 <= int(status) < 300:
-                names.append(name)
-    return statuses, names
-
-
-def wrk_stats(output: str) -> dict:
-    return json.loads(
-        next(
-            line.removeprefix("WRK_JSON ")
-            for line in output.splitlines()
-            if line.startswith("WRK_JSON ")
-        )
-    )
 
 
 def kind_summary(stats: dict, statuses: Counter[int]) -> dict:
@@ -272,49 +228,18 @@ def run(argv: list[str] | None = None) -> dict:
     pg = {"host": args.pg_host, "port": args.pg_port, "user": args.pg_user}
     port = free_port()
     workdir = Path(tempfile.mkdtemp(prefix="load_mixed-"))
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "portal.settings.production",
-        "DATABASE_URL": f"postgres://{pg['user']}@{pg['host']}:{pg['port']}/{args.db}",
-        "SECRET_KEY": secrets.token_urlsafe(50),
-        "ALLOWED_HOSTS": "127.0.0.1",
-        "REDIS_URL": args.redis_url,
-        "CELERY_BROKER_URL": args.redis_url,
-        "CLUSTER_BACKEND": "simulated",
-        "SCHEDULER_CYCLE_SECONDS": str(args.cycle_seconds),
-        "API_JOB_CREATE_RATE": args.rate,
-        "PORTAL_VAR_DIR": str(workdir / "var"),
-        "LOG_LEVEL": "WARNING",
-        "PYTHONPATH": str(ROOT),
-    }
+    env = portal_env(pg=pg, db=args.db, workdir=workdir, redis_url=args.redis_url, rate=args.rate)
+    env["CLUSTER_BACKEND"] = "simulated"
+    env["SCHEDULER_CYCLE_SECONDS"] = str(args.cycle_seconds)
     for name in ("GUNICORN_CMD_ARGS", "WEB_CONCURRENCY"):
         env.pop(name, None)  # the gunicorn options are this script's, see below
     env["GUNICORN_ACCESS_LOG"] = ""  # one line per request would be most of the output
-    python = str(VENV_BIN / "python")
 
     log(f"recreating database {args.db}")
-    psql(f'DROP DATABASE IF EXISTS "{args.db}" WITH (FORCE)', pg=pg)
-    psql(f'CREATE DATABASE "{args.db}"', pg=pg)
-    subprocess.run(
-        [python, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        timeout=300,
+    seeded = database_seeded(
+        db=args.db, pg=pg, env=env, seed=SEED.format(tenants=args.tenants, users=args.users)
     )
-    seed = json.loads(
-        subprocess.run(
-            [python, "-c", SEED.format(tenants=args.tenants, users=args.users)],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        .stdout.strip()
-        .splitlines()[-1]
-    )
+    seed = json.loads(seeded)
     redis_cleanup(args.redis_url)
     undecided_sql = UNDECIDED_SQL.format(submitted=seed["submitted"].replace("'", "''"))
 
@@ -322,7 +247,7 @@ def run(argv: list[str] | None = None) -> dict:
     for kind, body in (("submit", WRK_SUBMIT), ("list", WRK_LIST)):
         scripts[kind] = workdir / f"{kind}.lua"
         scripts[kind].write_text(
-            (WRK_COMMON + body).format(
+            (WRK_COMMON + body + WRK_DONE).format(
                 tokens=lua_strings(seed["tokens"]),
                 queues=lua_strings(seed["queues"]),
                 outdir=workdir,

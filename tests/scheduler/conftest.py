@@ -26,6 +26,8 @@ from django.db import connection
 
 from portal import celery_app
 from portal.cluster.models import Node, Placement, SimulatedPod
+from portal.jobs.models import Job
+from portal.jobs.services import job_submit
 from portal.scheduling.models import CycleRun
 from scheduler.adapters.cluster.labels import replica_key
 
@@ -40,6 +42,48 @@ needs_postgres = pytest.mark.skipif(
     connection.vendor != "postgresql",
     reason="several worker processes writing at once need PostgreSQL (DATABASE_URL)",
 )
+# The marks of a test module that runs real worker processes against the test database.
+REAL_WORKERS = [
+    pytest.mark.postgres,
+    pytest.mark.redis,
+    needs_postgres,
+    needs_redis_server,
+    pytest.mark.django_db(transaction=True),
+]
+GiB = 1024**3
+
+
+def submit_job(
+    user,
+    queue,
+    name: str,
+    *,
+    replicas: int = 1,
+    gpus: int = 1,
+    image: str = "ghcr.io/example/train:1",
+    min_available: int | None = None,
+    duration: int | None = None,
+    **kwargs,
+) -> Job:
+    """One task of `replicas` pods of `gpus` GPUs, 1 CPU and 4 GiB each, through job_submit."""
+    return job_submit(
+        submitter=user,
+        queue=queue,
+        name=name,
+        tasks=[
+            {
+                "name": "worker",
+                "replicas": replicas,
+                "image": image,
+                "gpus": gpus,
+                "cpu_millis": 1000,
+                "memory_bytes": 4 * GiB,
+            }
+        ],
+        min_available=min_available,
+        expected_duration_seconds=duration,
+        **kwargs,
+    )
 
 
 def free_port() -> int:

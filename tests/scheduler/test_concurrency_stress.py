@@ -20,29 +20,21 @@ from django.db import connection
 
 from portal.cluster.models import Placement, SimulatedPod
 from portal.jobs.models import Job
-from portal.jobs.services import job_submit
 from portal.scheduling.models import CycleRun
 from portal.tenants.models import Membership
 from scheduler.adapters.cycle import ABANDONED
 from scheduler.tasks import scheduling_cycle_run
 from tests.factories import MembershipFactory, NodeFactory, QueueFactory, TenantFactory, UserFactory
 from tests.scheduler.conftest import (
+    REAL_WORKERS,
     current_state_violations,
     cycle_overlaps,
-    needs_postgres,
-    needs_redis_server,
     placement_history_violations,
+    submit_job,
     wait_for,
 )
 
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.redis,
-    needs_postgres,
-    needs_redis_server,
-    pytest.mark.django_db(transaction=True),
-]
-GiB = 1024**3
+pytestmark = REAL_WORKERS
 SUBMIT_SECONDS = 4
 DRAIN_SECONDS = 120
 LOCK_TTL = 1.5
@@ -91,22 +83,14 @@ def submit_concurrently(user, queues) -> list[str]:
         try:
             while not stop.is_set():
                 replicas = rng.choice([1, 1, 2, 3])
-                job = job_submit(
-                    submitter=user,
-                    queue=queue,
-                    name=f"{queue.name}-{rng.randrange(10**9)}",
-                    tasks=[
-                        {
-                            "name": "worker",
-                            "replicas": replicas,
-                            "image": "ghcr.io/example/train:1",
-                            "gpus": rng.choice([1, 2, 4]),
-                            "cpu_millis": 1000,
-                            "memory_bytes": 4 * GiB,
-                        }
-                    ],
+                job = submit_job(
+                    user,
+                    queue,
+                    f"{queue.name}-{rng.randrange(10**9)}",
+                    replicas=replicas,
+                    gpus=rng.choice([1, 2, 4]),
                     min_available=replicas,
-                    expected_duration_seconds=rng.choice([1, 2]),
+                    duration=rng.choice([1, 2]),
                 )
                 submitted.append(job.name)
                 time.sleep(rng.uniform(0.15, 0.5))

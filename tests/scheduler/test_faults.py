@@ -17,27 +17,19 @@ from rest_framework.test import APIClient
 
 from portal.cluster.models import Placement, SimulatedPod
 from portal.jobs.models import Job
-from portal.jobs.services import job_submit
 from portal.scheduling.models import CycleRun
 from portal.tenants.models import Membership
 from scheduler.adapters.cycle import ABANDONED
 from tests.factories import MembershipFactory, NodeFactory, QueueFactory, TenantFactory, UserFactory
 from tests.scheduler.conftest import (
+    REAL_WORKERS,
     current_state_violations,
-    needs_postgres,
-    needs_redis_server,
     placement_history_violations,
+    submit_job,
     wait_for,
 )
 
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.redis,
-    needs_postgres,
-    needs_redis_server,
-    pytest.mark.django_db(transaction=True),
-]
-GiB = 1024**3
+pytestmark = REAL_WORKERS
 LOCK_TTL = 2
 WAIT_SECONDS = 90
 # (name, replicas, GPUs each): 16 GPUs in all, exactly the two nodes.
@@ -55,22 +47,7 @@ def team():
 
 
 def submit(user, queue, name, replicas, gpus) -> Job:
-    return job_submit(
-        submitter=user,
-        queue=queue,
-        name=name,
-        tasks=[
-            {
-                "name": "worker",
-                "replicas": replicas,
-                "image": "ghcr.io/example/train:1",
-                "gpus": gpus,
-                "cpu_millis": 1000,
-                "memory_bytes": 4 * GiB,
-            }
-        ],
-        min_available=replicas,
-    )
+    return submit_job(user, queue, name, replicas=replicas, gpus=gpus, min_available=replicas)
 
 
 def running_replicas() -> int:

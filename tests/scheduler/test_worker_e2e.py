@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from portal import celery_app
 from portal.cluster.models import Placement
@@ -21,20 +20,12 @@ from portal.jobs.services import job_submit
 from portal.scheduling.models import PreemptionEvent
 from portal.tenants.models import Membership
 from tests.factories import MembershipFactory, NodeFactory, QueueFactory, TenantFactory, UserFactory
+from tests.scheduler.conftest import database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
 GiB = 1024**3
 WAIT_SECONDS = 90
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    user, host, port = db["USER"], db["HOST"] or "127.0.0.1", db["PORT"] or 5432
-    password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
-    return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
 
 
 @pytest.fixture
@@ -43,7 +34,7 @@ def worker(tmp_path):
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "portal.settings.test",
         "CELERY_TASK_ALWAYS_EAGER": "false",
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": database_url(),
         "SCHEDULER_CYCLE_SECONDS": "1",
         "EVICTION_GRACE_SECONDS": "1",
         "SIMULATED_DEFAULT_RUN_SECONDS": "3600",

@@ -6,7 +6,7 @@ import pytest
 
 from portal.cluster.models import Placement, SimulatedPod
 from portal.jobs.models import Job
-from portal.jobs.services import job_cancel, job_submit
+from portal.jobs.services import job_cancel
 from portal.scheduling.models import CycleRun, PreemptionEvent, QueueUsageSample
 from portal.tenants.models import Membership
 from scheduler.adapters import cycle as cycle_module
@@ -14,6 +14,7 @@ from scheduler.adapters.cluster.simulated import SimulatedBackend
 from scheduler.adapters.cycle import scheduling_cycle_run
 from scheduler.adapters.snapshot import snapshot_build
 from tests.factories import MembershipFactory, NodeFactory, UserFactory
+from tests.scheduler.conftest import submit_job
 
 pytestmark = pytest.mark.django_db
 GiB = 1024**3
@@ -54,25 +55,7 @@ def cycle(backend, clock, seconds=5):
     return run
 
 
-def submit(user, queue, name, *, replicas=1, gpus=1, min_available=None, duration=None, **kw):
-    return job_submit(
-        submitter=user,
-        queue=queue,
-        name=name,
-        tasks=[
-            {
-                "name": "worker",
-                "replicas": replicas,
-                "image": "ghcr.io/example/train:1",
-                "gpus": gpus,
-                "cpu_millis": 1000,
-                "memory_bytes": 4 * GiB,
-            }
-        ],
-        min_available=min_available,
-        expected_duration_seconds=duration,
-        **kw,
-    )
+submit = submit_job
 
 
 def active_nodes(job):

@@ -12,7 +12,7 @@ from django.db import connection
 
 from portal.cluster.models import Placement, SimulatedPod
 from portal.jobs.models import Job
-from portal.jobs.services import job_cancel, job_submit
+from portal.jobs.services import job_cancel
 from portal.scheduling.models import CycleRun
 from portal.tenants.models import Membership
 from scheduler.adapters import cycle as cycle_module
@@ -27,9 +27,9 @@ from scheduler.adapters.lock import LeaseLost
 from scheduler.adapters.snapshot import snapshot_build
 from scheduler.core.cycle import run_cycle
 from tests.factories import MembershipFactory, NodeFactory, UserFactory
+from tests.scheduler.conftest import submit_job
 
 pytestmark = pytest.mark.django_db
-GiB = 1024**3
 
 
 @pytest.fixture
@@ -45,22 +45,7 @@ def alice(nlp):
 
 
 def submit(user, queue, name, *, replicas=1, gpus=8, priority=0):
-    return job_submit(
-        submitter=user,
-        queue=queue,
-        name=name,
-        priority=priority,
-        tasks=[
-            {
-                "name": "worker",
-                "replicas": replicas,
-                "image": "ghcr.io/example/train:1",
-                "gpus": gpus,
-                "cpu_millis": 1000,
-                "memory_bytes": 4 * GiB,
-            }
-        ],
-    )
+    return submit_job(user, queue, name, replicas=replicas, gpus=gpus, priority=priority)
 
 
 def hold_core(monkeypatch, meanwhile):

@@ -13,7 +13,6 @@ import pytest
 
 from portal.cluster.models import Placement
 from portal.jobs.models import Job
-from portal.jobs.services import job_submit
 from portal.scheduling.models import CycleRun
 from portal.tenants.models import Membership
 from scheduler.adapters import cycle as cycle_module
@@ -21,12 +20,12 @@ from scheduler.adapters.cluster.base import TransientClusterError
 from scheduler.adapters.cluster.labels import replica_key
 from scheduler.adapters.cycle import scheduling_cycle_run
 from tests.factories import MembershipFactory, UserFactory
+from tests.scheduler.conftest import submit_job
 
 pytestmark = pytest.mark.django_db
 NAMESPACE = "gpu-jobs"  # the conftest's, and settings.KUBERNETES_NAMESPACE
 PODS = kmock.resource("v1/pods")
 NODES = kmock.resource("v1/nodes")
-GiB = 1024**3
 SERVER_ERROR = kmock.KubernetesError(status=500, reason="InternalError", message="etcd timeout")
 
 
@@ -48,20 +47,13 @@ def nodes(cluster):
 
 
 def submit(user, queue, name, *, replicas, gpus):
-    return job_submit(
-        submitter=user,
-        queue=queue,
-        name=name,
-        tasks=[
-            {
-                "name": "worker",
-                "replicas": replicas,
-                "image": "registry.local/train:1",
-                "gpus": gpus,
-                "cpu_millis": 1000,
-                "memory_bytes": 4 * GiB,
-            }
-        ],
+    return submit_job(
+        user,
+        queue,
+        name,
+        replicas=replicas,
+        gpus=gpus,
+        image="registry.local/train:1",
         min_available=replicas,
     )
 

@@ -5,7 +5,6 @@ the job is stored whole (redirect to its page) or nothing is written and the pag
 field at fault.
 """
 
-import copy
 import re
 from http import HTTPStatus
 
@@ -18,6 +17,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from portal.jobs.models import Job, JobTask
+from tests.nested import copy_at, paths
 from tests.portal.common.fuzzing import FORM_FUZZ, form_error_keys, form_text, form_values
 from tests.portal.common.pages import build_world, job_form_data
 
@@ -140,17 +140,7 @@ VALID_MANIFEST = {
 }
 
 
-def _paths(data, path=()):
-    yield path
-    if isinstance(data, dict):
-        for key, value in data.items():
-            yield from _paths(value, (*path, key))
-    elif isinstance(data, list):
-        for index, value in enumerate(data):
-            yield from _paths(value, (*path, index))
-
-
-MANIFEST_PATHS = [path for path in _paths(VALID_MANIFEST) if path]
+MANIFEST_PATHS = list(paths(VALID_MANIFEST))
 scalars = st.one_of(
     st.none(),
     st.booleans(),
@@ -204,10 +194,7 @@ def _upload(client, content: bytes):
 def test_mutated_manifest_is_stored_whole_or_refused_by_path(
     world, researcher_client, path, value, delete
 ):
-    manifest = copy.deepcopy(VALID_MANIFEST)
-    parent = manifest
-    for step in path[:-1]:
-        parent = parent[step]
+    manifest, parent = copy_at(VALID_MANIFEST, path)
     if delete:
         del parent[path[-1]]
     else:

@@ -4,29 +4,14 @@ import pytest
 from django.urls import reverse
 
 from portal.queues.models import QueueChange
+from tests.portal.common.pages import queue_form_data
 
 pytestmark = pytest.mark.django_db
 
 
 def _form(queue, **overrides):
-    data = {
-        "weight": queue.weight,
-        "priority": queue.priority,
-        "state": queue.state,
-        "guarantee_gpus": queue.guarantee_gpus,
-        "guarantee_cpu_millis": queue.guarantee_cpu_millis,
-        "guarantee_memory_bytes": queue.guarantee_memory_bytes,
-        "capability_gpus": "",
-        "capability_cpu_millis": "",
-        "capability_memory_bytes": "",
-        "borrowing_limit_gpus": "",
-        "borrowing_limit_cpu_millis": "",
-        "borrowing_limit_memory_bytes": "",
-    }
-    if queue.reclaimable:
-        data["reclaimable"] = "on"
-    data.update(overrides)
-    return data
+    """The queue's current values as the edit form posts them, with `overrides`."""
+    return queue_form_data(queue, **{"weight": queue.weight, **overrides})
 
 
 def test_queue_list_scoped_by_role(researcher_client, staff_client, nlp_queue, vision_queue):

@@ -5,7 +5,6 @@ changes and the page names `text`/`comment`. Filters: invalid values are ignored
 the CSV always answer 200.
 """
 
-import copy
 from http import HTTPStatus
 
 import pytest
@@ -17,6 +16,7 @@ from hypothesis import strategies as st
 
 from portal.scheduling.models import SchedulerConfig
 from scheduler.core.config import DEFAULT_CONF_TEXT
+from tests.nested import copy_at, paths
 from tests.portal.common.fuzzing import FORM_FUZZ, form_error_keys, form_text, form_values
 from tests.portal.common.pages import build_world
 
@@ -25,17 +25,7 @@ pytestmark = pytest.mark.django_db
 DEFAULT_DATA = yaml.safe_load(DEFAULT_CONF_TEXT)
 
 
-def _paths(data, path=()):
-    yield path
-    if isinstance(data, dict):
-        for key, value in data.items():
-            yield from _paths(value, (*path, key))
-    elif isinstance(data, list):
-        for index, value in enumerate(data):
-            yield from _paths(value, (*path, index))
-
-
-CONF_PATHS = [path for path in _paths(DEFAULT_DATA) if path]
+CONF_PATHS = list(paths(DEFAULT_DATA))
 conf_values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), form_text),
     lambda children: st.one_of(
@@ -89,10 +79,7 @@ def _save(client, body) -> None:
 )
 @example(path=("actions",), value="allocate, " * 1000, activate=False)
 def test_mutated_conf_is_saved_or_refused_on_text(world, staff_client, path, value, activate):
-    data = copy.deepcopy(DEFAULT_DATA)
-    parent = data
-    for step in path[:-1]:
-        parent = parent[step]
+    data, parent = copy_at(DEFAULT_DATA, path)
     parent[path[-1]] = value
     body = {"text": yaml.safe_dump(data, allow_unicode=True), "comment": "fuzz"}
     if activate:

@@ -5,7 +5,6 @@ exception there is a 500. Three sources of input: arbitrary text, valid YAML of 
 shape, and valid confs with one part replaced, deleted or added (the likely typos).
 """
 
-import copy
 import math
 
 import pytest
@@ -20,6 +19,7 @@ from scheduler.core.config import (
     parse_conf,
     parse_conf_text,
 )
+from tests.nested import copy_at, paths
 
 FUZZ = settings(
     database=None,
@@ -84,17 +84,7 @@ plain_data = st.recursive(
 DEFAULT_DATA = yaml.safe_load(DEFAULT_CONF_TEXT)
 
 
-def _paths(data, path=()):
-    yield path
-    if isinstance(data, dict):
-        for key, value in data.items():
-            yield from _paths(value, (*path, key))
-    elif isinstance(data, list):
-        for index, value in enumerate(data):
-            yield from _paths(value, (*path, index))
-
-
-DEFAULT_PATHS = [path for path in _paths(DEFAULT_DATA) if path]
+DEFAULT_PATHS = list(paths(DEFAULT_DATA))
 
 
 def _assert_names_field(error: ConfigError) -> None:
@@ -152,10 +142,7 @@ MUTATIONS = ("replace", "delete", "add")
 @example(("tiers", 1, "plugins", 1, "arguments", "binpack.memory"), "replace", 10**400, "x")
 @example(("tiers", 1, "plugins", 1, "arguments"), "add", 2, 1)
 def test_mutated_valid_conf_parses_or_names_a_field(path, mutation, value, key):
-    data = copy.deepcopy(DEFAULT_DATA)
-    parent = data
-    for step in path[:-1]:
-        parent = parent[step]
+    data, parent = copy_at(DEFAULT_DATA, path)
     target = path[-1]
     if mutation == "replace":
         parent[target] = value

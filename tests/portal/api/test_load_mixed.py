@@ -7,14 +7,12 @@ after the load stops. Needs wrk, PostgreSQL on 127.0.0.1:5432 (user postgres) an
 deleted, so give it a database no running worker uses).
 """
 
-import importlib.util
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.portal.api.test_load_script import postgres_reachable
+from tests.portal.api.test_load_script import NEEDS_WRK_AND_POSTGRES, bench_script
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "bench" / "load_mixed.py"
@@ -34,21 +32,13 @@ def _redis_reachable() -> bool:
 
 pytestmark = [
     pytest.mark.redis,
-    pytest.mark.skipif(
-        shutil.which("wrk") is None, reason="wrk is not installed (apt-get install wrk)"
-    ),
-    pytest.mark.skipif(
-        not postgres_reachable(), reason="no PostgreSQL on 127.0.0.1:5432 (user postgres)"
-    ),
+    *NEEDS_WRK_AND_POSTGRES,
     pytest.mark.skipif(not _redis_reachable(), reason=f"no Redis at {REDIS_URL}"),
 ]
 
 
 def test_short_mixed_load_loses_nothing_and_the_scheduler_catches_up() -> None:
-    spec = importlib.util.spec_from_file_location("load_mixed", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    summary = module.run(
+    summary = bench_script(SCRIPT).run(
         [
             "--clients",
             "20",

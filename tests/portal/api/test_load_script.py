@@ -25,7 +25,8 @@ def postgres_reachable() -> bool:
     return probe.returncode == 0
 
 
-pytestmark = [
+# The load scripts' own needs (the mixed-load test adds Redis).
+NEEDS_WRK_AND_POSTGRES = [
     pytest.mark.skipif(
         shutil.which("wrk") is None, reason="wrk is not installed (apt-get install wrk)"
     ),
@@ -33,13 +34,19 @@ pytestmark = [
         not postgres_reachable(), reason="no PostgreSQL on 127.0.0.1:5432 (user postgres)"
     ),
 ]
+pytestmark = NEEDS_WRK_AND_POSTGRES
+
+
+def bench_script(path: Path):
+    """A bench/ script loaded as a module (bench/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_short_load_run_accounts_for_every_created_job() -> None:
-    spec = importlib.util.spec_from_file_location("api_load", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    summary = module.run(
+    summary = bench_script(SCRIPT).run(
         [
             "--duration",
             "3",

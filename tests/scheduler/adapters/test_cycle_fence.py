@@ -18,12 +18,9 @@ from portal.tenants.models import Membership
 from scheduler.adapters import cycle as cycle_module
 from scheduler.adapters import observe as observe_module
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import (
-    WITHDRAWN_NO_ROOM,
-    decisions_persist_fenced,
-    scheduling_cycle_run,
-)
+from scheduler.adapters.cycle import decisions_persist_fenced, scheduling_cycle_run
 from scheduler.adapters.lock import LeaseLost
+from scheduler.adapters.revalidate import WITHDRAWN_NO_ROOM
 from scheduler.adapters.snapshot import snapshot_build
 from scheduler.core.cycle import run_cycle
 from tests.factories import MembershipFactory, NodeFactory, UserFactory

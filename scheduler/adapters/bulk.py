@@ -4,6 +4,8 @@
   Django's bulk_update builds a CASE WHEN per row and field instead, about a millisecond of
   Python per row: seconds per cycle at 10,000 jobs.
 - `rows_insert` inserts model instances whose primary keys the caller does not need back.
+- `ids_update` gives many rows the same values: one `UPDATE ... WHERE id IN (...)` per batch,
+  where bulk_update would again build a CASE per row (PostgreSQL took seconds for 2,000 rows).
 
 On PostgreSQL, rows_update sends one array per column and joins `unnest(...)` to the table;
 rows_insert sends the rows as one JSON document expanded by `jsonb_to_recordset`, quoted by
@@ -30,6 +32,14 @@ MAX_PARAMS = 30_000
 # Rows per statement when a column's values travel as one array or one JSON document
 # (PostgreSQL): bounds the statement's size, not the number of round trips in practice.
 DOCUMENT_BATCH = 10_000
+
+
+def ids_update(model: type[models.Model], ids: Iterable[int], **values: Any) -> int:
+    """Set `values` on every row whose primary key is in `ids`; returns the number of ids."""
+    ids = sorted(ids)
+    for start in range(0, len(ids), BATCH):
+        model._default_manager.filter(pk__in=ids[start : start + BATCH]).update(**values)
+    return len(ids)
 
 
 def rows_update(

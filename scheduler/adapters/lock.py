@@ -29,7 +29,6 @@ from django.db import connection
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TTL_SECONDS = 30
 # Renewals per TTL: two can fail (a Redis blip) before the key expires.
 RENEWALS_PER_TTL = 3
 # Names the scheduler's lock among PostgreSQL advisory locks (visible in pg_locks.objid).
@@ -87,8 +86,8 @@ def cycle_lock(
     the longest a cycle may keep renewing (a hung cycle must not stall scheduling forever).
     """
     if settings.REDIS_URL:
-        ttl = ttl_seconds or getattr(settings, "SCHEDULER_LOCK_TTL_SECONDS", DEFAULT_TTL_SECONDS)
-        max_hold = max_hold_seconds or getattr(settings, "CELERY_TASK_TIME_LIMIT", None)
+        ttl = ttl_seconds or settings.SCHEDULER_LOCK_TTL_SECONDS
+        max_hold = max_hold_seconds or settings.CELERY_TASK_TIME_LIMIT
         with _redis_lock(name, float(ttl), max_hold) as lease:
             yield lease
     else:

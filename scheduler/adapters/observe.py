@@ -13,13 +13,13 @@ from django.db import transaction
 
 from portal.cluster.models import Placement
 from portal.jobs.models import Job
+from scheduler.adapters.bulk import ids_update
 from scheduler.adapters.cluster.base import ObservedPod
 
 P = Placement.State
 S = Job.Status
 POD_LOST = "pod {pod} disappeared from node {node}; the job was requeued"
 POD_FAILED = "pod {pod} failed ({reason}); the job failed"
-BATCH = 1000
 PLACEMENT_COLUMNS = ("id", "job_id", "pod_name", "node_name", "state")
 JOB_FIELDS = ("status", "started_at", "finished_at", "pending_reason", "pending_reason_at")
 JOB_COLUMNS = ("id", "min_available", *JOB_FIELDS)
@@ -52,17 +52,9 @@ def cluster_observe(*, pods: list[ObservedPod], now: datetime) -> None:
             if state != placement.state:
                 moved[state].append(placement.id)
         for state, ids in sorted(moved.items()):
-            _update(Placement, ids, state=state, updated_at=now)
+            ids_update(Placement, ids, state=state, updated_at=now)
         jobs = {p.job_id: p.job for p in placements}
         _jobs_advance(jobs, lost, failed, now)
-
-
-def _update(model, ids: list[int], **values) -> None:
-    """One UPDATE per BATCH ids, every row getting the same `values`. Django's bulk_update
-    writes a CASE per row instead, which PostgreSQL took seconds to run for 2,000 rows."""
-    ids = sorted(ids)
-    for start in range(0, len(ids), BATCH):
-        model.objects.filter(id__in=ids[start : start + BATCH]).update(**values)
 
 
 def _next_state(placement: Placement, pod: ObservedPod | None) -> str:
@@ -126,7 +118,7 @@ def _jobs_advance(
             changed = {f: getattr(job, f) for f in JOB_FIELDS if getattr(job, f) != before[f]}
             changes[tuple(sorted(changed.items()))].append(job_id)
     for changed, ids in changes.items():
-        _update(Job, ids, **dict(changed), updated_at=now)
+        ids_update(Job, ids, **dict(changed), updated_at=now)
     if release:
         Placement.objects.filter(job_id__in=release, state__in=[P.BOUND, P.RUNNING]).update(
             state=P.RELEASING, updated_at=now

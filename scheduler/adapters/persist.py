@@ -20,7 +20,7 @@ from portal.cluster.services import placement_pod_name
 from portal.jobs.models import Job
 from portal.scheduling.models import CycleRun, PreemptionEvent, QueueUsageSample
 from portal.scheduling.rollups import usage_rollups_refresh
-from scheduler.adapters.bulk import rows_update
+from scheduler.adapters.bulk import ids_update, rows_update
 from scheduler.adapters.snapshot import JobRow, PlacementRow, SnapshotBundle
 from scheduler.core.types import CycleResult, Evict
 
@@ -87,16 +87,15 @@ def _persist_binds(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
     for job in admitted:
         job.status = Job.Status.ADMITTED
         job.pending_reason = ""
-    # Every admitted job gets the same values: one plain UPDATE per batch of ids.
-    ids = [job.id for job in admitted]
-    for start in range(0, len(ids), BATCH):
-        Job.objects.filter(id__in=ids[start : start + BATCH]).update(
-            status=Job.Status.ADMITTED,
-            admitted_at=now,
-            pending_reason="",
-            pending_reason_at=now,
-            updated_at=now,
-        )
+    ids_update(
+        Job,
+        [job.id for job in admitted],
+        status=Job.Status.ADMITTED,
+        admitted_at=now,
+        pending_reason="",
+        pending_reason_at=now,
+        updated_at=now,
+    )
 
 
 def _persist_evictions(
@@ -138,11 +137,7 @@ def _persist_evictions(
 
     for placement in released.values():
         placement.state = Placement.State.RELEASING
-    ids = sorted(released)
-    for start in range(0, len(ids), BATCH):
-        Placement.objects.filter(id__in=ids[start : start + BATCH]).update(
-            state=Placement.State.RELEASING, updated_at=now
-        )
+    ids_update(Placement, released, state=Placement.State.RELEASING, updated_at=now)
     PreemptionEvent.objects.bulk_create(events, batch_size=BATCH)
     rows_update(
         Job,

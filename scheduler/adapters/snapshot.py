@@ -11,10 +11,10 @@ reads these columns and writes a few of them back by id (`scheduler.adapters.per
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections import defaultdict
-from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
@@ -69,7 +69,7 @@ class EpochSeconds(Func):
     output_field = FloatField()
 
 
-@dataclass(slots=True)
+@dataclasses.dataclass(slots=True)
 class JobRow:
     """The Job columns the cycle reads; persist updates `status`, `pending_reason` and
     `preemption_count` in place as it writes them, so later steps see the new values."""
@@ -85,20 +85,8 @@ class JobRow:
     preemption_count: int
     queue: Queue | None = None  # joined in memory from the queues read
 
-    COLUMNS = (
-        "id",
-        "name",
-        "queue_id",
-        "priority",
-        "min_available",
-        "status",
-        "created",
-        "pending_reason",
-        "preemption_count",
-    )
 
-
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class TaskRow:
     id: int
     job_id: int
@@ -109,19 +97,8 @@ class TaskRow:
     memory_bytes: int
     node_selector: dict[str, str]
 
-    COLUMNS = (
-        "id",
-        "job_id",
-        "name",
-        "replicas",
-        "gpus",
-        "cpu_millis",
-        "memory_bytes",
-        "node_selector",
-    )
 
-
-@dataclass(slots=True)
+@dataclasses.dataclass(slots=True)
 class PlacementRow:
     id: int
     job_id: int
@@ -131,7 +108,16 @@ class PlacementRow:
     state: str
     gpus: int
 
-    COLUMNS = ("id", "job_id", "task_id", "replica", "node_name", "state", "gpus")
+
+def _read_columns(row: type) -> tuple[str, ...]:
+    """The columns a row class is read from: its fields in order, but those with a default
+    (filled in memory, like JobRow.queue)."""
+    return tuple(f.name for f in dataclasses.fields(row) if f.default is dataclasses.MISSING)
+
+
+JOB_COLUMNS = _read_columns(JobRow)
+TASK_COLUMNS = _read_columns(TaskRow)
+PLACEMENT_COLUMNS = _read_columns(PlacementRow)
 
 
 class PendingReplica(NamedTuple):
@@ -140,7 +126,7 @@ class PendingReplica(NamedTuple):
     replica: int
 
 
-@dataclass
+@dataclasses.dataclass
 class SnapshotIndex:
     """The rows behind the snapshot's names, for turning decisions back into writes."""
 
@@ -155,7 +141,7 @@ class SnapshotIndex:
     pending_gpus: dict[str, int]  # queue name -> GPUs asked by pending replicas
 
 
-@dataclass
+@dataclasses.dataclass
 class SnapshotBundle:
     snapshot: Snapshot
     conf: SchedulerConf
@@ -180,9 +166,9 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
         )
         placements = [
             PlacementRow(*row)
-            for row in active.values_list(*PlacementRow.COLUMNS)
+            for row in active.values_list(*PLACEMENT_COLUMNS)
             .order_by()
-            .union(succeeded.values_list(*PlacementRow.COLUMNS).order_by(), all=True)
+            .union(succeeded.values_list(*PLACEMENT_COLUMNS).order_by(), all=True)
             .order_by("id")
         ]
         # Parsing 10,000 timestamps only to take .timestamp() of them was a fifth of this
@@ -196,7 +182,7 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
         holding = Job.objects.filter(id__in=active.values("job_id")).exclude(
             status__in=SCHEDULABLE_STATUSES
         )
-        job_columns = [created if c == "created" else c for c in JobRow.COLUMNS]
+        job_columns = [created if c == "created" else c for c in JOB_COLUMNS]
         jobs = [
             JobRow(*row)
             for row in schedulable.values_list(*job_columns)
@@ -209,7 +195,7 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
                 job.created = job.created.timestamp()
         # node_selector as its JSON text: nearly every task has none, and "{}" needs no
         # decoding (the JSON field's converter decoded it for each of 10,000 tasks).
-        task_columns = (*TaskRow.COLUMNS[:-1], Cast("node_selector", TextField()))
+        task_columns = (*TASK_COLUMNS[:-1], Cast("node_selector", TextField()))
         tasks = [
             TaskRow(*row[:-1], json.loads(row[-1]) if row[-1] != "{}" else {})
             for row in JobTask.objects.filter(job__status__in=SCHEDULABLE_STATUSES)

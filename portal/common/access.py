@@ -31,6 +31,8 @@ ROLE_LEAD = "lead"
 ROLE_STAFF = "staff"
 
 FORBIDDEN_ROLE = "This page needs the {role} role."
+# What pages show in place of the queues and jobs of tenants the user is not a member of.
+OTHER_TENANTS = "other tenants"
 
 
 def is_site_admin(user: AnyUser) -> bool:

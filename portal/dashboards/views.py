@@ -14,7 +14,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from portal.cluster.selectors import gpus_allocated_per_queue, node_list, placement_gpu_rows_active
-from portal.common.access import is_site_admin, visible_queues
+from portal.common.access import OTHER_TENANTS, is_site_admin, visible_queues
 from portal.jobs.selectors import pending_demand_per_queue, pending_wait_stats
 from portal.scheduling.selectors import preemption_counts, usage_latest_deserved, usage_series
 
@@ -28,7 +28,6 @@ RANGES = {
     "month": (timedelta(days=30), "day"),
 }
 DEFAULT_RANGE = "day"
-OTHER_TENANTS = "other tenants"
 REFRESH_SECONDS = 10
 
 

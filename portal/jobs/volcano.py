@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from portal.common.validators import STR_NUL
+
 API_VERSION = "batch.volcano.sh/v1alpha1"
 KIND = "Job"
 PRIORITY_ANNOTATION = "priority"
@@ -53,7 +55,6 @@ GPU_TWO_NAMES = "only one GPU resource name per container (found {names})"
 GPU_REQUEST_MISMATCH = "GPU request ({request}) differs from the limit ({limit})"
 ENV_VALUE_FROM = "valueFrom is not supported; give a literal value"
 DUPLICATE_ENV = "environment variable {name} is set twice"
-NUL_CHARACTER = "must not contain NUL characters (\\0)"
 
 _QUANTITY_RE = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
 _SUFFIXES = {
@@ -229,7 +230,7 @@ def volcano_job_parse(data: Any) -> VolcanoJobSpec:
     if not isinstance(data, dict):
         raise ManifestError({"body": ["a Volcano Job manifest must be a mapping"]})
     for path in _nul_paths(data):
-        c.add(path, NUL_CHARACTER)
+        c.add(path, STR_NUL)
     if data.get("apiVersion") != API_VERSION:
         c.add("apiVersion", WRONG_API_VERSION)
     if data.get("kind") != KIND:

@@ -8,7 +8,13 @@ from django.shortcuts import redirect, render
 from django.views import View
 from django.views.generic import TemplateView
 
-from portal.common.access import ROLE_LEAD, RoleRequiredMixin, can_edit_queue, visible_queues
+from portal.common.access import (
+    OTHER_TENANTS,
+    ROLE_LEAD,
+    RoleRequiredMixin,
+    can_edit_queue,
+    visible_queues,
+)
 
 from .forms import QueueEditForm
 from .models import Queue
@@ -18,7 +24,6 @@ from .services import QUEUE_EDIT_FORBIDDEN, queue_update
 
 QUEUE_SAVED = "Queue {name} saved."
 QUEUE_UNCHANGED = "Nothing changed."
-OTHER_TENANTS = "other tenants"
 OTHER_TENANTS_LABEL = "combined"
 
 

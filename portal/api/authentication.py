@@ -5,6 +5,7 @@ request; compiling that queryset cost five times the statement (see portal/commo
 Answers and errors are DRF's own.
 """
 
+import functools
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -14,22 +15,14 @@ from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 
-from portal.common.rows import fetch_related, select_list
+from portal.common.rows import column, fetch_related, select_list, table
 
 
 class ApiTokenAuthentication(TokenAuthentication):
     def authenticate_credentials(self, key: str) -> tuple[Any, Token]:
         user_model = get_user_model()
-        quote = connection.ops.quote_name
-        tokens, users = quote(Token._meta.db_table), quote(user_model._meta.db_table)
         found = fetch_related(
-            f"SELECT {select_list(Token)}, {select_list(user_model)} FROM {tokens}"
-            f" INNER JOIN {users} ON {tokens}.{quote(Token._meta.get_field('user').column)}"
-            f" = {users}.{quote(user_model._meta.pk.column)}"
-            f" WHERE {tokens}.{quote(Token._meta.pk.column)} = %s",
-            [key],
-            (Token, None),
-            (user_model, "user"),
+            _token_sql(connection.vendor, user_model), [key], (Token, None), (user_model, "user")
         )
         if found is None:
             raise exceptions.AuthenticationFailed(_("Invalid token."))
@@ -37,3 +30,12 @@ class ApiTokenAuthentication(TokenAuthentication):
         if not user.is_active:
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
         return user, token
+
+
+@functools.cache
+def _token_sql(vendor: str, user_model: type) -> str:
+    return (
+        f"SELECT {select_list(Token)}, {select_list(user_model)} FROM {table(Token)}"
+        f" INNER JOIN {table(user_model)} ON {column(Token, 'user')} = {column(user_model, 'id')}"
+        f" WHERE {column(Token, 'key')} = %s"
+    )

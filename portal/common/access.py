@@ -6,6 +6,7 @@ services never test roles themselves; they call these helpers, and they fetch ob
 through the scoped querysets so another tenant's ids give 404, never data.
 """
 
+import functools
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -22,7 +23,7 @@ from portal.jobs.models import Job
 from portal.queues.models import Queue
 from portal.tenants.models import Membership, Tenant
 
-from .rows import fetch_related, select_list
+from .rows import column, fetch_related, select_list, table
 
 AnyUser = AbstractBaseUser | AnonymousUser
 
@@ -95,25 +96,11 @@ def visible_queue_get(
     admin = is_site_admin(user)
     if not admin and (not user.is_authenticated or not user.is_active):
         return None
-    quote = connection.ops.quote_name
-    queue_table, tenant_table = quote(Queue._meta.db_table), quote(Tenant._meta.db_table)
-    sql = [
-        f"SELECT {select_list(Queue)}, {select_list(Tenant)} FROM {queue_table}"
-        f" INNER JOIN {tenant_table} ON {queue_table}.{quote('tenant_id')}"
-        f" = {tenant_table}.{quote('id')}"
-    ]
-    params: list[Any] = []
-    if not admin:
-        membership_table = quote(Membership._meta.db_table)
-        sql.append(
-            f" INNER JOIN {membership_table} ON {membership_table}.{quote('tenant_id')}"
-            f" = {tenant_table}.{quote('id')} AND {membership_table}.{quote('user_id')} = %s"
-        )
-        params.append(user.pk)
-    column = "id" if pk is not None else "name"
-    sql.append(f" WHERE {queue_table}.{quote(column)} = %s")
+    by = "pk" if pk is not None else "name"
+    sql = _queue_lookup_sql(connection.vendor, by=by, through_membership=not admin)
+    params = [] if admin else [user.pk]
     params.append(pk if pk is not None else name)
-    found = fetch_related("".join(sql), params, (Queue, None), (Tenant, "tenant"))
+    found = fetch_related(sql, params, (Queue, None), (Tenant, "tenant"))
     if found is None:
         return None
     queue = found[0]
@@ -122,6 +109,21 @@ def visible_queue_get(
         # ask the database again (the submit path would otherwise run the same check twice).
         queue._member_checked_for = user.pk
     return queue
+
+
+@functools.cache
+def _queue_lookup_sql(vendor: str, *, by: str, through_membership: bool) -> str:
+    queue_tenant = column(Queue, "tenant")
+    sql = (
+        f"SELECT {select_list(Queue)}, {select_list(Tenant)} FROM {table(Queue)}"
+        f" INNER JOIN {table(Tenant)} ON {queue_tenant} = {column(Tenant, 'id')}"
+    )
+    if through_membership:
+        sql += (
+            f" INNER JOIN {table(Membership)} ON {column(Membership, 'tenant')} = {queue_tenant}"
+            f" AND {column(Membership, 'user')} = %s"
+        )
+    return f"{sql} WHERE {column(Queue, 'id' if by == 'pk' else by)} = %s"
 
 
 def editable_queues(user: AnyUser) -> QuerySet[Queue]:

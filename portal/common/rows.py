@@ -17,11 +17,24 @@ from typing import Any
 from django.db import connection, models
 
 
+def table(model: type[models.Model]) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def column(model: type[models.Model], field: str) -> str:
+    """`"table"."column"` of one field (`"id"`, or a foreign key's `"..._id"`)."""
+    field_column = model._meta.get_field(field).column
+    return f"{table(model)}.{connection.ops.quote_name(field_column)}"
+
+
 def select_list(model: type[models.Model]) -> str:
     """`"table"."column", ...` for every concrete field of `model`, in `_meta` order."""
-    quote = connection.ops.quote_name
-    table = quote(model._meta.db_table)
-    return ", ".join(f"{table}.{quote(field.column)}" for field in model._meta.concrete_fields)
+    return _select_list(model, connection.vendor)
+
+
+@cache
+def _select_list(model: type[models.Model], vendor: str) -> str:
+    return ", ".join(column(model, field.name) for field in model._meta.concrete_fields)
 
 
 def fetch_related(sql: str, params: list[Any], *chain: tuple[type[models.Model], str | None]):

@@ -4,7 +4,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from drf_spectacular.utils import OpenApiResponse, inline_serializer
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.renderers import JSONRenderer
@@ -116,7 +116,3 @@ def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
         code: OpenApiResponse(response=ErrorSerializer, description=descriptions[code])
         for code in codes
     }
-
-
-def link_serializer(name: str) -> Any:
-    return inline_serializer(name=name, fields={"href": serializers.CharField()})

@@ -62,13 +62,6 @@ def parse_cpu(text: str) -> int:
     return int(value) if match.group(2) == "m" else int(value * 1000)
 
 
-def format_memory(value: int) -> str:
-    for unit, size in (("Ti", 1024**4), ("Gi", 1024**3), ("Mi", 1024**2)):
-        if value and value % size == 0:
-            return f"{value // size}{unit}"
-    return str(value)
-
-
 def _bounded_quantity(value: int) -> int:
     # Thousands of digits parse fine but break later steps (str() of such an int raises).
     if value > QUANTITY_MAX:

@@ -234,15 +234,6 @@ def int_arg(arguments: dict[str, Any], key: str, default: int) -> int:
     return int(value)
 
 
-def bool_arg(arguments: dict[str, Any], key: str, default: bool) -> bool:
-    value = arguments.get(key, default)
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    if not isinstance(value, bool):
-        raise ConfigError(key, f"expected true or false, got {value!r}")
-    return value
-
-
 def str_arg(arguments: dict[str, Any], key: str, default: str) -> str:
     value = arguments.get(key, default)
     if not isinstance(value, str):

@@ -183,10 +183,6 @@ def node_observed(node: Node) -> ObservedNode:
     )
 
 
-def pod_observed(pod: SimulatedPod) -> ObservedPod:
-    return _observed(*(getattr(pod, column) for column in _POD_COLUMNS))
-
-
 _POD_COLUMNS = (
     "name",
     "namespace",

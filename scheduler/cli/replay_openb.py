@@ -24,7 +24,8 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--policy",
         default="all",
-        help=f"one of {', '.join(openb.POLICIES)}, a comma-separated list, or 'all'",
+        help=f"one of {', '.join(openb.POLICIES)}, a comma-separated list, or 'all' (not "
+        f"included in 'all', diagnostics: {', '.join(openb.DIAGNOSTIC_POLICIES)})",
     )
     parser.add_argument(
         "--seeds",
@@ -55,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
     unknown = [p for p in policies if p not in openb.POLICY_CLASSES]
     if unknown:
         print(
-            f"unknown policy {unknown[0]!r} (known: {', '.join(openb.POLICIES)})", file=sys.stderr
+            f"unknown policy {unknown[0]!r} (known: "
+            f"{', '.join(openb.POLICIES + openb.DIAGNOSTIC_POLICIES)})",
+            file=sys.stderr,
         )
         return 2
     for path in (args.pods, args.nodes):

@@ -69,6 +69,8 @@ BINPACK_WEIGHTS = {"cpu": 2, "memory": 2, "gpu": 20}
 # The best of a 48-point weight grid on seeds 42-44 (docs/replay/README.md): GPU only.
 BINPACK_GPU_WEIGHTS = {"cpu": 0, "memory": 0, "gpu": 1}
 BINPACK_WEIGHT = 10
+# Run only when asked for by name (--policy): they explain a result, they are not candidates.
+DIAGNOSTIC_POLICIES = ("binpack+bestfit-whole", "binpack+bestfit-shared")
 DEFAULT_SEEDS = tuple(range(42, 52))  # the published runs use seeds 42..51
 
 
@@ -485,6 +487,30 @@ class BinpackGpuPolicy(BinpackPolicy):
     weights = BINPACK_GPU_WEIGHTS
 
 
+class BinpackBestFitWholePolicy(Policy):
+    """Diagnostic, not a proposal: Volcano binpack (seed weights) for pods that share one GPU,
+    BestFit for every other pod (whole GPUs, CPU only). With its twin below it locates where
+    binpack loses to BestFit: in the node choice of whole-GPU and CPU pods, or of shared ones."""
+
+    name = "binpack+bestfit-whole"
+    bestfit_for_shared = False
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._binpack, self._bestfit = BinpackPolicy(*args), BestFitPolicy(*args)
+
+    def scores(self, pod, cand):
+        bestfit = pod.shared if self.bestfit_for_shared else not pod.shared
+        return (self._bestfit if bestfit else self._binpack).scores(pod, cand)
+
+
+class BinpackBestFitSharedPolicy(BinpackBestFitWholePolicy):
+    """Diagnostic: BestFit for pods that share one GPU, Volcano binpack for the others."""
+
+    name = "binpack+bestfit-shared"
+    bestfit_for_shared = True
+
+
 def binpack_vector(parts) -> np.ndarray:
     """binpacking_score over arrays: parts are (request, capacity, used, weight)."""
     score, weight_sum = 0.0, 0
@@ -630,6 +656,8 @@ POLICY_CLASSES = {
         GpuClusteringPolicy,
         BinpackPolicy,
         BinpackGpuPolicy,
+        BinpackBestFitWholePolicy,
+        BinpackBestFitSharedPolicy,
         FgdPolicy,
         FgdBestFitPolicy,
         FgdPackPolicy,

@@ -308,3 +308,27 @@ def test_summary_reports_the_spread_over_seeds():
     ends = [r.alloc_by_arrived[-1] for r in runs]
     assert entry["alloc_at_end_std"] == pytest.approx(np.std(ends), abs=1e-3)
     assert entry["alloc_at_end_per_seed"] == ends
+
+
+@pytest.mark.parametrize(
+    ("policy", "bestfit_for"),
+    [("binpack+bestfit-whole", "whole"), ("binpack+bestfit-shared", "shared")],
+)
+def test_diagnostic_split_scores_each_pod_class_by_one_policy(policy, bestfit_for):
+    cl = cluster((8, 2))
+    pl = pods([(1000, 1, 1, 1000, "")])
+    ledger, impl = setup(policy, cl, pl)
+    ledger.place(0, 2000, 1024, 1, 300, 0)
+    _, binpack = setup("binpack", cl, pl)
+    _, bestfit = setup("bestfit", cl, pl)
+    binpack.ledger = bestfit.ledger = ledger
+    cand = np.array([0, 1])
+    for pod, kind in [
+        (openb.Pod(1000, 1, 1, 500, 0), "shared"),
+        (openb.Pod(1000, 1, 2, 1000, 0), "whole"),
+        (openb.Pod(1000, 1, 0, 0, 0), "whole"),
+    ]:
+        expected = (bestfit if kind == bestfit_for else binpack).scores(pod, cand)[0]
+        assert list(impl.scores(pod, cand)[0]) == list(expected)
+    assert policy not in openb.POLICIES
+    assert policy in openb.DIAGNOSTIC_POLICIES

@@ -35,7 +35,13 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--inflate", type=float, default=1.3)
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
-    parser.add_argument("--tie-break", choices=("first", "random"), default="first")
+    parser.add_argument(
+        "--tie-break",
+        choices=("name", "first", "random"),
+        default="name",
+        help="ties between top-scored nodes: 'name' (the simulator's: a random node order fixed "
+        "per seed, default), 'first' (lowest CSV index), 'random' (per decision)",
+    )
     parser.add_argument(
         "--binpack-weights",
         default=None,

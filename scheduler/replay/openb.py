@@ -14,11 +14,12 @@ random_score.go, best_fit_score.go (+ plugin_utils.go NormalizeScore), dot_produ
 ToVirtualNodeResourceList; experiment defaults dimExt "share", norm "max", gpusel "best" from
 scripts/generate_config_and_run.py), gpu_packing_score.go, gpu_clustering_score.go
 (+ open-gpu-share utils GetGpuAffinityFromPodAnnotation), fgd_score.go. Each plugin returns an
-integer score (Go's int64 truncation is kept: it decides ties), and Kubernetes' selectHost picks
-among the top-scored nodes: uniformly at random in Kubernetes' selectHost, but the published
-numbers are reproduced only with the lowest node index winning (``tie_break="first"``, the
-default here; with uniform random ties FGD loses about 5.6 points on seed 42), see
-docs/replay/README.md.
+integer score (Go's int64 truncation is kept: it decides ties), and selectHost picks among the
+top-scored nodes. Upstream Kubernetes picks uniformly at random (with that, FGD loses about 5.6
+points on seed 42); the simulator's fork gives the tie to the smallest node name, and the
+simulator prefixes every node name with a per-seed random rank (see ``node_rank``). So ties go
+to a random node order that is fixed for a run (``tie_break="name"``, the default).
+``tie_break="first"`` (the CSV order, the earlier default) stays available for comparison.
 """
 
 from __future__ import annotations
@@ -140,6 +141,20 @@ def arrival_order(pods: PodList, capacity_milli: int, seed: int, inflate: float)
         order.append(i)
         total += int(gpu[i])
     return np.array(order, dtype=np.int64)
+
+
+def node_rank(n: int, seed: int) -> np.ndarray:
+    """The simulator's tie-break order of the nodes for one seed (lower wins).
+
+    pkg/simulator/simulator.go syncClusterResourceList sorts the nodes by name, then renames
+    node i to fmt.Sprintf("%04d-", perm[i]) + name with perm = rand.Perm(len(nodes)) (math/rand
+    seeded with the run's seed in core.go Simulate); the simulator's Kubernetes fork
+    (mental2008/kubernetes v1.20.5-minor, generic_scheduler.go selectHost) gives a tie to the
+    lexicographically smallest node name. So ties go to a random node order, fixed for the
+    whole run and drawn anew with every seed; not to the CSV order. Go's generator is not
+    reproduced: this draws the permutation from its own numpy stream, separate from the
+    arrival order's."""
+    return np.random.default_rng([seed, 1]).permutation(n)
 
 
 # the ledger -------------------------------------------------------------------------------------
@@ -313,6 +328,9 @@ class Policy:
         self.node_access = frag.node_access  # (nodes, typical pod types)
         self.rng = rng
         self.tie_break = "first"
+        # Tie-break order of the nodes (lowest wins): the node index, or for tie_break="name"
+        # the simulator's random name prefix (node_rank); run_one sets it.
+        self.rank = np.arange(len(ledger.cpu_left))
 
     def scores(self, pod: Pod, cand: np.ndarray):
         """Integer-valued scores of the candidate nodes, and the device per candidate (or None)."""
@@ -321,10 +339,12 @@ class Policy:
     def choose(self, pod: Pod, cand: np.ndarray) -> tuple[int, int | None]:
         scores, devices = self.scores(pod, cand)
         best = np.flatnonzero(scores == scores.max())
-        if len(best) == 1 or self.tie_break == "first":
+        if len(best) == 1:
             pick = best[0]
-        else:
+        elif self.tie_break == "random":
             pick = best[int(self.rng.integers(len(best)))]
+        else:  # "name" or "first": the lowest-ranked node (rank = index for "first")
+            pick = best[int(np.argmin(self.rank[cand[best]]))]
         device = None if devices is None else int(devices[pick])
         return int(cand[pick]), device
 
@@ -623,7 +643,8 @@ class FgdBestFitPolicy(FgdPolicy):
 class FgdPackPolicy(FgdPolicy):
     """Ours: FGD's integer score, ties broken towards consolidation rather than by node order
     alone: a node that already has a used GPU, then the node with the fewest GPUs (keeps the
-    8-GPU nodes whole for multi-GPU pods), then the lowest index.
+    8-GPU nodes whole for multi-GPU pods), then the run's node order (``rank``: the simulator's
+    random name order by default, the index with tie_break="first").
 
     Why ties: int(sigmoid(delta / 1000) x 100) puts nodes whose fragmentation change differs by
     less than about 40 milli-GPU in one bucket, so the tie-break decides most placements; with
@@ -639,7 +660,7 @@ class FgdPackPolicy(FgdPolicy):
             nodes = cand[best]
             ngpu = lg.cluster.ngpu[nodes]
             gpu_idle = lg.full[nodes] == ngpu
-            best = best[np.lexsort((nodes, ngpu, gpu_idle))[:1]]
+            best = best[np.lexsort((self.rank[nodes], ngpu, gpu_idle))[:1]]
         pick = int(best[0])
         device = None if devices is None else int(devices[pick])
         return int(cand[pick]), device
@@ -686,7 +707,7 @@ def run_one(
     policy: str,
     seed: int,
     inflate: float = 1.3,
-    tie_break: str = "first",
+    tie_break: str = "name",
     binpack_weights: dict | None = None,
 ) -> RunResult:
     started, cpu_started = time.perf_counter(), time.process_time()
@@ -700,6 +721,8 @@ def run_one(
     frag = FragTracker(ledger, typical, access_matrix(list(cluster.models), typical.spec))
     impl = POLICY_CLASSES[policy](ledger, access, frag, np.random.default_rng(seed + 7919))
     impl.tie_break = tie_break
+    if tie_break == "name":
+        impl.rank = node_rank(len(cluster.names), seed)
     if binpack_weights is not None and policy == "binpack":
         impl.weights = binpack_weights
     last = int(math.floor(inflate * 100 + 1e-9))
@@ -759,7 +782,7 @@ def run_many(
     seeds,
     inflate=1.3,
     jobs=1,
-    tie_break="first",
+    tie_break="name",
     binpack_weights=None,
 ) -> list[RunResult]:
     # Slowest policies first so a pool stays busy to the end.

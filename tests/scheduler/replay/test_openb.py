@@ -332,3 +332,52 @@ def test_diagnostic_split_scores_each_pod_class_by_one_policy(policy, bestfit_fo
         assert list(impl.scores(pod, cand)[0]) == list(expected)
     assert policy not in openb.POLICIES
     assert policy in openb.DIAGNOSTIC_POLICIES
+
+
+def test_node_rank_is_a_per_seed_permutation():
+    a = openb.node_rank(50, 42)
+    assert sorted(a) == list(range(50))
+    assert list(a) == list(openb.node_rank(50, 42))  # deterministic
+    assert list(a) != list(openb.node_rank(50, 43))  # drawn anew with each seed
+    assert list(a) != list(range(50))
+
+
+def test_name_tie_break_takes_the_lowest_ranked_node_not_the_lowest_index():
+    # simulator.go prefixes node i's name with rand.Perm()[i]; selectHost takes the smallest name
+    cl = cluster((8, 8, 8, 8))
+    pl = pods([(1000, 1, 1, 1000, "")])
+    pod = openb.Pod(1000, 1, 1, 1000, 0)
+    for policy in ("firstfit", "fgd", "bestfit", "gpupacking"):
+        _, impl = setup(policy, cl, pl)
+        impl.tie_break = "name"
+        impl.rank = np.array([3, 2, 0, 1])
+        assert impl.choose(pod, np.arange(4))[0] == 2  # four idle nodes tie
+        assert impl.choose(pod, np.array([0, 1, 3]))[0] == 3
+        impl.tie_break = "first"
+        impl.rank = np.arange(4)
+        assert impl.choose(pod, np.array([1, 3]))[0] == 1
+    ledger, impl = setup("fgd-pack", cl, pl)
+    impl.tie_break, impl.rank = "name", np.array([3, 2, 0, 1])
+    impl.scores = lambda pod, cand: (np.full(len(cand), 50.0), None)
+    assert impl.choose(pod, np.arange(4))[0] == 2  # same size, all idle: lowest rank
+    ledger.place(1, 1000, 1, 1, 1000, None)
+    assert impl.choose(pod, np.arange(4))[0] == 1  # a used node still comes first
+
+
+def test_run_one_uses_the_seed_node_order_by_default(monkeypatch):
+    # Ranking the nodes in reverse must replay exactly like the reversed cluster in CSV order.
+    ngpu = (8, 2)
+    pl = pods([(1000, 1024, 1, 1000, ""), (1000, 1024, 1, 1000, ""), (4000, 1024, 8, 1000, "")])
+    monkeypatch.setattr(openb, "node_rank", lambda n, seed: np.arange(n)[::-1].copy())
+    for policy in ("firstfit", "fgd", "fgd-pack"):
+        named = openb.run_one(cluster(ngpu, models=("T4",)), pl, policy, seed=5)
+        reversed_first = openb.run_one(
+            cluster(ngpu[::-1], models=("T4",)), pl, policy, seed=5, tie_break="first"
+        )
+        assert named.alloc_by_arrived == reversed_first.alloc_by_arrived
+    # First fit in CSV order breaks the 8-GPU node with one-GPU pods; in the ranked order the
+    # 2-GPU node comes first and the 8-GPU pod fits.
+    named = openb.run_one(cluster(ngpu, models=("T4",)), pl, "firstfit", seed=5)
+    first = openb.run_one(cluster(ngpu, models=("T4",)), pl, "firstfit", seed=5, tie_break="first")
+    assert named.alloc_by_arrived[-1] == 100.0
+    assert first.alloc_by_arrived[-1] == 30.0

@@ -24,6 +24,8 @@ from scheduler.core.types import (
 
 _DIGITS = re.compile(r"(\d+)")
 READY_STATUSES = ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED}  # volcano JobInfo.ReadyTaskNum
+# volcano JobInfo.ValidTaskNum
+VALID_STATUSES = READY_STATUSES | {TaskStatus.PIPELINED, TaskStatus.PENDING}
 
 
 def natural_key(name: str) -> tuple:
@@ -78,6 +80,8 @@ class Job:
     unplaced: bool = False  # blocked by room on the nodes; explained at close from final state
     has_best_effort: bool = False
     ready: int = 0  # tasks in READY_STATUSES, kept by count_status
+    # tasks in VALID_STATUSES, kept by count_status: gang asks each action for every job
+    valid: int = 0
 
     @property
     def name(self) -> str:
@@ -103,6 +107,8 @@ class Job:
         self.counts[status] = self.counts.get(status, 0) + delta
         if status in READY_STATUSES:
             self.ready += delta
+        if status in VALID_STATUSES:
+            self.valid += delta
 
     def count(self, *statuses: TaskStatus) -> int:
         counts = self.counts
@@ -118,9 +124,7 @@ class Job:
         return self.counts.get(TaskStatus.PIPELINED, 0)
 
     def valid_task_num(self) -> int:
-        return self.count(
-            *ALLOCATED_STATUSES, TaskStatus.SUCCEEDED, TaskStatus.PIPELINED, TaskStatus.PENDING
-        )
+        return self.valid
 
     def pending_tasks(self) -> list[Task]:
         return [t for t in self.tasks.values() if t.status is TaskStatus.PENDING]

@@ -305,10 +305,7 @@ class Session:
         enabled = self._enabled(hook)
         built = None
         if all(name in keys for _, name, _ in enabled):
-            parts = tuple(keys[name] for _, name, _ in enabled)
-
-            def built(item, parts=parts):
-                return (*(part(item) for part in parts), fallback(item))
+            built = _chain_key(tuple(keys[name] for _, name, _ in enabled), fallback)
 
         self._key_cache[hook] = built
         return built
@@ -562,3 +559,19 @@ class Session:
         for handler in self.event_handlers:
             if handler.deallocate:
                 handler.deallocate(task)
+
+
+def _chain_key(parts: tuple[Callable, ...], fallback: Callable) -> Callable:
+    """One tuple of the parts' keys and the fallback's. Spelled out for the usual one to three
+    plugins: a key is read for every job of a sort or a push, and the generic form's generator
+    cost as much as the keys themselves."""
+    if len(parts) == 1:
+        (first,) = parts
+        return lambda item: (first(item), fallback(item))
+    if len(parts) == 2:
+        first, second = parts
+        return lambda item: (first(item), second(item), fallback(item))
+    if len(parts) == 3:
+        first, second, third = parts
+        return lambda item: (first(item), second(item), third(item), fallback(item))
+    return lambda item: (*(part(item) for part in parts), fallback(item))

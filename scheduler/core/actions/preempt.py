@@ -39,12 +39,16 @@ def execute(ssn: Session) -> None:
             continue
         queue_names.add(job.queue)
         if ssn.job_starving(job):
-            preemptors.setdefault(job.queue, PriorityQueue(ssn.job_compare)).push(job)
             under_request.append(job)
     if not under_request:
         evict_victim_tasks(ssn)
         return
     hosts = _hosts(ssn)
+    for job in under_request:
+        # A queue with no preemptable pod on any node skips its whole pass below, so its
+        # starving jobs are not even ordered (thousands of compares in a busy cycle).
+        if hosts.get(("queue", job.queue)):
+            preemptors.setdefault(job.queue, PriorityQueue(ssn.job_compare)).push(job)
     failed: dict[tuple, int] = {}
     under_request_by_queue: dict[str, list[Job]] = {}
     for job in under_request:
@@ -53,11 +57,9 @@ def execute(ssn: Session) -> None:
     ordered = PriorityQueue(ssn.queue_compare, [ssn.queues[n] for n in sorted(queue_names)])
     while ordered:
         queue = ordered.pop()
+        # None when no node holds a preemptable pod of this queue (hosts never grow during
+        # preempt): every attempt would fail and change nothing, so the whole pass is skipped.
         jobs = preemptors.get(queue.name)
-        # No node holds a preemptable pod of this queue (hosts never grow during preempt):
-        # every attempt would fail and change nothing, so the whole pass is skipped.
-        if not hosts.get(("queue", queue.name)):
-            jobs = None
         while jobs:
             job = jobs.pop()
             stmt = Statement(ssn)

@@ -24,6 +24,12 @@ def execute(ssn: Session) -> None:
     queue_names: set[str] = set()
     preemptors: dict[str, PriorityQueue] = {}
     task_queues: dict[str, PriorityQueue] = {}
+    hosts = _hosts(ssn)
+    # With no running preemptable pod anywhere nothing can be evicted, so no job, task or
+    # queue changes state in here: their sort keys stay valid while they wait, and keyed heaps
+    # pop in exactly the order of the compare-based ones (a strict total order either way).
+    job_key = None if hosts else ssn.job_key_fn()
+    task_key = None if hosts else ssn.task_key_fn()
     for job in ssn.jobs.values():
         if job.phase is PodGroupPhase.PENDING or job.queue not in ssn.queues:
             continue
@@ -31,10 +37,16 @@ def execute(ssn: Session) -> None:
             continue
         queue_names.add(job.queue)
         if ssn.job_starving(job):
-            preemptors.setdefault(job.queue, PriorityQueue(ssn.job_compare)).push(job)
-    queues = PriorityQueue(ssn.queue_compare, [ssn.queues[n] for n in sorted(queue_names)])
+            jobs = preemptors.get(job.queue)
+            if jobs is None:
+                jobs = preemptors[job.queue] = PriorityQueue(ssn.job_compare, key=job_key)
+            jobs.push(job)
+    queues = PriorityQueue(
+        ssn.queue_compare,
+        [ssn.queues[n] for n in sorted(queue_names)],
+        None if hosts else ssn.queue_key_fn(),
+    )
     statements: dict[str, Statement] = {}
-    hosts = _hosts(ssn)
     hosts_gpu = _gpus_by_queue(ssn)
     candidate_nodes: dict[str, list] = {}  # hosts only shrink during reclaim: compute once
     failed: dict[tuple, int] = {}
@@ -50,7 +62,9 @@ def execute(ssn: Session) -> None:
         if tasks is None:
             # Built when first needed (most starving jobs are never reached); only the popped
             # job's own pending pods change in here, so the set is the one it started with.
-            tasks = task_queues[job.name] = PriorityQueue(ssn.task_compare, job.pending_tasks())
+            tasks = task_queues[job.name] = PriorityQueue(
+                ssn.task_compare, job.pending_tasks(), task_key
+            )
         if not tasks or not ssn.job_starving(job):
             continue
         task = tasks.pop()

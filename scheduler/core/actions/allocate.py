@@ -95,9 +95,11 @@ def job_needs(job: Job) -> str:
     from scheduler.core.reasons import amount, describe
 
     pending = [t for t in job.pending_tasks() if not t.best_effort]
-    name = GPU if any(t.resreq.get(GPU) > 0 for t in pending) else CPU
-    sizes = sorted({t.resreq.get(name) for t in pending}, reverse=True)
-    total = sum(t.resreq.get(name) for t in pending)
+    name, values = GPU, [t.resreq.get(GPU) for t in pending]
+    if not any(value > 0 for value in values):
+        name, values = CPU, [t.resreq.get(CPU) for t in pending]
+    sizes = sorted(set(values), reverse=True)
+    total = sum(values)
     if len(pending) == 1:
         return f"job needs {describe(name, total)}"
     each = " + ".join(amount(name, size) for size in sizes)

@@ -492,18 +492,29 @@ class Session:
         return self._victims("reclaimable", preemptor, candidates)
 
     # queue dispatchers ------------------------------------------------------------------------
+    # Plain loops rather than any()/all() over generators in the dispatchers asked once per job
+    # or task: the generator cost more than the plugins' own checks.
     def overused(self, queue: Queue) -> bool:
-        return any(fn(queue) for _, _, fn in self._enabled("overused"))
+        for _, _, fn in self._enabled("overused"):  # noqa: SIM110
+            if fn(queue):
+                return True
+        return False
 
     def allocatable(self, queue: Queue, task: Task) -> bool:
-        return all(fn(queue, task) for _, _, fn in self._enabled("allocatable"))
+        for _, _, fn in self._enabled("allocatable"):  # noqa: SIM110
+            if not fn(queue, task):
+                return False
+        return True
 
     def preemptive(self, queue: Queue, task: Task) -> bool:
         return all(fn(queue, task) for _, _, fn in self._enabled("preemptive"))
 
     # job dispatchers --------------------------------------------------------------------------
     def job_ready(self, job: Job) -> bool:
-        return all(fn(job) for _, _, fn in self._enabled("job_ready"))
+        for _, _, fn in self._enabled("job_ready"):  # noqa: SIM110
+            if not fn(job):
+                return False
+        return True
 
     def job_pipelined(self, job: Job) -> bool:
         return self._tier_vote("job_pipelined", job)
@@ -539,7 +550,10 @@ class Session:
 
     def job_starving(self, job: Job) -> bool:
         for tier in self._tiers("job_starving"):
-            return all(fn(job) for fn in tier)
+            for fn in tier:  # noqa: SIM110
+                if not fn(job):
+                    return False
+            return True
         return False
 
     # task state transitions (used by Statement) -----------------------------------------------

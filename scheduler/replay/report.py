@@ -29,8 +29,13 @@ from pathlib import Path
 from scheduler.replay.openb import PUBLISHED_NAMES
 
 PLOTLY_FILE = Path(__file__).resolve().parents[2] / "static" / "vendor" / "plotly.min.js"
-OWN_POLICIES = ("fgd-pack", "fgd-bf")  # designed here; "fgd" is our re-implementation of FGD
-BINPACK_POLICIES = ("binpack", "binpack-gpu")
+OWN_POLICIES = (
+    "fgd-fill",
+    "fgd-pack",
+    "fgd-bf",
+)  # designed here; "fgd" is our re-implementation of FGD
+# the issue's target names Volcano binpack with the seed conf's weights
+BINPACK_POLICIES = ("binpack",)
 PUBLISHED_FGD = "06-FGD"
 PUBLISHED_BESTFIT = "05-BestFit"
 COLOURS = {
@@ -45,6 +50,7 @@ COLOURS = {
     "binpack-gpu": "#d4a017",
     "fgd-bf": "#17becf",
     "fgd-pack": "#d62728",
+    "fgd-fill": "#8b0000",
 }
 CITATION = (
     "Data: Alibaba cluster-trace-gpu-v2023 (Weng et al., USENIX ATC '23, FGD); published curves: "
@@ -84,7 +90,7 @@ def policy_rows(result: dict) -> list[str]:
 
 def targets(result: dict) -> list[dict]:
     """The issue's targets for one list: our best own policy >= FGD's published mean, and
-    Volcano binpack (seed weights, and the tuned weights) >= BestFit's published mean."""
+    Volcano binpack (the seed conf's weights) >= BestFit's published mean."""
     pols, pub = result["policies"], result.get("published_alloc_at_end", {})
     out = []
     own = [(pols[p]["alloc_at_end"], p) for p in OWN_POLICIES if p in pols]

@@ -287,6 +287,26 @@ def test_fgd_pack_breaks_ties_towards_used_then_smaller_nodes():
     assert impl.choose(pod, np.arange(4))[0] == 3  # the score still comes first
 
 
+def test_fgd_fill_breaks_ties_towards_the_least_idle_node_as_a_share():
+    cl = cluster((8, 2, 8, 4))
+    pl = pods([(1000, 1, 1, 1000, "")])
+    ledger, impl = setup("fgd-fill", cl, pl)
+    pod = openb.Pod(1000, 1, 1, 1000, 0)
+    impl.scores = lambda pod, cand: (np.full(len(cand), 50.0), None)  # a four-way tie
+    assert impl.choose(pod, np.arange(4))[0] == 0  # all fully idle: the node order
+    impl.rank = np.array([3, 2, 1, 0])
+    assert impl.choose(pod, np.arange(4))[0] == 3  # ... the run's order, not the index
+    ledger.place(0, 1000, 1, 3, 1000, None)  # node 0: 5 of 8 idle (0.625)
+    ledger.place(3, 1000, 1, 2, 1000, None)  # node 3: 2 of 4 idle (0.5)
+    assert impl.choose(pod, np.arange(4))[0] == 3
+    ledger.place(1, 1000, 1, 1, 1000, None)  # node 1: 1 of 2 idle (0.5), ties with 3 -> order
+    assert impl.choose(pod, np.arange(4))[0] == 3
+    impl.rank = np.arange(4)
+    assert impl.choose(pod, np.arange(4))[0] == 1
+    impl.scores = lambda pod, cand: (np.array([50.0, 10.0, 49.0, 10.0]), None)
+    assert impl.choose(pod, np.arange(4))[0] == 0  # the score still comes first
+
+
 def test_binpack_weights_can_be_overridden_and_binpack_gpu_uses_gpu_only():
     cl = cluster((8, 2, 1))
     pl = pods([(4000, 1024, 1, 1000, ""), (8000, 2048, 1, 500, ""), (2000, 1024, 0, 0, "")])

@@ -79,11 +79,11 @@ def placement_gpu_rows_active() -> list[tuple[str, str, int, int]]:
     return list(rows)
 
 
-def gpus_allocated_per_queue() -> dict[int, int]:
-    """Queue id -> GPUs held by active placements (one aggregate query)."""
-    rows = (
-        Placement.objects.filter(state__in=Placement.ACTIVE_STATES)
-        .values("job__queue_id")
-        .annotate(gpus=Sum("gpus"))
-    )
+def gpus_allocated_per_queue(queue_ids: list[int] | None = None) -> dict[int, int]:
+    """Queue id -> GPUs held by active placements now (one aggregate query); every queue, or
+    only `queue_ids`."""
+    placements = Placement.objects.filter(state__in=Placement.ACTIVE_STATES)
+    if queue_ids is not None:
+        placements = placements.filter(job__queue_id__in=queue_ids)
+    rows = placements.values("job__queue_id").annotate(gpus=Sum("gpus"))
     return {row["job__queue_id"]: int(row["gpus"] or 0) for row in rows}

@@ -19,6 +19,7 @@ from portal.api.base import (
     error_responses,
 )
 from portal.api.pagination import ApiPagination
+from portal.cluster.selectors import gpus_allocated_per_queue
 from portal.common.access import can_edit_queue
 from portal.scheduling.selectors import queue_usage_latest, queue_usage_series
 
@@ -72,10 +73,11 @@ class QueueOutputSerializer(ApiSerializer):
     def _sample(self, queue: Queue) -> Any:
         return self.context.get("usage", {}).get(queue.pk)
 
-    @extend_schema_field(serializers.IntegerField(allow_null=True))
-    def get_gpus_allocated(self, queue: Queue) -> int | None:
-        sample = self._sample(queue)
-        return None if sample is None else sample.gpus_allocated
+    @extend_schema_field(serializers.IntegerField())
+    def get_gpus_allocated(self, queue: Queue) -> int:
+        # Live, like the dashboard and the jobs' pending reasons: a usage sample is written once
+        # a minute, and showing its figure contradicted jobs placed since.
+        return self.context.get("allocated", {}).get(queue.pk, 0)
 
     @extend_schema_field(serializers.FloatField(allow_null=True))
     def get_gpus_deserved(self, queue: Queue) -> float | None:
@@ -132,7 +134,12 @@ QUEUE_EXAMPLE = {
 
 
 def _queue_context(request: Request, queues: list[Queue]) -> dict[str, Any]:
-    return {"request": request, "usage": queue_usage_latest(queue_ids=[q.pk for q in queues])}
+    ids = [q.pk for q in queues]
+    return {
+        "request": request,
+        "usage": queue_usage_latest(queue_ids=ids),
+        "allocated": gpus_allocated_per_queue(queue_ids=ids),
+    }
 
 
 class QueueListApi(ApiView):

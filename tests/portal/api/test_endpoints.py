@@ -214,13 +214,20 @@ def test_why_for_a_running_job_has_no_position(world, api_for):
     assert (body["position"], body["jobs_ahead"]) == (None, [])
 
 
-def test_queue_shows_latest_sample_and_patch_is_audited(world, api_for):
+def test_queue_shows_live_allocation_latest_sample_and_patch_is_audited(world, api_for):
     queue = world["nlp_queue"]
     QueueUsageSampleFactory(queue=queue, at=timezone.now() - timedelta(minutes=5))
     QueueUsageSampleFactory(queue=queue, gpus_allocated=6, gpus_deserved=12.5)
+    task = world["nlp_job"].tasks.get()
+    PlacementFactory(task=task, replica=0, gpus=4)  # placed after the newest sample
+    PlacementFactory(task=task, replica=1, gpus=4, state="succeeded")  # no longer holds GPUs
     client = api_for("lead")
     body = client.get(f"/api/v1/queues/{queue.pk}/").json()
-    assert (body["gpus_allocated"], body["gpus_deserved"], body["can_edit"]) == (6, 12.5, True)
+    # allocated counts the placements now; deserved is the scheduler's at usage_at
+    assert (body["gpus_allocated"], body["gpus_deserved"], body["can_edit"]) == (4, 12.5, True)
+    listed = {q["id"]: q for q in api_for("staff").get("/api/v1/queues/").json()["results"]}
+    assert listed[queue.pk]["gpus_allocated"] == 4
+    assert listed[world["vision_queue"].pk]["gpus_allocated"] == 0
 
     response = client.patch(
         f"/api/v1/queues/{queue.pk}/", {"weight": 9, "capability_gpus": 16}, format="json"

@@ -12,7 +12,12 @@ from rest_framework.authtoken.models import Token
 
 from portal.cli.main import main
 from portal.jobs.models import Job
-from tests.factories import JobFactory, JobTaskFactory, QueueUsageSampleFactory
+from tests.factories import (
+    JobFactory,
+    JobTaskFactory,
+    PlacementFactory,
+    QueueUsageSampleFactory,
+)
 
 CLI_DIR = Path(__file__).resolve().parents[3] / "portal" / "cli"
 
@@ -116,7 +121,9 @@ def test_why_counts_hidden_jobs(gpuq, nlp_queue, vision, researcher, lead):
 
 
 def test_queues_show_shares(gpuq, nlp_queue, vision_queue):
-    QueueUsageSampleFactory(queue=nlp_queue, gpus_allocated=6, gpus_deserved=12.5, gpus_pending=2)
+    QueueUsageSampleFactory(queue=nlp_queue, gpus_allocated=1, gpus_deserved=12.5, gpus_pending=2)
+    running = JobTaskFactory(job=JobFactory(queue=nlp_queue), gpus=6)
+    PlacementFactory(task=running)  # allocated is read live: 6, not the sample's 1
     code, out, _ = gpuq("queues")
     assert code == 0
     header, row = out.splitlines()

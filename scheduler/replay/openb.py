@@ -645,7 +645,26 @@ class FgdBestFitPolicy(FgdPolicy):
         return int(cand[pick]), device
 
 
-class FgdPackPolicy(FgdPolicy):
+class FgdTieBreakPolicy(FgdPolicy):
+    """FGD's integer score; ties go by ``tie_keys`` (most significant first), then the run's
+    node order."""
+
+    def tie_keys(self, nodes: np.ndarray) -> tuple:
+        raise NotImplementedError
+
+    def choose(self, pod, cand):
+        scores, devices = self.scores(pod, cand)
+        best = np.flatnonzero(scores == scores.max())
+        if len(best) > 1:
+            nodes = cand[best]
+            keys = (self.rank[nodes], *reversed(self.tie_keys(nodes)))
+            best = best[np.lexsort(keys)[:1]]
+        pick = int(best[0])
+        device = None if devices is None else int(devices[pick])
+        return int(cand[pick]), device
+
+
+class FgdPackPolicy(FgdTieBreakPolicy):
     """Ours: FGD's integer score, ties broken towards consolidation rather than by node order
     alone: a node that already has a used GPU, then the node with the fewest GPUs (keeps the
     8-GPU nodes whole for multi-GPU pods), then the run's node order (``rank``: the simulator's
@@ -657,21 +676,12 @@ class FgdPackPolicy(FgdPolicy):
 
     name = "fgd-pack"
 
-    def choose(self, pod, cand):
-        scores, devices = self.scores(pod, cand)
-        best = np.flatnonzero(scores == scores.max())
-        if len(best) > 1:
-            lg = self.ledger
-            nodes = cand[best]
-            ngpu = lg.cluster.ngpu[nodes]
-            gpu_idle = lg.full[nodes] == ngpu
-            best = best[np.lexsort((self.rank[nodes], ngpu, gpu_idle))[:1]]
-        pick = int(best[0])
-        device = None if devices is None else int(devices[pick])
-        return int(cand[pick]), device
+    def tie_keys(self, nodes: np.ndarray) -> tuple:
+        ngpu = self.ledger.cluster.ngpu[nodes]
+        return self.ledger.full[nodes] == ngpu, ngpu
 
 
-class FgdFillPolicy(FgdPolicy):
+class FgdFillPolicy(FgdTieBreakPolicy):
     """Ours: FGD's integer score, ties to the node whose GPUs are least idle (the smallest share
     of fully free devices), then the run's node order.
 
@@ -684,17 +694,9 @@ class FgdFillPolicy(FgdPolicy):
 
     name = "fgd-fill"
 
-    def choose(self, pod, cand):
-        scores, devices = self.scores(pod, cand)
-        best = np.flatnonzero(scores == scores.max())
-        if len(best) > 1:
-            lg = self.ledger
-            nodes = cand[best]
-            idle_share = lg.full[nodes] / np.maximum(lg.cluster.ngpu[nodes], 1)
-            best = best[np.lexsort((self.rank[nodes], idle_share))[:1]]
-        pick = int(best[0])
-        device = None if devices is None else int(devices[pick])
-        return int(cand[pick]), device
+    def tie_keys(self, nodes: np.ndarray) -> tuple:
+        lg = self.ledger
+        return (lg.full[nodes] / np.maximum(lg.cluster.ngpu[nodes], 1),)
 
 
 POLICY_CLASSES = {

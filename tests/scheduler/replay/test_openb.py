@@ -274,12 +274,15 @@ def test_firstfit_takes_the_lowest_feasible_index():
     assert impl.choose(openb.Pod(1000, 1, 1, 1000, 0), np.array([1, 2]))[0] == 1
 
 
+def four_way_tie(policy, ngpu):
+    """A 1-GPU pod on four nodes that FGD's score ties: the tie-break alone decides."""
+    ledger, impl = setup(policy, cluster(ngpu), pods([(1000, 1, 1, 1000, "")]))
+    impl.scores = lambda pod, cand: (np.full(len(cand), 50.0), None)
+    return ledger, impl, openb.Pod(1000, 1, 1, 1000, 0)
+
+
 def test_fgd_pack_breaks_ties_towards_used_then_smaller_nodes():
-    cl = cluster((8, 2, 8, 2))
-    pl = pods([(1000, 1, 1, 1000, "")])
-    ledger, impl = setup("fgd-pack", cl, pl)
-    pod = openb.Pod(1000, 1, 1, 1000, 0)
-    impl.scores = lambda pod, cand: (np.full(len(cand), 50.0), None)  # a four-way tie
+    ledger, impl, pod = four_way_tie("fgd-pack", (8, 2, 8, 2))
     assert impl.choose(pod, np.arange(4))[0] == 1  # all idle: fewest GPUs, lowest index
     ledger.place(2, 1000, 1, 1, 1000, None)
     assert impl.choose(pod, np.arange(4))[0] == 2  # a node with a used GPU first
@@ -288,11 +291,7 @@ def test_fgd_pack_breaks_ties_towards_used_then_smaller_nodes():
 
 
 def test_fgd_fill_breaks_ties_towards_the_least_idle_node_as_a_share():
-    cl = cluster((8, 2, 8, 4))
-    pl = pods([(1000, 1, 1, 1000, "")])
-    ledger, impl = setup("fgd-fill", cl, pl)
-    pod = openb.Pod(1000, 1, 1, 1000, 0)
-    impl.scores = lambda pod, cand: (np.full(len(cand), 50.0), None)  # a four-way tie
+    ledger, impl, pod = four_way_tie("fgd-fill", (8, 2, 8, 4))
     assert impl.choose(pod, np.arange(4))[0] == 0  # all fully idle: the node order
     impl.rank = np.array([3, 2, 1, 0])
     assert impl.choose(pod, np.arange(4))[0] == 3  # ... the run's order, not the index

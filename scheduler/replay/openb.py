@@ -647,10 +647,10 @@ class FgdBestFitPolicy(FgdPolicy):
 
 class FgdTieBreakPolicy(FgdPolicy):
     """FGD's integer score; ties go by ``tie_keys`` (most significant first), then the run's
-    node order."""
+    node order. With no keys this is FGD's own tie-break."""
 
     def tie_keys(self, nodes: np.ndarray) -> tuple:
-        raise NotImplementedError
+        return ()
 
     def choose(self, pod, cand):
         scores, devices = self.scores(pod, cand)

@@ -400,3 +400,12 @@ def test_run_one_uses_the_seed_node_order_by_default(monkeypatch):
     first = openb.run_one(cluster(ngpu, models=("T4",)), pl, "firstfit", seed=5, tie_break="first")
     assert named.alloc_by_arrived[-1] == 100.0
     assert first.alloc_by_arrived[-1] == 30.0
+
+
+def test_tie_break_base_without_keys_picks_like_fgd():
+    _, base, pod = four_way_tie("fgd", (8, 2, 8, 4))
+    tied = openb.FgdTieBreakPolicy(base.ledger, base.access, base.fragmentation, base.rng)
+    tied.scores = base.scores
+    for rank in ([3, 2, 1, 0], [1, 3, 0, 2]):
+        base.rank = tied.rank = np.array(rank)
+        assert tied.choose(pod, np.arange(4)) == base.choose(pod, np.arange(4))

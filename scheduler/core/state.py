@@ -233,7 +233,11 @@ class Node:
     def future_idle(self) -> Resources:
         """Idle + releasing - pipelined, cached until ``changed`` is called."""
         if self._future is None:
-            self._future = self.idle.add(self.releasing).sub(self.pipelined)
+            if self.releasing is EMPTY and self.pipelined is EMPTY:
+                # the usual node: nothing leaving, nothing promised
+                self._future = self.idle
+            else:
+                self._future = self.idle.add(self.releasing).sub(self.pipelined)
         return self._future
 
     def state_key(self) -> tuple:

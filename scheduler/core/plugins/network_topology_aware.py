@@ -151,5 +151,5 @@ class NetworkTopologyPlugin:
 
 
 def _add_into(acc: dict[str, float], vector: Resources, sign: int) -> None:
-    for name, value in vector.explicit().items():
+    for name, value in vector.explicit_items():
         acc[name] = acc.get(name, 0.0) + sign * value

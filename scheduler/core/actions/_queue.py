@@ -52,6 +52,16 @@ class PriorityQueue:
         entry = heapq.heappop(self._heap)
         return entry[2] if self._key is not None else entry.item
 
+    def pushpop(self, item: Any) -> Any:
+        """``push(item)`` then ``pop()``. With a key, one heap operation that hands ``item``
+        straight back when it still comes first; (key, seq) is a total order, so what pops is
+        the same either way."""
+        if self._key is not None:
+            entry = (self._key(item), next(self._counter), item)
+            return heapq.heappushpop(self._heap, entry)[2]
+        self.push(item)
+        return self.pop()
+
     def __len__(self) -> int:
         return len(self._heap)
 

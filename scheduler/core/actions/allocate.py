@@ -23,14 +23,14 @@ from scheduler.core.resources import CPU, GPU, MIN_RESOURCE
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Node, Queue, Task
 from scheduler.core.statement import Statement
-from scheduler.core.types import PodGroupPhase
+from scheduler.core.types import PodGroupPhase, TaskStatus
 
 
 def execute(ssn: Session) -> None:
     enqueue_enabled = "enqueue" in ssn.conf.actions
     # Keys are safe here: only the popped queue and job change while the others wait queued.
     job_key = ssn.job_key_fn()
-    jobs_by_queue: dict[str, PriorityQueue] = {}
+    waiting: dict[str, list[Job]] = {}
     for job in ssn.jobs.values():
         if job.phase is PodGroupPhase.PENDING:
             if enqueue_enabled:
@@ -46,32 +46,37 @@ def execute(ssn: Session) -> None:
         if not queue.info.is_open:
             job.reason = f"queue {queue.name} is closed"
             continue
-        if job.queue not in jobs_by_queue:
-            jobs_by_queue[job.queue] = PriorityQueue(ssn.job_compare, key=job_key)
-        jobs_by_queue[job.queue].push(job)
+        if job.queue not in waiting:
+            waiting[job.queue] = []
+        waiting[job.queue].append(job)
+    # Built in one go: with a key the heap pops exactly what pushing one by one would.
+    jobs_by_queue = {
+        name: PriorityQueue(ssn.job_compare, jobs, key=job_key) for name, jobs in waiting.items()
+    }
     queues = PriorityQueue(
         ssn.queue_compare, [ssn.queues[n] for n in sorted(jobs_by_queue)], ssn.queue_key_fn()
     )
     pending: dict[str, deque[Task]] = {}
-    while queues:
-        queue = queues.pop()
+    queue = queues.pop() if queues else None
+    while queue is not None:
         jobs = jobs_by_queue[queue.name]
         if ssn.overused(queue):
             for job in jobs.items():
                 job.reason = job.reason or overused_reason(ssn, queue)
+            queue = queues.pop() if queues else None
             continue
         if not jobs:
+            queue = queues.pop() if queues else None
             continue
         job = jobs.pop()
         if job.name not in pending:
             tasks = [t for t in job.pending_tasks() if not t.best_effort]
             pending[job.name] = deque(ssn.sorted_tasks(tasks))
         tasks = pending[job.name]
-        if not tasks:
-            queues.push(queue)
-            continue
-        allocate_tasks(ssn, queue, job, tasks, jobs)
-        queues.push(queue)
+        if tasks:
+            allocate_tasks(ssn, queue, job, tasks, jobs)
+        # back into the queue order, and the next queue out (often the same one)
+        queue = queues.pushpop(queue)
 
 
 def overused_reason(ssn: Session, queue: Queue) -> str:
@@ -302,17 +307,20 @@ def allocate_tasks(
         if ssn.job_ready(job) and tasks:
             jobs.push(job)
             break
-    if ssn.job_ready(job):
-        stmt.commit()
-    elif not ssn.job_pipelined(job):
-        stmt.discard()
+    # With no operation both outcomes change nothing: skip asking the plugins (most jobs of a
+    # busy cycle stop at their queue's quota before any).
+    if stmt.ops:
+        if ssn.job_ready(job):
+            stmt.commit()
+        elif not ssn.job_pipelined(job):
+            stmt.discard()
     if quota_blocked is not None:
         # Explained after the discard, so the queue's allocation no longer counts the job's
         # own tentative pods.
         quota = ssn.explain_allocatable(queue, quota_blocked)
         job.reason = None if quota is None else f"{job_needs(job)}; {quota}"
         job.unplaced = quota is None
-    if not job.pending_tasks():
+    if not job.counts.get(TaskStatus.PENDING):
         job.reason, job.unplaced = None, False
     elif job.fit_errors:
         job.reason, job.unplaced = None, True

@@ -26,6 +26,7 @@ _DIGITS = re.compile(r"(\d+)")
 READY_STATUSES = ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED}  # volcano JobInfo.ReadyTaskNum
 # volcano JobInfo.ValidTaskNum
 VALID_STATUSES = READY_STATUSES | {TaskStatus.PIPELINED, TaskStatus.PENDING}
+_PIPELINED_OR_READY = READY_STATUSES | {TaskStatus.PIPELINED}
 
 
 def natural_key(name: str) -> tuple:
@@ -82,6 +83,7 @@ class Job:
     ready: int = 0  # tasks in READY_STATUSES, kept by count_status
     # tasks in VALID_STATUSES, kept by count_status: gang asks each action for every job
     valid: int = 0
+    _uid: str | None = None
 
     @property
     def name(self) -> str:
@@ -97,7 +99,10 @@ class Job:
 
     @property
     def uid(self) -> str:
-        return f"{self.info.namespace}/{self.info.name}"
+        # part of every job sort key: built once
+        if self._uid is None:
+            self._uid = f"{self.info.namespace}/{self.info.name}"
+        return self._uid
 
     @property
     def task_min_available_total(self) -> int:
@@ -150,13 +155,13 @@ class Job:
     def is_ready(self) -> bool:
         """Volcano JobInfo.IsReady && CheckTaskReady (gang's JobReady)."""
         ready = self.ready_task_num() + self.pending_best_effort_num() >= self.min_available
-        return ready and self._check_roles(ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED})
+        return ready and self._check_roles(READY_STATUSES)
 
     def is_pipelined(self) -> bool:
         occupied = self.waiting_task_num() + self.ready_task_num()
         if occupied + self.pending_best_effort_num() < self.min_available:
             return False
-        return self._check_roles(ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED, TaskStatus.PIPELINED})
+        return self._check_roles(_PIPELINED_OR_READY)
 
     def is_starving(self) -> bool:
         return self.waiting_task_num() + self.ready_task_num() < self.min_available
@@ -164,11 +169,7 @@ class Job:
     def check_task_valid(self) -> bool:
         if not self.task_min_available or self.min_available < self.task_min_available_total:
             return True
-        statuses = ALLOCATED_STATUSES | {
-            TaskStatus.SUCCEEDED,
-            TaskStatus.PIPELINED,
-            TaskStatus.PENDING,
-        }
+        statuses = VALID_STATUSES
         occupied: dict[str, int] = {}
         for task in self.tasks.values():
             if task.status in statuses:

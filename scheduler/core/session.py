@@ -144,6 +144,8 @@ class Session:
         self.infeasible: dict[tuple, tuple[int, dict[str, int]]] = {}
         # allocate's per-class answers: (labels used, request, signature) -> class id -> answer
         self.class_memo: dict[tuple, dict[int, list]] = {}
+        # allocate's "job needs ..." sentences by pending requests
+        self.needs_memo: dict[tuple, str] = {}
         self._build(snapshot)
         self.node_index = NodeIndex(self.node_list)
         for node in self.node_list:

@@ -25,6 +25,8 @@ from scheduler.core.state import Job, Node, Queue, Task
 from scheduler.core.statement import Statement
 from scheduler.core.types import PodGroupPhase, TaskStatus
 
+PENDING = TaskStatus.PENDING
+
 
 def execute(ssn: Session) -> None:
     enqueue_enabled = "enqueue" in ssn.conf.actions
@@ -95,14 +97,27 @@ def overused_reason(ssn: Session, queue: Queue) -> str:
     return f"queue {queue.name} is using its whole deserved share ({'; '.join(parts)})"
 
 
-def job_needs(job: Job) -> str:
-    """``job needs 32 GPUs (4 pods x 8)``: what its pending pods ask for, in GPUs or cpu."""
+def job_needs(job: Job, memo: dict[tuple, str] | None = None) -> str:
+    """``job needs 32 GPUs (4 pods x 8)``: what its pending pods ask for, in GPUs or cpu.
+
+    ``memo`` (one per session) keys the sentence by the pending requests, which are interned:
+    thousands of quota-blocked jobs share a few dozen shapes."""
+    pending = [t.resreq for t in job.tasks.values() if t.status is PENDING and not t.best_effort]
+    key = tuple(pending)
+    if memo is not None:
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = _needs_sentence(pending)
+        return found
+    return _needs_sentence(pending)
+
+
+def _needs_sentence(pending: list) -> str:
     from scheduler.core.reasons import amount, describe
 
-    pending = [t for t in job.pending_tasks() if not t.best_effort]
-    name, values = GPU, [t.resreq.get(GPU) for t in pending]
+    name, values = GPU, [resreq.get(GPU) for resreq in pending]
     if not any(value > 0 for value in values):
-        name, values = CPU, [t.resreq.get(CPU) for t in pending]
+        name, values = CPU, [resreq.get(CPU) for resreq in pending]
     sizes = sorted(set(values), reverse=True)
     total = sum(values)
     if len(pending) == 1:
@@ -318,7 +333,7 @@ def allocate_tasks(
         # Explained after the discard, so the queue's allocation no longer counts the job's
         # own tentative pods.
         quota = ssn.explain_allocatable(queue, quota_blocked)
-        job.reason = None if quota is None else f"{job_needs(job)}; {quota}"
+        job.reason = None if quota is None else f"{job_needs(job, ssn.needs_memo)}; {quota}"
         job.unplaced = quota is None
     if not job.counts.get(TaskStatus.PENDING):
         job.reason, job.unplaced = None, False

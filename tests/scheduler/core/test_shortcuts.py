@@ -51,6 +51,25 @@ def test_quota_reason_says_what_the_job_needs():
     assert "GPUs allocated" in reason
 
 
+def test_quota_reasons_keep_each_jobs_own_shape():
+    # The sentences are memoised by pending requests: jobs of one queue with different shapes
+    # must still each get their own.
+    nodes = [make_node(f"n{i}") for i in range(2)]
+    queues = [make_queue("small", weight=1), make_queue("cv", weight=10)]
+    jobs = [
+        make_job("busy", "cv", [make_task(f"b-{i}", gpu=8) for i in range(2)], 0),
+        make_job("one", "small", [make_task("one-0", gpu=4)], 1),
+        make_job("two", "small", [make_task(f"two-{i}", gpu=2) for i in range(2)], 2),
+        make_job("mixed", "small", [make_task("m-0", gpu=3), make_task("m-1", gpu=1)], 3),
+        make_job("again", "small", [make_task(f"a-{i}", gpu=2) for i in range(2)], 4),
+    ]
+    reasons = run(nodes, queues, jobs).pending_reasons
+    assert reasons["one"].startswith("job needs 4 GPUs; ")
+    assert reasons["two"].startswith("job needs 4 GPUs (2 pods x 2); ")
+    assert reasons["mixed"].startswith("job needs 4 GPUs (2 pods of 3 + 1); ")
+    assert reasons["again"].startswith("job needs 4 GPUs (2 pods x 2); ")
+
+
 def _varied_snapshot(seed: int, running: float):
     """The synthetic cluster with some variety: bigger and unschedulable nodes, zone selectors."""
     import dataclasses

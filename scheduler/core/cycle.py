@@ -28,8 +28,6 @@ from scheduler.core.types import (
     TaskStatus,
 )
 
-_UNPLACED = frozenset({TaskStatus.PENDING, TaskStatus.PIPELINED})
-
 
 def open_session(snapshot: Snapshot, conf: SchedulerConf) -> Session:
     ssn = Session(snapshot, conf)
@@ -104,7 +102,7 @@ def close_session(ssn: Session) -> CycleResult:
     unplaced = [
         job
         for job in ssn.jobs.values()
-        if any(task.status in _UNPLACED for task in job.tasks.values())
+        if job.counts.get(TaskStatus.PENDING) or job.counts.get(TaskStatus.PIPELINED)
     ]
     ahead = _jobs_ahead(ssn, unplaced)
     reasons = {job.name: pending_reason(ssn, job, ahead.get(job.name, 0)) for job in unplaced}
@@ -133,7 +131,7 @@ def _jobs_ahead(ssn: Session, unplaced: list[Job]) -> dict[str, int]:
 def _phase(job: Job) -> PodGroupPhase:
     # volcano framework/job_updater.go jobStatus: enough allocated pods make it Running;
     # otherwise anything but Inqueue falls back to Pending.
-    allocated = job.count(*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED)
+    allocated = job.ready_task_num()  # allocated statuses and succeeded
     if allocated >= job.min_available:
         return PodGroupPhase.RUNNING
     if job.phase is PodGroupPhase.INQUEUE:

@@ -186,8 +186,11 @@ class Session:
             tasks: dict[str, Task] = {}
             infos = jinfo.tasks
             if len(infos) > 1:
-                infos = sorted(infos, key=lambda t: natural_key(t.name))
-            for tinfo in infos:
+                # (natural key, info): the key is the task's sort key later on
+                keyed = sorted(((natural_key(t.name), t) for t in infos), key=_first)
+            else:
+                keyed = [(None, t) for t in infos]
+            for sort_key, tinfo in keyed:
                 known = requests.get(id(tinfo.requests))
                 if known is None:
                     resreq = Resources({**tinfo.requests.explicit(), PODS: 1})
@@ -196,16 +199,19 @@ class Session:
                         known = interned[resreq] = (resreq, resreq.is_empty())
                     requests[id(tinfo.requests)] = known
                 tasks[tinfo.name] = Task(
-                    tinfo, jinfo.name, known[0], tinfo.status, tinfo.node, None, known[1]
+                    tinfo, jinfo.name, known[0], tinfo.status, tinfo.node, sort_key, known[1]
                 )
             min_available = len(tasks) if jinfo.min_available is None else jinfo.min_available
             phase = jinfo.phase or self._derive_phase(tasks, min_available)
             job = Job(jinfo, tasks, min_available, phase, {}, dict(jinfo.min_task_member))
             job.has_best_effort = any(t.best_effort for t in tasks.values())
-            for task in tasks.values():
-                job.count_status(task.status, 1)
-                self.tasks[task.name] = task
-                self._place_existing(task)
+            all_tasks = self.tasks
+            for name, task in tasks.items():
+                status = task.status
+                job.count_status(status, 1)
+                all_tasks[name] = task
+                if status in OCCUPYING_STATUSES:
+                    self._place_existing(task)
             self.jobs[jinfo.name] = job
             if jinfo.queue not in self.queues:
                 self.unknown_queue_jobs.append(job)
@@ -589,6 +595,10 @@ class Session:
         for name in list(vars(self)):
             if name not in keep:
                 delattr(self, name)
+
+
+def _first(pair: tuple) -> Any:
+    return pair[0]
 
 
 def _chain_key(parts: tuple[Callable, ...], fallback: Callable) -> Callable:

@@ -43,9 +43,9 @@ class _Grouping:
     __slots__ = ("classes", "key_of", "ids", "reps", "part_reps")
 
     def __init__(self, by_part: bool = False):
-        self.classes: dict[tuple, list[tuple[int, Node]]] = {}
-        self.key_of: dict[str, tuple] = {}
-        self.ids: dict[tuple, int] = {}
+        self.classes: dict[Hashable, list[tuple[int, Node]]] = {}
+        self.key_of: dict[str, Hashable] = {}
+        self.ids: dict[Hashable, int] = {}
         # (first member's position, first member, size, class id), sorted by position
         self.reps: list[tuple[int, Node, int, int]] = []
         # with by_part, the same again per key[0] (a split's value, e.g. one domain)
@@ -53,7 +53,7 @@ class _Grouping:
             {} if by_part else None
         )
 
-    def move(self, node: Node, position: int, key: tuple) -> None:
+    def move(self, node: Node, position: int, key: Hashable) -> None:
         old = self.key_of.get(node.name)
         if old == key:
             return
@@ -78,13 +78,13 @@ class _Grouping:
             bisect.insort(members, entry)
         self._add_rep(key, members, class_id)
 
-    def _drop_rep(self, key: tuple, first_position: int) -> None:
+    def _drop_rep(self, key: Hashable, first_position: int) -> None:
         del self.reps[bisect.bisect_left(self.reps, first_position, key=_first)]
         if self.part_reps is not None:
             reps = self.part_reps[key[0]]
             del reps[bisect.bisect_left(reps, first_position, key=_first)]
 
-    def _add_rep(self, key: tuple, members: list[tuple[int, Node]], class_id: int) -> None:
+    def _add_rep(self, key: Hashable, members: list[tuple[int, Node]], class_id: int) -> None:
         first_position, first = members[0]
         rep = (first_position, first, len(members), class_id)
         self.reps.insert(bisect.bisect_left(self.reps, first_position, key=_first), rep)
@@ -106,6 +106,9 @@ class NodeIndex:
         self.loose = _Grouping()
         # split function -> its grouping; functions are few (one per batch scorer set)
         self.splits: dict[Callable[[Node], Hashable], _Grouping] = {}
+        # label-free class key -> a small int standing for it in every grouping's keys: the
+        # key is a nested tuple, hashed once per change here instead of in every grouping
+        self._loose_ids: dict[tuple, int] = {}
         # called with every node whose state changed, after the groupings moved it
         self.listeners: list[Callable[[Node], None]] = []
         for node in nodes:
@@ -121,13 +124,16 @@ class NodeIndex:
         return self._full
 
     @property
-    def classes(self) -> dict[tuple, list[tuple[int, Node]]]:
+    def classes(self) -> dict[Hashable, list[tuple[int, Node]]]:
         return self.full.classes
 
     def update(self, node: Node) -> None:
         info = node.info
         state = (_items(node.used), _items(node.releasing), _items(node.pipelined))
-        loose = (info.taints, info.unschedulable, node.shape, state)
+        loose_key = (info.taints, info.unschedulable, node.shape, state)
+        loose = self._loose_ids.get(loose_key)
+        if loose is None:
+            loose = self._loose_ids[loose_key] = len(self._loose_ids)
         position = self.position[node.name]
         if self._full is not None:
             self._full.move(node, position, (info.labels, loose))

@@ -46,10 +46,12 @@ class _Grouping:
         self.classes: dict[Hashable, list[tuple[int, Node]]] = {}
         self.key_of: dict[str, Hashable] = {}
         self.ids: dict[Hashable, int] = {}
-        # (first member's position, first member, size, class id), sorted by position
-        self.reps: list[tuple[int, Node, int, int]] = []
+        # (first member's position, first member, the members list, class id), sorted by
+        # position. The rep holds the live members list, so its size is always current and the
+        # rep only changes when the class's first member does (most moves leave it).
+        self.reps: list[tuple[int, Node, list, int]] = []
         # with by_part, the same again per key[0] (a split's value, e.g. one domain)
-        self.part_reps: dict[Hashable, list[tuple[int, Node, int, int]]] | None = (
+        self.part_reps: dict[Hashable, list[tuple[int, Node, list, int]]] | None = (
             {} if by_part else None
         )
 
@@ -60,12 +62,14 @@ class _Grouping:
         entry = (position, node)
         if old is not None:
             members = self.classes[old]
-            self._drop_rep(old, members[0][0])
+            first = members[0][0]
             members.pop(bisect.bisect_left(members, entry))
-            if members:
-                self._add_rep(old, members, self.ids[old])
-            else:
+            if not members:
+                self._drop_rep(old, first)
                 del self.classes[old]
+            elif first == position:  # its first member left: the class's rep changes
+                self._drop_rep(old, first)
+                self._add_rep(old, members, self.ids[old])
         self.key_of[node.name] = key
         class_id = self.ids.get(key)
         if class_id is None:
@@ -73,10 +77,13 @@ class _Grouping:
         members = self.classes.get(key)
         if members is None:
             members = self.classes[key] = [entry]
+            self._add_rep(key, members, class_id)
         else:
-            self._drop_rep(key, members[0][0])
+            first = members[0][0]
             bisect.insort(members, entry)
-        self._add_rep(key, members, class_id)
+            if position < first:
+                self._drop_rep(key, first)
+                self._add_rep(key, members, class_id)
 
     def _drop_rep(self, key: Hashable, first_position: int) -> None:
         del self.reps[bisect.bisect_left(self.reps, first_position, key=_first)]
@@ -86,13 +93,13 @@ class _Grouping:
 
     def _add_rep(self, key: Hashable, members: list[tuple[int, Node]], class_id: int) -> None:
         first_position, first = members[0]
-        rep = (first_position, first, len(members), class_id)
+        rep = (first_position, first, members, class_id)
         self.reps.insert(bisect.bisect_left(self.reps, first_position, key=_first), rep)
         if self.part_reps is not None:
             reps = self.part_reps.setdefault(key[0], [])
             reps.insert(bisect.bisect_left(reps, first_position, key=_first), rep)
 
-    def representatives(self) -> list[tuple[int, Node, int, int]]:
+    def representatives(self) -> list[tuple[int, Node, list, int]]:
         """The live list: read it before the next node changes."""
         return self.reps
 
@@ -145,12 +152,13 @@ class NodeIndex:
 
     def representatives(self) -> list[tuple[int, Node, int]]:
         """(position of the first member, that member, class size), in name order."""
-        return [rep[:3] for rep in self.full.representatives()]
+        return [(position, node, len(members)) for position, node, members, _ in self.full.reps]
 
     def class_representatives(
         self, use_labels: bool, split: Callable[[Node], Hashable] | None = None
-    ) -> list[tuple[int, Node, int, int]]:
-        """(first member's position, that member, class size, class id), in name order; each
+    ) -> list[tuple[int, Node, list, int]]:
+        """(first member's position, that member, the class's members, class id), in name
+        order (the live lists: read them before the next node changes); each
         grouping's ids are a separate space. ``split`` is ignored with labels (it must be a
         function of the labels)."""
         if use_labels:
@@ -161,7 +169,7 @@ class NodeIndex:
 
     def part_representatives(
         self, split: Callable[[Node], Hashable], part: Hashable
-    ) -> list[tuple[int, Node, int, int]]:
+    ) -> list[tuple[int, Node, list, int]]:
         """Like ``class_representatives(False, split)``, only the classes whose nodes have
         ``split(node) == part`` (the live list)."""
         return self._split_grouping(split).part_reps.get(part, [])

@@ -237,7 +237,7 @@ def _class_answers(
     failures: dict[str, int] = {}
     idle_fits: list[tuple[Node, list]] = []
     fits: list[tuple[Node, list]] = []
-    for _, node, size, class_id in reps:
+    for _, node, members, class_id in reps:
         entry = memo.get(class_id)
         if entry is None:
             reason = _misfit(ssn, task, node)
@@ -251,7 +251,7 @@ def _class_answers(
             if entry[1]:
                 idle_fits.append((node, entry))
         elif count_failures:
-            failures[entry[0]] = failures.get(entry[0], 0) + size
+            failures[entry[0]] = failures.get(entry[0], 0) + len(members)
     return failures, idle_fits, fits
 
 

@@ -131,6 +131,8 @@ class Session:
         self._enabled_cache: dict[str, list] = {}
         self._split_cache: tuple[tuple, Callable | None] | None = None
         self._tiers_cache: dict[str, list] = {}
+        self._equivalent_cache: bool | None = None
+        self._keyed_cache: tuple[list[KeyedBatchScorer] | None] | None = None
         self.event_handlers: list[EventHandler] = []
         self.plugins: dict[str, Any] = {}
         self.binds: list = []
@@ -249,6 +251,7 @@ class Session:
         self._enabled_cache.pop(hook, None)
         self._tiers_cache.pop(hook, None)
         self._key_cache.pop(hook, None)
+        self._equivalent_cache = self._keyed_cache = None
 
     def add_event_handler(self, handler: EventHandler) -> None:
         self.event_handlers.append(handler)
@@ -392,7 +395,17 @@ class Session:
     def class_equivalent(self, task: Task) -> bool:
         """Can one node of each NodeIndex class answer for all its members for this task?
         (Classes are split by ``batch_split`` when batch scorers are on.)"""
-        if task.info.affinity or self.keyed_batch_scorers() is None:
+        if task.info.affinity:
+            return False
+        # Besides the task's affinity the answer depends only on what is registered: asked
+        # once per placement, worked out once per registration.
+        cached = self._equivalent_cache
+        if cached is None:
+            cached = self._equivalent_cache = self._scorers_state_only()
+        return cached
+
+    def _scorers_state_only(self) -> bool:
+        if self.keyed_batch_scorers() is None:
             return False
         if not all(getattr(fn, "state_only", False) for _, _, fn in self._enabled("node_order")):
             return False
@@ -401,8 +414,12 @@ class Session:
 
     def keyed_batch_scorers(self) -> list[KeyedBatchScorer] | None:
         """The enabled batch scorers when every one is keyed (possibly none), else None."""
-        fns = [fn for _, _, fn in self._enabled("batch_node_order")]
-        return fns if all(isinstance(fn, KeyedBatchScorer) for fn in fns) else None
+        cached = self._keyed_cache
+        if cached is None:
+            fns = [fn for _, _, fn in self._enabled("batch_node_order")]
+            keyed = all(isinstance(fn, KeyedBatchScorer) for fn in fns)
+            cached = self._keyed_cache = (fns if keyed else None,)
+        return cached[0]
 
     def batch_split(self) -> Callable[[Node], Any] | None:
         """One node-key function for all keyed batch scorers, the same object every call (the

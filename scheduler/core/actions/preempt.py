@@ -15,11 +15,12 @@ the queue being processed, so it never overwrites another queue's preemptor task
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from scheduler.core.actions._queue import PriorityQueue
 from scheduler.core.actions._victims import eviction_units, flatten
-from scheduler.core.resources import CPU, MEMORY, MIN_RESOURCE
+from scheduler.core.resources import CPU, GPU, MEMORY, MIN_RESOURCE, Resources
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Task
 from scheduler.core.statement import Statement
@@ -48,7 +49,10 @@ def execute(ssn: Session) -> None:
         # A queue with no preemptable pod on any node skips its whole pass below, so its
         # starving jobs are not even ordered (thousands of compares in a busy cycle).
         if hosts.get(("queue", job.queue)):
-            preemptors.setdefault(job.queue, PriorityQueue(ssn.job_compare)).push(job)
+            jobs = preemptors.get(job.queue)
+            if jobs is None:
+                jobs = preemptors[job.queue] = PriorityQueue(ssn.job_compare)
+            jobs.push(job)
     failed: dict[tuple, int] = {}
     under_request_by_queue: dict[str, list[Job]] = {}
     for job in under_request:
@@ -208,11 +212,24 @@ def validate_victims(preemptor: Task, node, victims: list[Task]) -> bool:
     if not victims:
         return False
     future = node.future_idle()
-    for name in {CPU, MEMORY, *preemptor.resreq.explicit()}:
-        available = future.get(name) + sum(victim.resreq.get(name) for victim in victims)
-        if preemptor.resreq.get(name) - available >= MIN_RESOURCE:
+    request = preemptor.resreq
+    for name in _checked_names(request):
+        total = 0
+        for victim in victims:
+            total += victim.resreq.get(name)
+        if request.get(name) - (future.get(name) + total) >= MIN_RESOURCE:
             return False
     return True
+
+
+@functools.lru_cache(maxsize=256)
+def _checked_names(request: Resources) -> tuple[str, ...]:
+    """cpu, memory and every requested name, GPUs first: the usual shortfall, so most nodes
+    are refused after one sum (any order gives the same verdict)."""
+    explicit = [name for name, _ in request.explicit_items()]
+    names = dict.fromkeys([GPU] if GPU in explicit else [])
+    names.update(dict.fromkeys([CPU, MEMORY, *explicit]))
+    return tuple(names)
 
 
 def evict_victim_tasks(ssn: Session) -> None:

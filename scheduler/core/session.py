@@ -342,6 +342,21 @@ class Session:
 
     def victim_order(self, victims: list[Task]) -> list[Task]:
         """Volcano BuildVictimsPriorityQueue: least important victim first."""
+        if len(victims) < 2:
+            return list(victims)
+        job_key, task_key = self.job_key_fn(), self.task_key_fn()
+        if job_key is not None and task_key is not None:
+            # The compare below, as keys: jobs in reverse job order, a job's own tasks in
+            # reverse task order (keys are unique, so reversing keeps nothing to tie-break).
+            by_job: dict[str, Any] = {}
+
+            def key(task: Task) -> tuple:
+                found = by_job.get(task.job)
+                if found is None:
+                    found = by_job[task.job] = job_key(self.jobs[task.job])
+                return (found, task_key(task))
+
+            return sorted(victims, key=key, reverse=True)
 
         def compare(left: Task, right: Task) -> int:
             if left.job == right.job:

@@ -15,10 +15,7 @@ import io
 import json
 import os
 import pstats
-import re
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _cachegrind import instructions  # noqa: E402
 from api_load import (  # noqa: E402
     SEED,
     database_seeded,
@@ -84,23 +82,11 @@ def instructions_per_request(argv: list[str], args: argparse.Namespace) -> None:
     """Run this script twice under cachegrind, with 10 and 10 + --requests measured POSTs,
     and print the difference in instructions executed per request (this process only: the
     database and Redis are not counted)."""
-    if not shutil.which("valgrind"):
-        raise SystemExit("valgrind not found (apt-get install -y valgrind)")
     rest = [arg for arg in argv if arg != "--instructions"]
-    counts = []
-    for n in (10, 10 + args.requests):
-        run = subprocess.run(
-            ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
-            + [sys.executable, __file__, *rest, "--requests", str(n)],
-            capture_output=True,
-            text=True,
-            check=True,
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-        )
-        refs = re.search(r"I\s+refs:\s+([\d,]+)", run.stderr)
-        if refs is None:
-            raise SystemExit(run.stderr[-2000:])
-        counts.append(int(refs.group(1).replace(",", "")))
+    counts = [
+        instructions([sys.executable, __file__, *rest, "--requests", str(n)])
+        for n in (10, 10 + args.requests)
+    ]
     print(
         json.dumps(
             {

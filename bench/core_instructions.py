@@ -1,0 +1,77 @@
+"""Instructions per scheduling cycle of the core, counted by cachegrind (see _cachegrind.py).
+
+Runs the synthetic cycle of ``python -m scheduler bench`` under valgrind twice, with 0 and
+with --cycles cycles after building the snapshot, and prints the difference per cycle. With
+--against DIR (another checkout, e.g. a `git worktree` of an older commit) it counts that
+checkout too and prints the ratio: how two versions compare, on a machine whose speed moves.
+
+    .venv/bin/python bench/core_instructions.py --nodes 1000 --jobs 10000
+    git worktree add /tmp/old <commit>
+    .venv/bin/python bench/core_instructions.py --nodes 5000 --jobs 5000 --against /tmp/old
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _cachegrind import instructions  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Builds the snapshot, then runs the cycles: the difference between two counts is the cycles'.
+_CYCLES = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from scheduler.core.config import default_conf
+from scheduler.core.cycle import run_cycle
+from scheduler.core.synthetic import synthetic_snapshot
+nodes, jobs, queues, running, cycles = sys.argv[2:7]
+snapshot = synthetic_snapshot(int(nodes), int(jobs), int(queues), 0, float(running))
+conf = default_conf()
+for _ in range(int(cycles)):
+    run_cycle(snapshot, conf)
+"""
+
+
+def per_cycle(checkout: Path, args: argparse.Namespace) -> int:
+    def count(cycles: int) -> int:
+        shape = [args.nodes, args.jobs, args.queues, args.running_fraction, cycles]
+        return instructions([sys.executable, "-c", _CYCLES, str(checkout), *map(str, shape)])
+
+    return (count(args.cycles) - count(0)) // args.cycles
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--jobs", type=int, default=10000)
+    parser.add_argument("--queues", type=int, default=50)
+    parser.add_argument("--running-fraction", type=float, default=0.0)
+    parser.add_argument("--cycles", type=int, default=2)
+    parser.add_argument("--against", type=Path, help="another checkout to count and compare")
+    args = parser.parse_args(argv)
+    if args.cycles < 1:
+        parser.error("--cycles must be at least 1")
+    out = {
+        "nodes": args.nodes,
+        "jobs": args.jobs,
+        "queues": args.queues,
+        "running_fraction": args.running_fraction,
+        "instructions_per_cycle": per_cycle(ROOT, args),
+    }
+    if args.against is not None:
+        if not (args.against / "scheduler" / "core").is_dir():
+            parser.error(f"--against: {args.against} is not a checkout of this project")
+        out["against"] = str(args.against)
+        out["against_instructions_per_cycle"] = per_cycle(args.against.resolve(), args)
+        out["ratio"] = round(
+            out["instructions_per_cycle"] / out["against_instructions_per_cycle"], 3
+        )
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -47,7 +47,7 @@ def execute(ssn: Session) -> None:
         None if hosts else ssn.queue_key_fn(),
     )
     statements: dict[str, Statement] = {}
-    hosts_gpu = _gpus_by_queue(ssn)
+    hosts_gpu, hosts_total = _gpus_by_queue(ssn)
     candidate_nodes: dict[str, list] = {}  # hosts only shrink during reclaim: compute once
     failed: dict[tuple, int] = {}
     while queues:
@@ -89,8 +89,8 @@ def execute(ssn: Session) -> None:
             candidate_nodes[queue.name] = _candidate_nodes(ssn, hosts, queue.name)
         for node in candidate_nodes[queue.name]:
             # Cheap bound first: idle plus every other queue's running GPUs on the node.
-            held = hosts_gpu.get(node.name, {})
-            others = sum(gpus for name, gpus in held.items() if name != queue.name)
+            held = hosts_gpu.get(node.name)
+            others = hosts_total[node.name] - held.get(queue.name, 0.0) if held else 0.0
             if node.future_idle().get(GPU) + others < wanted_gpu:
                 continue
             if ssn.predicate(task, node) is not None:
@@ -166,16 +166,21 @@ def _candidate_nodes(ssn: Session, hosts: dict[str, set[str]], own_queue: str):
     return [node for node in ssn.node_list if node.name in names]
 
 
-def _gpus_by_queue(ssn: Session) -> dict[str, dict[str, float]]:
-    """Per node, the GPUs held by each queue's running pods at the start of reclaim.
+def _gpus_by_queue(ssn: Session) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """Per node, the GPUs held by each queue's running pods at the start of reclaim, and by
+    all of them (so "every other queue's" is one subtraction per node and attempt; GPU counts
+    are whole numbers, so it is exact).
 
     Evictions only lower these, so the bound stays an upper bound for the whole action.
     """
     held: dict[str, dict[str, float]] = {}
+    totals: dict[str, float] = {}
     for node in ssn.node_list:
         for task in node.tasks.values():
             if task.status is TaskStatus.RUNNING:
                 per_queue = held.setdefault(node.name, {})
                 queue = ssn.jobs[task.job].queue
-                per_queue[queue] = per_queue.get(queue, 0.0) + task.resreq.get(GPU)
-    return held
+                gpus = task.resreq.get(GPU)
+                per_queue[queue] = per_queue.get(queue, 0.0) + gpus
+                totals[node.name] = totals.get(node.name, 0.0) + gpus
+    return held, totals

@@ -87,6 +87,9 @@ class ProportionPlugin:
             guarantees = guarantees.add(queue.info.guarantee)
         open_weight = sum(q.info.weight for q in ssn.queues.values() if q.info.is_open)
         self.attrs: dict[str, QueueAttr] = {}
+        # queue -> (the allocation and deserved share it was asked at, request -> may it give
+        # pods up)
+        self._give_memo: dict[str, tuple[Resources, Resources, dict[Resources, bool]]] = {}
         for job in ssn.jobs.values():
             queue = ssn.queues.get(job.queue)
             if queue is None:
@@ -145,17 +148,37 @@ class ProportionPlugin:
                 return False
         return True
 
+    def _may_give(self, attr: QueueAttr, request: Resources) -> bool:
+        """Can this queue, as allocated now, give pods up for ``request``: not below it in any
+        name, and above its deserved share. Reclaim asks for every candidate on every node it
+        walks, tens of thousands of times a busy cycle, while allocations change a few dozen
+        times: answers are kept per request until the queue's allocation or share changes."""
+        memo = self._give_memo.get(attr.queue.name)
+        if memo is None or memo[0] is not attr.allocated or memo[1] is not attr.deserved:
+            memo = self._give_memo[attr.queue.name] = (attr.allocated, attr.deserved, {})
+        answers = memo[2]
+        answer = answers.get(request)
+        if answer is None:
+            allocated = attr.allocated
+            answer = answers[request] = not (
+                allocated.less_partly(request) or allocated.less_equal(attr.deserved)
+            )
+        return answer
+
     def reclaimable(self, reclaimer: Task, candidates: list[Task]):
         victims, allocations = [], {}
+        jobs, request = self.ssn.jobs, reclaimer.resreq
         for task in candidates:
-            queue_name = self.ssn.jobs[task.job].queue
+            queue_name = jobs[task.job].queue
             attr = self.attrs.get(queue_name)
             if attr is None:
                 continue
-            allocated = allocations.get(queue_name, attr.allocated)
-            if allocated.less_partly(reclaimer.resreq):
-                continue
-            if allocated.less_equal(attr.deserved):
+            allocated = allocations.get(queue_name)
+            if allocated is None:
+                allocated = attr.allocated
+                if not self._may_give(attr, request):
+                    continue
+            elif allocated.less_partly(request) or allocated.less_equal(attr.deserved):
                 continue
             remaining = allocated.sub(task.resreq)
             if not attr.guarantee.less_equal(remaining, missing=0):

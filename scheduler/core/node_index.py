@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Hashable
+from operator import itemgetter
 
 from scheduler.core.state import Node
 
@@ -31,8 +32,7 @@ def _items(res) -> tuple:
     return tuple(sorted(items)) if items else ()
 
 
-def _first(rep: tuple) -> int:
-    return rep[0]
+_FIRST = itemgetter(0)  # a rep's first member position, the reps' sort key
 
 
 class _Grouping:
@@ -86,18 +86,18 @@ class _Grouping:
                 self._add_rep(key, members, class_id)
 
     def _drop_rep(self, key: Hashable, first_position: int) -> None:
-        del self.reps[bisect.bisect_left(self.reps, first_position, key=_first)]
+        del self.reps[bisect.bisect_left(self.reps, first_position, key=_FIRST)]
         if self.part_reps is not None:
             reps = self.part_reps[key[0]]
-            del reps[bisect.bisect_left(reps, first_position, key=_first)]
+            del reps[bisect.bisect_left(reps, first_position, key=_FIRST)]
 
     def _add_rep(self, key: Hashable, members: list[tuple[int, Node]], class_id: int) -> None:
         first_position, first = members[0]
         rep = (first_position, first, members, class_id)
-        self.reps.insert(bisect.bisect_left(self.reps, first_position, key=_first), rep)
+        self.reps.insert(bisect.bisect_left(self.reps, first_position, key=_FIRST), rep)
         if self.part_reps is not None:
             reps = self.part_reps.setdefault(key[0], [])
-            reps.insert(bisect.bisect_left(reps, first_position, key=_first), rep)
+            reps.insert(bisect.bisect_left(reps, first_position, key=_FIRST), rep)
 
     def representatives(self) -> list[tuple[int, Node, list, int]]:
         """The live list: read it before the next node changes."""

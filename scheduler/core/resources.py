@@ -210,3 +210,10 @@ def total(items: Iterable[Resources]) -> Resources:
 
 
 EMPTY = Resources()
+
+
+def add_into(acc: dict[str, float], vector: Resources, sign: int = 1) -> None:
+    """``acc += sign * vector`` on a plain dict: summing many vectors this way builds one dict
+    instead of one vector per term (values are whole numbers, so the sums are exact)."""
+    for name, value in vector.explicit_items():
+        acc[name] = acc.get(name, 0.0) + sign * value

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cmp_to_key
+from operator import itemgetter
 from typing import Any
 
 from scheduler.core.config import SchedulerConf
@@ -189,7 +190,7 @@ class Session:
             infos = jinfo.tasks
             if len(infos) > 1:
                 # (natural key, info): the key is the task's sort key later on
-                keyed = sorted(((natural_key(t.name), t) for t in infos), key=_first)
+                keyed = sorted(((natural_key(t.name), t) for t in infos), key=itemgetter(0))
             else:
                 keyed = [(None, t) for t in infos]
             for sort_key, tinfo in keyed:
@@ -627,10 +628,6 @@ class Session:
         for name in list(vars(self)):
             if name not in keep:
                 delattr(self, name)
-
-
-def _first(pair: tuple) -> Any:
-    return pair[0]
 
 
 def _chain_key(parts: tuple[Callable, ...], fallback: Callable) -> Callable:

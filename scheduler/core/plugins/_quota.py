@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scheduler.core.resources import EMPTY, Resources
+from scheduler.core.resources import EMPTY, Resources, add_into
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue
 from scheduler.core.types import ALLOCATED_STATUSES, PodGroupPhase, TaskStatus
@@ -61,10 +61,10 @@ def account_job(attr: QueueAttr, job: Job) -> None:
     for task in job.tasks.values():
         status = task.status
         if status in ALLOCATED_STATUSES:
-            _add_into(held, task.resreq)
-            _add_into(requested, task.resreq)
+            add_into(held, task.resreq)
+            add_into(requested, task.resreq)
         elif status is TaskStatus.PENDING:
-            _add_into(requested, task.resreq)
+            add_into(requested, task.resreq)
     if held:
         allocated_job = Resources(held)
         attr.allocated = attr.allocated.add(allocated_job)
@@ -81,11 +81,6 @@ def account_job(attr: QueueAttr, job: Job) -> None:
         attr.inqueue = attr.inqueue.add(minimum.exceeded_part(allocated_job))
     if minimum is not None:
         attr.elastic = attr.elastic.add(allocated_job.exceeded_part(minimum))
-
-
-def _add_into(acc: dict[str, float], vector: Resources) -> None:
-    for name, value in vector.explicit_items():
-        acc[name] = acc.get(name, 0.0) + value
 
 
 def admission_shortfall(attr: QueueAttr, minimum: Resources) -> tuple[str, Resources] | None:
@@ -105,7 +100,7 @@ def cluster_total(ssn: Session) -> Resources:
     # summed in place: one vector per node was most of a 5,000-node session's plugin opening
     acc: dict[str, float] = {}
     for node in ssn.node_list:
-        _add_into(acc, node.allocatable)
+        add_into(acc, node.allocatable)
     return Resources(acc)
 
 

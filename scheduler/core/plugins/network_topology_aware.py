@@ -16,7 +16,7 @@ import bisect
 import itertools
 
 from scheduler.core.config import ConfigError, int_arg
-from scheduler.core.resources import CPU, GPU, MIN_RESOURCE, Resources, total
+from scheduler.core.resources import CPU, GPU, MIN_RESOURCE, Resources, add_into, total
 from scheduler.core.session import KeyedBatchScorer, Session
 from scheduler.core.state import Node, Task
 from scheduler.core.types import OCCUPYING_STATUSES, TaskStatus
@@ -121,7 +121,7 @@ class NetworkTopologyPlugin:
             for node in self.ssn.node_list:
                 domain = self._node_domain[node.name]
                 if domain is not None:
-                    _add_into(sums.setdefault(domain, {}), futures[node.name], 1)
+                    add_into(sums.setdefault(domain, {}), futures[node.name])
             changed_domains = set(sums)
             free: dict[tuple[str, str], Resources] = {}
             self._order: list[tuple[float, float, tuple[str, str]]] = []
@@ -135,8 +135,8 @@ class NetworkTopologyPlugin:
                 futures[name] = new
                 if old is new or domain is None:
                     continue
-                _add_into(sums[domain], old, -1)
-                _add_into(sums[domain], new, 1)
+                add_into(sums[domain], old, -1)
+                add_into(sums[domain], new)
                 changed_domains.add(domain)
         self._dirty.clear()
         order = self._order
@@ -148,8 +148,3 @@ class NetworkTopologyPlugin:
             bisect.insort(order, (new.get(GPU), new.get(CPU), domain))
         self._free_cache = (futures, sums, free)
         return free
-
-
-def _add_into(acc: dict[str, float], vector: Resources, sign: int) -> None:
-    for name, value in vector.explicit_items():
-        acc[name] = acc.get(name, 0.0) + sign * value

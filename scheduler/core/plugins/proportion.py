@@ -159,10 +159,7 @@ class ProportionPlugin:
         answers = memo[2]
         answer = answers.get(request)
         if answer is None:
-            allocated = attr.allocated
-            answer = answers[request] = not (
-                allocated.less_partly(request) or allocated.less_equal(attr.deserved)
-            )
+            answer = answers[request] = _gives(attr.allocated, attr.deserved, request)
         return answer
 
     def reclaimable(self, reclaimer: Task, candidates: list[Task]):
@@ -178,7 +175,7 @@ class ProportionPlugin:
                 allocated = attr.allocated
                 if not self._may_give(attr, request):
                     continue
-            elif allocated.less_partly(request) or allocated.less_equal(attr.deserved):
+            elif not _gives(allocated, attr.deserved, request):
                 continue
             remaining = allocated.sub(task.resreq)
             if not attr.guarantee.less_equal(remaining, missing=0):
@@ -252,3 +249,9 @@ def _pair(name: str, used: float, cap: float) -> str:
     from scheduler.core.reasons import amount, unit
 
     return f"{amount(name, used)}/{amount(name, cap)} {unit(name)}"
+
+
+def _gives(allocated: Resources, deserved: Resources, request: Resources) -> bool:
+    """Volcano proportion's reclaimable test for a queue: not below the request in any name and
+    above its deserved share."""
+    return not (allocated.less_partly(request) or allocated.less_equal(deserved))

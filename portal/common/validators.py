@@ -4,7 +4,8 @@ import re
 
 from django.core.exceptions import ValidationError
 
-DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Matched with fullmatch: `$` would also accept a trailing newline ("name\n").
+DNS_LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS_LABEL_MAX_LENGTH = 63
 
 DNS_LABEL_INVALID = (
@@ -22,7 +23,7 @@ def validate_dns_label(value: str) -> None:
         raise ValidationError(DNS_LABEL_INVALID, code="dns_label")
     if len(value) > DNS_LABEL_MAX_LENGTH:
         raise ValidationError(DNS_LABEL_INVALID, code="dns_label")
-    if not DNS_LABEL_RE.match(value):
+    if not DNS_LABEL_RE.fullmatch(value):
         raise ValidationError(DNS_LABEL_INVALID, code="dns_label")
 
 

@@ -4,7 +4,9 @@ import json
 from http import HTTPStatus
 
 import pytest
+import yaml
 
+from portal.common.validators import DNS_LABEL_RE
 from portal.jobs.models import Job
 from tests.portal.api.conftest import job_body
 
@@ -29,6 +31,9 @@ JOB_BODIES = [
     ("name not a dns label", _job(name="Bad_Name!"), {"name"}),
     ("name unicode", _job(name="модель-训练"), {"name"}),
     ("name too long", _job(name="a" * 64), {"name"}),
+    ("name fullwidth look-alike", _job(name="ｈostile"), {"name"}),
+    ("name mathematical bold", _job(name="𝐡𝐨𝐬𝐭𝐢𝐥𝐞"), {"name"}),
+    ("name newline inside", _job(name="nl\nname"), {"name"}),
     ("priority huge", _job(priority=10**30), {"priority"}),
     ("priority string", _job(priority="high"), {"priority"}),
     ("priority float", _job(priority=1.5), {"priority"}),
@@ -254,3 +259,54 @@ def test_submit_with_unicode_everywhere_else_is_fine(world, api_for):
     response = api_for("researcher").post("/api/v1/jobs/", body, format="json")
     assert response.status_code == HTTPStatus.CREATED
     assert response.json()["tasks"][0]["env"] == {"GREETING": "こんにちは"}
+
+
+NEWLINE_NAMES = ["nl-name\n", "nl-name\r\n", "nl-name\u2028", "nl-name\x85"]
+
+
+def _manifest(name: str, task_name: str = "worker") -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": name},
+            "spec": {
+                "queue": "nlp-train",
+                "tasks": [
+                    {
+                        "name": task_name,
+                        "replicas": 1,
+                        "template": {"spec": {"containers": [{"image": "busybox"}]}},
+                    }
+                ],
+            },
+        }
+    )
+
+
+@pytest.mark.parametrize("name", NEWLINE_NAMES)
+@pytest.mark.parametrize("where", ["job", "task"])
+@pytest.mark.parametrize("as_yaml", [False, True], ids=["json", "yaml"])
+def test_no_entry_point_stores_a_name_with_a_line_break(world, api_for, name, where, as_yaml):
+    """Refused, or stripped of the surrounding whitespace by the JSON serializer: a name that
+    reaches the database is a DNS label, whole."""
+    job_name, task_name = (name, "worker") if where == "job" else ("hostile", name)
+    client = api_for("researcher")
+    if as_yaml:
+        response = client.post(
+            "/api/v1/jobs/", _manifest(job_name, task_name), content_type="application/yaml"
+        )
+    else:
+        response = client.post(
+            "/api/v1/jobs/", _task(name=task_name) | {"name": job_name}, format="json"
+        )
+    assert response.status_code in (HTTPStatus.CREATED, HTTPStatus.BAD_REQUEST), response.content
+    for job in Job.objects.prefetch_related("tasks"):
+        assert DNS_LABEL_RE.fullmatch(job.name), job.name
+        assert all(DNS_LABEL_RE.fullmatch(task.name) for task in job.tasks.all()), job.pk
+    if response.status_code == HTTPStatus.BAD_REQUEST:
+        errors = response.json()["errors"]
+        expected = "name" if where == "job" else "tasks[0].name"
+        if as_yaml:
+            expected = "metadata.name" if where == "job" else "spec.tasks[0].name"
+        assert expected in errors, errors

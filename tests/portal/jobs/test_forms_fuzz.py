@@ -16,6 +16,7 @@ from django.urls import resolve, reverse
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from portal.common.validators import DNS_LABEL_RE
 from portal.jobs.models import Job, JobTask
 from tests.nested import copy_at, paths
 from tests.portal.common.fuzzing import FORM_FUZZ, form_error_keys, form_text, form_values
@@ -57,6 +58,13 @@ def _expected_error_keys(key: str) -> set[str]:
     return {key}
 
 
+def _assert_names_are_labels(job: Job) -> None:
+    """What reaches the database is a DNS label, whole (no line break after it)."""
+    assert DNS_LABEL_RE.fullmatch(job.name), job.name
+    for task in job.tasks.all():
+        assert DNS_LABEL_RE.fullmatch(task.name), task.name
+
+
 def _submit(client, data):
     before = _counts()
     response = client.post(reverse("jobs:job_submit"), data)
@@ -66,6 +74,7 @@ def _submit(client, data):
         job = Job.objects.get(pk=resolve(response.url).kwargs["job_id"])
         assert after == (before[0] + 1, before[1] + job.tasks.count())
         assert job.tasks.count() >= 1
+        _assert_names_are_labels(job)
         return response, set()
     assert response.status_code == HTTPStatus.OK
     assert after == before, "a refused submission wrote rows"
@@ -81,6 +90,10 @@ def _submit(client, data):
 @example(data=None, key="tasks-TOTAL_FORMS", value="1000000")
 @example(data=None, key="tasks-0-command", value="python 'unclosed")
 @example(data=None, key="priority", value="9" * 30)
+@example(data=None, key="name", value="nl-name\n")
+@example(data=None, key="name", value="ｈostile")
+@example(data=None, key="tasks-0-name", value="worker\r\n")
+@example(data=None, key="tasks-0-name", value="𝐰𝐨𝐫𝐤𝐞𝐫")
 def test_one_hostile_field_is_refused_on_that_field(world, researcher_client, data, key, value):
     if key == "queue" and data is not None:
         value = data.draw(
@@ -167,6 +180,7 @@ def _upload(client, content: bytes):
     after = _counts()
     if response.status_code == HTTPStatus.FOUND:
         assert after[0] == before[0] + 1
+        _assert_names_are_labels(Job.objects.order_by("-pk").first())
         return
     assert response.status_code == HTTPStatus.OK
     assert after == before, "a refused upload wrote rows"
@@ -181,6 +195,9 @@ def _upload(client, content: bytes):
 @given(path=st.sampled_from(MANIFEST_PATHS), value=yaml_values, delete=st.booleans())
 @example(path=("spec", "tasks", 0, "name"), value="a\x00b", delete=False)
 @example(path=("metadata", "name"), value=2**80, delete=False)
+@example(path=("metadata", "name"), value="nl-name\n", delete=False)
+@example(path=("metadata", "name"), value="ｊob", delete=False)
+@example(path=("spec", "tasks", 0, "name"), value="worker\n", delete=False)
 @example(
     path=("spec", "tasks", 0, "template", "spec", "containers", 0, "command"),
     value=["a\x00b"],

@@ -10,6 +10,8 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
+from portal.common.validators import validate_time_in_range
+
 from .authentication import ApiTokenAuthentication
 from .errors import api_exception_handler
 from .parsers import LimitedJSONParser
@@ -69,6 +71,14 @@ class StrictSerializer(ApiSerializer):
         if errors:
             raise serializers.ValidationError(errors)
         return value
+
+
+class TimeParameterField(serializers.DateTimeField):
+    """An ISO 8601 time in a query (`since`, `until`) within the range every filter accepts."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("validators", []).append(validate_time_in_range)
+        super().__init__(**kwargs)
 
 
 def by_method(name: str, **views: type[APIView]) -> Callable[..., HttpResponse]:

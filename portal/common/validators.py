@@ -1,6 +1,7 @@
 """Field validators shared by the apps."""
 
 import re
+from datetime import UTC, datetime
 
 from django.core.exceptions import ValidationError
 
@@ -14,6 +15,11 @@ DNS_LABEL_INVALID = (
 )
 STR_LIST_INVALID = "must be a list of strings"
 STR_DICT_INVALID = "must be a mapping of strings to strings"
+# Times a client may ask about (query filters). Outside, arithmetic on them (a default span
+# subtracted from year 1, a bucket rounded up from year 9999) overflows Python's datetime.
+TIME_MIN = datetime(1970, 1, 1, tzinfo=UTC)
+TIME_MAX = datetime(3000, 1, 1, tzinfo=UTC)
+TIME_OUT_OF_RANGE = "must be between 1970-01-01T00:00:00Z and 2999-12-31T23:59:59Z"
 # PostgreSQL's text and jsonb cannot hold U+0000: such a value would fail at INSERT (a 500).
 STR_NUL = "must not contain NUL characters (\\0)"
 
@@ -43,3 +49,10 @@ def validate_str_dict(value: object) -> None:
         raise ValidationError(STR_DICT_INVALID, code="str_dict")
     if any("\x00" in k or "\x00" in v for k, v in value.items()):
         raise ValidationError(STR_NUL, code="null_characters_not_allowed")
+
+
+def validate_time_in_range(value: datetime) -> None:
+    """A timezone-aware time between TIME_MIN and TIME_MAX (compared without converting it:
+    year 1 at +01:00 cannot be expressed in UTC)."""
+    if not TIME_MIN <= value < TIME_MAX:
+        raise ValidationError(TIME_OUT_OF_RANGE, code="time_range")

@@ -21,6 +21,7 @@ from portal.api.base import (
     ApiSerializer,
     ApiView,
     StrictSerializer,
+    TimeParameterField,
     error_responses,
 )
 from portal.api.errors import django_validation_errors
@@ -66,7 +67,7 @@ class JobListApi(ApiView):
         tenant = serializers.CharField(required=False, max_length=63, help_text="Tenant id or name")
         status = serializers.ChoiceField(choices=Job.Status.choices, required=False)
         mine = serializers.BooleanField(required=False, default=False)
-        since = serializers.DateTimeField(
+        since = TimeParameterField(
             required=False, help_text="Only jobs submitted at or after this time (ISO 8601)."
         )
 

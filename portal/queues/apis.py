@@ -16,6 +16,7 @@ from portal.api.base import (
     ApiSerializer,
     ApiView,
     StrictSerializer,
+    TimeParameterField,
     error_responses,
 )
 from portal.api.pagination import ApiPagination
@@ -297,8 +298,8 @@ class QueueUsageApi(ApiView):
     database from the usage samples. Default range: the last 24 hours."""
 
     class FilterSerializer(ApiSerializer):
-        since = serializers.DateTimeField(required=False)
-        until = serializers.DateTimeField(required=False)
+        since = TimeParameterField(required=False)
+        until = TimeParameterField(required=False)
         resolution = serializers.ChoiceField(
             choices=["minute", "hour", "day"], required=False, default="hour"
         )

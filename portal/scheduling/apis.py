@@ -8,7 +8,14 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.api.base import INT64_MAX, ApiSerializer, ApiView, StrictSerializer, error_responses
+from portal.api.base import (
+    INT64_MAX,
+    ApiSerializer,
+    ApiView,
+    StrictSerializer,
+    TimeParameterField,
+    error_responses,
+)
 from portal.api.pagination import ApiPagination
 from portal.api.permissions import IsSiteAdmin
 
@@ -36,8 +43,8 @@ class PreemptionListApi(ApiView):
         tenant = serializers.IntegerField(
             required=False, min_value=1, max_value=INT64_MAX, help_text="Victim tenant id"
         )
-        since = serializers.DateTimeField(required=False)
-        until = serializers.DateTimeField(required=False)
+        since = TimeParameterField(required=False)
+        until = TimeParameterField(required=False)
 
         def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
             if attrs.get("since") and attrs.get("until") and attrs["since"] >= attrs["until"]:

@@ -1,5 +1,6 @@
 from django import forms
 
+from portal.common.validators import validate_time_in_range
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
 
@@ -19,10 +20,16 @@ class PreemptionFilterForm(forms.Form):
         required=False, queryset=Tenant.objects.order_by("name"), empty_label="any"
     )
     since = forms.DateTimeField(
-        required=False, label="From", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+        required=False,
+        label="From",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        validators=[validate_time_in_range],
     )
     until = forms.DateTimeField(
-        required=False, label="Until", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+        required=False,
+        label="Until",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        validators=[validate_time_in_range],
     )
 
     def filters(self) -> dict:

@@ -165,6 +165,16 @@ def test_queue_update_rejects_with_field_names(world, api_for, body, fields):
     assert fields <= set(response.json()["errors"])
 
 
+# Years 1 and 9999, in UTC and at offsets that cannot be converted to UTC at all.
+EXTREME_TIMES = [
+    "0001-01-01T00:00:00Z",
+    "0001-01-01",
+    "0001-01-01T00:00:00%2B01:00",
+    "9999-12-31T23:59:59Z",
+    "9999-12-31T23:59:59-01:00",
+    "1969-12-31T23:59:59Z",
+]
+
 QUERIES = [
     ("/api/v1/jobs/?status=exploded", {"status"}),
     ("/api/v1/jobs/?since=yesterday", {"since"}),
@@ -177,6 +187,15 @@ QUERIES = [
     ("/api/v1/queues/{q}/usage/?since=2020-01-01T00:00Z&resolution=minute", {"since"}),
     ("/api/v1/queues/{q}/usage/?since=%00%ff", {"since"}),
     ("/api/v1/nodes/?schedulable=maybe", {"schedulable"}),
+    *[
+        (f"{path}?{param}={time}", {param})
+        for path, params in (
+            ("/api/v1/queues/{q}/usage/", ("since", "until")),
+            ("/api/v1/jobs/", ("since",)),
+        )
+        for param in params
+        for time in EXTREME_TIMES
+    ],
 ]
 
 
@@ -192,6 +211,11 @@ ADMIN_QUERIES = [
     ("/api/v1/preemptions/?queue=abc", {"queue"}),
     ("/api/v1/preemptions/?tenant=0", {"tenant"}),
     ("/api/v1/preemptions/?since=2025-02-01T00:00Z&until=2025-01-01T00:00Z", {"until"}),
+    *[
+        (f"/api/v1/preemptions/?{param}={time}", {param})
+        for param in ("since", "until")
+        for time in EXTREME_TIMES
+    ],
 ]
 
 

@@ -14,6 +14,7 @@ from django.urls import reverse
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from portal.common.validators import TIME_OUT_OF_RANGE
 from portal.scheduling.models import SchedulerConfig
 from scheduler.core.config import DEFAULT_CONF_TEXT
 from tests.nested import copy_at, paths
@@ -101,6 +102,8 @@ FILTER_KEYS = ["action", "queue", "tenant", "since", "until", "page"]
 @settings(FORM_FUZZ, max_examples=30)
 @given(query=st.dictionaries(st.sampled_from(FILTER_KEYS), form_values, max_size=4))
 @example(query={"since": "9999-99-99T99:99"})
+@example(query={"since": "0001-01-01T00:00:00+01:00"})
+@example(query={"until": "9999-12-31T23:59:59-01:00"})
 @example(query={"page": "9" * 5000})
 @example(query={"queue": "9" * 40})
 def test_history_filters_never_fail(world, staff_client, query):
@@ -109,3 +112,17 @@ def test_history_filters_never_fail(world, staff_client, query):
         assert response.status_code == HTTPStatus.OK
         if name.endswith("csv"):
             b"".join(response.streaming_content)
+
+
+@pytest.mark.parametrize(
+    "time",
+    ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "0001-01-01T00:00", "1969-12-31"],
+)
+@pytest.mark.parametrize("field", ["since", "until"])
+def test_history_filter_times_out_of_range_are_a_form_error(world, staff_client, field, time):
+    response = staff_client.get(reverse("scheduling:preemption_list"), {field: time})
+    assert response.status_code == HTTPStatus.OK
+    assert response.context["form"].errors[field] == [TIME_OUT_OF_RANGE]
+    csv = staff_client.get(reverse("scheduling:preemption_csv"), {field: time})
+    assert csv.status_code == HTTPStatus.OK
+    b"".join(csv.streaming_content)

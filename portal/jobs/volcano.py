@@ -55,6 +55,11 @@ GPU_TWO_NAMES = "only one GPU resource name per container (found {names})"
 GPU_REQUEST_MISMATCH = "GPU request ({request}) differs from the limit ({limit})"
 ENV_VALUE_FROM = "valueFrom is not supported; give a literal value"
 DUPLICATE_ENV = "environment variable {name} is set twice"
+# Ignored spec fields are named back in a response header: only plain names can be.
+NOT_A_FIELD_NAME = (
+    "unknown field {key!r} is not a field name (letters, digits, '_', '.', '-'; at most 63)"
+)
+_FIELD_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,63}")
 
 _QUANTITY_RE = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
 _SUFFIXES = {
@@ -271,6 +276,9 @@ def volcano_job_parse(data: Any) -> VolcanoJobSpec:
         for key in spec
         if key not in ("queue", "minAvailable", "tasks") and isinstance(key, str)
     )
+    for key in ignored:
+        if not _FIELD_NAME_RE.fullmatch(key):
+            c.add("spec", NOT_A_FIELD_NAME.format(key=key))
 
     tasks: list[dict[str, Any]] = []
     raw_tasks = spec.get("tasks")

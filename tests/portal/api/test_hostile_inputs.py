@@ -334,3 +334,33 @@ def test_no_entry_point_stores_a_name_with_a_line_break(world, api_for, name, wh
         if as_yaml:
             expected = "metadata.name" if where == "job" else "spec.tasks[0].name"
         assert expected in errors, errors
+
+
+@pytest.mark.parametrize(
+    "key", ["x\r\nSet-Cookie: a=b", "x\ny", "x\u2028y", "x\ty", "plugins\x85", "é" * 3, "k" * 64]
+)
+@pytest.mark.parametrize("as_yaml", [False, True], ids=["json", "yaml"])
+def test_an_unknown_spec_field_that_is_no_field_name_is_400(world, api_for, key, as_yaml):
+    """Ignored spec fields are listed in X-Manifest-Ignored-Fields: a line break there was a
+    500 (BadHeaderError) after the job had been written."""
+    manifest = yaml.safe_load(_manifest("hostile"))
+    manifest["spec"][key] = True
+    client = api_for("researcher")
+    if as_yaml:
+        body = yaml.safe_dump(manifest, allow_unicode=True)
+        response = client.post("/api/v1/jobs/", body, content_type="application/yaml")
+    else:
+        response = client.post("/api/v1/jobs/", manifest, format="json")
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
+    assert "spec" in response.json()["errors"]
+    assert not Job.objects.filter(name="hostile").exists()
+
+
+def test_plain_unknown_spec_fields_are_listed_in_a_header(world, api_for):
+    manifest = yaml.safe_load(_manifest("hostile"))
+    manifest["spec"] |= {"maxRetry": 3, "policies": [], "scheduler_name.x-1": "v"}
+    response = api_for("researcher").post("/api/v1/jobs/", manifest, format="json")
+    assert response.status_code == HTTPStatus.CREATED, response.content
+    assert response["X-Manifest-Ignored-Fields"] == (
+        "spec.maxRetry, spec.policies, spec.scheduler_name.x-1"
+    )

@@ -1,5 +1,3 @@
-import csv
-
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
@@ -7,6 +5,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from portal.common.access import staff_required
+from portal.common.csvsafe import CsvLines
 from portal.dashboards.paging import LargeTablePaginator
 
 from .forms import PreemptionFilterForm, SchedulerConfigForm
@@ -88,23 +87,18 @@ def _history_columns(events):
     )
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
 @staff_required
 def preemption_csv(request: HttpRequest) -> HttpResponse:
     """The same filtered history as CSV (streamed, no row limit)."""
     from django.http import StreamingHttpResponse
 
     _, events = _filtered_events(request)
-    writer = csv.writer(_Echo())
+    writer = CsvLines()
 
     def rows():
-        yield writer.writerow(CSV_HEADER)
+        yield writer.line(CSV_HEADER)
         for event in events.iterator(chunk_size=2000):
-            yield writer.writerow(
+            yield writer.line(
                 [
                     event.occurred_at.isoformat(),
                     event.action,

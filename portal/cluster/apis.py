@@ -1,4 +1,4 @@
-"""Nodes over REST: read-only inventory and GPU occupancy, for any authenticated user."""
+"""Nodes over REST: read-only inventory and GPU occupancy, for members of any tenant and admins."""
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
@@ -51,7 +51,7 @@ class NodeListApi(ApiView):
     def get(self, request: Request) -> Response:
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
-        nodes = node_list_with_usage()
+        nodes = node_list_with_usage(user=request.user)
         if filters.validated_data.get("schedulable") is not None:
             nodes = nodes.filter(schedulable=filters.validated_data["schedulable"])
         paginator = self.pagination_class()
@@ -70,5 +70,5 @@ class NodeDetailApi(ApiView):
         responses={200: OutputSerializer, **error_responses(401, 404)},
     )
     def get(self, request: Request, node_id: int) -> Response:
-        node = get_object_or_404(node_list_with_usage(), pk=node_id)
+        node = get_object_or_404(node_list_with_usage(user=request.user), pk=node_id)
         return Response(self.OutputSerializer(node).data)

@@ -3,6 +3,8 @@ from dataclasses import dataclass
 from django.db.models import QuerySet, Sum
 from django.db.models.functions import Coalesce
 
+from portal.common.access import AnyUser, visible_nodes
+
 from .models import Node, Placement
 
 
@@ -16,8 +18,9 @@ class ClusterTotals:
         return int(getattr(self, resource))
 
 
-def node_list(*, schedulable: bool | None = None) -> QuerySet[Node]:
-    nodes = Node.objects.all().order_by("name")
+def node_list(*, user: AnyUser, schedulable: bool | None = None) -> QuerySet[Node]:
+    """The nodes `user` may see (portal.common.access.visible_nodes), by name."""
+    nodes = visible_nodes(user).order_by("name")
     if schedulable is not None:
         nodes = nodes.filter(schedulable=schedulable)
     return nodes
@@ -58,12 +61,13 @@ def placement_list_for_job(*, job_id: int) -> QuerySet[Placement]:
     return Placement.objects.filter(job_id=job_id).select_related("task").order_by("id")
 
 
-def node_list_with_usage() -> QuerySet[Node]:
-    """Nodes annotated with `gpus_used` (active placements) and `pods_active`."""
+def node_list_with_usage(*, user: AnyUser) -> QuerySet[Node]:
+    """The nodes `user` may see, annotated with `gpus_used` (active placements) and
+    `pods_active`."""
     from django.db.models import Count, Q
 
     active = Q(placements__state__in=Placement.ACTIVE_STATES)
-    return Node.objects.annotate(
+    return visible_nodes(user).annotate(
         gpus_used=Coalesce(Sum("placements__gpus", filter=active), 0),
         pods_active=Count("placements", filter=active),
     ).order_by("name")

@@ -9,7 +9,7 @@ from .selectors import node_list_with_usage
 @staff_required
 def node_list(request: HttpRequest) -> HttpResponse:
     """Inventory with per-node GPUs used (active placements) and free."""
-    nodes = list(node_list_with_usage())
+    nodes = list(node_list_with_usage(user=request.user))
     for node in nodes:
         node.gpus_free = max(node.gpu_count - node.gpus_used, 0)
         node.used_percent = round(100 * node.gpus_used / node.gpu_count) if node.gpu_count else 0

@@ -19,6 +19,7 @@ from django.db import connection
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
+from portal.cluster.models import Node
 from portal.jobs.models import Job
 from portal.queues.models import Queue
 from portal.tenants.models import Membership, Tenant
@@ -136,6 +137,16 @@ def visible_jobs(user: AnyUser) -> QuerySet[Job]:
     if is_site_admin(user):
         return Job.objects.all()
     return Job.objects.filter(tenant__in=member_tenants(user))
+
+
+def visible_nodes(user: AnyUser) -> QuerySet[Node]:
+    """Nodes are shared by every tenant: a member of any tenant sees them all, and so does a
+    site admin; a signed-in user who belongs to no tenant sees none."""
+    if is_site_admin(user):
+        return Node.objects.all()
+    if _memberships(user).exists():
+        return Node.objects.all()
+    return Node.objects.none()
 
 
 def can_submit_to(user: AnyUser, queue: Queue) -> bool:

@@ -89,7 +89,7 @@ def quota_data(request: HttpRequest) -> dict[str, Any]:
 
 def occupancy_data(request: HttpRequest) -> dict[str, Any]:
     scope = _scope(request)
-    nodes = [(node.name, node.gpu_count) for node in node_list(schedulable=True)]
+    nodes = [(node.name, node.gpu_count) for node in node_list(user=request.user, schedulable=True)]
     placements = [
         (node, queue, job, gpus) if _allowed(scope, queue) else (node, OTHER_TENANTS, None, gpus)
         for node, queue, job, gpus in placement_gpu_rows_active()

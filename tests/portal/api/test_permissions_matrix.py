@@ -249,3 +249,18 @@ def test_bad_token_is_401(world):
     response = client.get("/api/v1/jobs/")
     assert response.status_code == HTTPStatus.UNAUTHORIZED
     assert response["WWW-Authenticate"] == "Token"
+
+
+def test_a_user_in_no_tenant_sees_no_nodes_jobs_queues_or_tenants(world, cluster, user):
+    """Signed in (a real token), member of nothing: every list is empty, every id 404."""
+    from tests.portal.api.conftest import token_client
+
+    client = token_client(user)
+    for url in ("/api/v1/nodes/", "/api/v1/jobs/", "/api/v1/queues/", "/api/v1/tenants/"):
+        response = client.get(url)
+        assert response.status_code == HTTPStatus.OK, url
+        assert response.json()["count"] == 0, url
+    node = cluster[0]
+    assert client.get(f"/api/v1/nodes/{node.pk}/").status_code == MISSING
+    assert client.get(f"/api/v1/jobs/{world['nlp_job'].pk}/").status_code == MISSING
+    assert client.get(f"/api/v1/queues/{world['nlp_queue'].pk}/").status_code == MISSING

@@ -35,6 +35,17 @@ def test_anonymous_sees_nothing(nlp_queue):
     assert not access.visible_jobs(AnonymousUser()).exists()
 
 
+def test_nodes_are_seen_by_members_of_any_tenant_and_admins_only(
+    researcher, outsider, staff, user, cluster
+):
+    for member in (researcher, outsider, staff):
+        assert access.visible_nodes(member).count() == 4
+    assert not access.visible_nodes(user).exists()  # signed in, in no tenant
+    assert not access.visible_nodes(AnonymousUser()).exists()
+    researcher.is_active = False
+    assert not access.visible_nodes(researcher).exists()
+
+
 def test_inactive_member_sees_nothing(researcher, nlp_queue):
     researcher.is_active = False
     assert not access.visible_queues(researcher).exists()

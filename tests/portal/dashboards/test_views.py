@@ -137,3 +137,13 @@ def test_chart_query_counts_are_bounded(staff_client, busy, django_assert_max_nu
     ):
         with django_assert_max_num_queries(10):
             _data(staff_client, chart, **params)
+
+
+def test_a_user_in_no_tenant_sees_no_nodes_queues_or_jobs_on_the_charts(client, user, busy):
+    client.force_login(user)
+    occupancy = _data(client, "occupancy")
+    assert occupancy["figure"]["data"][0]["y"] == []  # no node rows
+    assert occupancy["free_blocks"] == {"8": 0, "4": 0, "2": 0, "1": 0}
+    for chart in ("usage", "quota", "pending"):
+        figure = _data(client, chart)["figure"]
+        assert all(not trace.get("x") for trace in figure["data"]), chart

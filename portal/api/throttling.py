@@ -18,6 +18,8 @@ from django.core.cache import caches
 from django.core.cache.backends.redis import RedisCache
 from rest_framework.throttling import ScopedRateThrottle
 
+from portal.common.client_address import client_address
+
 # Overridden (per scope) by settings.API_THROTTLE_RATES; `None` disables a scope.
 DEFAULT_THROTTLE_RATES: dict[str, str | None] = {
     "job_create": "120/min",
@@ -60,7 +62,12 @@ def _window_script(cache: RedisCache) -> Any:
 
 
 class ApiScopedRateThrottle(ScopedRateThrottle):
-    """ScopedRateThrottle whose rates come from API_THROTTLE_RATES with built-in defaults."""
+    """ScopedRateThrottle whose rates come from API_THROTTLE_RATES with built-in defaults,
+    counting anonymous clients by portal.common.client_address (DRF's get_ident trusts
+    X-Forwarded-For whole when NUM_PROXIES is unset: a fresh budget per forged header)."""
+
+    def get_ident(self, request: Any) -> str:
+        return client_address(request)
 
     def get_rate(self) -> Any:
         rates = {**DEFAULT_THROTTLE_RATES, **getattr(settings, "API_THROTTLE_RATES", {})}

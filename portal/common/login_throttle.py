@@ -1,26 +1,31 @@
 """Login throttling: after too many failed logins for one username from one address, the
-login page answers 429 without checking the password until the window has passed.
+login page and the token endpoint (which share the count) answer 429 without checking the
+password until the window has passed.
 
 Counts live in the Django cache (Redis in production, so every gunicorn worker shares
 them). The window is fixed: it starts at the first failure and is not extended by later
 ones, so a locked-out user knows when they can try again. A successful login clears the
-count. Keys hash the username, so any text a client sends is a valid cache key.
+count. The username is keyed as Django matches it, NFKC-normalised (what the login form's
+username field does), then case-folded, so look-alikes (`ｄowng`, `𝐝𝐨𝐰𝐧𝐠`) and case
+variants share the budget of `downg`. Keys hash it, so any text a client sends is a valid
+cache key. The address is portal.common.client_address: the socket's, or the one a
+configured trusted proxy declares.
 
 Settings (read at request time): LOGIN_FAILURE_LIMIT (failures allowed per window, 5),
-LOGIN_FAILURE_WINDOW_SECONDS (900) and LOGIN_CLIENT_ADDRESS_HEADER: the META key of a header
-that a trusted proxy sets to the client's address (e.g. "HTTP_X_REAL_IP"); empty means
-REMOTE_ADDR. Never name a header that clients can set themselves: they would pick a fresh
-address for every guess.
+LOGIN_FAILURE_WINDOW_SECONDS (900); the proxy settings in client_address.
 """
 
 import hashlib
 import math
+import unicodedata
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.views import LoginView
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
+
+from .client_address import client_address
 
 DEFAULT_FAILURE_LIMIT = 5
 DEFAULT_WINDOW_SECONDS = 15 * 60
@@ -31,6 +36,10 @@ LOGIN_THROTTLED = (
 )
 
 
+def login_throttled_message() -> str:
+    return LOGIN_THROTTLED.format(minutes=math.ceil(window_seconds() / 60))
+
+
 def failure_limit() -> int:
     return int(getattr(settings, "LOGIN_FAILURE_LIMIT", DEFAULT_FAILURE_LIMIT))
 
@@ -39,16 +48,16 @@ def window_seconds() -> int:
     return int(getattr(settings, "LOGIN_FAILURE_WINDOW_SECONDS", DEFAULT_WINDOW_SECONDS))
 
 
-def client_address(request: HttpRequest) -> str:
-    header = getattr(settings, "LOGIN_CLIENT_ADDRESS_HEADER", "")
-    if header and request.META.get(header):
-        return str(request.META[header]).strip()
-    return str(request.META.get("REMOTE_ADDR", ""))
+def username_key(username: str) -> str:
+    """`username` as the throttle counts it: stripped and NFKC-normalised like Django's login
+    form does before it looks the user up, then case-folded (and normalised again, since
+    folding can undo NFKC), so every spelling that can reach one account shares a budget."""
+    folded = unicodedata.normalize("NFKC", username.strip()).casefold()
+    return unicodedata.normalize("NFKC", folded)
 
 
 def _key(*, username: str, address: str) -> str:
-    # Usernames are matched case-insensitively so "Alice" and "alice" share one budget.
-    raw = f"{username.strip().casefold()}\n{address}".encode("utf-8", "surrogatepass")
+    raw = f"{username_key(username)}\n{address}".encode("utf-8", "surrogatepass")
     return CACHE_PREFIX + hashlib.sha256(raw).hexdigest()
 
 
@@ -89,10 +98,7 @@ class ThrottledLoginView(LoginView):
         if login_blocked(**self._who()):
             # A fresh, unbound form: validating the posted one would check the password.
             form = self.form_class(request, initial={"username": self._who()["username"]})
-            minutes = math.ceil(window_seconds() / 60)
-            context = self.get_context_data(
-                form=form, throttled=LOGIN_THROTTLED.format(minutes=minutes)
-            )
+            context = self.get_context_data(form=form, throttled=login_throttled_message())
             return self.render_to_response(context, status=429)
         return super().post(request, *args, **kwargs)
 

@@ -91,8 +91,11 @@ AUTH_PASSWORD_VALIDATORS = [
 # the rest of the window (portal/common/login_throttle.py; counts live in the cache).
 LOGIN_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
 LOGIN_FAILURE_WINDOW_SECONDS = env.int("LOGIN_FAILURE_WINDOW_SECONDS", default=15 * 60)
-# META key of a header a trusted proxy sets to the client address (e.g. HTTP_X_REAL_IP).
+# The trusted proxy, named one of two ways (portal/common/client_address.py): the META key
+# of a header it sets to the client address (e.g. HTTP_X_REAL_IP), or how many proxies
+# append to X-Forwarded-For. Neither: the socket's address. Every throttle counts by it.
 LOGIN_CLIENT_ADDRESS_HEADER = env.str("LOGIN_CLIENT_ADDRESS_HEADER", default="")
+NUM_PROXIES = env.int("NUM_PROXIES", default=None)
 
 # MIDDLEWARE
 # ------------------------------------------------------------------------------
@@ -211,6 +214,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
+    # Only DRF's own get_ident() reads it; the portal's throttles call client_address().
+    "NUM_PROXIES": NUM_PROXIES,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU quota portal API",

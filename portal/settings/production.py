@@ -36,11 +36,24 @@ DATABASES["default"].setdefault("CONN_MAX_AGE", 60)  # noqa: F405
 
 # CACHES
 # ------------------------------------------------------------------------------
-# One cache for all gunicorn workers, so API rate limits count per user, not per process.
+# One cache for all gunicorn workers, so the login lock and the API rate limits count per
+# user and address, not per process (Django's default, local memory, is per process: three
+# workers let three times the limit through). Redis when configured; else files in VAR_DIR,
+# shared by the workers of one machine (several web machines need Redis).
 if REDIS_URL:  # noqa: F405
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": env.str("CACHE_URL", default=REDIS_URL),  # noqa: F405
+        }
+    }
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache"),  # noqa: F405
+            # Each write lists the folder once it is full; 300 (the default) would let a
+            # burst of usernames cull the counts of others.
+            "OPTIONS": {"MAX_ENTRIES": 10_000},
         }
     }

@@ -1,5 +1,8 @@
 """Login throttling: N failures per username and address, then 429 without a password check."""
 
+import os
+import subprocess
+import sys
 from http import HTTPStatus
 
 import pytest
@@ -159,3 +162,81 @@ def test_admin_login_goes_through_the_throttled_page(researcher, password):
     assert response.status_code == HTTPStatus.FOUND
     assert response.url == f"{reverse('login')}?next=/admin/"
     assert "_auth_user_id" not in client.session
+
+
+LOOK_ALIKES = ["ｒesearcher", "𝐫𝐞𝐬𝐞𝐚𝐫𝐜𝐡𝐞𝐫", "ＲＥＳＥＡＲＣＨＥＲ", " Researcher\t"]
+
+
+@pytest.mark.parametrize("alike", LOOK_ALIKES)
+def test_unicode_look_alikes_share_the_budget_of_the_account_they_reach(
+    researcher, password, password_checks, alike
+):
+    client = Client()
+    _fail(client, "researcher", LIMIT)
+    checks = len(password_checks)
+    assert _login(client, alike, "wrong-password").status_code == HTTPStatus.TOO_MANY_REQUESTS
+    response = _login(client, alike, password)
+    assert response.status_code == HTTPStatus.TOO_MANY_REQUESTS
+    assert "_auth_user_id" not in client.session
+    assert len(password_checks) == checks
+
+
+def test_look_alike_failures_count_for_the_plain_name(researcher, password):
+    client = Client()
+    for alike in LOOK_ALIKES[: LIMIT - 1]:
+        _fail(client, alike, 1)
+    _fail(client, "RESEARCHER", 1)
+    assert _login(client, "researcher", password).status_code == HTTPStatus.TOO_MANY_REQUESTS
+
+
+def test_a_look_alike_with_the_right_password_logs_in_under_the_limit(researcher, password):
+    """The normalisation is Django's own: what the form accepts, the throttle counts alike."""
+    client = Client()
+    assert _login(client, "𝐫𝐞𝐬𝐞𝐚𝐫𝐜𝐡𝐞𝐫", password).status_code == HTTPStatus.FOUND
+    assert client.session["_auth_user_id"] == str(researcher.pk)
+
+
+def test_with_one_trusted_proxy_a_rotating_forwarded_for_buys_nothing(
+    settings, researcher, password
+):
+    settings.NUM_PROXIES = 1
+    client = Client()
+    for index in range(LIMIT):
+        forged = f"192.0.2.{index}, 203.0.113.5"  # the proxy appended the real address
+        _fail(client, "researcher", 1, HTTP_X_FORWARDED_FOR=forged)
+    response = _login(
+        client, "researcher", password, HTTP_X_FORWARDED_FOR="192.0.2.99, 203.0.113.5"
+    )
+    assert response.status_code == HTTPStatus.TOO_MANY_REQUESTS
+    other = _login(client, "researcher", password, HTTP_X_FORWARDED_FOR="203.0.113.6")
+    assert other.status_code == HTTPStatus.FOUND
+
+
+WORKER = """
+import django
+django.setup()
+from django.conf import settings
+from portal.common.login_throttle import login_failure_record
+print(settings.CACHES["default"]["BACKEND"])
+for _ in range(3):
+    print(login_failure_record(username="researcher", address="10.0.0.1"))
+"""
+
+
+def test_processes_on_production_settings_without_redis_share_one_count(tmp_path):
+    """Two gunicorn workers are two processes: local memory (Django's default cache) gave
+    each its own count, so N workers let N times the limit through."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_", "CACHE_"))}
+    env |= {
+        "DJANGO_SETTINGS_MODULE": "portal.settings.production",
+        "SECRET_KEY": "x" * 60,
+        "PORTAL_VAR_DIR": str(tmp_path),
+    }
+    outputs = [
+        subprocess.run(  # noqa: S603 (our own interpreter and script)
+            [sys.executable, "-c", WORKER], env=env, capture_output=True, text=True, check=True
+        ).stdout.split()
+        for _ in range(2)
+    ]
+    assert outputs[0][0] == "django.core.cache.backends.filebased.FileBasedCache"
+    assert [line for out in outputs for line in out[1:]] == ["1", "2", "3", "4", "5", "6"]

@@ -93,14 +93,14 @@ SEED = """
 import django
 django.setup()
 from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
+from portal.api.services import api_token_create
 from portal.queues.models import Queue
 from portal.tenants.models import Membership, Tenant
 tenant = Tenant.objects.create(name="loadtest")
 Queue.objects.create(tenant=tenant, name="{queue}", weight=1)
 user = get_user_model().objects.create_user("loader", password=None)
 Membership.objects.create(user=user, tenant=tenant, role=Membership.Role.RESEARCHER)
-print(Token.objects.create(user=user).key)
+print(api_token_create(user=user, name="load test")[1])
 """
 
 

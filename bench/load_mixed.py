@@ -113,7 +113,7 @@ import django
 django.setup()
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
+from portal.api.services import api_token_create
 from portal.cluster.services import node_inventory_load, node_inventory_sync
 from portal.jobs.services import JOB_PENDING_REASON_SUBMITTED
 from portal.queues.models import Queue
@@ -132,7 +132,7 @@ for u in range({users}):
     tenant, queue = tenants[u % len(tenants)]
     user = get_user_model().objects.create_user(f"loader-{{u}}", password=None)
     Membership.objects.create(user=user, tenant=tenant, role=Membership.Role.RESEARCHER)
-    tokens.append(Token.objects.create(user=user).key)
+    tokens.append(api_token_create(user=user, name="load test")[1])
     queues.append(queue.name)
 print(json.dumps({{"tokens": tokens, "queues": queues, "submitted": JOB_PENDING_REASON_SUBMITTED}}))
 """

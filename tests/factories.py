@@ -189,3 +189,10 @@ class QueueUsageSampleFactory(factory.django.DjangoModelFactory):
     queue = factory.SubFactory(QueueFactory)
     gpus_allocated = 4
     gpus_deserved = 8.0
+
+
+def api_token_secret(user, name: str = "tests") -> str:
+    """A new API token of `user`, through the service: the secret to send."""
+    from portal.api.services import api_token_create
+
+    return api_token_create(user=user, name=name)[1]

@@ -9,14 +9,18 @@ from portal.queues import apis as queue_apis
 from portal.scheduling import apis as scheduling_apis
 from portal.tenants import apis as tenant_apis
 
-from .apis import TokenCreateApi
+from .apis import TokenCreateApi, TokenRevokeApi
 from .base import by_method
-from .views import ApiTokenView
+from .views import ApiTokenRevokeView, ApiTokenView
 
 app_name = "api"
 
 v1 = [
-    path("auth/token/", TokenCreateApi.as_view(), name="token_create"),
+    path(
+        "auth/token/",
+        by_method("TokenApi", post=TokenCreateApi, delete=TokenRevokeApi),
+        name="token_create",
+    ),
     path(
         "jobs/",
         by_method("JobsApi", get=job_apis.JobListApi, post=job_apis.JobCreateApi),
@@ -67,4 +71,5 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     path("tokens/", ApiTokenView.as_view(), name="tokens"),
+    path("tokens/<int:token_id>/revoke/", ApiTokenRevokeView.as_view(), name="token_revoke"),
 ]

@@ -1,35 +1,66 @@
-"""`/api/tokens/`: a page to create (or replace) and revoke your API token."""
+"""`/api/tokens/`: your API tokens: create one (its secret shown once), see when each was
+last used, revoke any."""
 
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
-from django.views.generic import TemplateView
-from rest_framework.authtoken.models import Token
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views import View
 
-from .services import api_token_create, api_token_revoke
+from .forms import ApiTokenCreateForm
+from .selectors import api_token_get, api_token_list
+from .services import api_token_create, api_token_revoke, expiry_days_default, expiry_days_max
 
-TOKEN_CREATED = "A new API token was created; any previous token no longer works."
-TOKEN_REVOKED = "Your API token was revoked."
-TOKEN_NONE = "You have no API token."
+TOKEN_REVOKED = "Token “{name}” was revoked; requests with it now get 401."
+TOKEN_ALREADY_REVOKED = "Token “{name}” was already revoked."
 
 
-class ApiTokenView(LoginRequiredMixin, TemplateView):
+class ApiTokenView(LoginRequiredMixin, View):
     template_name = "api/token_manage.html"
 
-    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        context = super().get_context_data(**kwargs)
-        context["token"] = Token.objects.filter(user=self.request.user).first()
-        context["api_url"] = self.request.build_absolute_uri("/api/v1/")
-        return context
+    def _render(self, request: HttpRequest, form: ApiTokenCreateForm, **extra: Any) -> HttpResponse:
+        now = timezone.now()
+        tokens = [(token, token.state(now=now)) for token in api_token_list(user=request.user)]
+        context = {
+            "form": form,
+            "tokens": tokens,
+            "max_days": expiry_days_max(),
+            "api_url": request.build_absolute_uri("/api/v1/"),
+            **extra,
+        }
+        return render(request, self.template_name, context)
 
-    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if request.POST.get("action") == "revoke":
-            revoked = api_token_revoke(user=request.user)
-            messages.success(request, TOKEN_REVOKED if revoked else TOKEN_NONE)
-        else:
-            api_token_create(user=request.user)
-            messages.success(request, TOKEN_CREATED)
+    def get(self, request: HttpRequest) -> HttpResponse:
+        form = ApiTokenCreateForm(initial={"expires_in_days": expiry_days_default()})
+        return self._render(request, form)
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        form = ApiTokenCreateForm(request.POST)
+        if form.is_valid():
+            try:
+                token, secret = api_token_create(user=request.user, **form.cleaned_data)
+            except ValidationError as error:
+                form.add_error(None, error)
+            else:
+                # The secret is in this answer only (no redirect, no message stored in a
+                # cookie); the middleware marks every signed-in page no-store.
+                fresh = ApiTokenCreateForm(initial={"expires_in_days": expiry_days_default()})
+                return self._render(request, fresh, created=token, secret=secret)
+        return self._render(request, form)
+
+
+class ApiTokenRevokeView(LoginRequiredMixin, View):
+    http_method_names = ["post"]
+
+    def post(self, request: HttpRequest, token_id: int) -> HttpResponse:
+        token = api_token_get(user=request.user, token_id=token_id)
+        if token is None:
+            raise Http404("No such token of yours.")
+        revoked = api_token_revoke(token=token, by=request.user)
+        message = TOKEN_REVOKED if revoked else TOKEN_ALREADY_REVOKED
+        messages.success(request, message.format(name=token.name))
         return redirect("api:tokens")

@@ -13,3 +13,8 @@ API_THROTTLE_RATES = {
 }
 # Largest JSON/YAML request body the API parses (bytes); larger bodies get 413.
 API_MAX_BODY_BYTES = int(os.environ.get("API_MAX_BODY_BYTES", str(256 * 1024)))
+# API tokens (portal/api/services.py): lifetime given at creation (default and most), and
+# how many unexpired, unrevoked tokens one user may hold.
+API_TOKEN_DEFAULT_DAYS = int(os.environ.get("API_TOKEN_DEFAULT_DAYS", "90"))
+API_TOKEN_MAX_DAYS = int(os.environ.get("API_TOKEN_MAX_DAYS", "365"))
+API_TOKEN_MAX_PER_USER = int(os.environ.get("API_TOKEN_MAX_PER_USER", "50"))

@@ -61,7 +61,6 @@ DJANGO_APPS = [
 ]
 THIRD_PARTY_APPS = [
     "rest_framework",
-    "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -73,6 +72,7 @@ LOCAL_APPS = [
     "portal.jobs",
     "portal.cluster",
     "portal.scheduling",
+    "portal.api",
 ]
 INSTALLED_APPS = DJANGO_APPS + THIRD_PARTY_APPS + LOCAL_APPS
 

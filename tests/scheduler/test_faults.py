@@ -12,7 +12,6 @@ from http import HTTPStatus
 
 import pytest
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from portal.cluster.models import Placement, SimulatedPod
@@ -20,7 +19,14 @@ from portal.jobs.models import Job
 from portal.scheduling.models import CycleRun
 from portal.tenants.models import Membership
 from scheduler.adapters.cycle import ABANDONED
-from tests.factories import MembershipFactory, NodeFactory, QueueFactory, TenantFactory, UserFactory
+from tests.factories import (
+    MembershipFactory,
+    NodeFactory,
+    QueueFactory,
+    TenantFactory,
+    UserFactory,
+    api_token_secret,
+)
 from tests.scheduler.conftest import (
     REAL_WORKERS,
     current_state_violations,
@@ -140,7 +146,7 @@ def test_scheduling_resumes_by_itself_after_redis_restarts(team, workers, privat
     # A submission during the outage still succeeds for the user: the job is committed and
     # the kick that cannot reach the broker is dropped (beat runs a cycle later anyway).
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_secret(user)}")
     response = client.post(
         "/api/v1/jobs/",
         {

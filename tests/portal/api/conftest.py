@@ -2,10 +2,9 @@
 
 import pytest
 from django.core.cache import cache
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from tests.factories import JobFactory, JobTaskFactory
+from tests.factories import JobFactory, JobTaskFactory, api_token_secret
 
 ROLES = ("researcher", "lead", "outsider", "staff", "anonymous")
 
@@ -19,8 +18,7 @@ def _clear_throttle_cache():
 
 def token_client(user) -> APIClient:
     client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_secret(user)}")
     return client
 
 

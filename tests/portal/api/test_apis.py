@@ -1,15 +1,20 @@
-"""The token endpoint: it shares the login page's lock, counts clients by the trusted proxy
-only, and matches usernames as the login form does."""
+"""The token endpoint: a new named token with an expiry per call, revocation of the token in
+use; it shares the login page's lock, counts clients by the trusted proxy only, and matches
+usernames as the login form does."""
 
+from datetime import datetime, timedelta
 from http import HTTPStatus
 
 import pytest
 from django.contrib.auth import forms as auth_forms
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from portal.api import apis as token_apis
+from portal.api.apis import ENDPOINT_TOKEN_NAME
+from portal.api.models import ApiToken
 from portal.common.login_throttle import login_throttled_message
 
 pytestmark = pytest.mark.django_db
@@ -75,7 +80,7 @@ def test_failures_on_the_login_page_lock_the_endpoint(researcher, password):
     for _ in range(LIMIT):
         assert _page_login("researcher", "wrong").status_code == HTTPStatus.OK
     assert _token("researcher", password).status_code == HTTPStatus.TOO_MANY_REQUESTS
-    assert _token("researcher", password, "10.0.0.2").status_code == HTTPStatus.OK
+    assert _token("researcher", password, "10.0.0.2").status_code == HTTPStatus.CREATED
 
 
 def test_a_forged_forwarded_for_header_buys_no_fresh_budget(researcher, password):
@@ -96,17 +101,17 @@ def test_look_alikes_share_the_budget(researcher, password, alike):
 
 def test_the_login_forms_spelling_of_a_username_works_here_too(researcher, password):
     response = _token("𝐫𝐞𝐬𝐞𝐚𝐫𝐜𝐡𝐞𝐫", password)
-    assert response.status_code == HTTPStatus.OK
+    assert response.status_code == HTTPStatus.CREATED
     assert response.json()["username"] == "researcher"
 
 
 def test_a_success_clears_the_count(researcher, password):
     for _ in range(LIMIT - 1):
         _token("researcher", "wrong")
-    assert _token("researcher", password).status_code == HTTPStatus.OK
+    assert _token("researcher", password).status_code == HTTPStatus.CREATED
     for _ in range(LIMIT - 1):
         _token("researcher", "wrong")
-    assert _token("researcher", password).status_code == HTTPStatus.OK
+    assert _token("researcher", password).status_code == HTTPStatus.CREATED
 
 
 def test_the_rate_limit_counts_clients_by_the_socket_not_a_forged_header(settings, researcher):
@@ -131,3 +136,53 @@ def test_with_a_trusted_proxy_the_rate_limit_counts_the_address_it_appended(sett
     assert [r.status_code for r in first][-1] == HTTPStatus.TOO_MANY_REQUESTS
     other = _token("nobody", "x", proxy, HTTP_X_FORWARDED_FOR="203.0.113.6")
     assert other.status_code == HTTPStatus.BAD_REQUEST
+
+
+def test_every_call_makes_a_new_named_token_with_an_expiry(researcher, password):
+    first = APIClient().post(
+        URL,
+        {"username": "researcher", "password": password, "name": "ci", "expires_in_days": 7},
+        format="json",
+    )
+    assert first.status_code == HTTPStatus.CREATED
+    body = first.json()
+    assert body["name"] == "ci"
+    expires = datetime.fromisoformat(body["expires_at"])
+    assert timedelta(days=6, hours=23) < expires - timezone.now() <= timedelta(days=7)
+    second = _token("researcher", password)
+    assert second.json()["name"] == ENDPOINT_TOKEN_NAME
+    assert second.json()["token"] != body["token"]
+    for secret in (body["token"], second.json()["token"]):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
+        assert client.get("/api/v1/jobs/").status_code == HTTPStatus.OK
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"expires_in_days": 366}, "expires_in_days"),
+        ({"expires_in_days": 0}, "expires_in_days"),
+        ({"name": "a\nb"}, "name"),
+        ({"name": "x" * 101}, "name"),
+    ],
+)
+def test_bad_token_options_are_400_naming_the_field(researcher, password, extra, field):
+    body = {"username": "researcher", "password": password, **extra}
+    response = APIClient().post(URL, body, format="json")
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
+    assert field in response.json()["errors"]
+    assert not ApiToken.objects.exists()
+
+
+def test_delete_revokes_the_token_the_request_is_made_with(researcher, password):
+    secret = _token("researcher", password).json()["token"]
+    other = _token("researcher", password).json()["token"]
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
+    assert client.delete(URL).status_code == HTTPStatus.NO_CONTENT
+    assert client.get("/api/v1/jobs/").json()["detail"] == "Token revoked by its owner."
+    still = APIClient()
+    still.credentials(HTTP_AUTHORIZATION=f"Token {other}")
+    assert still.get("/api/v1/jobs/").status_code == HTTPStatus.OK
+    assert APIClient().delete(URL).status_code == HTTPStatus.UNAUTHORIZED

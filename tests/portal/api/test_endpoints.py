@@ -325,7 +325,7 @@ def test_token_endpoint(world, researcher, password):
     response = client.post(
         "/api/v1/auth/token/", {"username": "researcher", "password": password}, format="json"
     )
-    assert response.status_code == HTTPStatus.OK
+    assert response.status_code == HTTPStatus.CREATED
     token = response.json()["token"]
     client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
     assert client.get("/api/v1/jobs/").status_code == HTTPStatus.OK

@@ -1,11 +1,9 @@
-"""The OpenAPI schema validates and documents every endpoint; the docs UI is local; the
-token page creates and revokes tokens."""
+"""The OpenAPI schema validates and documents every endpoint; the docs UI is local."""
 
 from http import HTTPStatus
 
 import pytest
 from django.core.management import call_command
-from rest_framework.authtoken.models import Token
 
 pytestmark = pytest.mark.django_db
 
@@ -29,6 +27,7 @@ OPERATIONS = {
     ("/api/v1/scheduler-configs/{config_id}/", "get"),
     ("/api/v1/scheduler-configs/{config_id}/activate/", "post"),
     ("/api/v1/auth/token/", "post"),
+    ("/api/v1/auth/token/", "delete"),
 }
 
 
@@ -61,22 +60,3 @@ def test_docs_ui_uses_local_static_files(researcher_client):
     html = response.content.decode()
     assert "/static/drf_spectacular_sidecar/swagger-ui-dist/" in html
     assert "cdn" not in html.lower()
-
-
-def test_token_page_needs_login(client):
-    response = client.get("/api/tokens/")
-    assert response.status_code == HTTPStatus.FOUND
-    assert "/accounts/login/" in response["Location"]
-
-
-def test_token_page_creates_replaces_and_revokes(researcher_client, researcher):
-    page = researcher_client.get("/api/tokens/")
-    assert page.status_code == HTTPStatus.OK
-    assert "Create token" in page.content.decode()
-    researcher_client.post("/api/tokens/", {"action": "create"})
-    first = Token.objects.get(user=researcher).key
-    assert first in researcher_client.get("/api/tokens/").content.decode()
-    researcher_client.post("/api/tokens/", {"action": "create"})
-    assert Token.objects.get(user=researcher).key != first
-    researcher_client.post("/api/tokens/", {"action": "revoke"})
-    assert not Token.objects.filter(user=researcher).exists()

@@ -10,9 +10,14 @@ import sys
 
 import pytest
 from django.core.cache import cache
-from rest_framework.authtoken.models import Token
 
-from tests.factories import JobFactory, JobTaskFactory, NodeFactory, PreemptionEventFactory
+from tests.factories import (
+    JobFactory,
+    JobTaskFactory,
+    NodeFactory,
+    PreemptionEventFactory,
+    api_token_secret,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 CHECKS = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance"
@@ -34,12 +39,11 @@ def _no_throttle(settings):
 
 
 def run_schemathesis(live_server, user, tmp_path) -> subprocess.CompletedProcess:
-    token, _ = Token.objects.get_or_create(user=user)
     report = tmp_path / "report.json"
     return subprocess.run(
         [
             sys.executable, "-m", "schemathesis.cli", "run", f"{live_server.url}/api/schema/",
-            "--header", f"Authorization: Token {token.key}",
+            "--header", f"Authorization: Token {api_token_secret(user)}",
             "--checks", CHECKS, "--max-examples", "15", "--max-time", "90",
             "--seed", "1", "--workers", "1", "--phases", "examples,coverage,fuzzing",
             "--report", "json", "--report-json-path", str(report),

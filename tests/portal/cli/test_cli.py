@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from portal.cli.main import main
 from portal.jobs.models import Job
@@ -17,6 +16,7 @@ from tests.factories import (
     JobTaskFactory,
     PlacementFactory,
     QueueUsageSampleFactory,
+    api_token_secret,
 )
 
 CLI_DIR = Path(__file__).resolve().parents[3] / "portal" / "cli"
@@ -42,7 +42,7 @@ spec:
 def gpuq(transactional_db, live_server, researcher, monkeypatch):
     """`gpuq(*args)` -> (exit code, stdout, stderr), as the researcher."""
     monkeypatch.setattr("portal.jobs.services.scheduling_cycle_kick", lambda: None)
-    token = Token.objects.create(user=researcher).key
+    token = api_token_secret(researcher)
 
     def run(*args: str, token: str | None = token):
         out, err = io.StringIO(), io.StringIO()

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from portal.api.services import api_token_create
 from portal.tenants.models import Membership
 from tests.factories import (
     DEFAULT_PASSWORD,
@@ -215,12 +216,17 @@ PAGES = [
     Page("cluster:node_list", "", get=staff_only(OK)),
     Page("dashboards:overview", "", get=per_role(OK)),
     Page("dashboards:chart_data", "", kwargs={"chart": "quota"}, get=per_role(OK)),
+    # Creating a token answers with the page itself: the secret is in that answer only.
+    Page("api:tokens", "", get=per_role(OK), post=per_role(OK), post_body="token_form"),
+    # Tokens are revoked by their owner here (admins use the Django admin): anyone else's
+    # token id is not found.
     Page(
-        "api:tokens",
+        "api:token_revoke",
         "",
-        get=per_role(OK),
-        post=per_role(redirect("api:tokens")),
-        post_body="token_form",
+        kwargs={"token_id": "a_token"},
+        get=per_role(NOT_ALLOWED),
+        post=per_role(MISSING, a_researcher=redirect("api:tokens")),
+        post_body="empty",
     ),
     # The OpenAPI schema and its UI describe the API, not anyone's data.
     Page("api:schema", "", get=per_role(OK, anonymous=OK)),
@@ -308,6 +314,7 @@ def build_world() -> dict[str, Any]:
         "a_lead_job": a_lead_job,
         "b_job": b_job,
         "config": SchedulerConfigFactory(),
+        "a_token": api_token_create(user=users["a_researcher"], name="a-token")[0],
         "nodes": nodes,
     }
 
@@ -386,15 +393,15 @@ BODIES = {
     },
     "queue_form": lambda world: queue_form_data(world["a_queue"]),
     "conf_form": lambda world: {"text": VALID_CONF_TEXT, "comment": "matrix", "activate": "on"},
-    "token_form": lambda world: {"action": "create"},
+    "token_form": lambda world: {"name": "matrix", "expires_in_days": "30"},
 }
 
 
 def db_fingerprint() -> tuple:
     """What any POST on these pages could change."""
     from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
 
+    from portal.api.models import ApiToken
     from portal.jobs.models import Job, JobTask
     from portal.queues.models import Queue, QueueChange
     from portal.scheduling.models import SchedulerConfig
@@ -406,7 +413,8 @@ def db_fingerprint() -> tuple:
         QueueChange.objects.count(),
         SchedulerConfig.objects.count(),
         tuple(SchedulerConfig.objects.filter(active=True).values_list("pk", flat=True)),
-        Token.objects.count(),
+        ApiToken.objects.count(),
+        ApiToken.objects.filter(revoked_at__isnull=False).count(),
         Membership.objects.count(),
         get_user_model().objects.count(),
         tuple(Job.objects.order_by("pk").values_list("status", flat=True)),

@@ -20,7 +20,7 @@ from tests.factories import (
 
 pytestmark = pytest.mark.django_db
 
-PORTAL_APPS = {"tenants", "queues", "jobs", "cluster", "scheduling"}
+PORTAL_APPS = {"tenants", "queues", "jobs", "cluster", "scheduling", "api"}
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """`/api/`: v1 endpoints, the OpenAPI schema, its browsable UI and the token page."""
 
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from portal.cluster import apis as cluster_apis
 from portal.jobs import apis as job_apis
@@ -69,7 +69,8 @@ v1 = [
 urlpatterns = [
     *[path(f"v1/{p.pattern}", p.callback, name=p.name) for p in v1],
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    # The split view serves Swagger UI's init script as its own request: no inline script.
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api:schema"), name="docs"),
     path("tokens/", ApiTokenView.as_view(), name="tokens"),
     path("tokens/<int:token_id>/revoke/", ApiTokenRevokeView.as_view(), name="token_revoke"),
 ]

@@ -102,6 +102,8 @@ NUM_PROXIES = env.int("NUM_PROXIES", default=None)
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Outside sessions and auth: it sees the signed-in user of every answer.
+    "portal.common.middleware.SecurityHeadersMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -109,6 +111,11 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# Content-Security-Policy and Permissions-Policy headers (portal/settings/headers.py);
+# empty sends none. production.py and local.py set the strict ones.
+CONTENT_SECURITY_POLICY = ""
+PERMISSIONS_POLICY = ""
 
 # STATIC
 # ------------------------------------------------------------------------------

@@ -2,10 +2,14 @@
 
 from .base import *  # noqa: F403
 from .base import VAR_DIR, env
+from .headers import STRICT_CONTENT_SECURITY_POLICY, STRICT_PERMISSIONS_POLICY
 
 DEBUG = env.bool("DJANGO_DEBUG", default=True)
 # Only for the embedded demo; production.py refuses to start without a real key.
 SECRET_KEY = env.str("SECRET_KEY", default="local-dev-only-not-a-secret")
 WHITENOISE_AUTOREFRESH = True
+# The production policies, so a page that breaks under them breaks here first.
+CONTENT_SECURITY_POLICY = STRICT_CONTENT_SECURITY_POLICY
+PERMISSIONS_POLICY = STRICT_PERMISSIONS_POLICY
 WHITENOISE_USE_FINDERS = True
 VAR_DIR.mkdir(parents=True, exist_ok=True)  # the SQLite file and the broker folder live here

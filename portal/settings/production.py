@@ -2,6 +2,7 @@
 
 from .base import *  # noqa: F403
 from .base import env
+from .headers import STRICT_CONTENT_SECURITY_POLICY, STRICT_PERMISSIONS_POLICY
 
 DEBUG = False
 SECRET_KEY = env.str("SECRET_KEY")  # no default: refuse to start without one
@@ -22,6 +23,8 @@ X_FRAME_OPTIONS = "DENY"
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 CSRF_COOKIE_HTTPONLY = True
+CONTENT_SECURITY_POLICY = env.str("CONTENT_SECURITY_POLICY", default=STRICT_CONTENT_SECURITY_POLICY)
+PERMISSIONS_POLICY = env.str("PERMISSIONS_POLICY", default=STRICT_PERMISSIONS_POLICY)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},

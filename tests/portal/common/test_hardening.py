@@ -21,6 +21,7 @@ from django.urls import reverse
 
 from portal.jobs.forms import UPLOAD_LIMIT_BYTES
 from portal.jobs.models import Job
+from portal.settings.headers import STRICT_CONTENT_SECURITY_POLICY, STRICT_PERMISSIONS_POLICY
 from tests.portal.common.pages import (
     BODIES,
     PAGES,
@@ -57,6 +58,8 @@ EXPECTED_PRODUCTION = {
     "SECURE_REFERRER_POLICY": "same-origin",
     "X_FRAME_OPTIONS": "DENY",
     "SECURE_HSTS_INCLUDE_SUBDOMAINS": True,
+    "CONTENT_SECURITY_POLICY": STRICT_CONTENT_SECURITY_POLICY,
+    "PERMISSIONS_POLICY": STRICT_PERMISSIONS_POLICY,
 }
 
 

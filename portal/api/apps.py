@@ -4,6 +4,7 @@ from django.apps import AppConfig
 class ApiConfig(AppConfig):
     name = "portal.api"
     label = "api"
+    verbose_name = "API"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

@@ -20,7 +20,7 @@ from rest_framework.authentication import TokenAuthentication
 from portal.common.rows import column, fetch_related, select_list, table
 
 from .models import ApiToken
-from .services import api_token_used
+from .services import api_token_use_due
 from .tokens import secret_digest
 
 TOKEN_EXPIRED = "Token expired on {date}; create a new one at /api/tokens/."
@@ -29,6 +29,14 @@ TOKEN_REVOKED = "Token {reason}."
 
 class ApiTokenAuthentication(TokenAuthentication):
     model = ApiToken
+
+    def authenticate(self, request: Any) -> tuple[Any, ApiToken] | None:
+        found = super().authenticate(request)
+        if found is not None and api_token_use_due(token=found[1], now=timezone.now()):
+            # Written by ApiTokenUseMiddleware once the view's transaction has ended: a
+            # request answered with an error (rolled back) is a use too.
+            request._request.api_token_used = (found[1].pk, timezone.now())
+        return found
 
     def authenticate_credentials(self, key: str) -> tuple[Any, ApiToken]:
         user_model = get_user_model()
@@ -46,11 +54,9 @@ class ApiTokenAuthentication(TokenAuthentication):
         revoker = token.revoker()
         if revoker is not None:
             raise exceptions.AuthenticationFailed(TOKEN_REVOKED.format(reason=revoker.label))
-        now = timezone.now()
-        if token.expires_at <= now:
+        if token.expires_at <= timezone.now():
             date = token.expires_at.strftime("%Y-%m-%d %H:%M UTC")
             raise exceptions.AuthenticationFailed(TOKEN_EXPIRED.format(date=date))
-        api_token_used(token=token, now=now)
         return user, token
 
 

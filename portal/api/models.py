@@ -33,6 +33,7 @@ class ApiToken(models.Model):
     revoked_reason = models.CharField(max_length=16, choices=Revoker.choices, blank=True)
 
     class Meta:
+        verbose_name = "API token"
         indexes = [models.Index(fields=["user", "-created_at"], name="api_token_user_created")]
 
     def __str__(self) -> str:

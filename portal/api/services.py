@@ -116,9 +116,11 @@ def api_tokens_revoke_for_user(*, user: AbstractBaseUser, reason: str) -> int:
     return _revoke(ApiToken.objects.filter(user=user), reason)
 
 
-def api_token_used(*, token: ApiToken, now) -> None:
-    """Record a use, at most once per LAST_USE_RESOLUTION (one UPDATE, no read)."""
-    if token.last_used_at is not None and now - token.last_used_at < LAST_USE_RESOLUTION:
-        return
-    ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    token.last_used_at = now
+def api_token_use_due(*, token: ApiToken, now) -> bool:
+    """Whether this use should be written: at most once per LAST_USE_RESOLUTION."""
+    return token.last_used_at is None or now - token.last_used_at >= LAST_USE_RESOLUTION
+
+
+def api_token_used(*, token_id: int, now) -> None:
+    """Record a use (one UPDATE, no read)."""
+    ApiToken.objects.filter(pk=token_id).update(last_used_at=now)

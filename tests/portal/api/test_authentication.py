@@ -154,3 +154,12 @@ def test_the_authenticated_user_and_token_are_complete_rows(researcher, issued):
     assert found.user is user
     assert user.is_active is True
     assert user.date_joined == researcher.date_joined
+
+
+def test_a_request_answered_with_an_error_still_counts_as_a_use(issued, nlp_queue):
+    """The view's transaction is rolled back on a 400; the last use is written after it."""
+    token, secret = issued
+    response = _client(secret).post("/api/v1/jobs/", {"queue": "nope"}, format="json")
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    token.refresh_from_db()
+    assert token.last_used_at is not None

@@ -240,3 +240,42 @@ def test_processes_on_production_settings_without_redis_share_one_count(tmp_path
     ]
     assert outputs[0][0] == "django.core.cache.backends.filebased.FileBasedCache"
     assert [line for out in outputs for line in out[1:]] == ["1", "2", "3", "4", "5", "6"]
+
+
+def _redis_url() -> str | None:
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        return None
+    try:
+        import redis
+
+        redis.Redis.from_url(url, socket_timeout=2).ping()
+    except Exception:  # noqa: BLE001 - any failure means "skip"
+        return None
+    return url
+
+
+@pytest.mark.redis
+@pytest.mark.skipif(_redis_url() is None, reason="REDIS_URL unset or unreachable")
+def test_on_redis_the_count_is_shared_and_the_window_is_fixed(researcher):
+    """Production's cache: INCR keeps the expiry set by the first failure."""
+    from django.core.cache import caches
+    from django.test import override_settings
+
+    prefix = f"login-test-{os.getpid()}-{os.urandom(4).hex()}"
+    backend = {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": _redis_url(),
+        "KEY_PREFIX": prefix,
+    }
+    with override_settings(CACHES={"default": backend}):
+        who = {"username": "Researcher", "address": "10.0.0.1"}
+        counts = [login_throttle.login_failure_record(**who) for _ in range(LIMIT)]
+        assert counts == list(range(1, LIMIT + 1))
+        assert login_throttle.login_blocked(username="ｒesearcher", address="10.0.0.1")
+        cache = caches["default"]
+        client = cache._cache.get_client(write=True)
+        key = cache.make_and_validate_key(login_throttle._key(**who))
+        assert 590 <= client.ttl(key) <= 600
+        login_throttle.login_failures_clear(**who)
+        assert not login_throttle.login_blocked(**who)

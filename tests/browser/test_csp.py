@@ -6,30 +6,16 @@ Uses Debian's /usr/bin/chromium (never `playwright install`), or is skipped.
 """
 
 import os
-from pathlib import Path
 
 import pytest
 
 from portal.settings.headers import STRICT_CONTENT_SECURITY_POLICY, STRICT_PERMISSIONS_POLICY
+from tests.browser.conftest import NEEDS_CHROMIUM
 
-CHROMIUM = Path("/usr/bin/chromium")
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed"),
-]
+pytestmark = [pytest.mark.browser, NEEDS_CHROMIUM]
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 # Set by the page itself on every violation; read back after each page settles.
 RECORD_VIOLATIONS = """
 window.__cspViolations = [];
@@ -37,16 +23,6 @@ document.addEventListener("securitypolicyviolation", (event) => {
   window.__cspViolations.push(event.violatedDirective + " " + event.blockedURI);
 });
 """
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

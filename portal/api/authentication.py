@@ -32,10 +32,11 @@ class ApiTokenAuthentication(TokenAuthentication):
 
     def authenticate(self, request: Any) -> tuple[Any, ApiToken] | None:
         found = super().authenticate(request)
-        if found is not None and api_token_use_due(token=found[1], now=timezone.now()):
+        now = timezone.now()
+        if found is not None and api_token_use_due(token=found[1], now=now):
             # Written by ApiTokenUseMiddleware once the view's transaction has ended: a
             # request answered with an error (rolled back) is a use too.
-            request._request.api_token_used = (found[1].pk, timezone.now())
+            request._request.api_token_used = (found[1].pk, now)
         return found
 
     def authenticate_credentials(self, key: str) -> tuple[Any, ApiToken]:

@@ -2,43 +2,35 @@
 
 Figures are plain dicts in Plotly's JSON shape ({"data": [...], "layout": {...}}), so the
 views return them with JsonResponse and the page hands them to Plotly.react unchanged.
+
+Colours: a queue is drawn in its own colour (`palette.queue_colour`, passed in as a
+name -> colour map) and nothing else uses those colours. Guarantee, deserved share and
+capability are told apart by marker and outline; the kinds of eviction by bar pattern.
+A chart with nothing to draw says so in words instead of showing empty axes. Times are UTC,
+sent without an offset (Plotly draws date strings as given) and the axes say "UTC".
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+from .palette import FREE as FREE_COLOUR
+from .palette import INK, INK_MUTED, OTHER_TENANTS
+
 FREE = "free"
-FREE_COLOUR = "#e9edf3"
-PALETTE = (
-    "#4f8cff",
-    "#36c28a",
-    "#f5a524",
-    "#e5484d",
-    "#8e4ec6",
-    "#12a594",
-    "#d6409f",
-    "#7c8a9a",
-    "#ffb224",
-    "#3e63dd",
-    "#30a46c",
-    "#ad7f58",
-)
 FREE_BLOCK_SIZES = (8, 4, 2, 1)
 FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12}
-
-
-def colour_for(index: int) -> str:
-    return PALETTE[index % len(PALETTE)]
-
-
-def queue_colours(names: Iterable[str]) -> dict[str, str]:
-    """One stable colour per queue name (sorted), shared by every chart of a page."""
-    return {name: colour_for(index) for index, name in enumerate(sorted(set(names)))}
+MUTED_TEXT = "#5f6b7a"
+# Series drawn with markers as well as lines when they have fewer points than this: a line
+# through one point draws nothing.
+FEW_POINTS = 3
+# Date formats per time bucket, so ticks never read "13:59:59.9995".
+TICK_FORMATS = {"minute": "%H:%M", "hour": "%H:%M\n%b %-d", "day": "%b %-d"}
 
 
 def _layout(title: str, **extra: Any) -> dict[str, Any]:
@@ -48,24 +40,75 @@ def _layout(title: str, **extra: Any) -> dict[str, Any]:
         "font": FONT,
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",
-        "legend": {"orientation": "h", "y": -0.15},
+        "legend": {"orientation": "h", "y": -0.2},
         "hovermode": "closest",
     }
     layout.update(extra)
     return layout
 
 
+def empty_figure(title: str, message: str) -> dict[str, Any]:
+    """No data: the title and one sentence in the middle, no axes to misread."""
+    hidden = {"visible": False}
+    return {
+        "data": [],
+        "layout": _layout(
+            title,
+            xaxis=hidden,
+            yaxis=hidden,
+            annotations=[
+                {
+                    "text": message,
+                    "xref": "paper",
+                    "yref": "paper",
+                    "x": 0.5,
+                    "y": 0.5,
+                    "showarrow": False,
+                    "font": {"size": 14, "color": MUTED_TEXT},
+                }
+            ],
+        ),
+    }
+
+
 def _iso(value: datetime | str) -> str:
-    return value.isoformat() if isinstance(value, datetime) else str(value)
+    """UTC without an offset (Plotly ignores offsets; the axes are labelled UTC)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        return value.isoformat()
+    return str(value)
+
+
+def time_axis(
+    since: datetime | None, until: datetime | None, bucket: str = "hour"
+) -> dict[str, Any]:
+    """A date axis over the whole requested range, whatever the data covers."""
+    axis: dict[str, Any] = {
+        "type": "date",
+        "title": {"text": "time (UTC)"},
+        "tickformat": TICK_FORMATS.get(bucket, "%H:%M"),
+        "hoverformat": "%Y-%m-%d %H:%M UTC",
+        "nticks": 8,
+    }
+    if since is not None and until is not None:
+        axis["range"] = [_iso(since), _iso(until)]
+    return axis
 
 
 # per-queue GPU use over time ---------------------------------------------------------------
+USAGE_EMPTY = "No GPUs were allocated in this range."
+
+
 def usage_area(
     rows: Iterable[Mapping[str, Any]],
     *,
+    colours: Mapping[str, str],
     title: str = "GPUs allocated per queue",
-    colours: Mapping[str, str] | None = None,
-):
+    since: datetime | None = None,
+    until: datetime | None = None,
+    bucket: str = "hour",
+) -> dict[str, Any]:
     """Stacked area: rows of {"bucket": datetime, "queue": str, "gpus": float}.
 
     Every queue gets a value at every bucket (0 when it had no sample) so the stack is exact.
@@ -74,23 +117,26 @@ def usage_area(
     seen_buckets: set[Any] = set()
     series: dict[str, dict[Any, float]] = defaultdict(dict)
     for row in rows:
-        bucket = row["bucket"]
-        if bucket not in seen_buckets:
-            seen_buckets.add(bucket)
-            buckets.append(bucket)
-        series[row["queue"]][bucket] = float(row["gpus"] or 0)
+        bucket_at = row["bucket"]
+        if bucket_at not in seen_buckets:
+            seen_buckets.add(bucket_at)
+            buckets.append(bucket_at)
+        series[row["queue"]][bucket_at] = float(row["gpus"] or 0)
+    if not any(any(values.values()) for values in series.values()):
+        return empty_figure(title, USAGE_EMPTY)
     buckets.sort()
-    x = [_iso(bucket) for bucket in buckets]
-    colours = colours or queue_colours(series)
+    x = [_iso(bucket_at) for bucket_at in buckets]
+    mode = "lines+markers" if len(buckets) < FEW_POINTS else "lines"
     data = [
         {
             "type": "scatter",
-            "mode": "lines",
+            "mode": mode,
             "name": queue,
             "x": x,
-            "y": [round(values.get(bucket, 0.0), 2) for bucket in buckets],
+            "y": [round(values.get(bucket_at, 0.0), 2) for bucket_at in buckets],
             "stackgroup": "gpus",
-            "line": {"width": 0.5, "color": colours.get(queue, "#7c8a9a")},
+            "line": {"width": 1, "color": colours.get(queue, OTHER_TENANTS)},
+            "marker": {"size": 6, "color": colours.get(queue, OTHER_TENANTS)},
             "hovertemplate": "%{y:.1f} GPUs<extra>" + queue + "</extra>",
         }
         for queue, values in sorted(series.items())
@@ -98,41 +144,122 @@ def usage_area(
     return {
         "data": data,
         "layout": _layout(
-            title, yaxis={"title": {"text": "GPUs"}, "rangemode": "tozero"}, hovermode="x unified"
+            title,
+            xaxis=time_axis(since, until, bucket),
+            yaxis={"title": {"text": "GPUs"}, "rangemode": "tozero"},
+            hovermode="x unified",
         ),
     }
 
 
 # allocated vs deserved vs guarantee vs capability -------------------------------------------
-QUOTA_SERIES = (
-    ("allocated", "Allocated", "#4f8cff"),
-    ("deserved", "Deserved", "#36c28a"),
-    ("guarantee", "Guarantee", "#f5a524"),
-    ("capability", "Capability", "#7c8a9a"),
-)
+UNLIMITED_NOTE = "no cap"
 
 
-def quota_bars(rows: Sequence[Mapping[str, Any]], *, title: str = "Quota per queue (GPUs)"):
-    """Grouped bars per queue. Rows: name, allocated, deserved, guarantee, capability (None:
-    unlimited, drawn as no bar and said so in the hover text)."""
+def deserved_hover(deserved: float, cluster_gpus: int) -> str:
+    """A deserved share in words: GPUs, share of the cluster and what a fraction means.
+
+    The proportion plugin lets a queue allocate while allocated + request <= deserved
+    (scheduler/core/plugins/proportion.py, after Volcano's proportion.go), so a queue that
+    deserves 3.5 GPUs gets up to 3 whole GPUs by its own share.
+    """
+    text = f"deserves {deserved:g} GPUs"
+    if cluster_gpus:
+        text += f" ({100 * deserved / cluster_gpus:.0f}% of {cluster_gpus})"
+    whole = math.floor(deserved + 1e-9)
+    if deserved - whole > 0.01:
+        text += f": a weighted share; pods take whole GPUs, so up to {whole} by its own share"
+    return text
+
+
+def quota_bars(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    colours: Mapping[str, str],
+    cluster_gpus: int = 0,
+    title: str = "Quota per queue (GPUs)",
+) -> dict[str, Any]:
+    """Per queue: allocated GPUs as a bar in the queue's colour, capability as an outline
+    around it (none: unlimited, said above the column), the deserved share as a diamond and
+    the guarantee as a bar-wide tick. Rows: name, allocated, deserved, guarantee, capability
+    (None: unlimited)."""
+    if not rows:
+        return empty_figure(title, "No queues to show.")
     names = [row["name"] for row in rows]
-    data = []
-    for key, label, colour in QUOTA_SERIES:
-        values = [row.get(key) for row in rows]
-        data.append(
-            {
-                "type": "bar",
-                "name": label,
-                "x": names,
-                "y": [0 if value is None else round(float(value), 2) for value in values],
-                "text": ["unlimited" if value is None else "" for value in values],
-                "marker": {"color": colour},
-                "hovertemplate": "%{x}: %{y} GPUs %{text}<extra>" + label + "</extra>",
-            }
-        )
+    capped = [row for row in rows if row.get("capability") is not None]
+    guaranteed = [row for row in rows if row.get("guarantee")]
+    data: list[dict[str, Any]] = [
+        {
+            "type": "bar",
+            "name": "Capability (outline)",
+            "x": [row["name"] for row in capped],
+            "y": [row["capability"] for row in capped],
+            "width": 0.7,
+            "marker": {"color": "rgba(0,0,0,0)", "line": {"color": INK_MUTED, "width": 1.5}},
+            "hovertemplate": "%{x}: capped at %{y} GPUs<extra></extra>",
+        },
+        {
+            "type": "bar",
+            "name": "Allocated (queue colour)",
+            "x": names,
+            "y": [row.get("allocated") or 0 for row in rows],
+            "width": 0.45,
+            "marker": {"color": [colours.get(name, OTHER_TENANTS) for name in names]},
+            "hovertemplate": "%{x}: %{y} GPUs allocated<extra></extra>",
+            "showlegend": False,
+        },
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "Guarantee (tick)",
+            "x": [row["name"] for row in guaranteed],
+            "y": [row["guarantee"] for row in guaranteed],
+            "marker": {
+                "symbol": "line-ew-open",
+                "size": 30,
+                "color": INK_MUTED,  # an open symbol is stroked in the marker colour
+                "line": {"color": INK_MUTED, "width": 3},
+            },
+            "hovertemplate": "%{x}: %{y} GPUs guaranteed<extra></extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "Deserved share (diamond)",
+            "x": names,
+            "y": [round(float(row.get("deserved") or 0), 2) for row in rows],
+            "text": [deserved_hover(float(row.get("deserved") or 0), cluster_gpus) for row in rows],
+            "marker": {"symbol": "diamond", "size": 11, "color": INK},
+            "hovertemplate": "%{x}: %{text}<extra></extra>",
+        },
+    ]
+
+    def column_top(row: Mapping[str, Any]) -> float:
+        keys = ("allocated", "deserved", "guarantee", "capability")
+        return max(float(row.get(key) or 0) for key in keys)
+
+    top = max([column_top(row) for row in rows] + [1.0])
+    annotations = [
+        {
+            "x": row["name"],
+            "y": column_top(row) + top * 0.04,
+            "text": UNLIMITED_NOTE,
+            "showarrow": False,
+            "yanchor": "bottom",
+            "font": {"size": 11, "color": MUTED_TEXT},
+            "hovertext": "unlimited capability: the queue may grow to the whole cluster",
+        }
+        for row in rows
+        if row.get("capability") is None
+    ]
     return {
         "data": data,
-        "layout": _layout(title, barmode="group", yaxis={"title": {"text": "GPUs"}}),
+        "layout": _layout(
+            title,
+            barmode="overlay",
+            yaxis={"title": {"text": "GPUs"}, "range": [0, top * 1.15]},
+            annotations=annotations,
+        ),
     }
 
 
@@ -174,14 +301,35 @@ def free_blocks(cells: Mapping[str, Sequence[str]]) -> dict[int, int]:
     return counts
 
 
+def free_block_labels(largest_node_gpus: int) -> dict[int, str]:
+    """What each free-block count means, in words that fit the cluster's node sizes: on
+    8-GPU nodes "8 or more free" is a whole free node."""
+    labels = {}
+    for index, size in enumerate(FREE_BLOCK_SIZES):
+        upper = FREE_BLOCK_SIZES[index - 1] - 1 if index else None
+        if upper is None:
+            if largest_node_gpus == size:
+                labels[size] = f"nodes entirely free ({size} GPUs)"
+            else:
+                labels[size] = f"nodes with {size} or more free"
+        elif upper == size:
+            labels[size] = f"nodes with {size} free"
+        else:
+            labels[size] = f"nodes with {size} to {upper} free"
+    return labels
+
+
 def occupancy_heatmap(
     cells: Mapping[str, Sequence[str]],
     jobs: Mapping[str, Sequence[int | None]] | None = None,
     *,
+    colours: Mapping[str, str],
     title: str = "GPU occupancy (rows: nodes, columns: GPU index)",
-    colours: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Heatmap: one row per node, one column per GPU index, colour by queue (grey: free)."""
+    """Heatmap: one row per node, one column per GPU index, colour by queue (grey: free).
+    The figure's height follows the node count (the page sizes the chart to it)."""
+    if not cells:
+        return empty_figure(title, "No schedulable nodes.")
     nodes = list(cells)
     width = max((len(devices) for devices in cells.values()), default=0)
     queues = sorted({owner for devices in cells.values() for owner in devices} - {FREE})
@@ -204,8 +352,7 @@ def occupancy_heatmap(
         z.append(row_z)
         text.append(row_text)
     steps = len(codes)
-    colours = colours or queue_colours(queues)
-    palette = [FREE_COLOUR] + [colours.get(queue, "#7c8a9a") for queue in queues]
+    palette = [FREE_COLOUR] + [colours.get(queue, OTHER_TENANTS) for queue in queues]
     colorscale = []
     for index, colour in enumerate(palette):
         low = index / steps
@@ -230,15 +377,18 @@ def occupancy_heatmap(
                 "tickvals": list(range(steps)),
                 "ticktext": [FREE, *queues],
                 "title": {"text": "queue"},
+                "len": 1,
+                "thickness": 14,
             },
         }
     ]
-    height = max(260, 26 * len(nodes) + 90)
+    height = 30 * len(nodes) + 110
     return {
         "data": data,
         "layout": _layout(
             title,
             height=height,
+            margin={"l": 50, "r": 20, "t": 40, "b": 30},
             yaxis={"autorange": "reversed", "automargin": True},
         ),
     }
@@ -248,21 +398,25 @@ def occupancy_heatmap(
 def pending_demand_bars(
     demand: Mapping[str, float],
     *,
+    colours: Mapping[str, str],
     title: str = "Pending GPU demand",
-    colours: Mapping[str, str] | None = None,
-):
-    names = sorted(demand)
-    colours = colours or queue_colours(names)
+) -> dict[str, Any]:
+    names = sorted(name for name, gpus in demand.items() if gpus)
+    if not names:
+        return empty_figure(title, "No job is waiting for GPUs.")
     data = [
         {
             "type": "bar",
             "x": names,
             "y": [demand[name] for name in names],
-            "marker": {"color": [colours.get(name, "#7c8a9a") for name in names]},
+            "marker": {"color": [colours.get(name, OTHER_TENANTS) for name in names]},
             "hovertemplate": "%{x}: %{y} GPUs pending<extra></extra>",
         }
     ]
     return {"data": data, "layout": _layout(title, yaxis={"title": {"text": "GPUs"}})}
+
+
+WAIT_TITLE = "How long pending jobs have waited"
 
 
 def _quantile(values: Sequence[float], q: float) -> float:
@@ -271,100 +425,143 @@ def _quantile(values: Sequence[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q * 100) - 1]
 
 
-def wait_box(
-    waits: Mapping[str, Sequence[float]], *, title: str = "Wait time of pending jobs (minutes)"
-):
-    """Box per queue from precomputed quartiles (no raw points shipped to the browser)."""
-    stats = {}
-    for name, seconds in waits.items():
-        if not seconds:
-            continue
-        values = sorted(seconds)
-        stats[name] = {
-            "q1": _quantile(values, 0.25),
-            "median": statistics.median(values),
-            "q3": _quantile(values, 0.75),
-            "min": values[0],
-            "max": values[-1],
-            "count": len(values),
-        }
-    return wait_box_from_stats(stats, title=title)
+def wait_stats_of(seconds: Sequence[float]) -> dict[str, float]:
+    values = sorted(seconds)
+    return {
+        "q1": _quantile(values, 0.25),
+        "median": statistics.median(values),
+        "q3": _quantile(values, 0.75),
+        "min": values[0],
+        "max": values[-1],
+        "count": len(values),
+    }
 
 
-def wait_box_from_stats(
+def wait_bars(
+    waits: Mapping[str, Sequence[float]], *, colours: Mapping[str, str], title: str = WAIT_TITLE
+) -> dict[str, Any]:
+    """From raw waits in seconds per queue (the statistics are computed here)."""
+    stats = {name: wait_stats_of(seconds) for name, seconds in waits.items() if seconds}
+    return wait_bars_from_stats(stats, colours=colours, title=title)
+
+
+def _wait_unit(longest_median_seconds: float) -> tuple[str, float]:
+    if longest_median_seconds >= 2 * 3600:
+        return "hours", 3600.0
+    return "minutes", 60.0
+
+
+def wait_bars_from_stats(
     stats_by_queue: Mapping[str, Mapping[str, float]],
     *,
-    title: str = "Wait time of pending jobs (minutes)",
-):
-    """Box per queue from wait-time statistics in seconds (q1, median, q3, min, max, count),
-    e.g. computed in the database by `portal.jobs.selectors.pending_wait_stats`."""
+    colours: Mapping[str, str],
+    title: str = WAIT_TITLE,
+) -> dict[str, Any]:
+    """Per queue: the median wait as a bar in the queue's colour, a whisker from the
+    shortest to the longest wait, and the number of jobs above it. Statistics in seconds
+    (q1, median, q3, min, max, count), e.g. from `portal.jobs.selectors.pending_wait_stats`.
+    A box plot of one or two jobs per queue drew flat lines; bars read at any count."""
     names = [name for name in sorted(stats_by_queue) if stats_by_queue[name].get("count")]
-    stats = []
-    for name in names:
-        row = stats_by_queue[name]
-        stats.append(
-            {
-                "q1": round(row["q1"] / 60, 1),
-                "median": round(row["median"] / 60, 1),
-                "q3": round(row["q3"] / 60, 1),
-                "lowerfence": round(row["min"] / 60, 1),
-                "upperfence": round(row["max"] / 60, 1),
-                "count": int(row["count"]),
-            }
-        )
+    if not names:
+        return empty_figure(title, "No job is waiting.")
+    unit, divisor = _wait_unit(max(stats_by_queue[name]["median"] for name in names))
+
+    def scaled(name: str, key: str) -> float:
+        return round(stats_by_queue[name][key] / divisor, 1)
+
+    medians = [scaled(name, "median") for name in names]
+    counts = [int(stats_by_queue[name]["count"]) for name in names]
     data = [
         {
-            "type": "box",
-            "name": "wait",
+            "type": "bar",
             "x": names,
-            "q1": [s["q1"] for s in stats],
-            "median": [s["median"] for s in stats],
-            "q3": [s["q3"] for s in stats],
-            "lowerfence": [s["lowerfence"] for s in stats],
-            "upperfence": [s["upperfence"] for s in stats],
-            "marker": {"color": "#8e4ec6"},
+            "y": medians,
+            "marker": {"color": [colours.get(name, OTHER_TENANTS) for name in names]},
+            "error_y": {
+                "type": "data",
+                "symmetric": False,
+                "array": [scaled(n, "max") - m for n, m in zip(names, medians)],
+                "arrayminus": [m - scaled(n, "min") for n, m in zip(names, medians)],
+                "color": INK_MUTED,
+                "thickness": 1.5,
+            },
+            "text": [f"{count} job{'s' if count != 1 else ''}" for count in counts],
+            "textposition": "outside",
+            "customdata": [
+                [scaled(n, "min"), scaled(n, "q1"), scaled(n, "q3"), scaled(n, "max")]
+                for n in names
+            ],
+            "hovertemplate": (
+                "%{x}: %{text}, median %{y} "
+                + unit
+                + "<br>shortest %{customdata[0]}, quartiles %{customdata[1]} to "
+                "%{customdata[2]}, longest %{customdata[3]}<extra></extra>"
+            ),
             "showlegend": False,
         }
     ]
     return {
         "data": data,
-        "layout": _layout(title, yaxis={"title": {"text": "minutes"}, "rangemode": "tozero"}),
+        "layout": _layout(
+            title,
+            yaxis={"title": {"text": f"median wait ({unit})"}, "rangemode": "tozero"},
+        ),
     }
 
 
 # preemptions over time ----------------------------------------------------------------------
-ACTION_COLOURS = {
-    "preempt": "#e5484d",
-    "reclaim": "#f5a524",
-    "rescheduling": "#8e4ec6",
-    "admin": "#7c8a9a",
+# Kinds of eviction, by grey and pattern: never a queue's colour.
+ACTION_STYLES = {
+    "preempt": {"color": INK, "pattern": {"shape": ""}},
+    "reclaim": {"color": INK_MUTED, "pattern": {"shape": "/", "fgcolor": "#ffffff"}},
+    "rescheduling": {"color": "#aab3c0", "pattern": {"shape": ".", "fgcolor": INK}},
+    "admin": {"color": "#c9d0db", "pattern": {"shape": "x", "fgcolor": INK}},
 }
+EVICTIONS_EMPTY = "No evictions in this range."
 
 
 def preemptions_over_time(
-    rows: Iterable[Mapping[str, Any]], *, title: str = "Evictions over time"
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    title: str = "Evictions over time",
+    since: datetime | None = None,
+    until: datetime | None = None,
+    bucket: str = "hour",
+    empty_message: str = EVICTIONS_EMPTY,
 ) -> dict[str, Any]:
     """Stacked bars per action: rows of {"bucket", "action", "events", "gpus"}."""
     by_action: dict[str, dict[str, tuple[int, int]]] = defaultdict(dict)
     for row in rows:
         by_action[row["action"]][_iso(row["bucket"])] = (int(row["events"]), int(row["gpus"] or 0))
+    if not by_action:
+        return empty_figure(title, empty_message)
     data = []
     for action in sorted(by_action):
         points = sorted(by_action[action].items())
+        style = ACTION_STYLES.get(action, ACTION_STYLES["admin"])
         data.append(
             {
                 "type": "bar",
                 "name": action,
-                "x": [bucket for bucket, _ in points],
+                "x": [at for at, _ in points],
                 "y": [events for _, (events, _) in points],
                 "customdata": [gpus for _, (_, gpus) in points],
-                "marker": {"color": ACTION_COLOURS.get(action, "#7c8a9a")},
+                "marker": {"color": style["color"], "pattern": style["pattern"]},
                 "hovertemplate": "%{y} evictions, %{customdata} GPUs freed<extra>"
                 + action
                 + "</extra>",
             }
         )
+    peak: dict[str, int] = defaultdict(int)
+    for points in by_action.values():
+        for at, (events, _) in points.items():
+            peak[at] += events
+    yaxis: dict[str, Any] = {"title": {"text": "evictions"}, "rangemode": "tozero"}
+    if max(peak.values()) <= 10:
+        yaxis["dtick"] = 1  # whole evictions, not 0.5 steps
     return {
         "data": data,
-        "layout": _layout(title, barmode="stack", yaxis={"title": {"text": "evictions"}}),
+        "layout": _layout(
+            title, barmode="stack", xaxis=time_axis(since, until, bucket), yaxis=yaxis
+        ),
     }

@@ -9,16 +9,22 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
+from django.db.models import Max
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from portal.cluster.selectors import gpus_allocated_per_queue, node_list, placement_gpu_rows_active
+from portal.cluster.selectors import (
+    gpus_allocated_per_queue,
+    node_list,
+    node_schedulable_totals,
+    placement_gpu_rows_active,
+)
 from portal.common.access import OTHER_TENANTS, is_site_admin, visible_queues
 from portal.jobs.selectors import pending_demand_per_queue, pending_wait_stats
 from portal.scheduling.selectors import preemption_counts, usage_latest_deserved, usage_series
 
-from . import charts
+from . import charts, palette
 
 # range name -> (how far back, time bucket aggregated in the database)
 RANGES = {
@@ -29,6 +35,7 @@ RANGES = {
 }
 DEFAULT_RANGE = "day"
 REFRESH_SECONDS = 10
+EVICTIONS_FOR_ADMINS = "Evictions are shown to site admins."
 
 
 def _range(request: HttpRequest) -> tuple[str, timedelta, str]:
@@ -47,8 +54,10 @@ def _scope(request: HttpRequest) -> set[str] | None:
 
 
 def _colours(request: HttpRequest) -> dict[str, str]:
-    names = visible_queues(request.user).values_list("name", flat=True)
-    return {**charts.queue_colours(names), OTHER_TENANTS: "#9aa4b2"}
+    """Queue name -> colour for the queues the user may see, by queue id (the same for
+    every viewer); the other tenants' queues share one grey."""
+    queues = visible_queues(request.user).values_list("pk", "name")
+    return {**palette.queue_colours(queues), OTHER_TENANTS: palette.OTHER_TENANTS}
 
 
 def _allowed(scope: set[str] | None, queue: str) -> bool:
@@ -58,16 +67,17 @@ def _allowed(scope: set[str] | None, queue: str) -> bool:
 def usage_data(request: HttpRequest) -> dict[str, Any]:
     name, span, bucket = _range(request)
     scope = _scope(request)
+    now = timezone.now()
     rows = [
         {"bucket": row["bucket"], "queue": row["queue__name"], "gpus": row["gpus"]}
-        for row in usage_series(since=timezone.now() - span, bucket=bucket)
+        for row in usage_series(since=now - span, bucket=bucket)
         if _allowed(scope, row["queue__name"])
     ]
-    title = f"GPUs allocated per queue (last {name}, per {bucket})"
-    return {
-        "figure": charts.usage_area(rows, title=title, colours=_colours(request)),
-        "range": name,
-    }
+    title = f"GPUs allocated per queue (last {name}, average per {bucket})"
+    figure = charts.usage_area(
+        rows, colours=_colours(request), title=title, since=now - span, until=now, bucket=bucket
+    )
+    return {"figure": figure, "range": name}
 
 
 def quota_data(request: HttpRequest) -> dict[str, Any]:
@@ -84,7 +94,14 @@ def quota_data(request: HttpRequest) -> dict[str, Any]:
         }
         for queue in queues
     ]
-    return {"figure": charts.quota_bars(rows)}
+    figure = charts.quota_bars(
+        rows, colours=_colours(request), cluster_gpus=node_schedulable_totals().gpus
+    )
+    return {"figure": figure}
+
+
+def _largest_node_gpus() -> int:
+    return node_list(schedulable=True).aggregate(largest=Max("gpu_count"))["largest"] or 0
 
 
 def occupancy_data(request: HttpRequest) -> dict[str, Any]:
@@ -96,11 +113,13 @@ def occupancy_data(request: HttpRequest) -> dict[str, Any]:
     ]
     result = charts.occupancy(nodes, placements)
     blocks = charts.free_blocks(result["cells"])
+    labels = charts.free_block_labels(max((gpus for _, gpus in nodes), default=0))
     return {
         "figure": charts.occupancy_heatmap(
             result["cells"], result["jobs"], colours=_colours(request)
         ),
         "free_blocks": {str(size): count for size, count in blocks.items()},
+        "free_block_labels": {str(size): label for size, label in labels.items()},
     }
 
 
@@ -113,19 +132,32 @@ def pending_data(request: HttpRequest) -> dict[str, Any]:
         for queue, stats in pending_wait_stats(now=timezone.now()).items()
         if _allowed(scope, queue)
     }
+    colours = _colours(request)
     return {
-        "figure": charts.pending_demand_bars(demand, colours=_colours(request)),
-        "waits": charts.wait_box_from_stats(waits),
+        "figure": charts.pending_demand_bars(demand, colours=colours),
+        "waits": charts.wait_bars_from_stats(waits, colours=colours),
     }
 
 
 def preemptions_data(request: HttpRequest) -> dict[str, Any]:
     name, span, bucket = _range(request)
-    rows = preemption_counts(since=timezone.now() - span, bucket=bucket)
-    if not is_site_admin(request.user):
-        rows = []  # who preempted whom is admin information
+    now = timezone.now()
     title = f"Evictions over time (last {name}, per {bucket})"
-    return {"figure": charts.preemptions_over_time(rows, title=title), "range": name}
+    if is_site_admin(request.user):
+        rows = preemption_counts(since=now - span, bucket=bucket)
+        message = charts.EVICTIONS_EMPTY
+    else:
+        rows = []  # who preempted whom is admin information
+        message = EVICTIONS_FOR_ADMINS
+    figure = charts.preemptions_over_time(
+        rows, title=title, since=now - span, until=now, bucket=bucket, empty_message=message
+    )
+    return {"figure": figure, "range": name}
+
+
+def colours_data(request: HttpRequest) -> dict[str, Any]:
+    """The palette as the other pages' scripts need it (the queue edit preview)."""
+    return {"colours": _colours(request)}
 
 
 CHARTS: dict[str, Callable[[HttpRequest], dict[str, Any]]] = {
@@ -134,14 +166,19 @@ CHARTS: dict[str, Callable[[HttpRequest], dict[str, Any]]] = {
     "occupancy": occupancy_data,
     "pending": pending_data,
     "preemptions": preemptions_data,
+    "colours": colours_data,
 }
+# What the dashboard page draws (the rest of CHARTS serves other pages).
+DASHBOARD_CHARTS = ("usage", "quota", "occupancy", "pending", "preemptions")
 
 
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
     range_name, _, _ = _range(request)
+    admin = is_site_admin(request.user)
     context = {
-        "charts": list(CHARTS),
+        "charts": [chart for chart in DASHBOARD_CHARTS if chart != "preemptions" or admin],
+        "free_block_labels": list(charts.free_block_labels(_largest_node_gpus()).items()),
         "range": range_name,
         "ranges": list(RANGES),
         "refresh_seconds": REFRESH_SECONDS,

@@ -6,7 +6,7 @@
   var range = root.dataset.range;
   var refreshMs = parseInt(root.dataset.refresh, 10) * 1000;
   var config = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] };
-  var charts = ["usage", "quota", "occupancy", "pending", "preemptions"];
+  var charts = root.dataset.charts.split(",");
   var stamp = document.getElementById("dashboard-updated");
 
   function url(chart) {
@@ -15,7 +15,17 @@
 
   function draw(id, figure) {
     var node = document.getElementById(id);
-    if (node && figure) { Plotly.react(node, figure.data, figure.layout, config); }
+    if (!node || !figure) { return; }
+    if (figure.layout && figure.layout.height) {
+      // Sized to its content (the occupancy map grows with the node count): no empty band.
+      node.style.height = figure.layout.height + "px";
+    }
+    Plotly.react(node, figure.data, figure.layout, config);
+  }
+
+  function setText(selector, text) {
+    var cell = document.querySelector(selector);
+    if (cell && text !== undefined) { cell.textContent = text; }
   }
 
   function apply(chart, payload) {
@@ -27,8 +37,8 @@
     draw("chart-" + chart, payload.figure);
     if (chart === "occupancy" && payload.free_blocks) {
       Object.keys(payload.free_blocks).forEach(function (size) {
-        var cell = document.querySelector("#free-blocks [data-size='" + size + "']");
-        if (cell) { cell.textContent = payload.free_blocks[size]; }
+        setText("#free-blocks [data-size='" + size + "']", payload.free_blocks[size]);
+        setText("#free-blocks [data-label='" + size + "']", (payload.free_block_labels || {})[size]);
       });
     }
   }

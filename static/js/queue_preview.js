@@ -7,6 +7,29 @@
   if (!form || !table) { return; }
   var timer = null;
   var sequence = 0;
+  var colours = {};
+
+  /* A swatch of the queue's colour (the dashboards' palette) before each queue's name. */
+  function decorate() {
+    Array.prototype.forEach.call(table.querySelectorAll("tr[data-queue]"), function (tr) {
+      var colour = colours[tr.dataset.queue];
+      var first = tr.cells[0];
+      if (!colour || !first || first.querySelector(".swatch")) { return; }
+      var swatch = document.createElement("span");
+      swatch.className = "swatch";
+      swatch.setAttribute("aria-hidden", "true");
+      swatch.style.backgroundColor = colour;
+      first.insertBefore(swatch, first.firstChild);
+    });
+  }
+
+  var coloursUrl = document.body.dataset.queueColours;
+  if (coloursUrl) {
+    fetch(coloursUrl, { credentials: "same-origin" })
+      .then(function (response) { return response.ok ? response.json() : { colours: {} }; })
+      .then(function (data) { colours = data.colours || {}; decorate(); })
+      .catch(function () { /* no swatches: the table still reads */ });
+  }
 
   function fmt(value, digits) { return Number(value).toFixed(digits); }
 
@@ -36,6 +59,7 @@
       tr.appendChild(after);
       body.appendChild(tr);
     });
+    decorate();
   }
 
   function refresh() {

@@ -249,6 +249,7 @@ LIST_PAGES = [
     ("dashboards:chart_data", {"chart": "occupancy"}, {}, ("alpha-queue",)),
     ("dashboards:chart_data", {"chart": "pending"}, {}, ("alpha-queue",)),
     ("dashboards:chart_data", {"chart": "preemptions"}, {}, ()),
+    ("dashboards:chart_data", {"chart": "colours"}, {}, ("alpha-queue",)),
     # The deserved-share preview lists every queue the change affects.
     ("queues:queue_edit", {"queue_id": "a_queue"}, {}, ("alpha-queue",)),
     (

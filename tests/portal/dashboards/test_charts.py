@@ -6,8 +6,10 @@ import plotly.graph_objects as go
 import pytest
 
 from portal.dashboards import charts
+from portal.dashboards.palette import QUEUE_PALETTE
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+COLOURS = {"a": QUEUE_PALETTE[0], "b": QUEUE_PALETTE[1], "nlp": QUEUE_PALETTE[2]}
 
 
 def _valid(figure):
@@ -16,40 +18,82 @@ def _valid(figure):
     return figure
 
 
+def _message(figure) -> str:
+    assert figure["data"] == []
+    return figure["layout"]["annotations"][0]["text"]
+
+
+def _colours_used(trace) -> list[str]:
+    marker = trace.get("marker", {})
+    colour = marker.get("color")
+    found = colour if isinstance(colour, list) else [colour]
+    found += [trace.get("line", {}).get("color"), marker.get("line", {}).get("color")]
+    return [c for c in found if c]
+
+
 def test_usage_area_stacks_every_queue_on_every_bucket():
     rows = [
         {"bucket": T0, "queue": "b", "gpus": 2.0},
         {"bucket": T0, "queue": "a", "gpus": 1.0},
         {"bucket": T0 + timedelta(hours=1), "queue": "a", "gpus": 3.0},
+        {"bucket": T0 + timedelta(hours=2), "queue": "a", "gpus": 3.0},
     ]
-    figure = _valid(charts.usage_area(rows))
+    figure = _valid(charts.usage_area(rows, colours=COLOURS))
     assert [trace["name"] for trace in figure["data"]] == ["a", "b"]
-    assert figure["data"][0]["y"] == [1.0, 3.0]
-    assert figure["data"][1]["y"] == [2.0, 0.0]
+    assert figure["data"][0]["y"] == [1.0, 3.0, 3.0]
+    assert figure["data"][1]["y"] == [2.0, 0.0, 0.0]
     assert {trace["stackgroup"] for trace in figure["data"]} == {"gpus"}
-    assert figure["data"][0]["x"] == [T0.isoformat(), (T0 + timedelta(hours=1)).isoformat()]
+    assert figure["data"][0]["x"][:2] == ["2026-01-01T00:00:00", "2026-01-01T01:00:00"]
+    assert figure["data"][1]["line"]["color"] == COLOURS["b"]
+    assert figure["data"][0]["mode"] == "lines"
 
 
-def test_usage_area_empty():
-    assert _valid(charts.usage_area([]))["data"] == []
+def test_usage_area_draws_a_lone_point_as_a_marker_over_the_whole_range():
+    rows = [{"bucket": T0, "queue": "a", "gpus": 2.0}]
+    figure = _valid(
+        charts.usage_area(
+            rows, colours=COLOURS, since=T0 - timedelta(days=1), until=T0, bucket="hour"
+        )
+    )
+    assert figure["data"][0]["mode"] == "lines+markers"
+    axis = figure["layout"]["xaxis"]
+    assert axis["range"] == ["2025-12-31T00:00:00", "2026-01-01T00:00:00"]
+    assert axis["type"] == "date"
+    assert "%S" not in axis["tickformat"] and "%L" not in axis["tickformat"]
+    assert "UTC" in axis["title"]["text"]
 
 
-def test_quota_bars_group_four_series_and_mark_unlimited():
+def test_usage_area_without_allocation_says_so():
+    assert _message(_valid(charts.usage_area([], colours=COLOURS))) == charts.USAGE_EMPTY
+    idle = [{"bucket": T0, "queue": "a", "gpus": 0}]
+    assert _message(charts.usage_area(idle, colours=COLOURS)) == charts.USAGE_EMPTY
+
+
+def test_quota_bars_encode_meanings_by_shape_and_explain_unlimited_and_fractions():
     rows = [
-        {"name": "nlp", "allocated": 4, "deserved": 6.5, "guarantee": 2, "capability": None},
-        {"name": "cv", "allocated": 0, "deserved": 1, "guarantee": 0, "capability": 8},
+        {"name": "a", "allocated": 4, "deserved": 6.5, "guarantee": 2, "capability": None},
+        {"name": "b", "allocated": 0, "deserved": 1, "guarantee": 0, "capability": 8},
     ]
-    figure = _valid(charts.quota_bars(rows))
-    assert [trace["name"] for trace in figure["data"]] == [
-        "Allocated",
-        "Deserved",
-        "Guarantee",
-        "Capability",
-    ]
-    capability = figure["data"][3]
-    assert capability["y"] == [0, 8.0]
-    assert capability["text"] == ["unlimited", ""]
-    assert figure["layout"]["barmode"] == "group"
+    figure = _valid(charts.quota_bars(rows, colours=COLOURS, cluster_gpus=32))
+    capability, allocated, guarantee, deserved = figure["data"]
+    assert capability["x"] == ["b"] and capability["y"] == [8]
+    assert capability["marker"]["color"] == "rgba(0,0,0,0)"  # an outline, no fill
+    assert allocated["marker"]["color"] == [COLOURS["a"], COLOURS["b"]]
+    assert guarantee["x"] == ["a"] and guarantee["marker"]["symbol"] == "line-ew-open"
+    assert deserved["marker"]["symbol"] == "diamond"
+    assert deserved["text"][0] == (
+        "deserves 6.5 GPUs (20% of 32): a weighted share; pods take whole GPUs, "
+        "so up to 6 by its own share"
+    )
+    assert deserved["text"][1] == "deserves 1 GPUs (3% of 32)"
+    notes = figure["layout"]["annotations"]
+    assert [(note["x"], note["text"]) for note in notes] == [("a", charts.UNLIMITED_NOTE)]
+    for trace in (capability, guarantee, deserved):
+        assert not set(_colours_used(trace)) & set(QUEUE_PALETTE), trace["name"]
+
+
+def test_quota_bars_without_queues_say_so():
+    assert _message(_valid(charts.quota_bars([], colours=COLOURS))) == "No queues to show."
 
 
 def test_occupancy_fills_devices_in_order_and_counts_free_blocks():
@@ -66,9 +110,19 @@ def test_occupancy_fills_devices_in_order_and_counts_free_blocks():
     assert charts.free_blocks(result["cells"]) == {8: 1, 4: 0, 2: 2, 1: 1}
 
 
+def test_free_block_labels_fit_the_node_size():
+    on_eight = charts.free_block_labels(8)
+    assert on_eight[8] == "nodes entirely free (8 GPUs)"
+    assert on_eight[4] == "nodes with 4 to 7 free"
+    assert on_eight[2] == "nodes with 2 to 3 free"
+    assert on_eight[1] == "nodes with 1 free"
+    assert charts.free_block_labels(16)[8] == "nodes with 8 or more free"
+
+
 def test_occupancy_heatmap_rows_nodes_columns_gpu_index():
     cells = {"n1": ["nlp", charts.FREE], "n2": [charts.FREE, charts.FREE, "cv"]}
-    figure = _valid(charts.occupancy_heatmap(cells, {"n1": [7, None]}))
+    colours = {"nlp": COLOURS["nlp"], "cv": QUEUE_PALETTE[5]}
+    figure = _valid(charts.occupancy_heatmap(cells, {"n1": [7, None]}, colours=colours))
     trace = figure["data"][0]
     assert trace["y"] == ["n1", "n2"]
     assert trace["x"] == ["GPU 0", "GPU 1", "GPU 2"]
@@ -76,40 +130,57 @@ def test_occupancy_heatmap_rows_nodes_columns_gpu_index():
     assert trace["z"] == [[2, 0, None], [0, 0, 1]]
     assert trace["text"][0][0] == "nlp (job 7)"
     assert trace["colorbar"]["ticktext"] == ["free", "cv", "nlp"]
+    assert [step[1] for step in trace["colorscale"][::2]] == [
+        charts.FREE_COLOUR,
+        colours["cv"],
+        colours["nlp"],
+    ]
+
+
+def test_occupancy_heatmap_height_follows_the_node_count():
+    def height(count):
+        cells = {f"n{i}": [charts.FREE] * 8 for i in range(count)}
+        return charts.occupancy_heatmap(cells, colours={})["layout"]["height"]
+
+    assert height(4) < 300
+    assert height(40) - height(4) == 36 * (height(5) - height(4))
 
 
 def test_occupancy_heatmap_all_free_and_empty():
-    _valid(charts.occupancy_heatmap({"n1": [charts.FREE] * 4}))
-    _valid(charts.occupancy_heatmap({}))
+    _valid(charts.occupancy_heatmap({"n1": [charts.FREE] * 4}, colours={}))
+    assert _message(_valid(charts.occupancy_heatmap({}, colours={}))) == "No schedulable nodes."
 
 
-def test_colours_are_shared_between_charts():
-    colours = charts.queue_colours(["b", "a"])
-    rows = [{"bucket": T0, "queue": "b", "gpus": 1}]
-    area = charts.usage_area(rows, colours=colours)
-    bars = charts.pending_demand_bars({"b": 3}, colours=colours)
-    assert area["data"][0]["line"]["color"] == colours["b"] == bars["data"][0]["marker"]["color"][0]
-    assert colours["a"] != colours["b"]
-
-
-def test_wait_box_uses_precomputed_quartiles():
-    figure = _valid(charts.wait_box({"nlp": [60, 120, 180, 240, 300], "cv": [], "x": [600]}))
+def test_wait_bars_show_median_range_and_count_in_the_queue_colour():
+    waits = {"nlp": [60, 120, 180, 240, 300], "a": [], "b": [600]}
+    figure = _valid(charts.wait_bars(waits, colours=COLOURS))
     trace = figure["data"][0]
-    assert trace["x"] == ["nlp", "x"]
-    assert trace["median"] == [3.0, 10.0]
-    assert trace["lowerfence"] == [1.0, 10.0]
-    assert trace["upperfence"] == [5.0, 10.0]
-    assert trace["q1"][0] == pytest.approx(2.0)
-    assert trace["q3"][0] == pytest.approx(4.0)
+    assert trace["x"] == ["b", "nlp"]
+    assert trace["y"] == [10.0, 3.0]
+    assert trace["error_y"]["array"] == [0.0, 2.0]
+    assert trace["error_y"]["arrayminus"] == [0.0, 2.0]
+    assert trace["text"] == ["1 job", "5 jobs"]
+    assert trace["customdata"][1] == [1.0, 2.0, 4.0, 5.0]
+    assert trace["marker"]["color"] == [COLOURS["b"], COLOURS["nlp"]]
+    assert figure["layout"]["yaxis"]["title"]["text"] == "median wait (minutes)"
+
+
+def test_wait_bars_switch_to_hours_and_say_when_nothing_waits():
+    figure = charts.wait_bars({"a": [3 * 3600]}, colours=COLOURS)
+    assert figure["data"][0]["y"] == [3.0]
+    assert figure["layout"]["yaxis"]["title"]["text"] == "median wait (hours)"
+    assert _message(charts.wait_bars({"a": []}, colours=COLOURS)) == "No job is waiting."
 
 
 def test_pending_demand_bars():
-    figure = _valid(charts.pending_demand_bars({"nlp": 16, "cv": 4}))
-    assert figure["data"][0]["x"] == ["cv", "nlp"]
+    figure = _valid(charts.pending_demand_bars({"nlp": 16, "a": 4, "b": 0}, colours=COLOURS))
+    assert figure["data"][0]["x"] == ["a", "nlp"]
     assert figure["data"][0]["y"] == [4, 16]
+    assert figure["data"][0]["marker"]["color"] == [COLOURS["a"], COLOURS["nlp"]]
+    assert _message(charts.pending_demand_bars({}, colours=COLOURS)).startswith("No job")
 
 
-def test_preemptions_over_time_stacks_actions():
+def test_preemptions_over_time_stacks_actions_by_pattern_not_queue_colour():
     rows = [
         {"bucket": T0, "action": "reclaim", "events": 2, "gpus": 16},
         {"bucket": T0, "action": "preempt", "events": 1, "gpus": 8},
@@ -120,4 +191,15 @@ def test_preemptions_over_time_stacks_actions():
     reclaim = figure["data"][1]
     assert reclaim["y"] == [2, 1]
     assert reclaim["customdata"] == [16, 0]
+    assert reclaim["marker"]["pattern"]["shape"] == "/"
     assert figure["layout"]["barmode"] == "stack"
+    assert figure["layout"]["yaxis"]["dtick"] == 1
+    for trace in figure["data"]:
+        assert not set(_colours_used(trace)) & set(QUEUE_PALETTE)
+
+
+@pytest.mark.parametrize("message", [charts.EVICTIONS_EMPTY, "Evictions are for admins."])
+def test_preemptions_over_time_without_rows_says_so(message):
+    figure = _valid(charts.preemptions_over_time([], empty_message=message))
+    assert _message(figure) == message
+    assert figure["layout"]["xaxis"]["visible"] is False

@@ -6,6 +6,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from portal.cluster.models import Placement
+from portal.dashboards import palette
 from portal.scheduling.rollups import usage_rollups_rebuild
 from tests.factories import (
     JobFactory,
@@ -69,11 +70,54 @@ def test_usage_chart_scoped_to_visible_queues(researcher_client, busy):
 
 def test_quota_chart(staff_client, busy, nlp_queue):
     payload = _data(staff_client, "quota")
-    allocated = payload["figure"]["data"][0]
+    _, allocated, _, deserved = payload["figure"]["data"]
     assert allocated["x"] == ["nlp-train", "vision-train"]
     assert allocated["y"] == [4, 2]
-    deserved = payload["figure"]["data"][1]
     assert deserved["y"] == [8.0, 8.0]
+    assert deserved["text"][0] == "deserves 8 GPUs (25% of 32)"
+
+
+def test_a_queue_has_one_colour_on_every_chart_for_every_viewer(
+    staff_client, researcher_client, busy, nlp_queue
+):
+    colour = palette.queue_colour(nlp_queue.pk)
+    for client in (staff_client, researcher_client):
+        usage = _data(client, "usage", range="day")["figure"]["data"]
+        assert next(t for t in usage if t["name"] == "nlp-train")["line"]["color"] == colour
+        quota = _data(client, "quota")["figure"]["data"][1]
+        assert quota["marker"]["color"][quota["x"].index("nlp-train")] == colour
+        pending = _data(client, "pending")["figure"]["data"][0]
+        assert pending["marker"]["color"][pending["x"].index("nlp-train")] == colour
+        heatmap = _data(client, "occupancy")["figure"]["data"][0]
+        code = heatmap["colorbar"]["ticktext"].index("nlp-train")
+        assert heatmap["colorscale"][2 * code][1] == colour
+        assert _data(client, "colours")["colours"]["nlp-train"] == colour
+    assert "vision-train" not in _data(researcher_client, "colours")["colours"]
+
+
+def test_free_block_labels_follow_the_node_size(staff_client, busy):
+    payload = _data(staff_client, "occupancy")
+    assert payload["free_block_labels"]["8"] == "nodes entirely free (8 GPUs)"
+    page = staff_client.get(reverse("dashboards:overview")).content.decode()
+    assert "nodes entirely free (8 GPUs)" in page
+
+
+def test_charts_without_data_say_so(staff_client, cluster, nlp_queue):
+    usage = _data(staff_client, "usage", range="day")["figure"]
+    assert usage["layout"]["annotations"][0]["text"] == "No GPUs were allocated in this range."
+    evictions = _data(staff_client, "preemptions", range="week")["figure"]
+    assert evictions["layout"]["annotations"][0]["text"] == "No evictions in this range."
+    waits = _data(staff_client, "pending")["waits"]
+    assert waits["layout"]["annotations"][0]["text"] == "No job is waiting."
+
+
+def test_evictions_chart_only_on_the_admins_dashboard(staff_client, researcher_client, busy):
+    assert (
+        'id="chart-preemptions"'
+        in staff_client.get(reverse("dashboards:overview")).content.decode()
+    )
+    page = researcher_client.get(reverse("dashboards:overview")).content.decode()
+    assert 'id="chart-preemptions"' not in page
 
 
 def test_occupancy_chart_hides_other_tenants(researcher_client, staff_client, busy):
@@ -115,17 +159,19 @@ def test_pending_wait_quartiles_match_python(
         JobFactory(queue=nlp_queue, submitted_at=now - timedelta(minutes=wait))
     JobFactory(queue=vision_queue, submitted_at=now - timedelta(minutes=30))
     JobFactory(queue=nlp_queue, status="running", submitted_at=now - timedelta(days=3))
-    box = _data(staff_client, "pending")["waits"]["data"][0]
-    assert box["x"] == ["nlp-train", "vision-train"]
+    bars = _data(staff_client, "pending")["waits"]["data"][0]
+    assert bars["x"] == ["nlp-train", "vision-train"]
     # statistics.quantiles(method="inclusive") of 10, 20, 40, 80, 160 minutes: 20, 40, 80
-    assert box["q1"][0] == pytest.approx(20, abs=0.2)
-    assert box["median"][0] == pytest.approx(40, abs=0.2)
-    assert box["q3"][0] == pytest.approx(80, abs=0.2)
-    assert box["lowerfence"][0] == pytest.approx(10, abs=0.2)
-    assert box["upperfence"][0] == pytest.approx(160, abs=0.2)
-    assert box["median"][1] == pytest.approx(30, abs=0.2)  # one job: every quartile is it
-    box = _data(researcher_client, "pending")["waits"]["data"][0]
-    assert box["x"] == ["nlp-train"]
+    shortest, q1, q3, longest = bars["customdata"][0]
+    assert q1 == pytest.approx(20, abs=0.2)
+    assert bars["y"][0] == pytest.approx(40, abs=0.2)
+    assert q3 == pytest.approx(80, abs=0.2)
+    assert shortest == pytest.approx(10, abs=0.2)
+    assert longest == pytest.approx(160, abs=0.2)
+    assert bars["y"][1] == pytest.approx(30, abs=0.2)  # one job: every quartile is it
+    assert bars["text"] == ["5 jobs", "1 job"]
+    bars = _data(researcher_client, "pending")["waits"]["data"][0]
+    assert bars["x"] == ["nlp-train"]
 
 
 def test_chart_query_counts_are_bounded(staff_client, busy, django_assert_max_num_queries):

@@ -198,22 +198,6 @@ def _after_bulk_load() -> dict[str, int]:
     return counts
 
 
-def demo_history() -> dict[str, int]:
-    """Make the demo's dashboards interesting: a week of samples and some evictions."""
-    from django.utils import timezone
-
-    from portal.jobs.models import Job
-    from portal.queues.models import Queue
-
-    now = timezone.now()
-    queues = list(Queue.objects.order_by("name"))
-    jobs = list(Job.objects.order_by("id"))
-    samples = seed_usage_history(queues=queues, now=now, days=7, step_minutes=5)
-    events = seed_preemptions(jobs=jobs, now=now, days=7, count=40) if jobs else 0
-    _after_bulk_load()
-    return {"usage_samples": samples, "preemptions": events}
-
-
 def measure(*, repeat: int = 20) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
     from django.db import connection
@@ -265,11 +249,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queues", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--no-seed", action="store_true", help="measure the existing rows")
-    parser.add_argument(
-        "--demo-history",
-        action="store_true",
-        help="only add 7 days of usage samples and preemptions to the existing (demo) queues",
-    )
     args = parser.parse_args(argv)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.local")
@@ -283,11 +262,6 @@ def main(argv: list[str] | None = None) -> int:
     settings.DEBUG = False
     call_command("migrate", verbosity=0)
     report: dict[str, Any] = {"database": settings.DATABASES["default"]["ENGINE"]}
-    if args.demo_history:
-        report["demo_history"] = demo_history()
-        json.dump(report, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return 0
     if not args.no_seed:
         start = time.perf_counter()
         report["seeded"] = seed(n_jobs=args.jobs, days=args.days, n_queues=args.queues)

@@ -59,7 +59,8 @@ def test_usage_area_draws_a_lone_point_as_a_marker_over_the_whole_range():
     axis = figure["layout"]["xaxis"]
     assert axis["range"] == ["2025-12-31T00:00:00", "2026-01-01T00:00:00"]
     assert axis["type"] == "date"
-    assert "%S" not in axis["tickformat"] and "%L" not in axis["tickformat"]
+    assert "%S" not in axis["tickformat"]
+    assert "%L" not in axis["tickformat"]
     assert "UTC" in axis["title"]["text"]
 
 
@@ -76,10 +77,12 @@ def test_quota_bars_encode_meanings_by_shape_and_explain_unlimited_and_fractions
     ]
     figure = _valid(charts.quota_bars(rows, colours=COLOURS, cluster_gpus=32))
     capability, allocated, guarantee, deserved = figure["data"]
-    assert capability["x"] == ["b"] and capability["y"] == [8]
+    assert capability["x"] == ["b"]
+    assert capability["y"] == [8]
     assert capability["marker"]["color"] == "rgba(0,0,0,0)"  # an outline, no fill
     assert allocated["marker"]["color"] == [COLOURS["a"], COLOURS["b"]]
-    assert guarantee["x"] == ["a"] and guarantee["marker"]["symbol"] == "line-ew-open"
+    assert guarantee["x"] == ["a"]
+    assert guarantee["marker"]["symbol"] == "line-ew-open"
     assert deserved["marker"]["symbol"] == "diamond"
     assert deserved["text"][0] == (
         "deserves 6.5 GPUs (20% of 32): a weighted share; pods take whole GPUs, "

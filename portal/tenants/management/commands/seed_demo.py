@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from portal.cluster.services import node_inventory_load, node_inventory_sync
+from portal.dashboards.demo_history import demo_history_seed
 from portal.jobs.models import Job
 from portal.jobs.services import job_submit
 from portal.queues.models import Queue
@@ -202,6 +203,7 @@ class Command(BaseCommand):
                 continue
             job_submit(submitter=submitter, queue=queue, **data)
             self._say(f"job {data['name']} submitted to {queue.name}")
+        self._say(demo_history_seed(users=users))
 
         if not SchedulerConfig.objects.exists():
             config = scheduler_config_create(

@@ -4,13 +4,14 @@
     python -m portal.cli submit --queue nlp-train --name bert --replicas 2 --gpus 4 \
         --image ghcr.io/example/trainer:latest --command "python train.py"
     python -m portal.cli submit -f job.yaml
-    python -m portal.cli jobs --status pending
+    python -m portal.cli jobs --status pending --json    # --json before or after the command
     python -m portal.cli why 42
     python -m portal.cli cancel 42
     python -m portal.cli queues
 """
 
 import argparse
+import functools
 import json
 import os
 import shlex
@@ -44,9 +45,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--token", default=os.environ.get("GPUQ_TOKEN"), help="API token ($GPUQ_TOKEN)"
     )
     parser.add_argument("--json", action="store_true", help="print the API's JSON")
+    # Every command takes --json too, so `gpuq jobs --mine --json` works as well as
+    # `gpuq --json jobs --mine`; SUPPRESS keeps an absent sub-flag from resetting the other.
+    json_flag = argparse.ArgumentParser(add_help=False)
+    json_flag.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print the API's JSON"
+    )
     commands = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    add_command = functools.partial(commands.add_parser, parents=[json_flag])
 
-    submit = commands.add_parser("submit", help="submit a job (flags or a Volcano manifest)")
+    submit = add_command("submit", help="submit a job (flags or a Volcano manifest)")
     submit.add_argument("-f", "--file", help="Volcano Job manifest (YAML or JSON); '-' = stdin")
     submit.add_argument("--queue", help="queue name or id")
     submit.add_argument("--name", help="job name (DNS label)")
@@ -66,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--priority", type=int)
     submit.add_argument("--duration", type=int, help="expected run time in seconds")
 
-    jobs = commands.add_parser("jobs", help="list jobs you may see")
+    jobs = add_command("jobs", help="list jobs you may see")
     jobs.add_argument("--queue")
     jobs.add_argument("--tenant")
     jobs.add_argument("--status")
@@ -74,13 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--since", help="ISO 8601 time: jobs submitted at or after it")
     jobs.add_argument("--limit", type=int, default=50)
 
-    show = commands.add_parser("show", help="one job: tasks, placements, pending reason")
+    show = add_command("show", help="one job: tasks, placements, pending reason")
     show.add_argument("job_id", type=int)
-    cancel = commands.add_parser("cancel", help="cancel a job")
+    cancel = add_command("cancel", help="cancel a job")
     cancel.add_argument("job_id", type=int)
-    why = commands.add_parser("why", help="why a job is pending and who is ahead of it")
+    why = add_command("why", help="why a job is pending and who is ahead of it")
     why.add_argument("job_id", type=int)
-    queues = commands.add_parser("queues", help="queues and their shares")
+    queues = add_command("queues", help="queues and their shares")
     queues.add_argument("--tenant", type=int, help="tenant id")
     return parser
 

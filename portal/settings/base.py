@@ -178,7 +178,9 @@ USAGE_SAMPLE_SECONDS = env.int("USAGE_SAMPLE_SECONDS", default=60)
 # https://docs.celeryq.dev/en/stable/userguide/configuration.html
 # With no Redis configured, a filesystem broker needs no server (embedded default).
 REDIS_URL = env.str("REDIS_URL", default="")
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "filesystem://")
+# "localhost" names no server (the transport reads folders); without it kombu warns "No
+# hostname was supplied" on every connection.
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "filesystem://localhost/")
 CELERY_BROKER_TRANSPORT_OPTIONS = (
     {
         "data_folder_in": str(VAR_DIR / "broker"),

@@ -189,3 +189,26 @@ def test_python_m_portal_cli_help_runs():
     )
     assert result.returncode == 0
     assert "submit" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--json", "jobs", "--mine"], True),
+        (["jobs", "--mine", "--json"], True),
+        (["--json", "why", "1", "--json"], True),
+        (["jobs", "--mine"], False),
+        (["queues", "--json"], True),
+    ],
+)
+def test_json_is_accepted_before_or_after_the_command(argv, expected):
+    from portal.cli.main import build_parser
+
+    assert build_parser().parse_args(argv).json is expected
+
+
+def test_json_after_the_command_prints_json(gpuq, nlp_queue, researcher):
+    JobTaskFactory(job=JobFactory(queue=nlp_queue, name="listed", submitter=researcher), gpus=1)
+    code, out, err = gpuq("jobs", "--mine", "--json")
+    assert (code, err) == (0, "")
+    assert [job["name"] for job in json.loads(out)] == ["listed"]

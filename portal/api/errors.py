@@ -110,3 +110,47 @@ class PayloadTooLarge(exceptions.APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_detail = "The request body is too large."
     default_code = "payload_too_large"
+
+
+API_PREFIX = "/api/"
+# What a client gets for an HTML error page under /api/: the API's own words for the status.
+STATUS_ERRORS = {
+    400: (exceptions.ParseError.default_detail, "parse_error"),
+    401: (exceptions.NotAuthenticated.default_detail, "not_authenticated"),
+    403: (exceptions.PermissionDenied.default_detail, "permission_denied"),
+    404: (exceptions.NotFound.default_detail, "not_found"),
+    405: ("Method not allowed.", "method_not_allowed"),
+    413: (PayloadTooLarge.default_detail, "payload_too_large"),
+    500: ("Internal server error.", "error"),
+}
+
+
+class ApiJsonErrorsMiddleware:
+    """Every error under /api/ is JSON, whatever produced it and in every setting.
+
+    DRF's handler covers its views; Django itself answers the rest with HTML pages: an
+    unmatched URL (`/api/v1/jobs/-1/`), an exception outside DRF's reach, and, with DEBUG on,
+    its technical 404 and 500 pages (which list the URL patterns and the settings). This
+    replaces any such non-JSON error response by the API's error shape.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if not request.path.startswith(API_PREFIX) or response.status_code < 400:
+            return response
+        content_type = response.get("Content-Type", "")
+        if "json" in content_type:
+            return response
+        from django.http import JsonResponse
+
+        detail, code = STATUS_ERRORS.get(
+            response.status_code, STATUS_ERRORS[500 if response.status_code >= 500 else 400]
+        )
+        replaced = JsonResponse({"detail": str(detail), "code": code}, status=response.status_code)
+        for header in ("Allow", "Retry-After", "WWW-Authenticate"):
+            if header in response:
+                replaced[header] = response[header]
+        return replaced

@@ -104,6 +104,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Outside sessions and auth: it sees the signed-in user of every answer.
     "portal.common.middleware.SecurityHeadersMiddleware",
+    "portal.api.errors.ApiJsonErrorsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -1,10 +1,19 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
 from portal.common.login_throttle import ThrottledLoginView
 from portal.common.views import HomeView
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico on pages without an icon link (the admin, the API docs)."""
+    return redirect(static("favicon.svg"), permanent=True)
+
 
 urlpatterns = [
     path("", HomeView.as_view(), name="home"),
@@ -23,6 +32,7 @@ urlpatterns = [
     path("api/", include("portal.api.urls")),
     path("cluster/", include("portal.cluster.urls")),
     path("dashboards/", include("portal.dashboards.urls")),
+    path("favicon.ico", favicon),
 ]
 
 handler404 = "portal.common.views.page_not_found"

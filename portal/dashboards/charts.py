@@ -31,6 +31,7 @@ MUTED_TEXT = "#5f6b7a"
 FEW_POINTS = 3
 # Date formats per time bucket, so ticks never read "13:59:59.9995".
 TICK_FORMATS = {"minute": "%H:%M", "hour": "%H:%M\n%b %-d", "day": "%b %-d"}
+BUCKET_MS = {"minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
 
 
 def _layout(title: str, **extra: Any) -> dict[str, Any]:
@@ -324,7 +325,7 @@ def occupancy_heatmap(
     jobs: Mapping[str, Sequence[int | None]] | None = None,
     *,
     colours: Mapping[str, str],
-    title: str = "GPU occupancy (rows: nodes, columns: GPU index)",
+    title: str = "GPU occupancy (rows: nodes, columns: their GPUs)",
 ) -> dict[str, Any]:
     """Heatmap: one row per node, one column per GPU index, colour by queue (grey: free).
     The figure's height follows the node count (the page sizes the chart to it)."""
@@ -364,7 +365,7 @@ def occupancy_heatmap(
         {
             "type": "heatmap",
             "z": z,
-            "x": [f"GPU {index}" for index in range(width)],
+            "x": [str(index) for index in range(width)],
             "y": nodes,
             "text": text,
             "zmin": -0.5,
@@ -372,7 +373,7 @@ def occupancy_heatmap(
             "colorscale": colorscale,
             "xgap": 2,
             "ygap": 2,
-            "hovertemplate": "%{y} %{x}: %{text}<extra></extra>",
+            "hovertemplate": "%{y} GPU %{x}: %{text}<extra></extra>",
             "colorbar": {
                 "tickvals": list(range(steps)),
                 "ticktext": [FREE, *queues],
@@ -382,13 +383,14 @@ def occupancy_heatmap(
             },
         }
     ]
-    height = 30 * len(nodes) + 110
+    height = 30 * len(nodes) + 120
     return {
         "data": data,
         "layout": _layout(
             title,
             height=height,
             margin={"l": 50, "r": 20, "t": 40, "b": 30},
+            xaxis={"title": {"text": "GPU index"}, "type": "category"},
             yaxis={"autorange": "reversed", "automargin": True},
         ),
     }
@@ -547,6 +549,10 @@ def preemptions_over_time(
                 "y": [events for _, (events, _) in points],
                 "customdata": [gpus for _, (_, gpus) in points],
                 "marker": {"color": style["color"], "pattern": style["pattern"]},
+                # Each bar spans its time bucket: a lone bar on a date axis is otherwise drawn
+                # a few pixels wide.
+                "width": BUCKET_MS.get(bucket, BUCKET_MS["hour"]) * 0.9,
+                "offset": BUCKET_MS.get(bucket, BUCKET_MS["hour"]) * 0.05,
                 "hovertemplate": "%{y} evictions, %{customdata} GPUs freed<extra>"
                 + action
                 + "</extra>",

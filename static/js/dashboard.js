@@ -16,6 +16,13 @@
   function draw(id, figure) {
     var node = document.getElementById(id);
     if (!node || !figure) { return; }
+    var heading = document.getElementById(id.replace("chart-", "title-"));
+    if (heading && figure.layout && figure.layout.title) {
+      // The title goes in the card's heading (it wraps on a phone; screen readers find it).
+      heading.textContent = figure.layout.title.text;
+      figure.layout.title = { text: "" };
+      figure.layout.margin = Object.assign({}, figure.layout.margin, { t: 10 });
+    }
     if (figure.layout && figure.layout.height) {
       // Sized to its content (the occupancy map grows with the node count): no empty band.
       node.style.height = figure.layout.height + "px";

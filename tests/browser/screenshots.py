@@ -1,18 +1,35 @@
-"""Save screenshots of the main pages of a running portal (a seeded demo) to docs/screenshots.
+"""Screenshots of the portal's pages, from a fresh demo, into docs/screenshots/:
 
-    DATABASE_URL=sqlite:////tmp/demo.sqlite3 DEMO_PASSWORD=... python manage.py seed_demo
-    python -m portal.dashboards.bench --demo-history          # optional: a week of history
-    python manage.py runserver 127.0.0.1:8765 &
-    DEMO_PASSWORD=... .venv/bin/python tests/browser/screenshots.py --base-url http://127.0.0.1:8765
+    ./dev screenshots                    # what the README shows, desktop and phone
+    ./dev screenshots --all --out /tmp/shots   # every page as every role that may open it
+
+Without --base-url it makes its own demo: SQLite in a scratch folder, `migrate`, `seed_demo`
+(with its six hours of history), three scheduling cycles so the demo's jobs are placed, then
+`runserver` on a free port; all of it is stopped and removed at the end. With --base-url it
+photographs a running portal whose demo users' password is in DEMO_PASSWORD.
 
 Not a test (pytest collects only test_*.py). Uses Debian's /usr/bin/chromium.
 """
 
+from __future__ import annotations
+
 import argparse
+import contextlib
 import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
-from playwright.sync_api import sync_playwright
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.browser.pages import PAGES, BrowserPage  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -21,61 +38,162 @@ CHROMIUM_ARGS = [
     "--disable-gpu",
     "--disable-background-networking",
     "--disable-component-update",
+    "--disable-sync",
     "--no-first-run",
 ]
-# (user, file name, path, wait-for selector)
-PAGES = [
-    ("researcher", "01-home-researcher.png", "/", "#my-jobs"),
-    ("researcher", "02-job-submit.png", "/jobs/new/", "#job-submit"),
-    ("researcher", "03-job-list.png", "/jobs/", "#jobs"),
-    ("researcher", "04-job-detail.png", "/jobs/1/", "#placements"),
-    ("researcher", "05-job-upload.png", "/jobs/upload/", "#job-upload"),
-    ("lead", "06-queue-list.png", "/queues/", "table"),
-    ("lead", "07-queue-edit-preview.png", "/queues/{nlp_train}/edit/", "#preview"),
-    ("admin", "08-dashboard.png", "/dashboards/?range=week", "#dashboard[data-loaded='1']"),
-    ("admin", "09-preemptions.png", "/admin-area/preemptions/", "#preemptions"),
-    ("admin", "10-scheduler-config.png", "/admin-area/config/", "#config-form"),
-    ("admin", "11-nodes.png", "/cluster/nodes/", "#nodes"),
-    ("researcher", "12-forbidden.png", "/admin-area/preemptions/", "h1"),
-]
+DESKTOP = {"width": 1440, "height": 900}
+PHONE = {"width": 390, "height": 844}
+DEMO_USERS = {"researcher": "researcher", "lead": "lead", "admin": "admin"}
+# (file, page, role, phone?) for docs/screenshots; the README shows some of them.
+SHOTS = (
+    ("01-home-researcher.png", "home", "researcher", False),
+    ("02-job-submit.png", "job-submit", "researcher", False),
+    ("03-job-list.png", "job-list", "researcher", False),
+    ("04-job-detail.png", "job-detail", "researcher", False),
+    ("05-job-upload.png", "job-upload", "researcher", False),
+    ("06-queue-list.png", "queue-list", "lead", False),
+    ("07-queue-edit-preview.png", "queue-edit", "lead", False),
+    ("08-dashboard.png", "dashboard", "admin", False),
+    ("09-preemptions.png", "preemptions", "admin", False),
+    ("10-scheduler-config.png", "scheduler-config", "admin", False),
+    ("11-nodes.png", "nodes", "admin", False),
+    ("12-forbidden.png", "forbidden", "researcher", False),
+    ("13-dashboard-researcher.png", "dashboard", "researcher", False),
+    ("14-admin-for-staff-only.png", "admin-for-staff-only", "researcher", False),
+    ("20-phone-home.png", "home", "researcher", True),
+    ("21-phone-dashboard.png", "dashboard", "admin", True),
+    ("22-phone-preemptions.png", "preemptions", "admin", True),
+    ("23-phone-nodes.png", "nodes", "admin", True),
+)
 
 
-def login(page, base_url: str, username: str, password: str) -> None:
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _manage(env: dict[str, str], *args: str) -> None:
+    subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+@contextlib.contextmanager
+def fresh_demo() -> Iterator[tuple[str, str]]:
+    """(base URL, password) of a demo seeded from scratch and served until the block ends."""
+    password = secrets.token_urlsafe(12)
+    with tempfile.TemporaryDirectory(prefix="portal-screenshots-") as scratch:
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if key not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL")
+        }
+        env.update(
+            DJANGO_SETTINGS_MODULE="portal.settings.local",
+            PORTAL_VAR_DIR=scratch,
+            DEMO_PASSWORD=password,
+        )
+        _manage(env, "migrate", "--noinput")
+        _manage(env, "seed_demo")
+        cycles = "from scheduler.tasks import scheduling_cycle_run as run\nfor _ in range(3): run()"
+        _manage(env, "shell", "-c", cycles)
+        port = _free_port()
+        server = subprocess.Popen(
+            [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        base_url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_for(f"{base_url}/accounts/login/")
+            yield base_url, password
+        finally:
+            server.terminate()
+            server.wait(timeout=20)
+
+
+def _wait_for(url: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5):  # noqa: S310 (our own loopback server)
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def login(context, base_url: str, role: str, password: str) -> None:
+    if role == "anonymous":
+        return
+    page = context.new_page()
     page.goto(f"{base_url}/accounts/login/")
-    page.fill("#id_username", username)
+    page.fill("#id_username", DEMO_USERS[role])
     page.fill("#id_password", password)
     page.click("button[type=submit]")
     page.wait_for_url(f"{base_url}/")
+    page.close()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--base-url", default="http://127.0.0.1:8765")
-    parser.add_argument(
-        "--out", default=str(Path(__file__).resolve().parents[2] / "docs/screenshots")
-    )
-    parser.add_argument("--nlp-train-id", default="1", help="id of the demo's nlp-train queue")
-    args = parser.parse_args()
-    password = os.environ["DEMO_PASSWORD"]
+def shoot(context, base_url: str, spec: BrowserPage, path: Path, ids: dict[str, str]) -> None:
+    page = context.new_page()
+    page.goto(base_url + spec.path.format(**ids))
+    page.wait_for_selector(spec.ready, timeout=20000)
+    if spec.name == "queue-edit":
+        page.fill("#id_weight", "8")
+        page.wait_for_selector("#preview .preview-cell-up", timeout=10000)
+    page.screenshot(path=str(path), full_page=True)
+    page.close()
+    print("saved", path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base-url", help="a running portal (password in DEMO_PASSWORD)")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
+    parser.add_argument("--all", action="store_true", help="every page as every role")
+    parser.add_argument("--job-id", default="1", help="a job of tenant nlp (demo: 1)")
+    parser.add_argument("--queue-id", default="1", help="the nlp-train queue (demo: 1)")
+    args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
+    ids = {"job": args.job_id, "queue": args.queue_id}
+    pages = {spec.name: spec for spec in PAGES}
+    if args.all:
+        shots = [
+            (f"{spec.name}-{role}{'-phone' if phone else ''}.png", spec.name, role, phone)
+            for spec in PAGES
+            for role in spec.roles
+            for phone in ((False, True) if spec.phone else (False,))
+        ]
+    else:
+        shots = list(SHOTS)
+    with contextlib.ExitStack() as stack:
+        if args.base_url:
+            base_url, password = args.base_url, os.environ["DEMO_PASSWORD"]
+        else:
+            base_url, password = stack.enter_context(fresh_demo())
+        from playwright.sync_api import sync_playwright
+
+        playwright = stack.enter_context(sync_playwright())
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         contexts = {}
-        for user, name, path, selector in PAGES:
-            if user not in contexts:
-                context = browser.new_context(viewport={"width": 1440, "height": 900})
-                login(context.new_page(), args.base_url, user, password)
-                contexts[user] = context
-            page = contexts[user].new_page()
-            page.goto(args.base_url + path.format(nlp_train=args.nlp_train_id))
-            page.wait_for_selector(selector, timeout=15000)
-            if name.startswith("07"):
-                page.fill("#id_weight", "8")
-                page.wait_for_selector("#preview .preview-cell-up", timeout=10000)
-            page.screenshot(path=str(out / name), full_page=True)
-            page.close()
-            print("saved", out / name)
+        for name, page_name, role, phone in shots:
+            key = (role, phone)
+            if key not in contexts:
+                contexts[key] = browser.new_context(
+                    viewport=PHONE if phone else DESKTOP, device_scale_factor=1
+                )
+                login(contexts[key], base_url, role, password)
+            shoot(contexts[key], base_url, pages[page_name], out / name, ids)
         browser.close()
     return 0
 

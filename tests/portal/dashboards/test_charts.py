@@ -128,7 +128,8 @@ def test_occupancy_heatmap_rows_nodes_columns_gpu_index():
     figure = _valid(charts.occupancy_heatmap(cells, {"n1": [7, None]}, colours=colours))
     trace = figure["data"][0]
     assert trace["y"] == ["n1", "n2"]
-    assert trace["x"] == ["GPU 0", "GPU 1", "GPU 2"]
+    assert trace["x"] == ["0", "1", "2"]
+    assert figure["layout"]["xaxis"]["title"]["text"] == "GPU index"
     # codes: free 0, then queues sorted: cv 1, nlp 2; a missing device is None
     assert trace["z"] == [[2, 0, None], [0, 0, 1]]
     assert trace["text"][0][0] == "nlp (job 7)"
@@ -147,6 +148,13 @@ def test_occupancy_heatmap_height_follows_the_node_count():
 
     assert height(4) < 300
     assert height(40) - height(4) == 36 * (height(5) - height(4))
+
+
+def test_eviction_bars_span_their_time_bucket():
+    rows = [{"bucket": T0, "action": "reclaim", "events": 2, "gpus": 8}]
+    trace = charts.preemptions_over_time(rows, bucket="hour")["data"][0]
+    assert trace["width"] == pytest.approx(0.9 * 3_600_000)
+    assert trace["offset"] == pytest.approx(0.05 * 3_600_000)
 
 
 def test_occupancy_heatmap_all_free_and_empty():

@@ -1,0 +1,94 @@
+"""Every HTML page of the portal, and who may open it: the list the browser checks (axe, the
+phone width) and the screenshots walk. A page added to the URLs must be added here, or to
+NOT_PAGES with the reason it is not one (tests/browser/test_accessibility.py checks that).
+
+Paths may name objects of the world: {job} (a job of tenant nlp), {queue} (nlp-train).
+Roles: "anonymous", "researcher" (nlp), "lead" (lead of nlp, researcher in vision),
+"admin" (site staff).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ROLES = ("researcher", "lead", "admin")
+ALL = ROLES
+STAFF = ("admin",)
+
+
+@dataclass(frozen=True)
+class BrowserPage:
+    name: str
+    url_name: str
+    path: str
+    ready: str  # a selector that is there once the page has drawn
+    roles: tuple[str, ...]
+    # Serious or critical axe findings still allowed on this page (rule ids): pages another
+    # pass has not reached yet. The pages of this pass allow none.
+    known: frozenset[str] = frozenset()
+    phone: bool = False  # checked at 390 px wide too
+
+
+PAGES = (
+    BrowserPage("login", "login", "/accounts/login/", "#id_username", ("anonymous",), phone=True),
+    BrowserPage("home", "home", "/", "#my-jobs", ALL, phone=True),
+    BrowserPage("job-list", "jobs:job_list", "/jobs/", "#jobs", ALL),
+    BrowserPage("job-detail", "jobs:job_detail", "/jobs/{job}/", "#placements", ALL),
+    BrowserPage("job-submit", "jobs:job_submit", "/jobs/new/", "#job-submit", ALL),
+    BrowserPage("job-upload", "jobs:job_upload", "/jobs/upload/", "#job-upload", ALL),
+    BrowserPage("queue-list", "queues:queue_list", "/queues/", "table", ALL),
+    BrowserPage(
+        "queue-edit", "queues:queue_edit", "/queues/{queue}/edit/", "#preview", ("lead", "admin")
+    ),
+    BrowserPage(
+        "dashboard",
+        "dashboards:overview",
+        "/dashboards/",
+        "#dashboard[data-loaded='1']",
+        ALL,
+        phone=True,
+    ),
+    BrowserPage(
+        "preemptions",
+        "scheduling:preemption_list",
+        "/admin-area/preemptions/",
+        "#preemptions",
+        STAFF,
+        phone=True,
+    ),
+    BrowserPage(
+        "scheduler-config",
+        "scheduling:config_edit",
+        "/admin-area/config/",
+        "#config-form",
+        STAFF,
+        phone=True,
+    ),
+    BrowserPage("nodes", "cluster:node_list", "/cluster/nodes/", "#nodes", STAFF, phone=True),
+    BrowserPage("api-tokens", "api:tokens", "/api/tokens/", "main", ALL),
+    # Refusals: an admin page for a researcher, a page that does not exist, the Django
+    # admin for someone who is not staff.
+    BrowserPage(
+        "forbidden",
+        "scheduling:preemption_list",
+        "/admin-area/preemptions/",
+        "h1",
+        ("researcher",),
+        phone=True,
+    ),
+    BrowserPage("not-found", "", "/jobs/999999/", "h1", ("researcher",), phone=True),
+    BrowserPage("admin-for-staff-only", "", "/admin/", "h1", ("researcher",), phone=True),
+)
+
+# URL names that are not pages of their own, and why.
+NOT_PAGES = {
+    "admin_login": "redirects to the login page (or explains the admin is for staff)",
+    "logout": "POST only",
+    "jobs:job_cancel": "POST only",
+    "queues:queue_preview": "JSON for the queue edit page",
+    "scheduling:preemption_csv": "CSV download",
+    "scheduling:config_activate": "POST only",
+    "dashboards:chart_data": "JSON for the dashboard",
+    "api:schema": "OpenAPI document",
+    "api:docs": "Swagger UI, a third-party page (its own accessibility)",
+}

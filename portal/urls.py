@@ -4,8 +4,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.templatetags.static import static
 from django.urls import include, path
-from django.views.generic import RedirectView
 
+from portal.common.admin_gate import admin_login
 from portal.common.login_throttle import ThrottledLoginView
 from portal.common.views import HomeView
 
@@ -18,11 +18,7 @@ def favicon(request: HttpRequest) -> HttpResponse:
 urlpatterns = [
     path("", HomeView.as_view(), name="home"),
     # The admin's own login form would bypass the login throttle: send it to ours.
-    path(
-        "admin/login/",
-        RedirectView.as_view(pattern_name="login", query_string=True),
-        name="admin_login",
-    ),
+    path("admin/login/", admin_login, name="admin_login"),
     path("admin/", admin.site.urls),
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -1,5 +1,7 @@
 from django.contrib import admin
 
+from portal.common.admin import ReadOnlyAdminMixin
+
 from .models import Node, Placement, SimulatedPod
 
 
@@ -20,7 +22,7 @@ class NodeAdmin(admin.ModelAdmin):
 
 
 @admin.register(Placement)
-class PlacementAdmin(admin.ModelAdmin):
+class PlacementAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
         "pod_name",
         "job",

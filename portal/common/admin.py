@@ -37,3 +37,18 @@ class SafeAutocompleteMixin:
                 db_field, self.admin_site, using=kwargs.get("using")
             )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+class ReadOnlyAdminMixin:
+    """Audit records (evictions, cycles, placements, queue changes): shown in the admin, never
+    added, edited or deleted there, superusers included. The scheduler and the services write
+    them; an edit by hand would make the history lie."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from portal.common.admin import SafeAutocompleteMixin
+from portal.common.admin import ReadOnlyAdminMixin, SafeAutocompleteMixin
 
 from .models import Queue, QueueChange
 
@@ -37,7 +37,7 @@ class QueueAdmin(SafeAutocompleteMixin, admin.ModelAdmin):
 
 
 @admin.register(QueueChange)
-class QueueChangeAdmin(admin.ModelAdmin):
+class QueueChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["queue", "field", "old_value", "new_value", "changed_by", "changed_at"]
     list_filter = ["field", "queue__tenant"]
     search_fields = ["queue__name", "changed_by__username", "field"]

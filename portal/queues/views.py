@@ -10,8 +10,6 @@ from django.views.generic import TemplateView
 
 from portal.common.access import (
     OTHER_TENANTS,
-    ROLE_LEAD,
-    RoleRequiredMixin,
     can_edit_queue,
     visible_queues,
 )
@@ -58,14 +56,10 @@ class QueueListView(LoginRequiredMixin, TemplateView):
         return context
 
 
-class QueueEditView(RoleRequiredMixin, View):
-    """Lead of the queue's tenant or staff.
+class QueueEditView(LoginRequiredMixin, View):
+    """Lead of the queue's tenant or staff. As in the API: 404 for a queue the user cannot
+    see (another tenant's, or none), 403 for a queue of their tenant they may not edit."""
 
-    Users who lead no tenant get 403 for every id; a lead gets 404 for queues of tenants
-    they are not a member of and 403 for queues of tenants where they are a researcher.
-    """
-
-    required_role = ROLE_LEAD
     template_name = "queues/queue_edit.html"
 
     def _queue(self, request: HttpRequest, queue_id: int) -> Queue:

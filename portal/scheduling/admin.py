@@ -1,5 +1,7 @@
 from django.contrib import admin
 
+from portal.common.admin import ReadOnlyAdminMixin
+
 from .models import (
     CycleRun,
     PreemptionEvent,
@@ -23,7 +25,7 @@ class SchedulerConfigAdmin(admin.ModelAdmin):
 
 
 @admin.register(CycleRun)
-class CycleRunAdmin(admin.ModelAdmin):
+class CycleRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "started_at",
@@ -39,7 +41,7 @@ class CycleRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(PreemptionEvent)
-class PreemptionEventAdmin(admin.ModelAdmin):
+class PreemptionEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
         "occurred_at",
         "action",
@@ -58,7 +60,9 @@ class PreemptionEventAdmin(admin.ModelAdmin):
 
 
 @admin.register(QueueUsageSample)
-class QueueUsageSampleAdmin(admin.ModelAdmin):
+class QueueUsageSampleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Written by the scheduling cycle; the rollups are derived from them: read-only."""
+
     list_display = ["queue", "at", "gpus_allocated", "gpus_deserved", "gpus_pending"]
     list_filter = ["queue"]
     date_hierarchy = "at"

@@ -39,7 +39,6 @@ from tests.factories import (
 ROLES = ("anonymous", "a_researcher", "a_lead", "b_researcher", "b_lead", "staff", "no_member")
 A_ROLES = ("a_researcher", "a_lead")
 B_ROLES = ("b_researcher", "b_lead")
-LEADS_OF_NOTHING = ("a_researcher", "b_researcher", "no_member")
 
 # Names only tenant A's users (and staff) may see, and only tenant B's.
 A_NAMES = ("alpha-queue", "alpha-job")
@@ -116,14 +115,9 @@ class Page:
         return f"{self.name}[{self.label}]" if self.label else self.name
 
 
-# Queue leads act on their tenant's queues; users who lead nothing are refused by role (403)
-# for every queue id, which reveals nothing; a lead of another tenant gets 404.
-QUEUE_EDIT = per_role(
-    MISSING,
-    **roles(FORBIDDEN, LEADS_OF_NOTHING),
-    a_lead=OK,
-    staff=OK,
-)
+# Queue leads act on their tenant's queues. As in the API, a queue the user cannot see
+# (another tenant's) is 404 whatever their role; a member who may not edit it gets 403.
+QUEUE_EDIT = per_role(MISSING, a_researcher=FORBIDDEN, a_lead=OK, staff=OK)
 QUEUE_EDIT_POST = QUEUE_EDIT | roles(redirect("queues:queue_edit"), ("a_lead", "staff"))
 
 # Submitting: A's members and staff reach A's queue; B's members see it refused on the form
@@ -157,7 +151,8 @@ PAGES = [
         "admin_login",
         "",
         query={"next": "/admin/"},
-        get=per_role(redirect("login"), anonymous=redirect("login")),
+        # Signed in but not staff: told the admin is for staff, not shown a login form.
+        get=per_role(FORBIDDEN, anonymous=redirect("login"), staff=redirect("login")),
     ),
     Page("jobs:job_list", "", get=per_role(OK)),
     Page("jobs:job_submit", "", get=SUBMIT_GET, post=SUBMIT_POST, post_body="job_form"),

@@ -30,9 +30,10 @@ from tests.portal.common.pages import (
 
 pytestmark = pytest.mark.django_db
 
-# Covered elsewhere: the REST API has its own matrix; the Django admin is staff-only by Django.
+# Covered elsewhere: the REST API has its own matrix; the Django admin is staff-only by Django;
+# /favicon.ico redirects everyone to a static file (tests/portal/common/test_admin_audit.py).
 EXEMPT_NAMESPACES = {"admin"}
-EXEMPT_ROUTE_PREFIXES = ("api/v1/",)
+EXEMPT_ROUTE_PREFIXES = ("api/v1/", "favicon.ico")
 
 
 def _named_patterns(resolver=None, prefix="", namespace=""):

@@ -38,13 +38,17 @@ def test_researcher_cannot_edit_own_tenant_queue(researcher_client, nlp_queue):
     assert nlp_queue.weight == 2
 
 
-def test_researcher_refused_for_other_tenant_queue_without_data(researcher_client, vision_queue):
+def test_another_tenants_queue_answers_404_like_the_api(researcher_client, vision_queue):
     url = reverse("queues:queue_edit", args=[vision_queue.pk])
     response = researcher_client.get(url)
-    assert response.status_code == HTTPStatus.FORBIDDEN
+    assert response.status_code == HTTPStatus.NOT_FOUND
     assert "vision-train" not in response.content.decode()
+    api = researcher_client.patch(
+        reverse("api:queue_detail", args=[vision_queue.pk]), {}, content_type="application/json"
+    )
+    assert api.status_code == HTTPStatus.NOT_FOUND
     missing = reverse("queues:queue_edit", args=[999999])
-    assert researcher_client.get(missing).status_code == HTTPStatus.FORBIDDEN
+    assert researcher_client.get(missing).status_code == HTTPStatus.NOT_FOUND
 
 
 def test_lead_edits_own_tenant_queue(lead, lead_client, nlp_queue, cluster):

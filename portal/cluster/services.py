@@ -1,10 +1,12 @@
-from datetime import datetime
+from collections.abc import Iterable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 
 from portal.common.services import model_update, prefix_errors
 from portal.jobs.models import JobTask
@@ -38,6 +40,22 @@ def node_inventory_load(*, path: str | Path) -> list[dict[str, Any]]:
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
         raise ValidationError({"nodes": INVENTORY_INVALID})
     return data["nodes"]
+
+
+SEEN_RESOLUTION = timedelta(minutes=1)
+
+
+def node_seen_mark(
+    *, at: datetime, names: Iterable[str] | None = None, resolution: timedelta = SEEN_RESOLUTION
+) -> int:
+    """Record that the cluster reported these nodes (None: every node) at `at`.
+
+    Rows are written once per `resolution` at most: the cycle calls this every few seconds,
+    and "last seen" a minute ago is as good as now. Returns the rows written."""
+    nodes = Node.objects.filter(Q(last_seen_at__isnull=True) | Q(last_seen_at__lt=at - resolution))
+    if names is not None:
+        nodes = nodes.filter(name__in=list(names))
+    return nodes.update(last_seen_at=at)
 
 
 @transaction.atomic

@@ -29,7 +29,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.cluster.models import Node
-from portal.cluster.services import node_inventory_sync
+from portal.cluster.services import node_inventory_sync, node_seen_mark
 from portal.scheduling.models import CycleRun
 from scheduler.adapters import reconcile
 from scheduler.adapters.cluster.base import ClusterBackend, ObservedNode, ObservedPod
@@ -85,6 +85,7 @@ def scheduling_cycle_run(
                     _fence(cycle)
                     _refuse_if_superseded(cycle, "node sync")
                     nodes_sync(observed_nodes)
+                    node_seen_mark(names=[node.name for node in observed_nodes], at=now())
             pods = backend.list_pods()
             with transaction.atomic():
                 _fence(cycle)

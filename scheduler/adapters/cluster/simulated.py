@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from portal.cluster.models import Node, SimulatedPod
+from portal.cluster.services import node_seen_mark
 from scheduler.adapters.bulk import rows_insert
 from scheduler.adapters.cluster.base import (
     FINISHED_PHASES,
@@ -164,6 +165,7 @@ class SimulatedBackend:
             if started_at + timedelta(seconds=run_seconds) <= now
         ]
         SimulatedPod.objects.filter(pk__in=finished).update(phase="Succeeded", exit_code=0)
+        node_seen_mark(at=now)  # every simulated node's kubelet reports on every tick
 
 
 def node_observed(node: Node) -> ObservedNode:

@@ -154,3 +154,19 @@ class TestPlacement:
             Placement.objects.create(
                 job=task.job, task=task, replica=0, node_name=node.name, pod_name="other"
             )
+
+
+def test_node_seen_mark_writes_each_node_at_most_once_a_minute(cluster):
+    from datetime import UTC, datetime, timedelta
+
+    from portal.cluster.models import Node
+    from portal.cluster.services import node_seen_mark
+
+    at = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    assert node_seen_mark(at=at) == 4
+    assert node_seen_mark(at=at + timedelta(seconds=30)) == 0
+    assert set(Node.objects.values_list("last_seen_at", flat=True)) == {at}
+    later = at + timedelta(seconds=61)
+    assert node_seen_mark(at=later, names=["gpu-worker-2"]) == 1
+    assert Node.objects.get(name="gpu-worker-2").last_seen_at == later
+    assert Node.objects.get(name="gpu-worker-1").last_seen_at == at

@@ -24,3 +24,17 @@ def test_nodes_page_shows_gpu_used_and_free(staff_client, cluster, nlp_queue):
 def test_nodes_page_is_admin_only(request, who):
     response = request.getfixturevalue(who).get(reverse("cluster:node_list"))
     assert response.status_code == HTTPStatus.FORBIDDEN
+
+
+def test_nodes_page_speaks_cores_gib_and_when_each_node_was_seen(staff_client, cluster):
+    from django.utils import timezone
+
+    from portal.cluster.services import node_seen_mark
+
+    node_seen_mark(at=timezone.now(), names=["gpu-worker-1"])
+    body = staff_client.get(reverse("cluster:node_list")).content.decode()
+    assert "96 cores" in body
+    assert "1024 GiB" in body
+    assert "96000m" not in body
+    assert "just now" in body  # gpu-worker-1
+    assert ">never<" in body  # the others: the cluster never reported them

@@ -263,3 +263,38 @@ def test_usage_samples_keep_hour_and_day_rollups_current(
             assert rollup.gpus_allocated_avg == pytest.approx(direct["avg"])
             assert (rollup.gpus_allocated_max, rollup.samples) == (direct["top"], 4)
     assert QueueUsageRollup.objects.get(queue=nlp_queue, resolution="hour").gpus_allocated_max == 2
+
+
+@pytest.fixture
+def two_nodes():
+    return [NodeFactory(name=f"gpu-worker-{i}") for i in (1, 2)]
+
+
+def test_every_simulated_node_is_seen_by_the_cycle(two_nodes, backend, clock):
+    from portal.cluster.models import Node
+
+    first = clock.now
+    cycle(backend, clock)
+    assert set(Node.objects.values_list("last_seen_at", flat=True)) == {first}
+    cycle(backend, clock)  # 5 s later: not rewritten
+    assert set(Node.objects.values_list("last_seen_at", flat=True)) == {first}
+    clock.advance(60)
+    cycle(backend, clock)
+    assert set(Node.objects.values_list("last_seen_at", flat=True)) == {
+        first + timedelta(seconds=70)
+    }
+
+
+def test_a_real_cluster_marks_only_the_nodes_it_listed(two_nodes, clock):
+    from portal.cluster.models import Node
+    from scheduler.adapters.cluster.base import ObservedNode
+    from tests.scheduler.adapters.test_reconcile import RecordingBackend
+
+    class OneNodeCluster(RecordingBackend):
+        def list_nodes(self):
+            return [ObservedNode(name="gpu-worker-1", allocatable={"nvidia.com/gpu": 8})]
+
+    scheduling_cycle_run(backend=OneNodeCluster(), now=clock)
+    seen = dict(Node.objects.values_list("name", "last_seen_at"))
+    assert seen["gpu-worker-1"] == clock.now
+    assert seen["gpu-worker-2"] is None

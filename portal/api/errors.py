@@ -113,6 +113,8 @@ class PayloadTooLarge(exceptions.APIException):
 
 
 API_PREFIX = "/api/"
+# Pages for browsers under /api/: their errors stay pages.
+HTML_PAGES = {"api:tokens", "api:docs"}
 # What a client gets for an HTML error page under /api/: the API's own words for the status.
 STATUS_ERRORS = {
     400: (exceptions.ParseError.default_detail, "parse_error"),
@@ -140,6 +142,9 @@ class ApiJsonErrorsMiddleware:
     def __call__(self, request):
         response = self.get_response(request)
         if not request.path.startswith(API_PREFIX) or response.status_code < 400:
+            return response
+        match = getattr(request, "resolver_match", None)
+        if match is not None and match.view_name in HTML_PAGES:
             return response
         content_type = response.get("Content-Type", "")
         if "json" in content_type:

@@ -30,12 +30,12 @@ def _validate_conf(text: str) -> None:
         core_config = None
     parse = getattr(core_config, "parse_conf_text", None)
     if parse is not None:
-        config_error = getattr(core_config, "ConfigError", ValueError)
-        try:
-            parse(text)
-        except config_error as error:
-            # ConfigError's text already starts with the offending path ("tiers[0]: ...").
-            raise ValidationError({"text": str(error)}) from error
+        from .conf_problems import conf_problems
+
+        # Every problem at once, each with its line and the core's field path.
+        problems = conf_problems(text)
+        if problems:
+            raise ValidationError({"text": problems})
         return
     _validate_conf_shallow(text)
 

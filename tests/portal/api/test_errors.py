@@ -64,3 +64,11 @@ def test_pages_outside_the_api_keep_their_html_errors(researcher_client):
     assert response.status_code == HTTPStatus.NOT_FOUND
     assert response["Content-Type"].startswith("text/html")
     assert Client().get("/api/schema/").status_code == HTTPStatus.OK
+
+
+def test_the_token_page_under_api_keeps_html_errors(researcher):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(researcher)
+    response = client.post("/api/tokens/", {"action": "create"})
+    assert response.status_code == HTTPStatus.FORBIDDEN
+    assert response["Content-Type"].startswith("text/html")

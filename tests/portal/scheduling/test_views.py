@@ -127,9 +127,21 @@ def test_config_editor_shows_parser_error_naming_the_field(staff_client):
     response = staff_client.post(CONFIG_URL, {"text": text, "activate": "on"})
     assert response.status_code == HTTPStatus.OK
     error = response.context["form"].errors["text"][0]
-    assert error.startswith("config.tiers[0].plugins[0].name:")
+    assert error.startswith("line 4: tiers[0].plugins[0].name:")
     assert escape(error) in response.content.decode()
     assert not SchedulerConfig.objects.exists()
+
+
+def test_config_editor_lists_every_problem_and_yaml_positions(staff_client):
+    text = 'actions: "enqueue, alocate"\ntiers:\n- plugins:\n  - name: no-such-plugin\n'
+    response = staff_client.post(CONFIG_URL, {"text": text, "activate": "on"})
+    errors = response.context["form"].errors["text"]
+    assert [error.split(":")[0] for error in errors] == ["line 1", "line 4"]
+    body = response.content.decode()
+    assert all(escape(error) in body for error in errors)
+    response = staff_client.post(CONFIG_URL, {"text": "actions: [enqueue\n", "activate": "on"})
+    (error,) = response.context["form"].errors["text"]
+    assert error.startswith("line 2, column 1: not valid YAML: expected ',' or ']'")
 
 
 def test_config_activate_older_version(staff_client):

@@ -1,9 +1,14 @@
 """What every browser test shares: Debian's Chromium (never `playwright install`), launched
 headless once per module."""
 
+import os
 from pathlib import Path
 
 import pytest
+
+# Playwright's sync API runs an event loop in this thread; Django refuses ORM calls from a
+# thread with a running loop unless told it is fine (the tests call the ORM in between).
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

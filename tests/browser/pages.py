@@ -23,9 +23,6 @@ class BrowserPage:
     path: str
     ready: str  # a selector that is there once the page has drawn
     roles: tuple[str, ...]
-    # Serious or critical axe findings still allowed on this page (rule ids): pages another
-    # pass has not reached yet. The pages of this pass allow none.
-    known: frozenset[str] = frozenset()
     phone: bool = False  # checked at 390 px wide too
 
 

@@ -29,20 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS, PHONE  # noqa: E402
 from tests.browser.pages import PAGES, BrowserPage  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 DESKTOP = {"width": 1440, "height": 900}
-PHONE = {"width": 390, "height": 844}
 DEMO_USERS = {"researcher": "researcher", "lead": "lead", "admin": "admin"}
 # (file, page, role, phone?) for docs/screenshots; the README shows some of them.
 SHOTS = (
@@ -184,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         from playwright.sync_api import sync_playwright
 
         playwright = stack.enter_context(sync_playwright())
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         contexts = {}
         for name, page_name, role, phone in shots:
             key = (role, phone)

@@ -3,41 +3,13 @@
 Never runs `playwright install`: the system browser is used or the module is skipped.
 """
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 
-CHROMIUM = Path("/usr/bin/chromium")
+from tests.browser.chromium import DESKTOP, needs_chromium
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed"),
-]
-
-# Playwright's sync API runs an event loop in this thread; Django refuses ORM calls from a
-# thread with a running loop unless told it is fine (the tests call the ORM in between).
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+pytestmark = needs_chromium
 
 
 @pytest.fixture
@@ -50,7 +22,7 @@ def login(browser, live_server, password):
     contexts = []
 
     def as_user(username: str):
-        context = browser.new_context(viewport={"width": 1366, "height": 900})
+        context = browser.new_context(viewport=DESKTOP)
         contexts.append(context)
         page = context.new_page()
         page.set_default_timeout(15000)

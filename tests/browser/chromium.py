@@ -1,0 +1,12 @@
+"""Screen sizes and sign-in for the browser tests and the screenshots; the browser itself is
+tests/browser/conftest.py's (Debian's Chromium, never `playwright install`)."""
+
+import pytest
+
+# CHROMIUM and CHROMIUM_ARGS are re-exported for the screenshots script.
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, NEEDS_CHROMIUM  # noqa: F401
+
+DESKTOP = {"width": 1366, "height": 900}
+PHONE = {"width": 390, "height": 844}
+
+needs_chromium = [pytest.mark.browser, NEEDS_CHROMIUM]

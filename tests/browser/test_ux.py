@@ -1,0 +1,197 @@
+"""What a new user sees, checked in a real Chromium on a freshly seeded demo: the dashboard
+(history, empty states, colours, captions, sizing), the preemption history, the config
+editor's errors, the nodes page, and the refusals and errors around them."""
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from tests.browser.chromium import DESKTOP, needs_chromium
+
+pytestmark = needs_chromium
+
+DEMO_PASSWORD = "demo-pass-for-browser-tests"  # noqa: S105
+
+
+@pytest.fixture
+def demo(transactional_db, monkeypatch):
+    from scheduler.tasks import scheduling_cycle_run
+
+    monkeypatch.setenv("DEMO_PASSWORD", DEMO_PASSWORD)
+    call_command("seed_demo", stdout=StringIO())
+    scheduling_cycle_run()
+
+
+@pytest.fixture
+def open_as(browser, live_server):
+    contexts = []
+
+    def open_page(role: str, path: str, ready: str = "main"):
+        context = browser.new_context(viewport=DESKTOP)
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(20000)
+        page.goto(f"{live_server.url}/accounts/login/")
+        page.fill("#id_username", role)
+        page.fill("#id_password", DEMO_PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/")
+        page.goto(live_server.url + path)
+        page.wait_for_selector(ready)
+        return page
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+def _traces(page, chart: str) -> list[dict]:
+    return page.evaluate(
+        "id => document.getElementById(id).data.map(t => ({name: t.name, "
+        "colour: (t.line && t.line.color) || (t.marker && t.marker.color)}))",
+        f"chart-{chart}",
+    )
+
+
+def _svg_text(page, chart: str) -> str:
+    return page.evaluate(
+        "id => Array.from(document.querySelectorAll('#' + id + ' text'))"
+        ".map(t => t.textContent).join(' | ')",
+        f"chart-{chart}",
+    )
+
+
+LOADED = "#dashboard[data-loaded='1']"
+
+
+def test_a_fresh_demos_dashboard_tells_its_story(demo, open_as):
+    from portal.dashboards.palette import queue_colour
+    from portal.queues.models import Queue
+
+    nlp = queue_colour(Queue.objects.get(name="nlp-train").pk)
+    page = open_as("admin", "/dashboards/?range=day", LOADED)
+
+    usage = _traces(page, "usage")
+    assert {trace["name"] for trace in usage} >= {"nlp-train", "vision-batch", "vision-train"}
+    assert page.locator("#chart-usage .scatterlayer .trace path.js-fill").count() >= 3
+    ticks = page.evaluate(
+        "Array.from(document.querySelectorAll('#chart-usage .xtick text')).map(t => t.textContent)"
+    )
+    assert ticks
+    assert not [tick for tick in ticks if "." in tick]  # no 13:59:59.9995
+    assert page.inner_text("#title-usage").startswith("GPUs allocated per queue (last day")
+
+    # One colour per queue, on every chart.
+    assert next(t["colour"] for t in usage if t["name"] == "nlp-train") == nlp
+    pending = page.evaluate("document.getElementById('chart-pending').data[0]")
+    assert pending["marker"]["color"][pending["x"].index("nlp-train")] == nlp
+
+    # The demo's reclaim is in the day; none in the last hour.
+    evictions = page.evaluate("document.getElementById('chart-preemptions').data")
+    assert sum(sum(trace["y"]) for trace in evictions) == 2
+    page.goto(page.url.replace("range=day", "range=hour"))
+    page.wait_for_selector(LOADED)
+    assert "No evictions in this range." in _svg_text(page, "preemptions")
+
+    # Unlimited capability and fractional shares are explained.
+    assert "no cap" in _svg_text(page, "quota")
+    assert "pods take whole GPUs" in page.inner_text("#quota-caption")
+    # The occupancy map is as tall as its figure: no empty band under it.
+    gap = page.evaluate(
+        "(() => { const box = document.getElementById('chart-occupancy');"
+        " return box.getBoundingClientRect().height - box.querySelector('.main-svg')"
+        ".getBoundingClientRect().height; })()"
+    )
+    assert abs(gap) < 10
+    assert page.inner_text("#free-blocks [data-label='8']") == "nodes entirely free (8 GPUs)"
+
+    # A researcher sees nlp-train in the same colour, and no evictions chart at all.
+    page = open_as("researcher", "/dashboards/?range=day", LOADED)
+    assert next(t["colour"] for t in _traces(page, "usage") if t["name"] == "nlp-train") == nlp
+    assert page.locator("#chart-preemptions").count() == 0
+
+
+def test_the_preemption_history_reads_cleanly(demo, open_as):
+    from portal.jobs.models import Job
+    from tests.factories import PreemptionEventFactory
+
+    moved = Job.objects.get(name="gpu-burn-in")
+    PreemptionEventFactory(
+        victim_job=moved,
+        victim_task_name="worker-0",
+        action="rescheduling",
+        preemptor_job=None,
+        preemptor_queue=None,
+        node_name="gpu-worker-1",
+        sentence="moved to balance the nodes",
+    )
+    page = open_as("admin", "/admin-area/preemptions/", "#preemptions")
+
+    row = page.locator("#preemptions tbody tr", has_text="moved to balance the nodes")
+    assert "rescheduling (no preemptor)" in row.inner_text()
+    badge = row.locator(".status")
+    assert badge.evaluate("b => getComputedStyle(b).backgroundColor") != "rgb(253, 227, 225)"
+
+    # Job names and queues stay on one line each (a wrapped inline box has several rects).
+    for name in page.locator("#preemptions tbody td:is(:nth-child(3), :nth-child(4)) a").all():
+        assert name.evaluate("a => a.getClientRects().length") == 1, name.inner_text()
+    for cell in page.locator("#preemptions tbody td:nth-child(3)").all():
+        lines = cell.evaluate(
+            "td => { const r = document.createRange(); r.selectNodeContents(td);"
+            " return new Set(Array.from(r.getClientRects()).map(x => Math.round(x.top))).size; }"
+        )
+        assert lines == 1, cell.inner_text()
+
+    options = page.locator("#id_tenant option").all_inner_texts()
+    assert options == ["any", "nlp", "platform", "vision"]
+
+    csv = page.locator("#csv-export").bounding_box()
+    table = page.locator("#preemptions").bounding_box()
+    assert 0 <= table["y"] - (csv["y"] + csv["height"]) < 40
+
+
+def test_the_config_editor_lists_every_problem_with_its_line(demo, open_as):
+    page = open_as("admin", "/admin-area/config/", "#config-form")
+    page.fill("#id_text", 'actions: "enqueue, alocate"\ntiers:\n- plugins:\n  - name: binpak\n')
+    page.click("#config-form button[type=submit]")
+    errors = page.locator("#config-form .error").all_inner_texts()
+    assert [error.split(":")[0] for error in errors] == ["line 1", "line 4"]
+    page.fill("#id_text", "actions: [enqueue\n")
+    page.click("#config-form button[type=submit]")
+    (error,) = page.locator("#config-form .error").all_inner_texts()
+    assert error.startswith("line 2, column 1: not valid YAML: expected ','")
+
+
+def test_the_nodes_page_speaks_cores_gib_and_last_seen(demo, open_as):
+    page = open_as("admin", "/cluster/nodes/", "#nodes")
+    first = page.locator("#nodes tbody tr").first.inner_text()
+    assert "96 cores" in first
+    assert "GiB" in first
+    assert "just now" in first
+    assert "96000m" not in page.inner_text("#nodes")
+
+
+def test_refusals_and_errors_are_clear(demo, open_as, live_server):
+    from portal.queues.models import Queue
+
+    page = open_as("researcher", "/", "#my-jobs")
+    assert page.locator("header a", has_text="API docs").count() == 1
+    assert page.locator("header a", has_text="API tokens").count() == 1
+    icon = page.get_attribute("link[rel=icon]", "href")
+    assert page.request.get(live_server.url + icon).ok
+
+    page.goto(f"{live_server.url}/admin/")
+    assert "The Django admin is for site staff" in page.inner_text("main")
+    assert page.locator("input[type=password]").count() == 0
+
+    theirs = Queue.objects.get(name="vision-train").pk
+    response = page.goto(f"{live_server.url}/queues/{theirs}/edit/")
+    assert response.status == 404
+
+    for path in ("/api/v1/jobs/-1/", "/api/v1/no-such-thing/"):
+        response = page.goto(live_server.url + path)
+        assert response.status == 404
+        assert response.headers["content-type"].startswith("application/json")
+        assert json.loads(response.text())["code"] == "not_found"

@@ -548,7 +548,13 @@ def preemptions_over_time(
                 "x": [at for at, _ in points],
                 "y": [events for _, (events, _) in points],
                 "customdata": [gpus for _, (_, gpus) in points],
-                "marker": {"color": style["color"], "pattern": style["pattern"]},
+                # Plotly draws a pattern's background transparent unless told: give it the
+                # kind's grey, so the stripes and dots sit on a visible bar.
+                "marker": {
+                    "color": style["color"],
+                    "pattern": {**style["pattern"], "bgcolor": style["color"]},
+                    "line": {"color": INK, "width": 1},
+                },
                 # Each bar spans its time bucket: a lone bar on a date axis is otherwise drawn
                 # a few pixels wide.
                 "width": BUCKET_MS.get(bucket, BUCKET_MS["hour"]) * 0.9,

@@ -203,6 +203,7 @@ def test_preemptions_over_time_stacks_actions_by_pattern_not_queue_colour():
     assert reclaim["y"] == [2, 1]
     assert reclaim["customdata"] == [16, 0]
     assert reclaim["marker"]["pattern"]["shape"] == "/"
+    assert reclaim["marker"]["pattern"]["bgcolor"] == reclaim["marker"]["color"]  # not see-through
     assert figure["layout"]["barmode"] == "stack"
     assert figure["layout"]["yaxis"]["dtick"] == 1
     for trace in figure["data"]:

@@ -574,6 +574,10 @@ def preemptions_over_time(
     return {
         "data": data,
         "layout": _layout(
-            title, barmode="stack", xaxis=time_axis(since, until, bucket), yaxis=yaxis
+            title,
+            barmode="stack",
+            xaxis=time_axis(since, until, bucket),
+            yaxis=yaxis,
+            showlegend=True,  # even for one kind: the legend names the pattern
         ),
     }

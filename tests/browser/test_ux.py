@@ -195,3 +195,28 @@ def test_refusals_and_errors_are_clear(demo, open_as, live_server):
         assert response.status == 404
         assert response.headers["content-type"].startswith("application/json")
         assert json.loads(response.text())["code"] == "not_found"
+
+
+def test_the_queue_preview_shows_each_queue_in_its_dashboard_colour(demo, open_as):
+    from portal.dashboards.palette import OTHER_TENANTS, queue_colour
+    from portal.queues.models import Queue
+
+    nlp = Queue.objects.get(name="nlp-train")
+    page = open_as("lead", f"/queues/{nlp.pk}/edit/", "#preview .swatch")
+
+    def swatch(queue: str) -> str:
+        return page.evaluate(
+            "name => document.querySelector(`#preview tr[data-queue='${name}'] .swatch`)"
+            ".style.backgroundColor",
+            queue,
+        )
+
+    def rgb(colour: str) -> str:
+        red, green, blue = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+        return f"rgb({red}, {green}, {blue})"
+
+    assert swatch("nlp-train") == rgb(queue_colour(nlp.pk))
+    assert swatch("other tenants") == rgb(OTHER_TENANTS)
+    page.fill("#id_weight", "8")  # the redrawn rows keep their swatches
+    page.wait_for_selector("#preview td.after.preview-cell-up")
+    assert swatch("nlp-train") == rgb(queue_colour(nlp.pk))

@@ -10,3 +10,12 @@ DESKTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
 
 needs_chromium = [pytest.mark.browser, NEEDS_CHROMIUM]
+
+
+def log_in(page, base_url: str, username: str, password: str) -> None:
+    """Sign in through the login form and wait for the start page."""
+    page.goto(f"{base_url}/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base_url}/")

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS, PHONE  # noqa: E402
+from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS, PHONE, log_in  # noqa: E402
 from tests.browser.pages import PAGES, BrowserPage  # noqa: E402
 
 DESKTOP = {"width": 1440, "height": 900}
@@ -125,11 +125,7 @@ def login(context, base_url: str, role: str, password: str) -> None:
     if role == "anonymous":
         return
     page = context.new_page()
-    page.goto(f"{base_url}/accounts/login/")
-    page.fill("#id_username", DEMO_USERS[role])
-    page.fill("#id_password", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base_url}/")
+    log_in(page, base_url, DEMO_USERS[role], password)
     page.close()
 
 

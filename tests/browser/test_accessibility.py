@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from tests.browser.chromium import DESKTOP, PHONE, needs_chromium
+from tests.browser.chromium import DESKTOP, PHONE, log_in, needs_chromium
 from tests.browser.pages import NOT_PAGES, PAGES, ROLES
 
 pytestmark = needs_chromium
@@ -62,11 +62,7 @@ def _context(browser, live_server, role: str, viewport: dict):
     context = browser.new_context(viewport=viewport)
     if role != "anonymous":
         page = context.new_page()
-        page.goto(f"{live_server.url}/accounts/login/")
-        page.fill("#id_username", role)
-        page.fill("#id_password", DEMO_PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/")
+        log_in(page, live_server.url, role, DEMO_PASSWORD)
         page.close()
     return context
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.browser.chromium import DESKTOP, needs_chromium
+from tests.browser.chromium import DESKTOP, log_in, needs_chromium
 
 pytestmark = needs_chromium
 
@@ -26,11 +26,7 @@ def login(browser, live_server, password):
         contexts.append(context)
         page = context.new_page()
         page.set_default_timeout(15000)
-        page.goto(f"{live_server.url}/accounts/login/")
-        page.fill("#id_username", username)
-        page.fill("#id_password", password)
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/")
+        log_in(page, live_server.url, username, password)
         return page
 
     yield as_user

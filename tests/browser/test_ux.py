@@ -8,7 +8,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from tests.browser.chromium import DESKTOP, needs_chromium
+from tests.browser.chromium import DESKTOP, log_in, needs_chromium
 
 pytestmark = needs_chromium
 
@@ -33,11 +33,7 @@ def open_as(browser, live_server):
         contexts.append(context)
         page = context.new_page()
         page.set_default_timeout(20000)
-        page.goto(f"{live_server.url}/accounts/login/")
-        page.fill("#id_username", role)
-        page.fill("#id_password", DEMO_PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/")
+        log_in(page, live_server.url, role, DEMO_PASSWORD)
         page.goto(live_server.url + path)
         page.wait_for_selector(ready)
         return page

@@ -113,8 +113,9 @@ class PayloadTooLarge(exceptions.APIException):
 
 
 API_PREFIX = "/api/"
-# Pages for browsers under /api/: their errors stay pages.
-HTML_PAGES = {"api:tokens", "api:docs"}
+# The REST API proper. The other routes under /api/ are pages for browsers (the token pages,
+# the docs) or the schema, whose errors stay what their views answer.
+API_VERSION_PREFIX = "/api/v1/"
 # What a client gets for an HTML error page under /api/: the API's own words for the status.
 STATUS_ERRORS = {
     400: (exceptions.ParseError.default_detail, "parse_error"),
@@ -143,8 +144,8 @@ class ApiJsonErrorsMiddleware:
         response = self.get_response(request)
         if not request.path.startswith(API_PREFIX) or response.status_code < 400:
             return response
-        match = getattr(request, "resolver_match", None)
-        if match is not None and match.view_name in HTML_PAGES:
+        matched = getattr(request, "resolver_match", None) is not None
+        if matched and not request.path.startswith(API_VERSION_PREFIX):
             return response
         content_type = response.get("Content-Type", "")
         if "json" in content_type:

@@ -320,6 +320,9 @@ def free_block_labels(largest_node_gpus: int) -> dict[int, str]:
     return labels
 
 
+NO_NODES = "No nodes to show."
+
+
 def occupancy_heatmap(
     cells: Mapping[str, Sequence[str]],
     jobs: Mapping[str, Sequence[int | None]] | None = None,
@@ -330,7 +333,7 @@ def occupancy_heatmap(
     """Heatmap: one row per node, one column per GPU index, colour by queue (grey: free).
     The figure's height follows the node count (the page sizes the chart to it)."""
     if not cells:
-        return empty_figure(title, "No schedulable nodes.")
+        return empty_figure(title, NO_NODES)
     nodes = list(cells)
     width = max((len(devices) for devices in cells.values()), default=0)
     queues = sorted({owner for devices in cells.values() for owner in devices} - {FREE})

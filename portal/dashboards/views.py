@@ -100,8 +100,9 @@ def quota_data(request: HttpRequest) -> dict[str, Any]:
     return {"figure": figure}
 
 
-def _largest_node_gpus() -> int:
-    return node_list(schedulable=True).aggregate(largest=Max("gpu_count"))["largest"] or 0
+def _largest_node_gpus(request: HttpRequest) -> int:
+    nodes = node_list(user=request.user, schedulable=True)
+    return nodes.aggregate(largest=Max("gpu_count"))["largest"] or 0
 
 
 def occupancy_data(request: HttpRequest) -> dict[str, Any]:
@@ -178,7 +179,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     admin = is_site_admin(request.user)
     context = {
         "charts": [chart for chart in DASHBOARD_CHARTS if chart != "preemptions" or admin],
-        "free_block_labels": list(charts.free_block_labels(_largest_node_gpus()).items()),
+        "free_block_labels": list(charts.free_block_labels(_largest_node_gpus(request)).items()),
         "range": range_name,
         "ranges": list(RANGES),
         "refresh_seconds": REFRESH_SECONDS,

@@ -159,7 +159,7 @@ def test_eviction_bars_span_their_time_bucket():
 
 def test_occupancy_heatmap_all_free_and_empty():
     _valid(charts.occupancy_heatmap({"n1": [charts.FREE] * 4}, colours={}))
-    assert _message(_valid(charts.occupancy_heatmap({}, colours={}))) == "No schedulable nodes."
+    assert _message(_valid(charts.occupancy_heatmap({}, colours={}))) == charts.NO_NODES
 
 
 def test_wait_bars_show_median_range_and_count_in_the_queue_colour():

@@ -188,7 +188,8 @@ def test_chart_query_counts_are_bounded(staff_client, busy, django_assert_max_nu
 def test_a_user_in_no_tenant_sees_no_nodes_queues_or_jobs_on_the_charts(client, user, busy):
     client.force_login(user)
     occupancy = _data(client, "occupancy")
-    assert occupancy["figure"]["data"][0]["y"] == []  # no node rows
+    assert occupancy["figure"]["data"] == []  # no node rows: the empty state
+    assert occupancy["figure"]["layout"]["annotations"][0]["text"] == "No nodes to show."
     assert occupancy["free_blocks"] == {"8": 0, "4": 0, "2": 0, "1": 0}
     for chart in ("usage", "quota", "pending"):
         figure = _data(client, chart)["figure"]

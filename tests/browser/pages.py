@@ -86,6 +86,7 @@ NOT_PAGES = {
     "scheduling:preemption_csv": "CSV download",
     "scheduling:config_activate": "POST only",
     "dashboards:chart_data": "JSON for the dashboard",
+    "api:token_revoke": "POST only (the token page's revoke buttons)",
     "api:schema": "OpenAPI document",
     "api:docs": "Swagger UI, a third-party page (its own accessibility)",
 }

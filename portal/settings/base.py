@@ -9,6 +9,8 @@ from pathlib import Path
 
 import environ
 
+from portal.ops.logs import logging_config
+
 env = environ.Env()
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -73,6 +75,7 @@ LOCAL_APPS = [
     "portal.cluster",
     "portal.scheduling",
     "portal.api",
+    "portal.ops",
 ]
 INSTALLED_APPS = DJANGO_APPS + THIRD_PARTY_APPS + LOCAL_APPS
 
@@ -100,6 +103,10 @@ NUM_PROXIES = env.int("NUM_PROXIES", default=None)
 # MIDDLEWARE
 # ------------------------------------------------------------------------------
 MIDDLEWARE = [
+    # /healthz, /readyz, /metrics: answered before host checks, redirects and sessions.
+    "portal.ops.endpoints.OpsEndpointsMiddleware",
+    "portal.ops.metrics.RequestMetricsMiddleware",
+    "portal.ops.requestid.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Outside sessions and auth: it sees the signed-in user of every answer.
@@ -145,13 +152,10 @@ TEMPLATES = [
 
 # LOGGING
 # ------------------------------------------------------------------------------
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-}
+# One console handler; LOG_FORMAT=json writes one JSON object per line (portal/ops/logs.py).
+LOGGING = logging_config(
+    log_format=env.str("LOG_FORMAT", default="plain"), level=env.str("LOG_LEVEL", default="INFO")
+)
 
 # CLUSTER AND SCHEDULER
 # ------------------------------------------------------------------------------
@@ -173,6 +177,27 @@ SIMULATED_DEFAULT_RUN_SECONDS = env.int("SIMULATED_DEFAULT_RUN_SECONDS", default
 EVICTION_GRACE_SECONDS = env.int("EVICTION_GRACE_SECONDS", default=30)
 # Dashboards read one usage sample per queue per this many seconds.
 USAGE_SAMPLE_SECONDS = env.int("USAGE_SAMPLE_SECONDS", default=60)
+
+# OPERATIONS (docs/operations.md)
+# ------------------------------------------------------------------------------
+# /metrics: with a token, only `Authorization: Bearer <token>`; without one, open where
+# METRICS_OPEN is true (the embedded default) and absent (404) elsewhere.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+METRICS_OPEN = env.bool("METRICS_OPEN", default=False)
+# /readyz?check=cycle fails when no scheduling cycle finished for this long.
+CYCLE_MAX_AGE_SECONDS = env.float("CYCLE_MAX_AGE_SECONDS", default=120.0)
+# A worker's own exporter (/metrics, /healthz) on this port; 0: none (portal/ops/worker.py).
+WORKER_METRICS_PORT = env.int("WORKER_METRICS_PORT", default=0)
+WORKER_METRICS_ADDRESS = env.str("WORKER_METRICS_ADDRESS", default="0.0.0.0")
+# The cycle worker's /healthz fails after this long without finishing a cycle task; 0: off.
+WORKER_HEALTH_CYCLE_SECONDS = env.float("WORKER_HEALTH_CYCLE_SECONDS", default=0.0)
+# Retention (portal/ops/retention.py): per-minute usage samples older than this many days are
+# rolled up (hour and day rollups, kept) and deleted, by whole UTC days; preemption events and
+# cycle records after their own ages. 0 keeps that table forever.
+USAGE_SAMPLE_RETENTION_DAYS = env.int("USAGE_SAMPLE_RETENTION_DAYS", default=35)
+PREEMPTION_EVENT_RETENTION_DAYS = env.int("PREEMPTION_EVENT_RETENTION_DAYS", default=400)
+CYCLE_RUN_RETENTION_DAYS = env.int("CYCLE_RUN_RETENTION_DAYS", default=14)
+RETENTION_INTERVAL_SECONDS = env.float("RETENTION_INTERVAL_SECONDS", default=3600.0)
 
 # CELERY
 # ------------------------------------------------------------------------------
@@ -205,12 +230,19 @@ CELERY_TASK_SOFT_TIME_LIMIT = 4 * 60
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_TASK_ALWAYS_EAGER = False
+# Workers log through Django's LOGGING (the same format, JSON included), not Celery's own.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE = {
     "scheduling-cycle": {
         "task": "scheduler.tasks.scheduling_cycle_run",
         "schedule": SCHEDULER_CYCLE_SECONDS,
         # A cycle that could not start in time is superseded by the next one.
         "options": {"expires": SCHEDULER_CYCLE_SECONDS},
+    },
+    "retention": {
+        "task": "portal.ops.tasks.retention_run",
+        "schedule": RETENTION_INTERVAL_SECONDS,
+        "options": {"expires": RETENTION_INTERVAL_SECONDS},
     },
 }
 

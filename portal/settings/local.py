@@ -12,4 +12,6 @@ WHITENOISE_AUTOREFRESH = True
 CONTENT_SECURITY_POLICY = STRICT_CONTENT_SECURITY_POLICY
 PERMISSIONS_POLICY = STRICT_PERMISSIONS_POLICY
 WHITENOISE_USE_FINDERS = True
+# /metrics without a token (production needs METRICS_TOKEN, see docs/operations.md).
+METRICS_OPEN = env.bool("METRICS_OPEN", default=True)
 VAR_DIR.mkdir(parents=True, exist_ok=True)  # the SQLite file and the broker folder live here

@@ -15,6 +15,8 @@ STORAGES = {
 # Serve static files from the finders, so tests need no collectstatic run.
 WHITENOISE_AUTOREFRESH = True
 WHITENOISE_USE_FINDERS = True
+# /metrics without a token (production needs METRICS_TOKEN, see docs/operations.md).
+METRICS_OPEN = env.bool("METRICS_OPEN", default=True)
 
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # A file, not memory: end-to-end tests start a real Celery worker that must see the data.

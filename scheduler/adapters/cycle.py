@@ -36,6 +36,7 @@ from scheduler.adapters.cluster.base import ClusterBackend, ObservedNode, Observ
 from scheduler.adapters.cluster.simulated import SimulatedBackend
 from scheduler.adapters.desired import desired_pods
 from scheduler.adapters.lock import CycleAbandoned, cycle_write_lock
+from scheduler.adapters.observability import cycle_observed
 from scheduler.adapters.observe import cluster_observe
 from scheduler.adapters.persist import decisions_persist
 from scheduler.adapters.revalidate import decisions_revalidate
@@ -76,6 +77,7 @@ def scheduling_cycle_run(
         pk__lt=cycle.pk, pk__gte=cycle.pk - ABANDONED_LOOKBACK, finished_at__isnull=True
     ).update(finished_at=cycle.started_at, error=ABANDONED)
     timings: dict[str, float] = {}
+    report: reconcile.ReconcileReport | None = None
     try:
         with _timed(timings, "snapshot_ms"):
             if not isinstance(backend, SimulatedBackend):
@@ -114,6 +116,7 @@ def scheduling_cycle_run(
             setattr(cycle, field, value)
         cycle.finished_at = now()
         cycle.save()
+        cycle_observed(cycle=cycle, report=report)
     return cycle
 
 

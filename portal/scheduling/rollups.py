@@ -8,7 +8,8 @@ aggregating up to 2M samples per request. Buckets are UTC hours and days.
   its samples (at most 60 per queue), the day from its hour rollups (at most 24 per queue), each
   upserted in one query (INSERT ... ON CONFLICT DO UPDATE on SQLite and PostgreSQL). Exact
   values, idempotent, no running state.
-- `usage_rollups_rebuild` recomputes every bucket from the samples (backfill, repair).
+- `usage_rollups_rebuild` recomputes the buckets of a range of days from the samples
+  (backfill, repair, and retention right before it deletes a day's samples).
 """
 
 from __future__ import annotations
@@ -144,16 +145,29 @@ def usage_rollups_refresh(*, queue_ids: Iterable[int], at: datetime) -> None:
     _upsert(_from_hours(row, bucket=day) for row in rows)
 
 
-def usage_rollups_rebuild(*, since: datetime | None = None) -> dict[str, int]:
-    """Recompute every hour and day bucket (from `since`'s day on, or all) from the samples."""
+def usage_rollups_rebuild(
+    *, since: datetime | None = None, until: datetime | None = None
+) -> dict[str, int]:
+    """Recompute every hour and day bucket from `since`'s day (or the first sample's) up to
+    `until`'s day (excluded; or the end) from the samples.
+
+    Days before the first remaining sample are left alone: retention (portal.ops.retention)
+    deletes samples by whole days once their rollups are written, and those rollups are then
+    the only record of those days.
+    """
+    first = QueueUsageSample.objects.order_by("at").values_list("at", flat=True).first()
+    if first is None:
+        return {"hour": 0, "day": 0}
+    start = bucket_start(max(since, first) if since is not None else first, DAY)
+    end = bucket_start(until, DAY) if until is not None else None
+    if end is not None and end <= start:
+        return {"hour": 0, "day": 0}
+    window = {"bucket__gte": start, **({"bucket__lt": end} if end is not None else {})}
     with transaction.atomic():
-        rollups = QueueUsageRollup.objects.all()
-        samples = QueueUsageSample.objects.all()
-        if since is not None:
-            day = bucket_start(since, DAY)
-            rollups = rollups.filter(bucket__gte=day)
-            samples = samples.filter(at__gte=day)
-        rollups.delete()
+        QueueUsageRollup.objects.filter(**window).delete()
+        samples = QueueUsageSample.objects.filter(
+            at__gte=start, **({"at__lt": end} if end is not None else {})
+        )
         hours = (
             samples.annotate(b=Trunc("at", "hour", tzinfo=UTC))
             .values("queue_id", "b")
@@ -164,8 +178,7 @@ def usage_rollups_rebuild(*, since: datetime | None = None) -> dict[str, int]:
             _from_samples(row, bucket=row["b"]) for row in hours.iterator(chunk_size=BATCH)
         )
         days = (
-            QueueUsageRollup.objects.filter(resolution=HOUR)
-            .filter(**({"bucket__gte": bucket_start(since, DAY)} if since else {}))
+            QueueUsageRollup.objects.filter(resolution=HOUR, **window)
             .annotate(b=Trunc("bucket", "day", tzinfo=UTC))
             .values("queue_id", "b")
             .annotate(**_HOUR_AGGREGATES)

@@ -101,11 +101,24 @@ def test_refresh_is_idempotent_and_only_touches_given_queues(nlp_queue, vision_q
 def test_rebuild_matches_direct_aggregate_and_replaces_stale_rows(nlp_queue, vision_queue):
     _write_minutes([nlp_queue, vision_queue], 150, refresh=False)
     QueueUsageRollup.objects.create(
-        queue=nlp_queue, resolution="hour", bucket=START - timedelta(days=9), samples=99
+        queue=nlp_queue, resolution="hour", bucket=bucket_start(START, "day"), samples=99
     )
     call_command("usage_rollup_rebuild", stdout=StringIO())
     _assert_equal("hour")
     _assert_equal("day")
+
+
+def test_rebuild_keeps_the_rollups_of_days_whose_samples_are_gone(nlp_queue):
+    """Retention deletes samples by whole days after rolling them up: those rollups are all
+    that is left of the days, and a rebuild must not drop them."""
+    pruned_day = bucket_start(START - timedelta(days=9), "day")
+    QueueUsageRollup.objects.create(
+        queue=nlp_queue, resolution="day", bucket=pruned_day, gpus_allocated_avg=3, samples=1440
+    )
+    _write_minutes([nlp_queue], 10, refresh=False)
+    usage_rollups_rebuild()
+    assert QueueUsageRollup.objects.get(resolution="day", bucket=pruned_day).samples == 1440
+    assert QueueUsageRollup.objects.filter(resolution="hour").count() == 1
 
 
 def test_rebuild_since_keeps_older_buckets(nlp_queue):

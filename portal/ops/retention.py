@@ -1,0 +1,97 @@
+"""Retention: what the portal keeps, and for how long.
+
+Exactly these tables, named here and nowhere else, are pruned; every other table (jobs, queue
+change audit, placements, and any accounting ledger) is never touched:
+
+* `QueueUsageSample` (one row per queue per minute): days older than the sample age are
+  rolled up first, into the hour and day `QueueUsageRollup` rows the dashboards read, then
+  deleted. Whole UTC days, one transaction per day, oldest first: an interrupted run leaves
+  whole days, and the rollups of a day are recomputed from all of its samples right before they
+  go, so the dashboards show the same figures before and after. Rollups are kept.
+* `PreemptionEvent`: deleted after their own age (the preemption history and its chart).
+* `CycleRun`: deleted after their own age, except cycles a kept PreemptionEvent points to
+  (the history links each eviction to its cycle's timings).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import transaction
+
+from portal.scheduling.models import CycleRun, PreemptionEvent, QueueUsageSample
+from portal.scheduling.rollups import DAY, bucket_start, usage_rollups_rebuild
+
+PRUNED_MODELS = (QueueUsageSample, PreemptionEvent, CycleRun)
+BATCH = 5000
+
+
+@dataclass
+class RetentionReport:
+    samples_deleted: int = 0
+    days_rolled_up: list[str] = field(default_factory=list)
+    preemption_events_deleted: int = 0
+    cycle_runs_deleted: int = 0
+    seconds: float = 0.0
+
+
+def retention_run(
+    *, now: datetime, sample_days: int, preemption_event_days: int, cycle_run_days: int
+) -> RetentionReport:
+    """Prune what is older than each age in days (0: keep that table forever)."""
+    for name, days in (
+        ("sample_days", sample_days),
+        ("preemption_event_days", preemption_event_days),
+        ("cycle_run_days", cycle_run_days),
+    ):
+        if days < 0:
+            raise ValueError(f"{name} must be 0 (keep forever) or more, not {days}")
+    started = time.perf_counter()
+    report = RetentionReport()
+    if sample_days:
+        _samples_prune(report, before=bucket_start(now - timedelta(days=sample_days), DAY))
+    if preemption_event_days:
+        old = PreemptionEvent.objects.filter(
+            occurred_at__lt=now - timedelta(days=preemption_event_days)
+        )
+        report.preemption_events_deleted = _delete_in_batches(old)
+    if cycle_run_days:
+        old = CycleRun.objects.filter(
+            started_at__lt=now - timedelta(days=cycle_run_days), preemptions__isnull=True
+        )
+        report.cycle_runs_deleted = _delete_in_batches(old)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _samples_prune(report: RetentionReport, *, before: datetime) -> None:
+    while True:
+        first = (
+            QueueUsageSample.objects.filter(at__lt=before)
+            .order_by("at")
+            .values_list("at", flat=True)
+            .first()
+        )
+        if first is None:
+            return
+        day = bucket_start(first, DAY)
+        end = min(day + timedelta(days=1), before)
+        with transaction.atomic():
+            usage_rollups_rebuild(since=day, until=end)
+            deleted, _ = QueueUsageSample.objects.filter(at__gte=day, at__lt=end).delete()
+        report.samples_deleted += deleted
+        report.days_rolled_up.append(day.date().isoformat())
+
+
+def _delete_in_batches(queryset) -> int:
+    model = queryset.model
+    total = 0
+    while True:
+        ids = list(queryset.order_by("pk").values_list("pk", flat=True)[:BATCH])
+        if not ids:
+            return total
+        with transaction.atomic():
+            deleted = model.objects.filter(pk__in=ids).delete()[1].get(model._meta.label, 0)
+        total += deleted

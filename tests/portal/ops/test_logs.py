@@ -66,7 +66,8 @@ def test_a_forged_or_missing_request_id_is_replaced(client):
     forged = client.get("/accounts/login/", HTTP_X_REQUEST_ID='x" level="ERROR').get("X-Request-ID")
     made_up = client.get("/accounts/login/").get("X-Request-ID")
     for value in (forged, made_up):
-        assert len(value) == 32 and value.isalnum()
+        assert len(value) == 32
+        assert value.isalnum()
     assert forged != made_up
 
 
@@ -93,7 +94,8 @@ def test_json_formatter_writes_extras_and_the_exception_on_one_line():
     assert entry["message"] == "cycle 7"
     assert entry["binds"] == 3
     assert entry["request_id"] == "abc"
-    assert entry["exception"].startswith("Traceback") and "RuntimeError: boom" in entry["exception"]
+    assert entry["exception"].startswith("Traceback")
+    assert "RuntimeError: boom" in entry["exception"]
 
 
 def test_an_unknown_log_format_is_refused():

@@ -4,7 +4,6 @@ then a real prefork worker whose child processes' counts reach its exporter."""
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path

@@ -46,8 +46,10 @@ def test_worker_counters_equal_what_the_cycles_wrote(nlp_queue, vision_queue):
     change = delta(before, counters())
 
     cycles = CycleRun.objects.count()
-    assert change["ok"] == cycles and change["error"] == 0
-    assert change["e2e"] == cycles and change["core"] == cycles
+    assert change["ok"] == cycles
+    assert change["error"] == 0
+    assert change["e2e"] == cycles
+    assert change["core"] == cycles
     assert change["binds"] == CycleRun.objects.aggregate(n=Sum("binds"))["n"] == 3
     assert change["reclaim"] == PreemptionEvent.objects.filter(action="reclaim").count() == 1
     assert change["jobs"] == Job.objects.filter(admitted_at__isnull=False).count() == 3
@@ -105,5 +107,6 @@ def test_a_failure_to_record_never_breaks_the_cycle(nlp_queue, monkeypatch, capl
     run = scheduling_cycle_run(
         backend=SimulatedBackend(default_run_seconds=600, now=clock), now=clock
     )
-    assert run.finished_at is not None and not run.error
+    assert run.finished_at is not None
+    assert not run.error
     assert "could not record the figures of scheduling cycle" in caplog.text

@@ -24,3 +24,28 @@ if Path("/dev/shm").is_dir():
 # "-" is stdout (the container log); GUNICORN_ACCESS_LOG="" turns it off.
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "-") or None
 errorlog = "-"
+
+# Metrics: with PROMETHEUS_MULTIPROC_DIR set, every worker process records into that folder and
+# /metrics adds them up (one process alone would answer with its own share); the folder is
+# emptied when the master starts, and a dead worker's live gauges are dropped.
+# Logs: LOG_FORMAT=json gives gunicorn's own lines (errors, the access log with the request id
+# the app set) the same one-object-per-line shape as the app's (portal/ops/logs.py).
+
+
+def on_starting(server):
+    from portal.ops.multiproc import multiprocess_dir_reset
+
+    multiprocess_dir_reset()
+
+
+def child_exit(server, worker):
+    from portal.ops.multiproc import process_exited
+
+    process_exited(worker.pid)
+
+
+if os.environ.get("LOG_FORMAT") == "json":
+    from portal.ops.logs import gunicorn_logconfig
+
+    logconfig_dict = gunicorn_logconfig()
+    access_log_format = '%(h)s "%(r)s" %(s)s %(B)s %(D)sus %({x-request-id}o)s'

@@ -15,7 +15,6 @@ prefix `gpuportal_` instead of `volcano_`.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 
@@ -31,6 +30,7 @@ from portal.jobs.selectors import pending_demand_per_queue
 from portal.scheduling.selectors import usage_latest_deserved
 
 from . import selectors
+from .multiproc import multiprocess_dir
 
 PREFIX = "gpuportal"
 # The text format every Prometheus release parses (prometheus_client's own default names a newer
@@ -175,10 +175,6 @@ def _cycle_metrics() -> Iterator[Metric]:
     figures.add_metric(["pending_jobs"], cycle.pending_jobs)
     figures.add_metric(["error"], 1 if cycle.error else 0)
     yield from (finished, age, phases, figures)
-
-
-def multiprocess_dir() -> str | None:
-    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
 
 
 def process_registry() -> CollectorRegistry:

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import threading
 import time
-from pathlib import Path
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -33,6 +31,7 @@ from celery.signals import (
 )
 from prometheus_client import Counter, Histogram, generate_latest
 
+from portal.ops.multiproc import multiprocess_dir_reset, process_exited
 from portal.ops.requestid import current_request_id, reset_request_id, set_request_id
 
 logger = logging.getLogger(__name__)
@@ -149,26 +148,13 @@ def exporter_start(*, port: int, address: str, cycle_limit_seconds: float) -> WS
     return server
 
 
-def multiprocess_dir_reset(directory: str) -> None:
-    """A restarted container keeps its emptyDir: files of dead processes would be summed in."""
-    folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
-    for entry in folder.iterdir():
-        if entry.is_dir():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
-
-
 @worker_init.connect
 def _worker_starting(**kwargs) -> None:
     from django.conf import settings
 
     if not settings.WORKER_METRICS_PORT:
         return
-    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if directory:
-        multiprocess_dir_reset(directory)
+    multiprocess_dir_reset()
     exporter_start(
         port=settings.WORKER_METRICS_PORT,
         address=settings.WORKER_METRICS_ADDRESS,
@@ -178,7 +164,4 @@ def _worker_starting(**kwargs) -> None:
 
 @worker_process_shutdown.connect
 def _pool_process_exited(pid=None, **kwargs) -> None:
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
-
-        multiprocess.mark_process_dead(pid or os.getpid())
+    process_exited(pid or os.getpid())

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+from django.conf import settings
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -45,6 +46,7 @@ REQUEST_DURATION = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
 )
 UNMATCHED_ROUTE = "<unmatched>"
+STATIC_ROUTE = "<static>"
 
 
 class RequestMetricsMiddleware:
@@ -58,7 +60,12 @@ class RequestMetricsMiddleware:
         start = time.perf_counter()
         response = self.get_response(request)
         match = getattr(request, "resolver_match", None)
-        route = (match.route or match.view_name) if match is not None else UNMATCHED_ROUTE
+        if match is not None:
+            route = match.route or match.view_name
+        elif request.path_info.startswith(settings.STATIC_URL):
+            route = STATIC_ROUTE  # served by WhiteNoise before any URL is resolved
+        else:
+            route = UNMATCHED_ROUTE
         REQUEST_DURATION.labels(request.method, route, str(response.status_code)).observe(
             time.perf_counter() - start
         )

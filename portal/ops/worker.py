@@ -23,7 +23,6 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from celery.signals import (
     before_task_publish,
-    task_failure,
     task_postrun,
     task_prerun,
     worker_init,
@@ -83,16 +82,6 @@ def _task_finished(task_id=None, task=None, state=None, **kwargs) -> None:
         _Progress.cycle_finished = time.monotonic()
     if token is not None:
         reset_request_id(token)
-
-
-@task_failure.connect
-def _task_failed(sender=None, task_id=None, exception=None, **kwargs) -> None:
-    logger.error(
-        "task %s failed: %s",
-        getattr(sender, "name", "?"),
-        exception,
-        extra={"event": "task_failed", "task": getattr(sender, "name", None), "task_id": task_id},
-    )
 
 
 def cycle_stalled(*, limit_seconds: float, now: float | None = None) -> str | None:

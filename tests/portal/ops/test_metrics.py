@@ -100,6 +100,7 @@ def test_scrape_after_cycles_matches_the_database(client, nlp_queue, vision_queu
 def test_request_latency_is_labelled_by_route_not_by_path(client, staff_client, nlp_queue):
     staff_client.get(f"/queues/{nlp_queue.pk}/edit/")
     staff_client.get("/no/such/page/")
+    staff_client.get("/static/css/portal.css")
     samples = scrape(client)
     counts = {
         dict(labels)["route"]: value
@@ -107,6 +108,7 @@ def test_request_latency_is_labelled_by_route_not_by_path(client, staff_client, 
     }
     assert counts["queues/<int:queue_id>/edit/"] >= 1
     assert counts["<unmatched>"] >= 1
+    assert counts["<static>"] >= 1
     assert not any(str(nlp_queue.pk) in route for route in counts)
     assert "/metrics" not in counts  # probes and scrapes are not counted as traffic
 

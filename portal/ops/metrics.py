@@ -47,6 +47,9 @@ REQUEST_DURATION = Histogram(
 )
 UNMATCHED_ROUTE = "<unmatched>"
 STATIC_ROUTE = "<static>"
+# Any other method a client makes up is "other": a label value per invented method would let
+# clients grow the number of series without bound.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 class RequestMetricsMiddleware:
@@ -66,7 +69,8 @@ class RequestMetricsMiddleware:
             route = STATIC_ROUTE  # served by WhiteNoise before any URL is resolved
         else:
             route = UNMATCHED_ROUTE
-        REQUEST_DURATION.labels(request.method, route, str(response.status_code)).observe(
+        method = request.method if request.method in METHODS else "other"
+        REQUEST_DURATION.labels(method, route, str(response.status_code)).observe(
             time.perf_counter() - start
         )
         return response

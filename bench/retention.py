@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(json.dumps({"step": label, "seconds": round(report.seconds, 1),
                           "days_rolled_up": len(report.days_rolled_up),
-                          "samples_deleted": report.samples_deleted}), flush=True)  # fmt: skip
+                          "samples_deleted": report.samples_deleted,
+                          "samples_left": report.samples_left}), flush=True)  # fmt: skip
     sizes(f"after retention (keep {args.keep_days} days)")
     return 0
 

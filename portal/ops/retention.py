@@ -35,12 +35,23 @@ class RetentionReport:
     preemption_events_deleted: int = 0
     cycle_runs_deleted: int = 0
     seconds: float = 0.0
+    # Stopped at the time budget with older samples left: the next run carries on.
+    samples_left: bool = False
 
 
 def retention_run(
-    *, now: datetime, sample_days: int, preemption_event_days: int, cycle_run_days: int
+    *,
+    now: datetime,
+    sample_days: int,
+    preemption_event_days: int,
+    cycle_run_days: int,
+    max_seconds: float | None = None,
 ) -> RetentionReport:
-    """Prune what is older than each age in days (0: keep that table forever)."""
+    """Prune what is older than each age in days (0: keep that table forever).
+
+    `max_seconds` bounds the sample days a run works through (about 2 s a day at 50 queues):
+    the first run on a year-old installation has hundreds of days to roll up, more than a
+    Celery task may take. Each day commits on its own, so the next run carries on."""
     for name, days in (
         ("sample_days", sample_days),
         ("preemption_event_days", preemption_event_days),
@@ -51,7 +62,10 @@ def retention_run(
     started = time.perf_counter()
     report = RetentionReport()
     if sample_days:
-        _samples_prune(report, before=bucket_start(now - timedelta(days=sample_days), DAY))
+        deadline = started + max_seconds if max_seconds is not None else None
+        _samples_prune(
+            report, before=bucket_start(now - timedelta(days=sample_days), DAY), deadline=deadline
+        )
     if preemption_event_days:
         old = PreemptionEvent.objects.filter(
             occurred_at__lt=now - timedelta(days=preemption_event_days)
@@ -66,7 +80,7 @@ def retention_run(
     return report
 
 
-def _samples_prune(report: RetentionReport, *, before: datetime) -> None:
+def _samples_prune(report: RetentionReport, *, before: datetime, deadline: float | None) -> None:
     while True:
         first = (
             QueueUsageSample.objects.filter(at__lt=before)
@@ -75,6 +89,9 @@ def _samples_prune(report: RetentionReport, *, before: datetime) -> None:
             .first()
         )
         if first is None:
+            return
+        if deadline is not None and time.perf_counter() >= deadline:
+            report.samples_left = True
             return
         day = bucket_start(first, DAY)
         end = min(day + timedelta(days=1), before)

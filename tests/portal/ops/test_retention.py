@@ -176,3 +176,16 @@ def test_beat_runs_the_retention_task_with_the_configured_ages(settings, frozen,
     retention_task.delay()
     assert QueueUsageSample.objects.order_by("at").first().at >= datetime(2026, 11, 30, tzinfo=UTC)
     assert not CycleRun.objects.exists()
+
+
+def test_a_run_stops_at_its_time_budget_and_the_next_one_carries_on(frozen, nlp_queue):
+    samples_every([nlp_queue], days=6, minutes=120)
+    first = retention_run(
+        now=NOW, sample_days=1, preemption_event_days=0, cycle_run_days=0, max_seconds=0
+    )
+    assert first.samples_left
+    assert first.days_rolled_up == []
+    second = retention_run(now=NOW, sample_days=1, preemption_event_days=0, cycle_run_days=0)
+    assert not second.samples_left
+    assert second.days_rolled_up[0] == "2026-11-25"
+    assert second.days_rolled_up[-1] == "2026-11-29"  # the day before yesterday

@@ -2,7 +2,8 @@
 also gives the pg_dump path for PostgreSQL).
 
 What a dump leaves out, and why: content types and permissions (every `migrate` recreates
-them; rows refer to them by natural key), sessions (logins expire anyway).
+them, under other ids; rows refer to them by natural key), sessions (logins expire anyway).
+Every other row keeps its id, so links and API ids stay valid after a restore.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ def backup_dump(*, output: str) -> None:
     call_command(
         "dumpdata",
         "--natural-foreign",
-        "--natural-primary",
         *(f"--exclude={label}" for label in DUMP_EXCLUDES),
         "--indent=0",
         f"--output={output}",

@@ -120,7 +120,8 @@ def test_a_restored_database_reconciles_without_touching_pods_it_does_not_own(
     } == {item for item in running if item[0] != "after-the-backup"}
     assert Job.objects.filter(status=Job.Status.RUNNING).count() == 3
     assert not CycleRun.objects.exclude(error="").filter(started_at__gte=clock.now).exists()
-    # New rows never reuse a restored id (loaddata reset the sequences).
+    # Rows keep their ids, and new rows never reuse one (loaddata reset the sequences).
+    assert UserFactory._meta.model.objects.get(username="alice").pk == user.pk
     newer = submit_job(user, queue, "after-the-restore", gpus=2)
     assert newer.pk > max(Job.objects.exclude(pk=newer.pk).values_list("pk", flat=True))
 

@@ -38,7 +38,6 @@ def tables_with_rows() -> list[str]:
         if model._meta.label_lower not in excluded
         and model._meta.app_label != "sessions"
         and model._meta.managed
-        and not model._meta.proxy
         and model.objects.exists()
     ]
 

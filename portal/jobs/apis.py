@@ -17,7 +17,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.api.base import (
-    INT32_MAX,
     ApiSerializer,
     ApiView,
     StrictSerializer,
@@ -43,8 +42,6 @@ TENANT_NOT_FOUND = "no tenant {ref} that you can see"
 YAML_NEEDS_MANIFEST = f"a YAML body must be a Volcano Job manifest ({volcano.API_VERSION})"
 MANIFEST_IGNORED_HEADER = "X-Manifest-Ignored-Fields"
 
-MAX_PRIORITY = 10**9
-MAX_TASKS = 64
 
 
 def resolve_queue(*, user: Any, ref: str) -> Queue | None:
@@ -171,7 +168,7 @@ class JobDetailApi(ApiView):
     class OutputSerializer(JobListApi.OutputSerializer):
         class TaskSerializer(ApiSerializer):
             name = serializers.CharField()
-            replicas = serializers.IntegerField()
+            replicas = serializers.IntegerField(min_value=1)
             image = serializers.CharField()
             command = serializers.ListField(child=serializers.CharField())
             env = serializers.DictField(child=serializers.CharField())
@@ -348,44 +345,35 @@ class JobCreateApi(ApiView):
     throttle_classes = [ApiScopedRateThrottle]
     throttle_scope = "job_create"
 
+    # Shape (and signs, so that one answer names every field at fault even when the queue is
+    # unknown): the upper bounds (GPUs per pod, replicas, sizes, ...) are checked by job_submit
+    # against portal.jobs.limits, the same for the form, the upload page and the CLI.
     class InputSerializer(StrictSerializer):
         class TaskSerializer(StrictSerializer):
-            name = serializers.CharField(max_length=63)
-            replicas = serializers.IntegerField(min_value=1, max_value=volcano.MAX_REPLICAS)
-            image = serializers.CharField(max_length=500)
+            name = serializers.CharField()
+            replicas = serializers.IntegerField(min_value=1)
+            image = serializers.CharField()
             command = serializers.ListField(
-                child=serializers.CharField(max_length=4096, allow_blank=True),
+                child=serializers.CharField(allow_blank=True),
                 required=False,
-                max_length=256,
             )
             env = serializers.DictField(
-                child=serializers.CharField(max_length=4096, allow_blank=True), required=False
+                child=serializers.CharField(allow_blank=True),
+                required=False,
             )
-            gpus = serializers.IntegerField(
-                min_value=0, max_value=volcano.MAX_GPUS_PER_POD, required=False
-            )
-            cpu_millis = serializers.IntegerField(
-                min_value=0, max_value=volcano.MAX_CPU_MILLIS, required=False
-            )
-            memory_bytes = serializers.IntegerField(
-                min_value=0, max_value=volcano.MAX_MEMORY_BYTES, required=False
-            )
-            node_selector = serializers.DictField(
-                child=serializers.CharField(max_length=253), required=False
-            )
+            gpus = serializers.IntegerField(min_value=0, required=False)
+            cpu_millis = serializers.IntegerField(min_value=0, required=False)
+            memory_bytes = serializers.IntegerField(min_value=0, required=False)
+            node_selector = serializers.DictField(child=serializers.CharField(), required=False)
 
         queue = serializers.CharField(max_length=63, help_text="Queue id or name")
-        name = serializers.CharField(max_length=63)
-        priority = serializers.IntegerField(
-            min_value=-MAX_PRIORITY, max_value=MAX_PRIORITY, required=False
-        )
-        min_available = serializers.IntegerField(
-            min_value=1, max_value=INT32_MAX, required=False, allow_null=True
-        )
+        name = serializers.CharField()
+        priority = serializers.IntegerField(required=False)
+        min_available = serializers.IntegerField(min_value=1, required=False, allow_null=True)
         expected_duration_seconds = serializers.IntegerField(
-            min_value=1, max_value=volcano.MAX_DURATION_SECONDS, required=False, allow_null=True
+            min_value=1, required=False, allow_null=True
         )
-        tasks = TaskSerializer(many=True, allow_empty=False, max_length=MAX_TASKS)
+        tasks = TaskSerializer(many=True, allow_empty=False)
 
     OutputSerializer = JobDetailApi.OutputSerializer
 
@@ -437,7 +425,9 @@ class JobCreateApi(ApiView):
                     "detail": "Invalid input.",
                     "code": "invalid",
                     "errors": {
-                        "tasks[0].gpus": ["Ensure this value is less than or equal to 1024."]
+                        "tasks[0].gpus": [
+                            "at most 64 GPUs per pod (JOB_MAX_GPUS_PER_POD); this asks for 5000"
+                        ]
                     },
                 },
             ),

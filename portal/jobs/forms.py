@@ -1,4 +1,5 @@
-"""Job submission forms: shape and unit parsing only; the rules live in `job_submit`."""
+"""Job submission forms: shape and unit parsing only; the rules and limits live in `job_submit`
+(`portal.jobs.limits`). Fields show the limits as HTML attributes, read from that module."""
 
 import re
 import shlex
@@ -12,6 +13,15 @@ from django.db.models import QuerySet
 from portal.common.yamlsafe import UntrustedYAMLError, yaml_load_untrusted
 from portal.queues.models import Queue
 
+from .limits import (
+    DURATION_MAX_SECONDS,
+    IMAGE_MAX_CHARS,
+    NAME_MAX_CHARS,
+    PRIORITY_MAX,
+    exceeded,
+    job_limits,
+)
+
 GPU_MODEL_LABEL = "gpu-model"
 MEMORY_INVALID = 'use a size such as "16Gi", "512Mi" or a number of GiB'
 CPU_INVALID = 'use cores such as "4" or "0.5", or millicores such as "500m"'
@@ -21,8 +31,6 @@ UPLOAD_NOT_UTF8 = "the file is not UTF-8 text"
 YAML_NOT_A_MAPPING = "the file must hold one Volcano Job mapping"
 UPLOAD_TOO_LARGE = "the file is larger than {limit} KiB"
 UPLOAD_LIMIT_BYTES = 256 * 1024
-QUANTITY_TOO_LARGE = "this is more than any node has"
-QUANTITY_MAX = 2**63 - 1
 
 _MEMORY_UNITS = {
     "": 1024**3,  # a bare number means GiB
@@ -62,48 +70,54 @@ def parse_cpu(text: str) -> int:
     return int(value) if match.group(2) == "m" else int(value * 1000)
 
 
-def _bounded_quantity(value: int) -> int:
-    # Thousands of digits parse fine but break later steps (str() of such an int raises).
-    if value > QUANTITY_MAX:
-        raise ValidationError(QUANTITY_TOO_LARGE, code="max_value")
-    return value
+class _QuantityField(forms.CharField):
+    """Text in, an int out. The text's own checks (NUL characters) run on the text: the int
+    may have thousands of digits (too many for str()), for `job_submit` to refuse by limit."""
 
+    invalid = ""
 
-class MemoryField(forms.CharField):
-    def to_python(self, value: Any) -> int | None:
-        value = super().to_python(value)
-        if value in self.empty_values:
+    def parse(self, text: str) -> int:
+        raise NotImplementedError
+
+    def clean(self, value: Any) -> int | None:
+        text = super().clean(value)
+        if text in self.empty_values:
             return None
         try:
-            return _bounded_quantity(parse_memory(value))
+            return self.parse(text)
         except (ValueError, InvalidOperation) as error:
-            raise ValidationError(MEMORY_INVALID, code="invalid") from error
+            raise ValidationError(self.invalid, code="invalid") from error
 
 
-class CpuField(forms.CharField):
-    def to_python(self, value: Any) -> int | None:
-        value = super().to_python(value)
-        if value in self.empty_values:
-            return None
-        try:
-            return _bounded_quantity(parse_cpu(value))
-        except (ValueError, InvalidOperation) as error:
-            raise ValidationError(CPU_INVALID, code="invalid") from error
+class MemoryField(_QuantityField):
+    invalid = MEMORY_INVALID
+
+    def parse(self, text: str) -> int:
+        return parse_memory(text)
+
+
+class CpuField(_QuantityField):
+    invalid = CPU_INVALID
+
+    def parse(self, text: str) -> int:
+        return parse_cpu(text)
+
+
+def _shows(field: forms.Field, **attrs: int) -> None:
+    """Show a limit in the page (the form is `novalidate`: `job_submit` checks it)."""
+    field.widget.attrs.update({key: str(value) for key, value in attrs.items()})
 
 
 class JobSubmitForm(forms.Form):
     queue = forms.ModelChoiceField(queryset=Queue.objects.none(), empty_label=None)
-    name = forms.CharField(max_length=63, help_text="Lower-case letters, digits and dashes.")
+    name = forms.CharField(help_text="Lower-case letters, digits and dashes.")
     priority = forms.IntegerField(initial=0, help_text="Higher runs first inside the queue.")
     min_available = forms.IntegerField(
         required=False,
-        min_value=1,
         label="Gang min available",
         help_text="Pods that must start together. Empty: all replicas.",
     )
-    expected_duration_seconds = forms.IntegerField(
-        required=False, min_value=1, label="Expected duration (s)"
-    )
+    expected_duration_seconds = forms.IntegerField(required=False, label="Expected duration (s)")
     gpu_model = forms.ChoiceField(
         required=False, label="GPU model", help_text="Node selector gpu-model; empty: any."
     )
@@ -113,20 +127,32 @@ class JobSubmitForm(forms.Form):
         self.fields["queue"].queryset = queues
         self.fields["queue"].label_from_instance = lambda q: f"{q.name} ({q.tenant.name})"
         self.fields["gpu_model"].choices = [("", "any")] + [(m, m) for m in gpu_models]
+        _shows(self.fields["name"], maxlength=NAME_MAX_CHARS)
+        _shows(self.fields["priority"], min=-PRIORITY_MAX, max=PRIORITY_MAX)
+        _shows(self.fields["min_available"], min=1, max=job_limits().replicas_per_job)
+        _shows(self.fields["expected_duration_seconds"], min=1, max=DURATION_MAX_SECONDS)
 
 
 class TaskForm(forms.Form):
-    name = forms.CharField(max_length=63, label="Role", initial="worker")
-    replicas = forms.IntegerField(min_value=1, initial=1)
-    image = forms.CharField(max_length=500, initial="ghcr.io/example/trainer:latest")
+    name = forms.CharField(label="Role", initial="worker")
+    replicas = forms.IntegerField(initial=1)
+    image = forms.CharField(initial="ghcr.io/example/trainer:latest")
     command = forms.CharField(
         required=False, help_text="Shell-style, e.g. python train.py --lr 3e-4"
     )
-    gpus = forms.IntegerField(min_value=0, initial=1, label="GPUs / replica")
+    gpus = forms.IntegerField(initial=1, label="GPUs / replica")
     cpu = CpuField(required=False, initial="8", label="CPU / replica", help_text="Cores or 500m.")
     memory = MemoryField(
         required=False, initial="64Gi", label="Memory / replica", help_text="16Gi, 512Mi or GiB."
     )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        limits = job_limits()
+        _shows(self.fields["name"], maxlength=NAME_MAX_CHARS)
+        _shows(self.fields["replicas"], min=1, max=limits.replicas_per_task)
+        _shows(self.fields["image"], maxlength=IMAGE_MAX_CHARS)
+        _shows(self.fields["gpus"], min=0, max=limits.gpus_per_pod)
 
     def clean_command(self) -> list[str]:
         text = self.cleaned_data.get("command") or ""
@@ -149,18 +175,30 @@ class TaskForm(forms.Form):
         }
 
 
-MAX_TASKS = 20
-# absolute_max: Django otherwise builds (and renders) up to max_num + 1000 forms for whatever
-# TOTAL_FORMS a client posts: one request cost half a minute of CPU and a 2 MB page.
+class BaseTaskFormSet(forms.BaseFormSet):
+    """Builds at most one form more than the tasks a job may have: Django otherwise builds
+    (and renders) up to max_num + 1000 forms for whatever TOTAL_FORMS a client posts (one
+    request cost half a minute of CPU and a 2 MB page). One task too many still reaches
+    `job_submit`, which refuses it; a post of more forms gets the same message here."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.limits = job_limits()
+        self.max_num = self.limits.tasks_per_job
+        self.absolute_max = self.limits.tasks_per_job + 1
+        super().__init__(*args, **kwargs)
+
+    def full_clean(self) -> None:
+        super().full_clean()
+        errors = self._non_form_errors.as_data() if self._non_form_errors else []
+        if any(error.code == "too_many_forms" for error in errors):
+            posted = self.management_form.cleaned_data[forms.formsets.TOTAL_FORM_COUNT]
+            self._non_form_errors = self.error_class(
+                [exceeded(self.limits, "tasks_per_job", posted)], error_class="nonform", renderer=self.renderer
+            )
+
+
 TaskFormSet = forms.formset_factory(
-    TaskForm,
-    extra=0,
-    min_num=1,
-    validate_min=True,
-    can_delete=True,
-    max_num=MAX_TASKS,
-    validate_max=True,
-    absolute_max=MAX_TASKS,
+    TaskForm, formset=BaseTaskFormSet, extra=0, min_num=1, validate_min=True, can_delete=True
 )
 
 # job_submit error keys -> (form, field) on the page.
@@ -184,13 +222,21 @@ _TASK_KEY = re.compile(r"^tasks\[(\d+)\](?:\.(\w+))?$")
 
 
 def submit_errors_apply(
-    *, error: ValidationError, form: JobSubmitForm, task_forms: list[TaskForm]
+    *,
+    error: ValidationError,
+    form: JobSubmitForm,
+    formset: BaseTaskFormSet,
+    task_forms: list[TaskForm],
 ) -> None:
-    """Put job_submit's errors (`name`, `tasks[1].gpus`, ...) on the matching form fields.
+    """Put job_submit's errors (`name`, `tasks[1].gpus`, ...) on the matching form fields;
+    those about the tasks as a whole (`tasks`: how many, replicas in all) on the formset.
 
     `task_forms[i]` is the form that produced `tasks[i]` (deleted forms left out).
     """
     for key, messages in error.message_dict.items():
+        if key == "tasks":
+            formset.non_form_errors().extend(messages)
+            continue
         match = _TASK_KEY.match(key)
         if match:
             index, field = int(match.group(1)), match.group(2)

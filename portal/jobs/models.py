@@ -5,6 +5,7 @@ from django.utils import timezone
 
 from portal.common.models import BaseModel
 from portal.common.validators import validate_dns_label, validate_str_dict, validate_str_list
+from portal.jobs.limits import IMAGE_MAX_CHARS, NAME_MAX_CHARS
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
 
@@ -28,7 +29,7 @@ class Job(BaseModel):
     submitter = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs"
     )
-    name = models.CharField(max_length=63, validators=[validate_dns_label])
+    name = models.CharField(max_length=NAME_MAX_CHARS, validators=[validate_dns_label])
     priority = models.IntegerField(default=0)
     min_available = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     expected_duration_seconds = models.PositiveIntegerField(
@@ -82,9 +83,9 @@ class JobTask(models.Model):
     """One role of a job (master, worker, ...): `replicas` identical pods."""
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="tasks")
-    name = models.CharField(max_length=63, validators=[validate_dns_label])
+    name = models.CharField(max_length=NAME_MAX_CHARS, validators=[validate_dns_label])
     replicas = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
-    image = models.CharField(max_length=500)
+    image = models.CharField(max_length=IMAGE_MAX_CHARS)
     command = models.JSONField(default=list, blank=True, validators=[validate_str_list])
     env = models.JSONField(default=dict, blank=True, validators=[validate_str_dict])
     gpus = models.PositiveIntegerField(default=0)

@@ -36,7 +36,8 @@ def job_get(*, user: AbstractBaseUser | AnonymousUser, job_id: int) -> Job:
 def pending_demand_per_queue() -> dict[str, int]:
     """GPUs asked by pending jobs, per queue name (one aggregate query, grouped by queue id:
     no join to the queues over every task; names attached afterwards)."""
-    from django.db.models import F, Sum
+    from django.db.models import F, FloatField, Sum
+    from django.db.models.functions import Cast
 
     from portal.queues.models import Queue
 
@@ -45,13 +46,46 @@ def pending_demand_per_queue() -> dict[str, int]:
     rows = (
         JobTask.objects.filter(job__status=Job.Status.PENDING)
         .values("job__queue_id")
-        .annotate(gpus=Sum(F("replicas") * F("gpus")))
+        # In floating point: whatever a stored job holds, the product and the sum cannot
+        # overflow the database's integers (SQLite's SUM raises, PostgreSQL's int4 too).
+        .annotate(gpus=Sum(Cast("replicas", FloatField()) * F("gpus")))
         .order_by()
         .values_list("job__queue_id", "gpus")
     )
     rows = list(rows)
     names = dict(Queue.objects.filter(pk__in=[pk for pk, _ in rows]).values_list("pk", "name"))
     return {names[pk]: int(gpus or 0) for pk, gpus in rows if pk in names}
+
+
+# Statuses whose jobs the scheduler still places pods for (the cycle's snapshot reads the same).
+SCHEDULED_STATUSES = (
+    Job.Status.PENDING,
+    Job.Status.ADMITTED,
+    Job.Status.RUNNING,
+    Job.Status.PREEMPTED,
+)
+
+
+def tenant_pending_pods(*, tenant_id: int) -> int:
+    """Pods of the tenant's jobs waiting for a node, as the cycle counts them: replicas of the
+    jobs it still schedules, less those placed (active, or succeeded while the job goes on).
+    Two aggregate queries, whatever the number of jobs."""
+    from django.db.models import FloatField, Sum
+    from django.db.models.functions import Cast
+
+    from portal.cluster.models import Placement
+
+    from .models import JobTask
+
+    replicas = JobTask.objects.filter(
+        job__tenant_id=tenant_id, job__status__in=SCHEDULED_STATUSES
+    ).aggregate(n=Sum(Cast("replicas", FloatField())))["n"]
+    placed = Placement.objects.filter(
+        job__tenant_id=tenant_id,
+        job__status__in=SCHEDULED_STATUSES,
+        state__in=[*Placement.ACTIVE_STATES, Placement.State.SUCCEEDED],
+    ).count()
+    return max(0, int(replicas or 0) - placed)
 
 
 def job_search(

@@ -9,9 +9,19 @@ from django.utils import timezone
 from portal.common.access import can_cancel_job, can_submit_to
 from portal.common.services import prefix_errors
 from portal.queues.models import Queue
+from portal.tenants.models import Tenant
 from scheduler.tasks import scheduling_cycle_kick
 
+from .limits import (
+    JobLimits,
+    exceeded,
+    job_limit_errors,
+    job_limits,
+    pending_pods_error,
+    task_limit_errors,
+)
 from .models import Job, JobTask
+from .selectors import tenant_pending_pods
 
 TASK_FIELDS = (
     "name",
@@ -56,13 +66,18 @@ ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 
-def _task_instances(*, tasks: Any) -> tuple[list[JobTask], dict[str, list[str]]]:
+def _task_instances(
+    *, tasks: Any, limits: JobLimits
+) -> tuple[list[JobTask], dict[str, list[str]]]:
     """Build unsaved JobTasks from dicts; errors are keyed `tasks[<i>].<field>`."""
     errors: dict[str, list[str]] = {}
     if not isinstance(tasks, list):
         return [], {"tasks": [JOB_SUBMIT_TASKS_NOT_A_LIST]}
     if not tasks:
         return [], {"tasks": [JOB_SUBMIT_NO_TASKS]}
+    if len(tasks) > limits.tasks_per_job:
+        # Refused before any task is built: a body of thousands of tasks costs nothing more.
+        return [], {"tasks": [exceeded(limits, "tasks_per_job", len(tasks))]}
     instances: list[JobTask] = []
     names: set[str] = set()
     for index, spec in enumerate(tasks):
@@ -76,11 +91,16 @@ def _task_instances(*, tasks: Any) -> tuple[list[JobTask], dict[str, list[str]]]
                     JOB_SUBMIT_TASK_UNKNOWN_FIELD.format(expected=", ".join(TASK_FIELDS))
                 ]
         task = JobTask(**{key: value for key, value in spec.items() if key in TASK_FIELDS})
+        over = task_limit_errors(task, limits=limits, prefix=f"{path}.")
         try:
-            task.full_clean(exclude=["job"])
+            # A field over its limit has its message already (the column's own range, if
+            # any, would only say the same less clearly).
+            task.full_clean(exclude=["job", *(key.rsplit(".", 1)[1] for key in over)])
         except ValidationError as error:
             for key, messages in prefix_errors(error, f"{path}.").items():
                 errors.setdefault(key, []).extend(messages)
+        for key, messages in over.items():
+            errors.setdefault(key, []).extend(messages)
         if isinstance(task.name, str) and task.name:
             if task.name in names:
                 errors.setdefault(f"{path}.name", []).append(
@@ -105,8 +125,11 @@ def job_submit(
     loaded (`job.tasks.all()` reads no rows).
 
     Every problem is reported at once as a ValidationError keyed by field path
-    (`name`, `queue`, `tasks[1].gpus`, ...), before anything is written.
+    (`name`, `queue`, `tasks[1].gpus`, ...), before anything is written; the limits
+    (`portal.jobs.limits`) are checked here, for every way a job comes in. The tenant's cap
+    on pending pods is checked last, with the tenant locked, for an otherwise valid job.
     """
+    limits = job_limits()
     errors: dict[str, list[str]] = {}
     if not can_submit_to(submitter, queue):
         errors["queue"] = [
@@ -115,8 +138,16 @@ def job_submit(
     elif queue.state != Queue.State.OPEN:
         errors["queue"] = [JOB_SUBMIT_QUEUE_CLOSED.format(queue=queue.name)]
 
-    task_instances, task_errors = _task_instances(tasks=tasks)
+    task_instances, task_errors = _task_instances(tasks=tasks, limits=limits)
     errors.update(task_errors)
+    over = job_limit_errors(
+        replicas=[task.replicas for task in task_instances],
+        priority=priority,
+        expected_duration_seconds=expected_duration_seconds,
+        limits=limits,
+    )
+    for key, messages in over.items():
+        errors.setdefault(key, []).extend(messages)
 
     total_replicas = sum(task.replicas for task in task_instances if isinstance(task.replicas, int))
     job = Job(
@@ -140,7 +171,7 @@ def job_submit(
         if obj.pk is not None and not obj._state.adding
     ]
     try:
-        job.full_clean(exclude=stored)
+        job.full_clean(exclude=[*stored, *over])
     except ValidationError as error:
         for key, messages in error.message_dict.items():
             errors.setdefault(key, []).extend(messages)
@@ -160,16 +191,36 @@ def job_submit(
 
     # Only the writes need the transaction, and they need no savepoint of their own inside
     # a caller's transaction (the API's request): if one fails, the caller's transaction
-    # fails with it and nothing is written. Validation errors are raised above, outside it,
-    # so a caller that catches them (the submit form) keeps a usable transaction.
+    # fails with it and nothing is written. Validation errors are raised outside it, so a
+    # caller that catches them (the submit form) keeps a usable transaction: the pending-pods
+    # refusal leaves the block without writing and is raised after it.
     with transaction.atomic(savepoint=False):
-        job.save()
-        for task in task_instances:
-            task.job = job
-        JobTask.objects.bulk_create(task_instances)
-        scheduling_cycle_kick()
+        refusal = _pending_pods_refusal(job=job, adding=total_replicas, limits=limits)
+        if refusal is None:
+            job.save()
+            for task in task_instances:
+                task.job = job
+            JobTask.objects.bulk_create(task_instances)
+            scheduling_cycle_kick()
+    if refusal is not None:
+        raise ValidationError({"tasks": [refusal]})
     _tasks_loaded(job, task_instances)
     return job
+
+
+def _pending_pods_refusal(
+    *, job: Job, adding: int, limits: JobLimits
+) -> str | None:
+    """Why the tenant may not queue `adding` more pods, or None. Locks the tenant row until
+    the caller's transaction ends, so concurrent submissions are counted one after another."""
+    tenant = job.tenant
+    Tenant.objects.select_for_update().filter(pk=tenant.pk).values_list("pk").first()
+    return pending_pods_error(
+        tenant=tenant.name,
+        pending=tenant_pending_pods(tenant_id=tenant.pk),
+        adding=adding,
+        limits=limits,
+    )
 
 
 def _tasks_loaded(job: Job, tasks: list[JobTask]) -> None:

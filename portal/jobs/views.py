@@ -193,7 +193,9 @@ class JobSubmitView(RoleRequiredMixin, View):
                 expected_duration_seconds=data["expected_duration_seconds"],
             )
         except ValidationError as error:
-            submit_errors_apply(error=error, form=form, task_forms=task_forms)
+            submit_errors_apply(
+                error=error, form=form, formset=formset, task_forms=task_forms
+            )
             return self._render(request, form, formset)
         messages.success(request, JOB_SUBMITTED.format(name=job.name, queue=job.queue.name))
         return redirect("jobs:job_detail", job_id=job.pk)

@@ -14,6 +14,10 @@ What is mapped:
   command (+ args) and env (name/value pairs); resources are summed over all containers:
   cpu ("4", "500m", 0.5), memory ("16Gi", "512M", 1e9) and GPUs under any `*/gpu` name
   (limits first, as Kubernetes requires GPUs in limits; requests must match if both).
+
+Shape only: how large a number may be (GPUs per pod, replicas, priority, ...) is the
+`job_submit` service's to say (portal.jobs.limits), with the same message as every other way a
+job comes in; its error paths are translated back to manifest paths by `manifest_path`.
 """
 
 import math
@@ -29,27 +33,18 @@ KIND = "Job"
 PRIORITY_ANNOTATION = "priority"
 DURATION_ANNOTATION = "gpuq/expected-duration-seconds"
 
-MAX_REPLICAS = 10_000
-MAX_GPUS_PER_POD = 1_024
-MAX_CPU_MILLIS = 10**9
-MAX_MEMORY_BYTES = 2**60
-MAX_PRIORITY = 10**9
-MAX_DURATION_SECONDS = 10**8
-
 REQUIRED = "this field is required"
 NOT_A_MAPPING = "must be a mapping"
 NOT_A_LIST = "must be a list"
 NOT_A_STRING = "must be a string"
 NOT_A_STRING_LIST = "must be a list of strings"
 NOT_AN_INTEGER = "must be an integer"
-OUT_OF_RANGE = "must be between {low} and {high}"
 WRONG_API_VERSION = f"must be {API_VERSION}"
 WRONG_KIND = f"must be {KIND}"
 EMPTY_TASKS = "a job needs at least one task"
 NO_CONTAINERS = "a task needs at least one container"
 BAD_QUANTITY = 'not a Kubernetes quantity (examples: "4", "500m", "16Gi")'
 NEGATIVE_QUANTITY = "must not be negative"
-QUANTITY_TOO_LARGE = "is too large (at most {limit})"
 GPU_NOT_WHOLE = "GPUs must be a whole number"
 GPU_TWO_NAMES = "only one GPU resource name per container (found {names})"
 GPU_REQUEST_MISMATCH = "GPU request ({request}) differs from the limit ({limit})"
@@ -196,15 +191,12 @@ class _Collector:
             return None
         return value
 
-    def integer(self, value: Any, path: str, *, low: int, high: int) -> int | None:
+    def integer(self, value: Any, path: str) -> int | None:
         """An int, or a string of digits (annotations are strings)."""
         if isinstance(value, str) and re.fullmatch(r"[+-]?\d{1,19}", value.strip()):
             value = int(value.strip())
         if isinstance(value, bool) or not isinstance(value, int):
             self.add(path, NOT_AN_INTEGER)
-            return None
-        if not low <= value <= high:
-            self.add(path, OUT_OF_RANGE.format(low=low, high=high))
             return None
         return value
 
@@ -247,30 +239,20 @@ def volcano_job_parse(data: Any) -> VolcanoJobSpec:
     priority = 0
     if PRIORITY_ANNOTATION in annotations:
         priority = (
-            c.integer(
-                annotations[PRIORITY_ANNOTATION],
-                f"metadata.annotations.{PRIORITY_ANNOTATION}",
-                low=-MAX_PRIORITY,
-                high=MAX_PRIORITY,
-            )
+            c.integer(annotations[PRIORITY_ANNOTATION], f"metadata.annotations.{PRIORITY_ANNOTATION}")
             or 0
         )
     duration = None
     if DURATION_ANNOTATION in annotations:
         duration = c.integer(
-            annotations[DURATION_ANNOTATION],
-            f"metadata.annotations.{DURATION_ANNOTATION}",
-            low=1,
-            high=MAX_DURATION_SECONDS,
+            annotations[DURATION_ANNOTATION], f"metadata.annotations.{DURATION_ANNOTATION}"
         )
 
     spec = c.mapping(data.get("spec"), "spec", required=True)
     queue = c.string(spec.get("queue"), "spec.queue", required=True) or ""
     min_available = None
     if spec.get("minAvailable") is not None:
-        min_available = c.integer(
-            spec["minAvailable"], "spec.minAvailable", low=1, high=MAX_REPLICAS * 100
-        )
+        min_available = c.integer(spec["minAvailable"], "spec.minAvailable")
     ignored = sorted(
         key
         for key in spec
@@ -337,9 +319,9 @@ def _task_parse(c: _Collector, raw: Any, path: str) -> dict[str, Any] | None:
         c.add(path, NOT_A_MAPPING)
         return None
     name = c.string(raw.get("name"), f"{path}.name", required=True)
-    replicas = 1
+    replicas: int | None = 1
     if raw.get("replicas") is not None:
-        replicas = c.integer(raw["replicas"], f"{path}.replicas", low=1, high=MAX_REPLICAS) or 1
+        replicas = c.integer(raw["replicas"], f"{path}.replicas")
     template = c.mapping(raw.get("template"), f"{path}.template", required=True)
     pod = c.mapping(template.get("spec"), f"{path}.template.spec", required=bool(template))
     node_selector = c.string_dict(pod.get("nodeSelector"), f"{path}.template.spec.nodeSelector")
@@ -423,15 +405,15 @@ def _resources_parse(c: _Collector, raw: Any, path: str) -> list[tuple[str, int]
                 c.add(kpath, str(error))
                 continue
             if key == "cpu":
-                parsed["cpu_millis"] = _bounded(c, kpath, math.ceil(number * 1000), MAX_CPU_MILLIS)
+                parsed["cpu_millis"] = math.ceil(number * 1000)
             elif key == "memory":
-                parsed["memory_bytes"] = _bounded(c, kpath, math.ceil(number), MAX_MEMORY_BYTES)
+                parsed["memory_bytes"] = math.ceil(number)
             elif key.endswith("/gpu"):
                 if number != number.to_integral_value():
                     c.add(kpath, GPU_NOT_WHOLE)
                     continue
                 gpu_names.append(key)
-                parsed["gpus"] = _bounded(c, kpath, int(number), MAX_GPUS_PER_POD)
+                parsed["gpus"] = int(number)
         if len(gpu_names) > 1:
             c.add(spath, GPU_TWO_NAMES.format(names=", ".join(sorted(gpu_names))))
         found[section] = parsed
@@ -448,9 +430,3 @@ def _resources_parse(c: _Collector, raw: Any, path: str) -> list[tuple[str, int]
         ("memory_bytes", requests.get("memory_bytes", limits.get("memory_bytes", 0))),
     ]
 
-
-def _bounded(c: _Collector, path: str, value: int, limit: int) -> int:
-    if value > limit:
-        c.add(path, QUANTITY_TOO_LARGE.format(limit=limit))
-        return 0
-    return value

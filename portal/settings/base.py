@@ -270,3 +270,4 @@ SPECTACULAR_SETTINGS = {
 
 # Integrations (each file holds only its own additions).
 from .api import *  # noqa: E402,F403
+from .limits import *  # noqa: E402,F403

@@ -106,21 +106,19 @@ def test_rejects_bad_quantities(value):
 _DELETE = object()
 C0 = "spec.tasks[0].template.spec.containers[0]"
 
+# Malformed manifests. Numbers of the right shape but out of bounds (replicas 0 or 10**9,
+# 100,000 GPUs) are job_submit's to refuse, by the same manifest paths: test_limits_entry_points.
 BAD = [
     ("apiVersion", "v1", "apiVersion"),
     ("kind", "Pod", "kind"),
     ("metadata", _DELETE, "metadata"),
     ("metadata/name", 7, "metadata.name"),
     ("metadata/annotations/priority", "urgent", "metadata.annotations.priority"),
-    ("metadata/annotations/priority", str(10**12), "metadata.annotations.priority"),
     ("spec/queue", _DELETE, "spec.queue"),
-    ("spec/minAvailable", 0, "spec.minAvailable"),
     ("spec/minAvailable", "three", "spec.minAvailable"),
     ("spec/tasks", [], "spec.tasks"),
     ("spec/tasks", {"name": "x"}, "spec.tasks"),
     ("spec/tasks/0", "master", "spec.tasks[0]"),
-    ("spec/tasks/0/replicas", -2, "spec.tasks[0].replicas"),
-    ("spec/tasks/0/replicas", 10**9, "spec.tasks[0].replicas"),
     ("spec/tasks/0/template", _DELETE, "spec.tasks[0].template"),
     ("spec/tasks/0/template/spec/containers", [], "spec.tasks[0].template.spec.containers"),
     ("spec/tasks/0/template/spec/containers/0/image", _DELETE, f"{C0}.image"),
@@ -139,11 +137,6 @@ BAD = [
     (
         "spec/tasks/0/template/spec/containers/0/resources/limits/nvidia.com~gpu",
         -1,
-        f"{C0}.resources.limits.nvidia.com/gpu",
-    ),
-    (
-        "spec/tasks/0/template/spec/containers/0/resources/limits/nvidia.com~gpu",
-        100000,
         f"{C0}.resources.limits.nvidia.com/gpu",
     ),
     (

@@ -18,6 +18,7 @@ from tests.factories import (
     QueueUsageSampleFactory,
     api_token_secret,
 )
+from tests.portal.jobs import over_limit
 
 CLI_DIR = Path(__file__).resolve().parents[3] / "portal" / "cli"
 
@@ -97,6 +98,20 @@ def test_errors_name_fields_and_exit_1(gpuq, nlp_queue, vision_queue):
     )
     assert code == 1
     assert "spec.queue: no queue vision-train that you can see" in err
+
+
+def test_over_limit_job_is_refused_with_the_messages_of_every_entry_point(gpuq, nlp_queue):
+    """The job tests/portal/jobs/test_limits_entry_points.py drives through the other entry
+    points, here from the flags."""
+    code, _, err = gpuq(
+        "submit", "--queue", "nlp-train", "--name", "huge", "--image", "trainer:1",
+        "--replicas", str(over_limit.REPLICAS), "--gpus", str(over_limit.GPUS),
+    )  # fmt: skip
+    assert code == 1
+    for path, messages in over_limit.manifest_errors().items():
+        for message in messages:
+            assert f"{path}: {message}" in err
+    assert not Job.objects.exists()
 
 
 def test_foreign_job_is_not_found(gpuq, vision_queue, outsider):

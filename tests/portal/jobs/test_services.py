@@ -1,5 +1,7 @@
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.test import override_settings
 
 from portal.common.validators import DNS_LABEL_INVALID, STR_DICT_INVALID, STR_LIST_INVALID
 from portal.jobs import services
@@ -17,7 +19,7 @@ from portal.jobs.services import (
     job_submit,
 )
 from portal.queues.models import Queue
-from tests.factories import JobFactory
+from tests.factories import JobFactory, PlacementFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -179,6 +181,104 @@ class TestJobSubmit:
                 expected_duration_seconds=0,
             )
         assert set(info.value.message_dict) == {"expected_duration_seconds"}
+
+
+class TestJobSubmitLimits:
+    """Every limit of portal.jobs.limits is enforced by job_submit, so by every entry point."""
+
+    def _refused(self, researcher, queue, **kwargs):
+        kwargs.setdefault("name", "big")
+        kwargs.setdefault("tasks", [task()])
+        before = (Job.objects.count(), JobTask.objects.count())
+        with pytest.raises(ValidationError) as info:
+            job_submit(submitter=researcher, queue=queue, **kwargs)
+        assert (Job.objects.count(), JobTask.objects.count()) == before
+        return info.value.message_dict
+
+    @override_settings(JOB_MAX_GPUS_PER_POD=8, JOB_MAX_REPLICAS_PER_TASK=4)
+    def test_per_pod_and_per_task_limits_name_the_task_field(self, researcher, nlp_queue):
+        errors = self._refused(researcher, nlp_queue, tasks=[task(), task(name="w2", gpus=9, replicas=5)])
+        assert errors == {
+            "tasks[1].gpus": ["at most 8 GPUs per pod (JOB_MAX_GPUS_PER_POD); this asks for 9"],
+            "tasks[1].replicas": [
+                "at most 4 replicas per task (JOB_MAX_REPLICAS_PER_TASK); this asks for 5"
+            ],
+        }
+
+    def test_a_number_too_large_for_any_column_gets_the_limit_message_only(
+        self, researcher, nlp_queue
+    ):
+        errors = self._refused(researcher, nlp_queue, tasks=[task(gpus=10**5000)])
+        assert errors == {
+            "tasks[0].gpus": [
+                "at most 64 GPUs per pod (JOB_MAX_GPUS_PER_POD); this asks for more than 2^64"
+            ]
+        }
+
+    @override_settings(JOB_MAX_REPLICAS_PER_JOB=5)
+    def test_replicas_per_job_count_every_task(self, researcher, nlp_queue):
+        errors = self._refused(researcher, nlp_queue, tasks=[task(), task(name="w2", replicas=4)])
+        assert errors == {
+            "tasks": ["at most 5 replicas per job (JOB_MAX_REPLICAS_PER_JOB); this asks for 6"]
+        }
+
+    @override_settings(JOB_MAX_TASKS=2)
+    def test_too_many_tasks_is_refused_before_any_task_is_checked(self, researcher, nlp_queue):
+        tasks = [task(name=f"t{i}", gpus=-1) for i in range(3)]
+        errors = self._refused(researcher, nlp_queue, tasks=tasks)
+        assert errors == {"tasks": ["at most 2 tasks per job (JOB_MAX_TASKS); this asks for 3"]}
+
+    @override_settings(JOB_MAX_COMMAND_CHARS=10, JOB_MAX_ENV_VARS=1)
+    def test_sizes_of_command_and_env(self, researcher, nlp_queue):
+        errors = self._refused(
+            researcher, nlp_queue, tasks=[task(command=["x" * 11], env={"A": "1", "B": "2"})]
+        )
+        assert set(errors) == {"tasks[0].command", "tasks[0].env"}
+
+    def test_priority_and_duration_are_bounded(self, researcher, nlp_queue):
+        errors = self._refused(
+            researcher, nlp_queue, priority=10**12, expected_duration_seconds=10**9
+        )
+        assert set(errors) == {"priority", "expected_duration_seconds"}
+        assert errors["priority"] == [
+            "at most 1000000000 for priority (fixed); this asks for 1000000000000"
+        ]
+
+    @override_settings(JOB_MAX_PENDING_PODS_PER_TENANT=5)
+    def test_pending_pods_per_tenant_are_capped(self, researcher, nlp_queue, vision_queue, staff):
+        job_submit(submitter=researcher, queue=nlp_queue, name="a", tasks=[task(replicas=3)])
+        errors = self._refused(researcher, nlp_queue, tasks=[task(replicas=3)])
+        assert errors == {
+            "tasks": [
+                "tenant nlp may have at most 5 pods waiting to be scheduled "
+                "(JOB_MAX_PENDING_PODS_PER_TENANT); it has 3 and this job adds 3"
+            ]
+        }
+        job_submit(submitter=researcher, queue=nlp_queue, name="b", tasks=[task(replicas=2)])
+        # Another tenant's pods are its own.
+        job_submit(submitter=staff, queue=vision_queue, name="c", tasks=[task(replicas=5)])
+
+    @override_settings(JOB_MAX_PENDING_PODS_PER_TENANT=4)
+    def test_placed_and_finished_pods_do_not_count_as_pending(self, researcher, nlp_queue):
+        placed = job_submit(
+            submitter=researcher, queue=nlp_queue, name="a", tasks=[task(replicas=3)]
+        )
+        worker = placed.tasks.get()
+        for replica in range(2):
+            PlacementFactory(task=worker, replica=replica)
+        done = job_submit(submitter=researcher, queue=nlp_queue, name="b", tasks=[task(replicas=1)])
+        job_cancel(job=done, actor=researcher)
+        # Pending now: replica 2 of job a (1 pod); 3 more fit under the cap of 4, 4 do not.
+        self._refused(researcher, nlp_queue, tasks=[task(replicas=4)])
+        job_submit(submitter=researcher, queue=nlp_queue, name="c", tasks=[task(replicas=3)])
+
+    @override_settings(JOB_MAX_PENDING_PODS_PER_TENANT=1)
+    def test_pending_cap_refusal_leaves_the_callers_transaction_usable(
+        self, researcher, nlp_queue
+    ):
+        with transaction.atomic():
+            self._refused(researcher, nlp_queue, tasks=[task(replicas=2)])
+            assert Job.objects.count() == 0  # TransactionManagementError if broken
 
 
 class TestJobCancel:

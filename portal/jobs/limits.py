@@ -1,0 +1,184 @@
+"""Every limit on what a job may ask for, checked here for every way a job comes in.
+
+`job_submit` calls these checks, so the submit form, the API (JSON or a Volcano manifest), the
+YAML upload page and the CLI (a client of the API) refuse the same job with the same message
+under the same field. Forms and serializers check shape only; a form may *display* a limit
+(an HTML `max` or `maxlength`) read from `job_limits()`, never check it itself.
+
+Limits an operator may tune are settings (portal/settings/limits.py, read at call time); the
+fixed ones follow the database columns and Kubernetes. Messages name the limit and the numbers:
+"at most 64 GPUs per pod (JOB_MAX_GPUS_PER_POD); this asks for 5000".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from django.conf import settings
+
+# Fixed limits: the columns, labels and annotations these values end up in.
+NAME_MAX_CHARS = 63  # job and task names are DNS labels (they become Kubernetes label values)
+IMAGE_MAX_CHARS = 500  # the JobTask.image column
+LABEL_KEY_MAX_CHARS = 317  # a label key: DNS-subdomain prefix (253) + "/" + name (63)
+LABEL_VALUE_MAX_CHARS = 63
+NODE_SELECTOR_MAX_ENTRIES = 32
+PRIORITY_MAX = 10**9  # either sign; Job.priority is a 32-bit column
+DURATION_MAX_SECONDS = 10**8  # about three years; a 32-bit column
+FIXED = "fixed"
+
+AT_MOST = "at most {limit} {what} ({source}); this asks for {asked}"
+AT_LEAST = "at least {limit} {what} ({source}); this asks for {asked}"
+PENDING_PODS_EXCEEDED = (
+    "tenant {tenant} may have at most {limit} pods waiting to be scheduled "
+    "(JOB_MAX_PENDING_PODS_PER_TENANT); it has {pending} and this job adds {adding}"
+)
+# Beyond this a number is not worth printing (and past ~4,300 digits str() refuses it).
+_PRINTABLE_BITS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class JobLimits:
+    """The limits an operator may tune; SETTINGS names the setting of each field."""
+
+    gpus_per_pod: int
+    cpu_millis_per_pod: int
+    memory_bytes_per_pod: int
+    tasks_per_job: int
+    replicas_per_task: int
+    replicas_per_job: int
+    pending_pods_per_tenant: int
+    command_items: int
+    command_chars: int
+    env_vars: int
+    env_chars: int
+
+
+# JobLimits field -> (its setting, what it counts, as the messages say it).
+SETTINGS: dict[str, tuple[str, str]] = {
+    "gpus_per_pod": ("JOB_MAX_GPUS_PER_POD", "GPUs per pod"),
+    "cpu_millis_per_pod": ("JOB_MAX_CPU_MILLIS_PER_POD", "millicores of CPU per pod"),
+    "memory_bytes_per_pod": ("JOB_MAX_MEMORY_BYTES_PER_POD", "bytes of memory per pod"),
+    "tasks_per_job": ("JOB_MAX_TASKS", "tasks per job"),
+    "replicas_per_task": ("JOB_MAX_REPLICAS_PER_TASK", "replicas per task"),
+    "replicas_per_job": ("JOB_MAX_REPLICAS_PER_JOB", "replicas per job"),
+    "pending_pods_per_tenant": ("JOB_MAX_PENDING_PODS_PER_TENANT", "pending pods per tenant"),
+    "command_items": ("JOB_MAX_COMMAND_ITEMS", "command and argument items"),
+    "command_chars": ("JOB_MAX_COMMAND_CHARS", "characters of command and arguments"),
+    "env_vars": ("JOB_MAX_ENV_VARS", "environment variables"),
+    "env_chars": ("JOB_MAX_ENV_CHARS", "characters of environment names and values"),
+}
+assert set(SETTINGS) == {f.name for f in fields(JobLimits)}
+
+# Task field -> the JobLimits field that bounds it (the per-pod and per-task numbers).
+_TASK_NUMBERS = {
+    "replicas": "replicas_per_task",
+    "gpus": "gpus_per_pod",
+    "cpu_millis": "cpu_millis_per_pod",
+    "memory_bytes": "memory_bytes_per_pod",
+}
+
+
+def job_limits() -> JobLimits:
+    """The limits in force now (settings are read here, never at import time)."""
+    return JobLimits(**{name: getattr(settings, setting) for name, (setting, _) in SETTINGS.items()})
+
+
+def shown(value: int) -> str:
+    """A number for a message; astronomically large ones are summarised."""
+    if abs(value) > 2**_PRINTABLE_BITS:
+        return f"more than 2^{_PRINTABLE_BITS}"
+    return str(value)
+
+
+def exceeded(limits: JobLimits, name: str, asked: int) -> str:
+    """The message for `asked` above the tunable limit `name` (a JobLimits field)."""
+    setting, what = SETTINGS[name]
+    return AT_MOST.format(limit=getattr(limits, name), what=what, source=setting, asked=shown(asked))
+
+
+class _Errors(dict[str, list[str]]):
+    def add(self, key: str, message: str) -> None:
+        self.setdefault(key, []).append(message)
+
+    def tunable(self, key: str, value: Any, limits: JobLimits, name: str) -> None:
+        number = _int(value)
+        if number is not None and number > getattr(limits, name):
+            self.add(key, exceeded(limits, name, number))
+
+    def fixed(self, key: str, value: Any, limit: int, what: str) -> None:
+        number = _int(value)
+        if number is not None and number > limit:
+            self.add(key, AT_MOST.format(limit=limit, what=what, source=FIXED, asked=shown(number)))
+
+
+def task_limit_errors(task: Any, *, limits: JobLimits, prefix: str) -> dict[str, list[str]]:
+    """The limits one task (a JobTask, saved or not) breaks, keyed `<prefix><field>`."""
+    errors = _Errors()
+    for field, name in _TASK_NUMBERS.items():
+        errors.tunable(f"{prefix}{field}", getattr(task, field), limits, name)
+    if _is_str_list(task.command):
+        key = f"{prefix}command"
+        errors.tunable(key, len(task.command), limits, "command_items")
+        errors.tunable(key, _chars(task.command), limits, "command_chars")
+    if _is_str_mapping(task.env):
+        key = f"{prefix}env"
+        errors.tunable(key, len(task.env), limits, "env_vars")
+        errors.tunable(key, _chars(task.env.keys()) + _chars(task.env.values()), limits, "env_chars")
+    if _is_str_mapping(task.node_selector):
+        key = f"{prefix}node_selector"
+        selector = task.node_selector
+        errors.fixed(key, len(selector), NODE_SELECTOR_MAX_ENTRIES, "node selector entries")
+        errors.fixed(key, max(map(len, selector), default=0), LABEL_KEY_MAX_CHARS,
+                     "characters in a label key")  # fmt: skip
+        errors.fixed(key, max(map(len, selector.values()), default=0), LABEL_VALUE_MAX_CHARS,
+                     "characters in a label value")  # fmt: skip
+    return errors
+
+
+def job_limit_errors(
+    *, replicas: Iterable[Any], priority: Any, expected_duration_seconds: Any, limits: JobLimits
+) -> dict[str, list[str]]:
+    """The limits the job as a whole breaks: its replicas in all, its priority and duration."""
+    errors = _Errors()
+    total = sum(number for value in replicas if (number := _int(value)) is not None)
+    errors.tunable("tasks", total, limits, "replicas_per_job")
+    errors.fixed("priority", priority, PRIORITY_MAX, "for priority")
+    low = _int(priority)
+    if low is not None and low < -PRIORITY_MAX:
+        errors.add(
+            "priority",
+            AT_LEAST.format(limit=-PRIORITY_MAX, what="for priority", source=FIXED, asked=shown(low)),
+        )
+    errors.fixed("expected_duration_seconds", expected_duration_seconds, DURATION_MAX_SECONDS,
+                 "seconds of expected duration")  # fmt: skip
+    return errors
+
+
+def pending_pods_error(*, tenant: str, pending: int, adding: int, limits: JobLimits) -> str | None:
+    """The refusal when `adding` more pods would take the tenant's pending pods past the cap."""
+    if pending + adding <= limits.pending_pods_per_tenant:
+        return None
+    return PENDING_PODS_EXCEEDED.format(
+        tenant=tenant, limit=limits.pending_pods_per_tenant, pending=pending, adding=adding
+    )
+
+
+def _int(value: Any) -> int | None:
+    """`value` if it is an integer (a bool is not); anything else is the model's to refuse."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _chars(parts: Iterable[str]) -> int:
+    return sum(len(part) for part in parts)
+
+
+def _is_str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(part, str) for part in value)
+
+
+def _is_str_mapping(value: Any) -> bool:
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )

@@ -26,6 +26,10 @@ from scheduler.core.types import CycleResult, Evict
 
 GANG_BROKEN = "released with its gang: {job} fell below min_available {min_available}"
 BATCH = 1000
+# The largest counts a sample's integer columns hold on every database (PostgreSQL's integer
+# and bigint; SQLite takes 64 bits).
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 
 
 def decisions_persist(
@@ -211,14 +215,22 @@ def _persist_usage(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
             QueueUsageSample(
                 queue=queue,
                 at=now,
-                gpus_allocated=int(share.allocated.get("gpu")),
+                gpus_allocated=_column(share.allocated.get("gpu"), INT32_MAX),
                 gpus_deserved=deserved if deserved != float("inf") else 0,
-                gpus_pending=max(0, bundle.index.pending_gpus[name] - bound_gpus[name]),
-                cpu_millis_allocated=int(share.allocated.get("cpu")),
-                memory_bytes_allocated=int(share.allocated.get("memory")),
+                gpus_pending=_column(
+                    bundle.index.pending_gpus[name] - bound_gpus[name], INT32_MAX
+                ),
+                cpu_millis_allocated=_column(share.allocated.get("cpu"), INT64_MAX),
+                memory_bytes_allocated=_column(share.allocated.get("memory"), INT64_MAX),
             )
         )
     QueueUsageSample.objects.bulk_create(samples, batch_size=BATCH)
     # Keep the dashboards' hourly/daily rollups current: the hour and day buckets of `now`
     # for just these queues (one upsert per resolution).
     usage_rollups_refresh(queue_ids=[sample.queue_id for sample in samples], at=now)
+
+
+def _column(value: float, most: int) -> int:
+    """`value` as a count its column can hold: whatever numbers stored jobs carry (a job of
+    2**62 GPUs made every cycle's sample overflow), a sample saturates instead of failing."""
+    return int(min(max(0, value), most))  # compared before int(): inf and NaN never reach it

@@ -138,6 +138,15 @@ def test_pending_chart(staff_client, busy):
     assert payload["waits"]["data"][0]["x"]
 
 
+def test_pending_chart_survives_jobs_stored_with_huge_numbers(staff_client, nlp_queue):
+    """Two stored jobs of 2**62 GPUs once made this chart answer 500 (SQLite's SUM overflowed;
+    PostgreSQL's int4 product would too)."""
+    for name in ("huge-1", "huge-2"):
+        JobTaskFactory(job=JobFactory(queue=nlp_queue, name=name), gpus=2**62)
+    data = _data(staff_client, "pending")
+    assert data["figure"]["data"][0]["y"] == [2**63]
+
+
 def test_preemptions_chart_only_for_staff(staff_client, researcher_client, busy):
     assert _data(staff_client, "preemptions", range="day")["figure"]["data"]
     assert _data(researcher_client, "preemptions", range="day")["figure"]["data"] == []

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from portal.cluster.models import Placement
 from portal.jobs.models import Job
-from portal.scheduling.models import PreemptionEvent
+from portal.scheduling.models import PreemptionEvent, QueueUsageSample
 from scheduler.adapters.cluster.labels import pod_name
 from scheduler.adapters.persist import GANG_BROKEN, decisions_persist
 from scheduler.adapters.snapshot import snapshot_build
@@ -200,3 +200,16 @@ def test_pending_reasons_are_rewritten_only_when_they_change(nlp_queue):
     assert rows[jobs[0].id] == (reasons[jobs[0].id], NOW)
     assert rows[jobs[1].id] == (reasons[jobs[1].id], earlier)
     assert rows[jobs[2].id] == (reasons[jobs[2].id], earlier)
+
+
+def test_usage_samples_saturate_instead_of_overflowing_on_huge_stored_jobs(nlp_queue):
+    """A job stored with 2 x 2**62 GPUs (before the limits existed) made every cycle fail with
+    OverflowError at the usage sample, for every tenant, until it was cancelled."""
+    NodeFactory(name="gpu-1")
+    JobTaskFactory(job=JobFactory(queue=nlp_queue, name="huge"), gpus=2**62, replicas=2)
+
+    decide_and_persist(NOW)
+
+    sample = QueueUsageSample.objects.get(queue=nlp_queue)
+    assert sample.gpus_pending == 2**31 - 1
+    assert sample.gpus_allocated == 0

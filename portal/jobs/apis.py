@@ -35,7 +35,7 @@ from portal.queues.models import Queue
 from . import volcano
 from .models import Job
 from .selectors import job_get, job_queue_position, job_search
-from .services import job_cancel, job_submit
+from .services import job_cancel, job_quarantine_release, job_submit
 
 QUEUE_NOT_FOUND = "no queue {ref} that you can see"
 TENANT_NOT_FOUND = "no tenant {ref} that you can see"
@@ -523,6 +523,26 @@ class JobCancelApi(ApiView):
     def post(self, request: Request, job_id: int) -> Response:
         job = job_get(user=request.user, job_id=job_id)
         job_cancel(job=job, actor=request.user)
+        job = job_get(user=request.user, job_id=job_id)
+        placements = placement_list_active(job_id=job.pk)
+        return Response(job_detail_data(job, user=request.user, placements=placements))
+
+
+class JobReleaseApi(ApiView):
+    """Release a quarantined job back to pending (site admins): the scheduler stopped working
+    on it when its data made a scheduling step fail; its reason says which and why."""
+
+    OutputSerializer = JobDetailApi.OutputSerializer
+
+    @extend_schema(
+        operation_id="jobs_release",
+        tags=["jobs"],
+        request=None,
+        responses={200: OutputSerializer, **error_responses(400, 401, 403, 404)},
+    )
+    def post(self, request: Request, job_id: int) -> Response:
+        job = job_get(user=request.user, job_id=job_id)
+        job_quarantine_release(job=job, actor=request.user)
         job = job_get(user=request.user, job_id=job_id)
         placements = placement_list_active(job_id=job.pk)
         return Response(job_detail_data(job, user=request.user, placements=placements))

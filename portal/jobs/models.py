@@ -5,9 +5,10 @@ from django.utils import timezone
 
 from portal.common.models import BaseModel
 from portal.common.validators import validate_dns_label, validate_str_dict, validate_str_list
-from portal.jobs.limits import IMAGE_MAX_CHARS, NAME_MAX_CHARS
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
+
+from .limits import IMAGE_MAX_CHARS, NAME_MAX_CHARS
 
 
 class Job(BaseModel):
@@ -21,6 +22,10 @@ class Job(BaseModel):
         FAILED = "failed", "Failed"
         PREEMPTED = "preempted", "Preempted"
         CANCELLED = "cancelled", "Cancelled"
+        # The scheduler failed on this job's data and stopped working on it (see
+        # scheduler/adapters/quarantine.py); pending_reason says why. Not final: a site
+        # admin may release it back to pending, its owner may cancel it.
+        QUARANTINED = "quarantined", "Quarantined"
 
     TERMINAL_STATUSES = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
 

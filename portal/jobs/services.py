@@ -6,7 +6,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from portal.common.access import can_cancel_job, can_submit_to
+from portal.common.access import can_cancel_job, can_submit_to, is_site_admin
 from portal.common.services import prefix_errors
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
@@ -52,14 +52,28 @@ JOB_CANCEL_TERMINAL = "the job is already {status} and cannot be cancelled"
 JOB_TRANSITION_NOT_ALLOWED = "a job cannot go from {current} to {target}"
 JOB_PENDING_REASON_SUBMITTED = "waiting for the next scheduling cycle"
 
+JOB_QUARANTINED = (
+    "quarantined: the scheduler's {phase} step failed on this job ({error}); the scheduler "
+    "leaves it alone until a site admin releases it. Cancel it and submit a corrected job, "
+    "or ask an admin to release it."
+)
+JOB_RELEASE_FORBIDDEN = "Only a site admin may release a job from quarantine."
+JOB_RELEASE_NOT_QUARANTINED = "the job is {status}, not quarantined"
+JOB_RELEASED = "released from quarantine by {actor}; waiting for the next scheduling cycle"
+QUARANTINE_ERROR_CHARS = 300
+
 S = Job.Status
 # Allowed status changes. Terminal statuses (succeeded, failed, cancelled) have none.
-# A preempted job goes back to pending (requeued) or ends.
+# A preempted job goes back to pending (requeued) or ends. Any job the scheduler still works
+# on may be quarantined; a quarantined job is released (pending again) or cancelled.
 ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
-    S.PENDING: frozenset({S.ADMITTED, S.FAILED, S.CANCELLED}),
-    S.ADMITTED: frozenset({S.RUNNING, S.PENDING, S.PREEMPTED, S.FAILED, S.CANCELLED}),
-    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.PREEMPTED, S.CANCELLED}),
-    S.PREEMPTED: frozenset({S.PENDING, S.FAILED, S.CANCELLED}),
+    S.PENDING: frozenset({S.ADMITTED, S.FAILED, S.CANCELLED, S.QUARANTINED}),
+    S.ADMITTED: frozenset(
+        {S.RUNNING, S.PENDING, S.PREEMPTED, S.FAILED, S.CANCELLED, S.QUARANTINED}
+    ),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.PREEMPTED, S.CANCELLED, S.QUARANTINED}),
+    S.PREEMPTED: frozenset({S.PENDING, S.FAILED, S.CANCELLED, S.QUARANTINED}),
+    S.QUARANTINED: frozenset({S.PENDING, S.CANCELLED}),
     S.SUCCEEDED: frozenset(),
     S.FAILED: frozenset(),
     S.CANCELLED: frozenset(),
@@ -247,7 +261,9 @@ def job_cancel(*, job: Job, actor: AbstractBaseUser) -> Job:
     return job
 
 
-def _transition(*, job: Job, target: str, at: datetime | None, **extra: Any) -> Job:
+def _transition(
+    *, job: Job, target: str, at: datetime | None, validate: bool = True, **extra: Any
+) -> Job:
     if target not in ALLOWED_TRANSITIONS[job.status]:
         raise ValidationError(
             {"status": JOB_TRANSITION_NOT_ALLOWED.format(current=job.status, target=target)}
@@ -273,7 +289,8 @@ def _transition(*, job: Job, target: str, at: datetime | None, **extra: Any) -> 
     if target != Job.Status.PENDING and "pending_reason" not in extra:
         job.pending_reason = ""
         update_fields.append("pending_reason")
-    job.full_clean()
+    if validate:
+        job.full_clean()
     job.save(update_fields=sorted(set(update_fields)))
     return job
 
@@ -331,3 +348,55 @@ def job_pending_reason_set(*, job: Job, reason: str, at: datetime | None = None)
 
 def _locked(job: Job) -> Job:
     return Job.objects.select_for_update().get(pk=job.pk)
+
+
+def job_quarantine(*, job_id: int, phase: str, error: str, at: datetime | None = None) -> Job | None:
+    """Stop scheduling a job whose data made a scheduling phase fail; its pods are released.
+
+    Called by the cycle (scheduler/adapters/quarantine.py) in a transaction of its own. Returns
+    the quarantined job, or None when there is nothing to do: the job is gone, finished,
+    cancelled or already quarantined.
+    """
+    from portal.cluster.models import Placement
+
+    with transaction.atomic():
+        job = Job.objects.select_for_update().filter(pk=job_id).first()
+        if job is None or S.QUARANTINED not in ALLOWED_TRANSITIONS[job.status]:
+            return None
+        at = at or timezone.now()
+        reason = JOB_QUARANTINED.format(phase=phase, error=error[:QUARANTINE_ERROR_CHARS])
+        # Not validated: the job's stored data may be what broke the cycle (a value stored
+        # before a limit or a validator existed); only the status fields are written.
+        job = _transition(
+            job=job,
+            target=S.QUARANTINED,
+            at=at,
+            validate=False,
+            pending_reason=reason,
+            pending_reason_at=at,
+        )
+        # Its pods go, as a cancelled job's do: nothing of it is left for a cycle to trip on.
+        Placement.objects.filter(
+            job_id=job.pk, state__in=[Placement.State.BOUND, Placement.State.RUNNING]
+        ).update(state=Placement.State.RELEASING, updated_at=at)
+    return job
+
+
+@transaction.atomic
+def job_quarantine_release(*, job: Job, actor: AbstractBaseUser) -> Job:
+    """A site admin sends a quarantined job back to pending (after the cause was fixed)."""
+    if not is_site_admin(actor):
+        raise PermissionDenied(JOB_RELEASE_FORBIDDEN)
+    job = _locked(job)
+    if job.status != S.QUARANTINED:
+        raise ValidationError({"status": JOB_RELEASE_NOT_QUARANTINED.format(status=job.status)})
+    at = timezone.now()
+    job = _transition(
+        job=job,
+        target=S.PENDING,
+        at=at,
+        pending_reason=JOB_RELEASED.format(actor=actor.get_username()),
+        pending_reason_at=at,
+    )
+    scheduling_cycle_kick()
+    return job

@@ -9,7 +9,13 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from portal.cluster.selectors import node_gpu_model_list, placement_list_for_job
-from portal.common.access import ROLE_MEMBER, RoleRequiredMixin, can_cancel_job, visible_jobs
+from portal.common.access import (
+    ROLE_MEMBER,
+    RoleRequiredMixin,
+    can_cancel_job,
+    is_site_admin,
+    visible_jobs,
+)
 from portal.common.ids import parse_id
 from portal.dashboards.paging import LargeTablePaginator
 from portal.queues.models import Queue
@@ -20,9 +26,10 @@ from . import volcano
 from .forms import JobSubmitForm, JobUploadForm, TaskFormSet, submit_errors_apply
 from .models import Job
 from .selectors import job_get, job_list
-from .services import job_cancel, job_submit
+from .services import job_cancel, job_quarantine_release, job_submit
 
 JOB_CANCELLED = "Job {name} was cancelled."
+JOB_RELEASED = "Job {name} was released from quarantine; it waits for the next cycle."
 JOB_SUBMITTED = "Job {name} was submitted to queue {queue}."
 JOB_LIST_PAGE_SIZE = 50
 UPLOAD_IGNORED = "Ignored manifest fields (the portal's scheduler decides): {fields}."
@@ -129,6 +136,7 @@ class JobDetailView(LoginRequiredMixin, TemplateView):
             visible_job_ids=visible_ids,
             timeline=timeline,
             can_cancel=can_cancel_job(self.request.user, job) and not job.is_terminal,
+            can_release=job.status == Job.Status.QUARANTINED and is_site_admin(self.request.user),
         )
         return context
 
@@ -145,6 +153,23 @@ class JobCancelView(LoginRequiredMixin, View):
                 messages.error(request, message)
         else:
             messages.success(request, JOB_CANCELLED.format(name=job.name))
+        return redirect("jobs:job_detail", job_id=job.pk)
+
+
+class JobReleaseView(LoginRequiredMixin, View):
+    """A site admin sends a quarantined job back to pending."""
+
+    http_method_names = ["post"]
+
+    def post(self, request: HttpRequest, job_id: int) -> HttpResponse:
+        job = job_get(user=request.user, job_id=job_id)
+        try:
+            job_quarantine_release(job=job, actor=request.user)
+        except ValidationError as error:
+            for message in error.messages:
+                messages.error(request, message)
+        else:
+            messages.success(request, JOB_RELEASED.format(name=job.name))
         return redirect("jobs:job_detail", job_id=job.pk)
 
 

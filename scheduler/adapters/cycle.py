@@ -39,6 +39,7 @@ from scheduler.adapters.lock import CycleAbandoned, cycle_write_lock
 from scheduler.adapters.observability import cycle_observed
 from scheduler.adapters.observe import cluster_observe
 from scheduler.adapters.persist import decisions_persist
+from scheduler.adapters.quarantine import Faults, Isolation
 from scheduler.adapters.revalidate import decisions_revalidate
 from scheduler.adapters.snapshot import SnapshotBundle, snapshot_build
 from scheduler.core.cycle import run_cycle
@@ -93,17 +94,29 @@ def scheduling_cycle_run(
                 _fence(cycle)
                 _refuse_if_superseded(cycle, "observe")
                 cluster_observe(pods=pods, now=now())
-            bundle = snapshot_build(now=now())
+            # A job whose data breaks a phase is quarantined; the cycle goes on without it.
+            isolation = Isolation(now=now)
+            bundle = isolation.snapshot(snapshot_build)
         with _timed(timings, "core_ms"):
-            result = run_cycle(bundle.snapshot, bundle.conf)
+            bundle, result = isolation.core(bundle, run_cycle)
         with _timed(timings, "persist_ms"):
             checkpoint()
-            notes = decisions_persist_fenced(bundle=bundle, result=result, cycle=cycle, now=now())
+            at = now()
+            notes = isolation.persist(
+                bundle,
+                result,
+                lambda b, r: decisions_persist_fenced(bundle=b, result=r, cycle=cycle, now=at),
+                lambda: isolation.core(isolation.snapshot(snapshot_build), run_cycle),
+            )
         with _timed(timings, "reconcile_ms"):
             checkpoint()
-            report = cluster_reconcile(backend=_LeaseChecked(backend, checkpoint), observed=pods)
-            if notes or not report.ok:
-                cycle.error = "; ".join([*notes, *report.errors])[:10_000]
+            faults = Faults()
+            report = cluster_reconcile(
+                backend=_LeaseChecked(backend, checkpoint), observed=pods, faults=faults
+            )
+            isolation.quarantine(bundle, faults)
+            if notes or not report.ok or isolation.notes:
+                cycle.error = "; ".join([*isolation.notes, *notes, *report.errors])[:10_000]
     except CycleAbandoned as reason:
         logger.warning("scheduling cycle %s abandoned: %s", cycle.id, reason)
         cycle.error = str(reason)[:10_000]
@@ -169,14 +182,20 @@ class _LeaseChecked:
 
 
 def cluster_reconcile(
-    *, backend: ClusterBackend, observed: list[ObservedPod] | None = None
+    *,
+    backend: ClusterBackend,
+    observed: list[ObservedPod] | None = None,
+    faults: Faults | None = None,
 ) -> reconcile.ReconcileReport:
     """Make the cluster match the bound and running placements. Finished pods are deleted: the
-    observe step has already recorded their outcome."""
+    observe step has already recorded their outcome. With `faults`, jobs whose pods cannot be
+    built are reported there and left out (see desired_pods)."""
     if observed is None:
         observed = backend.list_pods()
     gpu_resource_of = dict(Node.objects.values_list("name", "gpu_resource_name"))
-    desired = desired_pods(namespace=settings.KUBERNETES_NAMESPACE, gpu_resource_of=gpu_resource_of)
+    desired = desired_pods(
+        namespace=settings.KUBERNETES_NAMESPACE, gpu_resource_of=gpu_resource_of, faults=faults
+    )
     plan = reconcile.plan(desired, observed, delete_finished=True)
     return reconcile.apply(plan, backend, grace_seconds=settings.EVICTION_GRACE_SECONDS)
 

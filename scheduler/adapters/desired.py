@@ -6,6 +6,7 @@ from portal.cluster.models import Placement
 from scheduler.adapters.cluster.base import DesiredPod
 from scheduler.adapters.cluster.labels import replica_annotations, replica_labels
 from scheduler.adapters.cluster.simulated import RUN_SECONDS
+from scheduler.adapters.quarantine import Faults
 
 # The columns a desired pod is built from: read as tuples, because building the Placement,
 # JobTask, Job, Queue and Tenant instances cost about half a millisecond per pod.
@@ -28,15 +29,27 @@ COLUMNS = (
 )
 
 
-def desired_pods(*, namespace: str, gpu_resource_of: dict[str, str]) -> list[DesiredPod]:
+def desired_pods(
+    *, namespace: str, gpu_resource_of: dict[str, str], faults: Faults | None = None
+) -> list[DesiredPod]:
     """`gpu_resource_of` maps node name -> the GPU resource name that node advertises, so a pod
-    asks for `nvidia.com/gpu` on one node and `mars-tech.com/gpu` on another."""
+    asks for `nvidia.com/gpu` on one node and `mars-tech.com/gpu` on another.
+
+    With `faults`, a job whose rows break one of its pods is reported there and none of its
+    pods is desired (the cycle quarantines it); without, the error propagates."""
     rows = (
         Placement.objects.filter(state__in=[Placement.State.BOUND, Placement.State.RUNNING])
         .order_by("id")
         .values_list(*COLUMNS)
     )
-    return [_desired(row, namespace, gpu_resource_of) for row in rows]
+    if faults is None:
+        return [_desired(row, namespace, gpu_resource_of) for row in rows]
+    built = [
+        (row[3], faults.call("reconcile", row[3], _desired, row, namespace, gpu_resource_of))
+        for row in rows
+    ]
+    failed = {fault.job_id for fault in faults}
+    return [pod for job_id, pod in built if pod is not None and job_id not in failed]
 
 
 def _desired(row: tuple, namespace: str, gpu_resource_of: dict[str, str]) -> DesiredPod:

@@ -27,6 +27,13 @@ from portal.jobs.models import Job, JobTask
 from portal.queues.models import Queue
 from portal.scheduling.models import SchedulerConfig
 from scheduler.adapters.cluster.labels import pod_name as task_key
+from scheduler.adapters.quarantine import (
+    Fault,
+    Faults,
+    index_forget,
+    nodes_held_off,
+    placements_held,
+)
 from scheduler.core.config import SchedulerConf, default_conf, parse_conf_text
 from scheduler.core.resources import Resources
 from scheduler.core.types import JobInfo, NodeInfo, QueueInfo, Snapshot, TaskInfo, TaskStatus
@@ -146,6 +153,8 @@ class SnapshotBundle:
     snapshot: Snapshot
     conf: SchedulerConf
     index: SnapshotIndex
+    # Jobs whose rows made their JobInfo fail: left out, for the cycle to quarantine.
+    faults: list[Fault] = dataclasses.field(default_factory=list)
 
 
 def snapshot_build(*, now: datetime) -> SnapshotBundle:
@@ -228,14 +237,29 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
         pending={},
         pending_gpus=defaultdict(int),
     )
-    job_infos = [_job_info(job, tasks_of[job.id], by_replica, index) for job in jobs]
+    # A job whose rows break its JobInfo is left out and reported, the others go on; so are
+    # quarantined jobs. Their active placements' resources are held off their nodes.
+    faults = Faults()
+    job_infos = []
+    left_out: set[int] = set()
+    for job in jobs:
+        if job.status == Job.Status.QUARANTINED:
+            left_out.add(job.id)
+            continue
+        args = (job, tasks_of[job.id], by_replica, index)
+        if (info := faults.call("snapshot", job.id, _job_info, *args)) is not None:
+            job_infos.append(info)
+        else:
+            index_forget(index, job.id)  # what it registered before failing
+            left_out.add(job.id)
+    held = placements_held((p for p in placements if p.job_id in left_out), index.tasks)
     snapshot = Snapshot(
-        nodes=tuple(node_info(node) for node in nodes),
+        nodes=nodes_held_off((node_info(node) for node in nodes), held),
         queues=tuple(queue_info(queue) for queue in queues),
         jobs=tuple(job_infos),
         now=now.timestamp(),
     )
-    return SnapshotBundle(snapshot=snapshot, conf=conf, index=index)
+    return SnapshotBundle(snapshot=snapshot, conf=conf, index=index, faults=faults)
 
 
 def active_conf() -> SchedulerConf:

@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from portal.cluster.models import Placement
 from portal.cluster.selectors import placement_list_active
@@ -13,6 +14,16 @@ from portal.jobs.selectors import job_get
 from tests.factories import JobFactory, JobTaskFactory, PlacementFactory
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def api_client_for():
+    def client_for(user):
+        client = APIClient()
+        client.force_authenticate(user)
+        return client
+
+    return client_for
 
 
 class _Request:
@@ -73,3 +84,15 @@ def test_pending_and_finished_jobs_render_as_the_serializer_does(status, lead, n
 
     assert built == serialized
     assert dict(built)["can_cancel"] is (status == Job.Status.PENDING)
+
+
+def test_release_api_is_for_site_admins(api_client_for, researcher, staff, nlp_queue):
+    job = JobFactory(queue=nlp_queue, submitter=researcher, status=Job.Status.QUARANTINED)
+    url = f"/api/v1/jobs/{job.pk}/release/"
+    assert api_client_for(researcher).post(url).status_code == 403
+    response = api_client_for(staff).post(url)
+    assert response.status_code == 200
+    assert response.json()["status"] == "pending"
+    assert api_client_for(staff).post(url).json()["errors"] == {
+        "status": ["the job is pending, not quarantined"]
+    }

@@ -3,6 +3,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.test import override_settings
 
+from portal.cluster.models import Placement
 from portal.common.validators import DNS_LABEL_INVALID, STR_DICT_INVALID, STR_LIST_INVALID
 from portal.jobs import services
 from portal.jobs.models import Job, JobTask
@@ -16,6 +17,8 @@ from portal.jobs.services import (
     job_mark_running,
     job_mark_succeeded,
     job_pending_reason_set,
+    job_quarantine,
+    job_quarantine_release,
     job_submit,
 )
 from portal.queues.models import Queue
@@ -379,3 +382,72 @@ class TestTransitions:
         job.refresh_from_db()
         assert job.pending_reason == "queue nlp-train at capability 32/32 GPUs"
         assert job.status == Job.Status.PENDING
+
+
+class TestJobQuarantine:
+    @pytest.mark.parametrize(
+        "status", [Job.Status.PENDING, Job.Status.ADMITTED, Job.Status.RUNNING, Job.Status.PREEMPTED]
+    )
+    def test_any_job_the_scheduler_works_on_can_be_quarantined(self, nlp_queue, status):
+        job = JobFactory(queue=nlp_queue, status=status)
+        quarantined = job_quarantine(job_id=job.pk, phase="core", error="ValueError: boom")
+        job.refresh_from_db()
+        assert quarantined is not None
+        assert job.status == Job.Status.QUARANTINED
+        assert job.pending_reason == services.JOB_QUARANTINED.format(
+            phase="core", error="ValueError: boom"
+        )
+        assert job.pending_reason_at is not None
+
+    def test_its_pods_are_released(self, nlp_queue):
+        job = JobFactory(queue=nlp_queue, status=Job.Status.RUNNING)
+        running = PlacementFactory(task__job=job, state=Placement.State.RUNNING)
+        done = PlacementFactory(task=running.task, replica=1, state=Placement.State.SUCCEEDED)
+        job_quarantine(job_id=job.pk, phase="reconcile", error="KeyError: 'x'")
+        running.refresh_from_db()
+        done.refresh_from_db()
+        assert (running.state, done.state) == (Placement.State.RELEASING, Placement.State.SUCCEEDED)
+
+    @pytest.mark.parametrize(
+        "status", [Job.Status.SUCCEEDED, Job.Status.CANCELLED, Job.Status.QUARANTINED]
+    )
+    def test_finished_and_already_quarantined_jobs_are_left_alone(self, nlp_queue, status):
+        job = JobFactory(queue=nlp_queue, status=status, pending_reason="before")
+        assert job_quarantine(job_id=job.pk, phase="core", error="boom") is None
+        job.refresh_from_db()
+        assert (job.status, job.pending_reason) == (status, "before")
+
+    def test_a_job_whose_stored_data_is_invalid_is_still_quarantined(self, nlp_queue):
+        job = JobFactory(queue=nlp_queue)
+        Job.objects.filter(pk=job.pk).update(name="nl-name\n", min_available=0)
+        job_quarantine(job_id=job.pk, phase="snapshot", error="boom")
+        assert Job.objects.get(pk=job.pk).status == Job.Status.QUARANTINED
+
+    def test_long_errors_are_cut(self, nlp_queue):
+        job = JobFactory(queue=nlp_queue)
+        job_quarantine(job_id=job.pk, phase="core", error="x" * 5000)
+        job.refresh_from_db()
+        assert "x" * services.QUARANTINE_ERROR_CHARS + ")" in job.pending_reason
+        assert "x" * (services.QUARANTINE_ERROR_CHARS + 1) not in job.pending_reason
+
+    def test_a_site_admin_releases_it_to_pending(self, nlp_queue, staff):
+        job = JobFactory(queue=nlp_queue, status=Job.Status.QUARANTINED)
+        job = job_quarantine_release(job=job, actor=staff)
+        assert job.status == Job.Status.PENDING
+        assert job.pending_reason == services.JOB_RELEASED.format(actor=staff.username)
+
+    def test_only_a_site_admin_may_release_it(self, researcher, lead, nlp_queue):
+        job = JobFactory(queue=nlp_queue, submitter=researcher, status=Job.Status.QUARANTINED)
+        for actor in (researcher, lead):
+            with pytest.raises(PermissionDenied):
+                job_quarantine_release(job=job, actor=actor)
+        assert Job.objects.get(pk=job.pk).status == Job.Status.QUARANTINED
+
+    def test_only_a_quarantined_job_is_released(self, nlp_queue, staff):
+        job = JobFactory(queue=nlp_queue, status=Job.Status.RUNNING)
+        with pytest.raises(ValidationError):
+            job_quarantine_release(job=job, actor=staff)
+
+    def test_its_owner_may_cancel_it(self, researcher, nlp_queue):
+        job = JobFactory(queue=nlp_queue, submitter=researcher, status=Job.Status.QUARANTINED)
+        assert job_cancel(job=job, actor=researcher).status == Job.Status.CANCELLED

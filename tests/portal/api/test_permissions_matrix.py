@@ -51,6 +51,13 @@ MATRIX = [
         None,
         _expect(MISSING, FORBIDDEN, OK, OK),
     ),
+    (
+        "release nlp job (site admins only; it is not quarantined)",
+        "post",
+        "/api/v1/jobs/{nlp_job}/release/",
+        None,
+        _expect(FORBIDDEN, FORBIDDEN, MISSING, BAD),
+    ),
     ("submit to nlp", "post", "/api/v1/jobs/", "nlp", _expect(CREATED, CREATED, BAD, CREATED)),
     (
         "submit to vision",

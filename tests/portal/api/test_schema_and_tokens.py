@@ -13,6 +13,7 @@ OPERATIONS = {
     ("/api/v1/jobs/{job_id}/", "get"),
     ("/api/v1/jobs/{job_id}/cancel/", "post"),
     ("/api/v1/jobs/{job_id}/why/", "get"),
+    ("/api/v1/jobs/{job_id}/release/", "post"),
     ("/api/v1/queues/", "get"),
     ("/api/v1/queues/{queue_id}/", "get"),
     ("/api/v1/queues/{queue_id}/", "patch"),

@@ -18,6 +18,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from portal.api.services import api_token_create
+from portal.jobs.models import Job
 from portal.tenants.models import Membership
 from tests.factories import (
     DEFAULT_PASSWORD,
@@ -174,6 +175,14 @@ PAGES = [
         post=a_object(redirect("jobs:job_detail")) | {"a_researcher": FORBIDDEN},
         post_body="empty",
     ),
+    Page(
+        "jobs:job_release",
+        "",
+        kwargs={"job_id": "a_quarantined_job"},
+        get=per_role(NOT_ALLOWED),
+        post=per_role(MISSING, **roles(FORBIDDEN, A_ROLES), staff=redirect("jobs:job_detail")),
+        post_body="empty",
+    ),
     Page("queues:queue_list", "", get=per_role(OK)),
     Page(
         "queues:queue_edit",
@@ -285,7 +294,13 @@ def build_world() -> dict[str, Any]:
     a_job = JobFactory(queue=a_queue, submitter=users["a_researcher"], name="alpha-job")
     a_lead_job = JobFactory(queue=a_queue, submitter=users["a_lead"], name="alpha-lead-work")
     b_job = JobFactory(queue=b_queue, submitter=users["b_researcher"], name="bravo-job")
-    for job in (a_job, a_lead_job, b_job):
+    a_quarantined_job = JobFactory(
+        queue=a_queue,
+        submitter=users["a_researcher"],
+        name="alpha-quarantined",
+        status=Job.Status.QUARANTINED,
+    )
+    for job in (a_job, a_lead_job, b_job, a_quarantined_job):
         JobTaskFactory(job=job, name="worker", gpus=2)
     # Running work of both tenants, usage history and a cross-tenant preemption, so the
     # dashboards and the job page have something of B's to leak.
@@ -308,6 +323,7 @@ def build_world() -> dict[str, Any]:
         "b_queue": b_queue,
         "a_job": a_job,
         "a_lead_job": a_lead_job,
+        "a_quarantined_job": a_quarantined_job,
         "b_job": b_job,
         "config": SchedulerConfigFactory(),
         "a_token": api_token_create(user=users["a_researcher"], name="a-token")[0],

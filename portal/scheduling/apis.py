@@ -21,7 +21,11 @@ from portal.api.permissions import IsSiteAdmin
 
 from .models import PreemptionEvent, SchedulerConfig
 from .selectors import preemption_event_list, scheduler_config_list
-from .services import scheduler_config_activate, scheduler_config_create
+from .services import (
+    scheduler_config_activate,
+    scheduler_config_create,
+    scheduler_config_notes,
+)
 
 RANGE_INVERTED = "until must be after since"
 MAX_CONF_CHARS = 100_000
@@ -100,6 +104,14 @@ class SchedulerConfigOutputSerializer(ApiSerializer):
     created_at = serializers.DateTimeField()
 
 
+class SchedulerConfigCreatedSerializer(SchedulerConfigOutputSerializer):
+    notes = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="How the scheduler runs this conf other than as written (e.g. the "
+        "predicates plugin it adds when the conf has none).",
+    )
+
+
 class SchedulerConfigListApi(ApiView):
     """Every version of the Volcano-format scheduler conf, newest first (site admins)."""
 
@@ -129,7 +141,7 @@ class SchedulerConfigCreateApi(ApiView):
         comment = serializers.CharField(max_length=500, required=False, allow_blank=True)
         activate = serializers.BooleanField(required=False, default=True)
 
-    OutputSerializer = SchedulerConfigOutputSerializer
+    OutputSerializer = SchedulerConfigCreatedSerializer
 
     @extend_schema(
         operation_id="scheduler_configs_create",
@@ -158,6 +170,7 @@ class SchedulerConfigCreateApi(ApiView):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         config = scheduler_config_create(actor=request.user, **serializer.validated_data)
+        config.notes = scheduler_config_notes(text=config.text)
         return Response(self.OutputSerializer(config).data, status=status.HTTP_201_CREATED)
 
 

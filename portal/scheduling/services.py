@@ -16,6 +16,16 @@ CONF_NOT_A_MAPPING = "the configuration must be a YAML mapping"
 CONF_ACTIONS_NOT_A_STRING = 'actions must be a string such as "enqueue, allocate, backfill"'
 CONF_TIERS_NOT_A_LIST = "tiers must be a list of tiers, each with a list of plugins"
 CONFIG_EDIT_FORBIDDEN = "Only a site admin may change the scheduler configuration."
+CONF_HARD_FEASIBILITY = (
+    "Whatever the conf says, the scheduler applies the node checks the kubelet enforces: "
+    "resources, pod count, node selector and required node affinity, NoSchedule and NoExecute "
+    "taints. A conf without an enabled predicates plugin gets one added."
+)
+CONF_ADDS_PREDICATES = (
+    "tiers: no enabled predicates plugin; the scheduler adds one, so node selectors, required "
+    "node affinity and NoSchedule/NoExecute taints still apply (as the kubelet would enforce)"
+)
+PREDICATES_PLUGIN = "predicates"
 
 # The real parser lives in the pure scheduler core; it is imported lazily so the portal
 # works (with a shallow check) while the core is being written.
@@ -38,6 +48,20 @@ def _validate_conf(text: str) -> None:
             raise ValidationError({"text": problems})
         return
     _validate_conf_shallow(text)
+
+
+def conf_lacks_predicates(conf: Any) -> bool:
+    """Whether a parsed conf (scheduler.core.config.SchedulerConf) leaves out the predicates
+    the kubelet would enforce: the cycle then adds them (scheduler/adapters/feasibility.py)."""
+    option = conf.plugin(PREDICATES_PLUGIN)
+    return option is None or not option.enabled("enablePredicate")
+
+
+def scheduler_config_notes(*, text: str) -> list[str]:
+    """What an admin should know about a valid conf that the scheduler will not run as written."""
+    from scheduler.core.config import parse_conf_text
+
+    return [CONF_ADDS_PREDICATES] if conf_lacks_predicates(parse_conf_text(text)) else []
 
 
 def _validate_conf_shallow(text: str) -> None:

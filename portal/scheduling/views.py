@@ -11,7 +11,12 @@ from portal.dashboards.paging import LargeTablePaginator
 from .forms import PreemptionFilterForm, SchedulerConfigForm
 from .models import SchedulerConfig
 from .selectors import preemption_event_list, scheduler_config_get_active, scheduler_config_list
-from .services import scheduler_config_activate, scheduler_config_create
+from .services import (
+    CONF_HARD_FEASIBILITY,
+    scheduler_config_activate,
+    scheduler_config_create,
+    scheduler_config_notes,
+)
 
 PREEMPTION_PAGE_SIZE = 50
 CSV_HEADER = (
@@ -144,11 +149,18 @@ def config_edit(request: HttpRequest) -> HttpResponse:
                 messages.success(
                     request, CONFIG_SAVED.format(version=config.version, active=suffix)
                 )
+                for note in scheduler_config_notes(text=config.text):
+                    messages.warning(request, note)
                 return redirect("scheduling:config_edit")
     else:
         initial = {"text": active.text if active else _default_text(), "activate": True}
         form = SchedulerConfigForm(initial=initial)
-    context = {"form": form, "active": active, "versions": scheduler_config_list()[:50]}
+    context = {
+        "form": form,
+        "active": active,
+        "versions": scheduler_config_list()[:50],
+        "hard_feasibility": CONF_HARD_FEASIBILITY,
+    }
     return render(request, "scheduling/config_edit.html", context)
 
 

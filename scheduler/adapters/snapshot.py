@@ -28,6 +28,7 @@ from portal.jobs.models import Job, JobTask
 from portal.queues.models import Queue
 from portal.scheduling.models import SchedulerConfig
 from scheduler.adapters.cluster.labels import pod_name as task_key
+from scheduler.adapters.feasibility import conf_with_hard_feasibility
 from scheduler.adapters.quarantine import (
     Fault,
     Faults,
@@ -220,7 +221,7 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
             )
             .order_by("job_id", "name")
         ]
-        conf = active_conf()
+        conf = conf_with_hard_feasibility(active_conf())
 
     by_replica = {(p.task_id, p.replica): p for p in placements}
     tasks_of: dict[int, list[TaskRow]] = defaultdict(list)

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from portal.jobs.models import Job
 from portal.queues.models import QueueChange
+from portal.scheduling import services
 from portal.scheduling.models import SchedulerConfig
 from tests.factories import (
     JobFactory,
@@ -301,6 +302,7 @@ def test_scheduler_config_create_activate(world, api_for):
     assert response.status_code == HTTPStatus.CREATED
     created = response.json()
     assert created["active"] is False
+    assert created["notes"] == [services.CONF_ADDS_PREDICATES]  # a conf without predicates
     response = client.post(f"/api/v1/scheduler-configs/{created['id']}/activate/")
     assert response.json()["active"] is True
     first.refresh_from_db()

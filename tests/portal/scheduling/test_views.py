@@ -144,6 +144,24 @@ def test_config_editor_lists_every_problem_and_yaml_positions(staff_client):
     assert error.startswith("line 2, column 1: not valid YAML: expected ',' or ']'")
 
 
+def test_config_editor_says_the_kubelet_checks_always_apply(staff_client):
+    from django.contrib.messages import get_messages
+
+    from portal.scheduling.services import CONF_ADDS_PREDICATES, CONF_HARD_FEASIBILITY
+
+    assert escape(CONF_HARD_FEASIBILITY) in staff_client.get(CONFIG_URL).content.decode()
+    without = 'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: gang\n'
+    response = staff_client.post(CONFIG_URL, {"text": without, "activate": "on"})
+    assert response.status_code == HTTPStatus.FOUND
+    assert CONF_ADDS_PREDICATES in [m.message for m in get_messages(response.wsgi_request)]
+    page = staff_client.get(CONFIG_URL).content.decode()
+    assert escape(CONF_ADDS_PREDICATES) in page  # the warning is shown once, after the save
+
+    with_predicates = without + "  - name: predicates\n"
+    response = staff_client.post(CONFIG_URL, {"text": with_predicates, "activate": "on"})
+    assert CONF_ADDS_PREDICATES not in [m.message for m in get_messages(response.wsgi_request)]
+
+
 def test_config_activate_older_version(staff_client):
     from tests.factories import SchedulerConfigFactory
 

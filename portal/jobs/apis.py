@@ -33,6 +33,7 @@ from portal.common.ids import parse_id
 from portal.queues.models import Queue
 
 from . import volcano
+from .limits import task_count_check
 from .models import Job
 from .selectors import job_get, job_queue_position, job_search
 from .services import job_cancel, job_quarantine_release, job_submit
@@ -438,7 +439,7 @@ class JobCreateApi(ApiView):
         ignored: list[str] = []
         if volcano.is_volcano_manifest(data):
             try:
-                spec = volcano.volcano_job_parse(data)
+                spec = volcano.volcano_job_parse(data, too_many_tasks=task_count_check())
             except volcano.ManifestError as error:
                 spec_part = data.get("spec")
                 ref = spec_part.get("queue") if isinstance(spec_part, dict) else None
@@ -450,6 +451,10 @@ class JobCreateApi(ApiView):
         elif "yaml" in (request.content_type or ""):
             raise serializers.ValidationError({"body": [YAML_NEEDS_MANIFEST]})
         else:
+            tasks = data.get("tasks") if isinstance(data, dict) else None
+            if isinstance(tasks, list) and (too_many := task_count_check()(len(tasks))):
+                # Before the serializer looks at each of them (a 256 KB body holds 5,000).
+                raise serializers.ValidationError({"tasks": [too_many]})
             serializer = self.InputSerializer(data=data)
             if not serializer.is_valid():
                 ref = data.get("queue") if isinstance(data, dict) else None

@@ -18,8 +18,10 @@ from .limits import (
     IMAGE_MAX_CHARS,
     NAME_MAX_CHARS,
     PRIORITY_MAX,
-    exceeded,
+    command_line_error,
+    command_line_max,
     job_limits,
+    task_count_error,
 )
 
 GPU_MODEL_LABEL = "gpu-model"
@@ -153,9 +155,12 @@ class TaskForm(forms.Form):
         _shows(self.fields["replicas"], min=1, max=limits.replicas_per_task)
         _shows(self.fields["image"], maxlength=IMAGE_MAX_CHARS)
         _shows(self.fields["gpus"], min=0, max=limits.gpus_per_pod)
+        _shows(self.fields["command"], maxlength=command_line_max(limits))
 
     def clean_command(self) -> list[str]:
         text = self.cleaned_data.get("command") or ""
+        if too_long := command_line_error(length=len(text), limits=job_limits()):
+            raise ValidationError(too_long)
         try:
             return shlex.split(text)
         except ValueError as error:
@@ -193,7 +198,9 @@ class BaseTaskFormSet(forms.BaseFormSet):
         if any(error.code == "too_many_forms" for error in errors):
             posted = self.management_form.cleaned_data[forms.formsets.TOTAL_FORM_COUNT]
             self._non_form_errors = self.error_class(
-                [exceeded(self.limits, "tasks_per_job", posted)], error_class="nonform", renderer=self.renderer
+                [task_count_error(posted, limits=self.limits)],
+                error_class="nonform",
+                renderer=self.renderer,
             )
 
 

@@ -12,7 +12,8 @@ fixed ones follow the database columns and Kubernetes. Messages name the limit a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -33,6 +34,10 @@ AT_LEAST = "at least {limit} {what} ({source}); this asks for {asked}"
 PENDING_PODS_EXCEEDED = (
     "tenant {tenant} may have at most {limit} pods waiting to be scheduled "
     "(JOB_MAX_PENDING_PODS_PER_TENANT); it has {pending} and this job adds {adding}"
+)
+COMMAND_LINE_TOO_LONG = (
+    "a command line of {length} characters is longer than any command within the limits "
+    "needs (at most {limit}, from JOB_MAX_COMMAND_CHARS and JOB_MAX_COMMAND_ITEMS)"
 )
 # Beyond this a number is not worth printing (and past ~4,300 digits str() refuses it).
 _PRINTABLE_BITS = 64
@@ -98,6 +103,19 @@ def exceeded(limits: JobLimits, name: str, asked: int) -> str:
     return AT_MOST.format(limit=getattr(limits, name), what=what, source=setting, asked=shown(asked))
 
 
+def task_count_error(count: int, *, limits: JobLimits) -> str | None:
+    """The refusal of a job of `count` tasks, or None. Every way in calls it before it looks
+    at the tasks themselves: a body of thousands of small tasks costs nothing more."""
+    if count <= limits.tasks_per_job:
+        return None
+    return exceeded(limits, "tasks_per_job", count)
+
+
+def task_count_check() -> Callable[[int], str | None]:
+    """`task_count_error` with the limits in force, for a parser to call."""
+    return functools.partial(task_count_error, limits=job_limits())
+
+
 class _Errors(dict[str, list[str]]):
     def add(self, key: str, message: str) -> None:
         self.setdefault(key, []).append(message)
@@ -155,6 +173,21 @@ def job_limit_errors(
     errors.fixed("expected_duration_seconds", expected_duration_seconds, DURATION_MAX_SECONDS,
                  "seconds of expected duration")  # fmt: skip
     return errors
+
+
+def command_line_max(limits: JobLimits) -> int:
+    """The longest shell-style command line (the form's text) a command within the limits
+    needs, with room to spare: any command can be written with each character escaped by a
+    backslash and a space between items, half of this. Longer text is refused before it is
+    split (splitting 2.4 MB took 2 s)."""
+    return 4 * limits.command_chars + 3 * limits.command_items
+
+
+def command_line_error(*, length: int, limits: JobLimits) -> str | None:
+    limit = command_line_max(limits)
+    if length <= limit:
+        return None
+    return COMMAND_LINE_TOO_LONG.format(length=length, limit=limit)
 
 
 def pending_pods_error(*, tenant: str, pending: int, adding: int, limits: JobLimits) -> str | None:

@@ -14,10 +14,10 @@ from scheduler.tasks import scheduling_cycle_kick
 
 from .limits import (
     JobLimits,
-    exceeded,
     job_limit_errors,
     job_limits,
     pending_pods_error,
+    task_count_error,
     task_limit_errors,
 )
 from .models import Job, JobTask
@@ -89,9 +89,8 @@ def _task_instances(
         return [], {"tasks": [JOB_SUBMIT_TASKS_NOT_A_LIST]}
     if not tasks:
         return [], {"tasks": [JOB_SUBMIT_NO_TASKS]}
-    if len(tasks) > limits.tasks_per_job:
-        # Refused before any task is built: a body of thousands of tasks costs nothing more.
-        return [], {"tasks": [exceeded(limits, "tasks_per_job", len(tasks))]}
+    if too_many := task_count_error(len(tasks), limits=limits):
+        return [], {"tasks": [too_many]}
     instances: list[JobTask] = []
     names: set[str] = set()
     for index, spec in enumerate(tasks):

@@ -24,6 +24,7 @@ from portal.scheduling.selectors import preemption_event_list_for_job
 
 from . import volcano
 from .forms import JobSubmitForm, JobUploadForm, TaskFormSet, submit_errors_apply
+from .limits import task_count_check
 from .models import Job
 from .selectors import job_get, job_list
 from .services import job_cancel, job_quarantine_release, job_submit
@@ -246,7 +247,10 @@ class JobUploadView(RoleRequiredMixin, View):
         if not form.is_valid():
             return self._render(request, form)
         try:
-            spec = volcano.volcano_job_parse(form.cleaned_data["manifest"])
+            spec = volcano.volcano_job_parse(
+                form.cleaned_data["manifest"],
+                too_many_tasks=task_count_check(),
+            )
         except volcano.ManifestError as error:
             return self._render(request, form, _lines(error.errors))
         queue = _submittable_queues(request).filter(name=spec.queue).first()

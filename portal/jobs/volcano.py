@@ -22,6 +22,7 @@ job comes in; its error paths are translated back to manifest paths by `manifest
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -221,8 +222,13 @@ class _Collector:
         return result
 
 
-def volcano_job_parse(data: Any) -> VolcanoJobSpec:
-    """Map a parsed Volcano Job manifest; raise ManifestError naming every path at fault."""
+def volcano_job_parse(
+    data: Any, *, too_many_tasks: Callable[[int], str | None] = lambda count: None
+) -> VolcanoJobSpec:
+    """Map a parsed Volcano Job manifest; raise ManifestError naming every path at fault.
+
+    `too_many_tasks(count)` refuses a task count (portal.jobs.limits.task_count_error) before
+    any task is mapped, so a manifest of thousands of tasks costs nothing more."""
     c = _Collector()
     if not isinstance(data, dict):
         raise ManifestError({"body": ["a Volcano Job manifest must be a mapping"]})
@@ -271,6 +277,8 @@ def volcano_job_parse(data: Any) -> VolcanoJobSpec:
         c.add("spec.tasks", NOT_A_LIST)
     elif not raw_tasks:
         c.add("spec.tasks", EMPTY_TASKS)
+    elif too_many := too_many_tasks(len(raw_tasks)):
+        c.add("spec.tasks", too_many)
     else:
         for index, raw_task in enumerate(raw_tasks):
             task = _task_parse(c, raw_task, f"spec.tasks[{index}]")

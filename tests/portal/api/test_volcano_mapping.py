@@ -225,3 +225,18 @@ def test_non_manifests_are_errors_not_crashes(data):
 )
 def test_service_error_paths_translate_to_manifest_paths(service_path, expected):
     assert manifest_path(service_path) == expected
+
+
+def test_a_refused_task_count_is_reported_before_any_task_is_mapped():
+    manifest = copy.deepcopy(MANIFEST)
+    manifest["spec"]["tasks"] = ["not a task"] * 5000
+    counted = []
+
+    def too_many(count):
+        counted.append(count)
+        return "at most 16 tasks per job"
+
+    with pytest.raises(ManifestError) as info:
+        volcano_job_parse(manifest, too_many_tasks=too_many)
+    assert counted == [5000]
+    assert info.value.errors == {"spec.tasks": ["at most 16 tasks per job"]}

@@ -17,6 +17,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from portal.common.validators import DNS_LABEL_RE
+from portal.jobs.limits import job_limits, task_limit_errors
 from portal.jobs.models import Job, JobTask
 from tests.nested import copy_at, paths
 from tests.portal.common.fuzzing import FORM_FUZZ, form_error_keys, form_text, form_values
@@ -53,8 +54,9 @@ def _expected_error_keys(key: str) -> set[str]:
     if key in MANAGEMENT_KEYS or key == "tasks-0-DELETE":
         return {"tasks-management"}
     if key in ("min_available", "tasks-0-replicas"):
-        # The gang size is checked against the replicas: either side may carry it.
-        return {key, "min_available"}
+        # The gang size is checked against the replicas: either side may carry it; the
+        # replicas of the whole job are the formset's.
+        return {key, "min_available", "tasks-management"}
     return {key}
 
 
@@ -63,6 +65,17 @@ def _assert_names_are_labels(job: Job) -> None:
     assert DNS_LABEL_RE.fullmatch(job.name), job.name
     for task in job.tasks.all():
         assert DNS_LABEL_RE.fullmatch(task.name), task.name
+
+
+def assert_within_limits(job: Job) -> None:
+    """What the form stores, the limits allow (it once stored 200,000 replicas and 2**62
+    GPUs per pod, which the API refused)."""
+    limits = job_limits()
+    tasks = list(job.tasks.all())
+    assert len(tasks) <= limits.tasks_per_job
+    assert sum(task.replicas for task in tasks) <= limits.replicas_per_job
+    for task in tasks:
+        assert task_limit_errors(task, limits=limits, prefix="") == {}
 
 
 def _submit(client, data):
@@ -75,6 +88,7 @@ def _submit(client, data):
         assert after == (before[0] + 1, before[1] + job.tasks.count())
         assert job.tasks.count() >= 1
         _assert_names_are_labels(job)
+        assert_within_limits(job)
         return response, set()
     assert response.status_code == HTTPStatus.OK
     assert after == before, "a refused submission wrote rows"
@@ -94,6 +108,14 @@ def _submit(client, data):
 @example(data=None, key="name", value="ｈostile")
 @example(data=None, key="tasks-0-name", value="worker\r\n")
 @example(data=None, key="tasks-0-name", value="𝐰𝐨𝐫𝐤𝐞𝐫")
+@example(data=None, key="tasks-0-gpus", value=str(2**62))
+@example(data=None, key="tasks-0-gpus", value="9" * 5000)
+@example(data=None, key="tasks-0-replicas", value="200000")
+@example(data=None, key="tasks-0-replicas", value="1000000")
+@example(data=None, key="tasks-0-cpu", value="9" * 40)
+@example(data=None, key="tasks-0-memory", value="9" * 40 + "Ti")
+@example(data=None, key="tasks-0-command", value="x " * 300_000)
+@example(data=None, key="expected_duration_seconds", value="9" * 12)
 def test_one_hostile_field_is_refused_on_that_field(world, researcher_client, data, key, value):
     if key == "queue" and data is not None:
         value = data.draw(
@@ -246,5 +268,34 @@ def test_a_huge_form_count_builds_at_most_the_allowed_roles(world, researcher_cl
     response = researcher_client.post(reverse("jobs:job_submit"), body)
     assert response.status_code == HTTPStatus.OK
     formset = response.context["formset"]
-    assert len(formset.forms) <= 20
+    assert len(formset.forms) <= job_limits().tasks_per_job + 1
     assert formset.non_form_errors()
+
+
+@settings(FORM_FUZZ, max_examples=30)
+@given(
+    replicas=st.lists(st.integers(min_value=1, max_value=10**7), min_size=1, max_size=20),
+    gpus=st.integers(min_value=0, max_value=2**70),
+)
+@example(replicas=[10_000] * 20, gpus=1)  # tasks x replicas the API once took in 4 KB
+@example(replicas=[1024, 1024, 1], gpus=1)  # each task within, the job one over
+def test_huge_counts_through_the_form_are_refused_or_within_limits(
+    world, researcher_client, replicas, gpus
+):
+    body = job_form_data(world["a_queue"].pk) | {"tasks-TOTAL_FORMS": str(len(replicas))}
+    for index, count in enumerate(replicas):
+        body |= {
+            f"tasks-{index}-name": f"role-{index}",
+            f"tasks-{index}-replicas": str(count),
+            f"tasks-{index}-image": "trainer:1",
+            f"tasks-{index}-gpus": str(gpus),
+        }
+    _, errors = _submit(researcher_client, body)
+    limits = job_limits()
+    over = (
+        len(replicas) > limits.tasks_per_job
+        or sum(replicas) > limits.replicas_per_job
+        or max(replicas) > limits.replicas_per_task
+        or gpus > limits.gpus_per_pod
+    )
+    assert bool(errors) == over, errors

@@ -1,11 +1,15 @@
 """portal.jobs.limits: the one set of job limits, read from settings, and their messages."""
 
+import shlex
+
 import pytest
 from django.test import override_settings
 
 from portal.jobs.limits import (
     PENDING_PODS_EXCEEDED,
     SETTINGS,
+    command_line_error,
+    command_line_max,
     exceeded,
     job_limit_errors,
     job_limits,
@@ -118,3 +122,17 @@ def test_pending_pods_cap_names_the_numbers(pending, adding, refused):
         )
         assert "at most 100 pods" in message
         assert "it has 90 and this job adds 11" in message
+
+
+@override_settings(JOB_MAX_COMMAND_CHARS=10, JOB_MAX_COMMAND_ITEMS=2)
+def test_a_command_line_longer_than_any_command_within_the_limits_needs_is_refused():
+    limits = job_limits()
+    assert command_line_max(limits) == 46
+    # Every character escaped: two items of five quotes each, 21 characters.
+    worst = " ".join(["\\'" * 5] * 2)
+    assert shlex.split(worst) == ["'" * 5, "'" * 5]
+    assert command_line_error(length=len(worst), limits=limits) is None
+    assert command_line_error(length=47, limits=limits) == (
+        "a command line of 47 characters is longer than any command within the limits needs "
+        "(at most 46, from JOB_MAX_COMMAND_CHARS and JOB_MAX_COMMAND_ITEMS)"
+    )

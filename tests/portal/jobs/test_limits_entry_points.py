@@ -6,6 +6,7 @@ The web form once stored 1,000,000 replicas x 5,000 GPUs that the API refused; t
 were 20 in the form and 64 in the API. The limits now live in portal.jobs.limits only.
 """
 
+import copy
 from http import HTTPStatus
 
 import pytest
@@ -95,8 +96,8 @@ def test_the_upload_page_refuses_it_by_manifest_path(researcher_client, nlp_queu
 
 @override_settings(JOB_MAX_TASKS=2)
 def test_tasks_per_job_is_one_number_for_the_form_and_the_api(researcher_client, api, nlp_queue):
-    """Three tasks, one over the limit: the form (which builds one form more than the limit)
-    and the API give job_submit's message; a form post of many more tasks gets it too."""
+    """Three tasks, one over the limit: the form (which builds one form more than the limit),
+    the API and a manifest give the same message; a form post of many more tasks gets it too."""
     message = exceeded(job_limits(), "tasks_per_job", 3)
     tasks = [{"name": f"t{i}", "replicas": 1, "image": "trainer:1"} for i in range(3)]
     response = api.post(
@@ -110,6 +111,14 @@ def test_tasks_per_job_is_one_number_for_the_form_and_the_api(researcher_client,
                  (("name", f"t{i}"), ("replicas", "1"), ("image", "trainer:1"), ("gpus", "0"))}  # fmt: skip
     response = researcher_client.post(reverse("jobs:job_submit"), data)
     assert list(response.context["formset"].non_form_errors()) == [message]
+
+    manifest = over_limit_manifest()
+    task = manifest["spec"]["tasks"][0]
+    manifest["spec"]["tasks"] = [
+        {**copy.deepcopy(task), "name": f"t{i}", "replicas": 1} for i in range(3)
+    ]
+    response = api.post("/api/v1/jobs/", yaml.safe_dump(manifest), content_type="application/yaml")
+    assert response.json()["errors"] == {"spec.tasks": [message]}
 
     data["tasks-TOTAL_FORMS"] = "1000000"
     response = researcher_client.post(reverse("jobs:job_submit"), data)

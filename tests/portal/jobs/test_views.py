@@ -285,6 +285,7 @@ def test_a_quarantined_job_shows_why_and_only_admins_may_release_it(
     body = researcher_client.get(url).content.decode()
     assert reason.replace("'", "&#x27;") in body
     assert "Quarantined" in body
+    assert "Why the scheduler stopped:" in body
     assert release not in body
     assert researcher_client.post(release).status_code == HTTPStatus.FORBIDDEN
 

@@ -1,5 +1,6 @@
 """Jobs over REST: list, create (JSON or a Volcano manifest), retrieve, cancel, why."""
 
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -514,6 +515,15 @@ class JobCreateApi(ApiView):
         return job
 
 
+def _job_acted(request: Request, job_id: int, action: Callable[..., Job]) -> Response:
+    """Run a job service as the user (`action(job=, actor=)`) and answer the job as it is now."""
+    job = job_get(user=request.user, job_id=job_id)
+    action(job=job, actor=request.user)
+    job = job_get(user=request.user, job_id=job_id)
+    placements = placement_list_active(job_id=job.pk)
+    return Response(job_detail_data(job, user=request.user, placements=placements))
+
+
 class JobCancelApi(ApiView):
     """Cancel a job that has not finished: its submitter, a lead of its tenant, or staff."""
 
@@ -526,11 +536,7 @@ class JobCancelApi(ApiView):
         responses={200: OutputSerializer, **error_responses(400, 401, 403, 404)},
     )
     def post(self, request: Request, job_id: int) -> Response:
-        job = job_get(user=request.user, job_id=job_id)
-        job_cancel(job=job, actor=request.user)
-        job = job_get(user=request.user, job_id=job_id)
-        placements = placement_list_active(job_id=job.pk)
-        return Response(job_detail_data(job, user=request.user, placements=placements))
+        return _job_acted(request, job_id, job_cancel)
 
 
 class JobReleaseApi(ApiView):
@@ -546,11 +552,7 @@ class JobReleaseApi(ApiView):
         responses={200: OutputSerializer, **error_responses(400, 401, 403, 404)},
     )
     def post(self, request: Request, job_id: int) -> Response:
-        job = job_get(user=request.user, job_id=job_id)
-        job_quarantine_release(job=job, actor=request.user)
-        job = job_get(user=request.user, job_id=job_id)
-        placements = placement_list_active(job_id=job.pk)
-        return Response(job_detail_data(job, user=request.user, placements=placements))
+        return _job_acted(request, job_id, job_quarantine_release)
 
 
 class JobWhyApi(ApiView):

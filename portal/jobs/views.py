@@ -1,3 +1,4 @@
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
@@ -142,19 +143,26 @@ class JobDetailView(LoginRequiredMixin, TemplateView):
         return context
 
 
+def _job_action(
+    request: HttpRequest, job_id: int, action: Callable[..., Job], done: str
+) -> HttpResponse:
+    """Run a job service as the user (`action(job=, actor=)`), say how it went, show the job."""
+    job = job_get(user=request.user, job_id=job_id)
+    try:
+        action(job=job, actor=request.user)
+    except ValidationError as error:
+        for message in error.messages:
+            messages.error(request, message)
+    else:
+        messages.success(request, done.format(name=job.name))
+    return redirect("jobs:job_detail", job_id=job.pk)
+
+
 class JobCancelView(LoginRequiredMixin, View):
     http_method_names = ["post"]
 
     def post(self, request: HttpRequest, job_id: int) -> HttpResponse:
-        job = job_get(user=request.user, job_id=job_id)
-        try:
-            job_cancel(job=job, actor=request.user)
-        except ValidationError as error:
-            for message in error.messages:
-                messages.error(request, message)
-        else:
-            messages.success(request, JOB_CANCELLED.format(name=job.name))
-        return redirect("jobs:job_detail", job_id=job.pk)
+        return _job_action(request, job_id, job_cancel, JOB_CANCELLED)
 
 
 class JobReleaseView(LoginRequiredMixin, View):
@@ -163,15 +171,7 @@ class JobReleaseView(LoginRequiredMixin, View):
     http_method_names = ["post"]
 
     def post(self, request: HttpRequest, job_id: int) -> HttpResponse:
-        job = job_get(user=request.user, job_id=job_id)
-        try:
-            job_quarantine_release(job=job, actor=request.user)
-        except ValidationError as error:
-            for message in error.messages:
-                messages.error(request, message)
-        else:
-            messages.success(request, JOB_RELEASED.format(name=job.name))
-        return redirect("jobs:job_detail", job_id=job.pk)
+        return _job_action(request, job_id, job_quarantine_release, JOB_RELEASED)
 
 
 def _submittable_queues(request: HttpRequest):

@@ -157,6 +157,11 @@ class TaskForm(forms.Form):
         _shows(self.fields["gpus"], min=0, max=limits.gpus_per_pod)
         _shows(self.fields["command"], maxlength=command_line_max(limits))
 
+    def has_changed(self) -> bool:
+        """Always: a role on the page is a role, its initial values included (the formset
+        would otherwise take an untouched role for an empty extra form and ask for one)."""
+        return True
+
     def clean_command(self) -> list[str]:
         text = self.cleaned_data.get("command") or ""
         if too_long := command_line_error(length=len(text), limits=job_limits()):

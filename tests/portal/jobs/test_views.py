@@ -294,3 +294,17 @@ def test_a_quarantined_job_shows_why_and_only_admins_may_release_it(
     assert response.status_code == HTTPStatus.FOUND
     job.refresh_from_db()
     assert job.status == Job.Status.PENDING
+
+
+def test_a_role_left_at_its_initial_values_is_submitted(researcher_client, nlp_queue):
+    """The formset must not take an untouched role for an empty extra form."""
+    from tests.portal.common.pages import job_form_data
+
+    defaults = {"name": "worker", "replicas": "1", "image": "ghcr.io/example/trainer:latest"}
+    defaults |= {"command": "", "gpus": "1", "cpu": "8", "memory": "64Gi"}
+    data = job_form_data(nlp_queue.pk, name="defaults")
+    data |= {f"tasks-0-{key}": value for key, value in defaults.items()}
+    response = researcher_client.post(reverse("jobs:job_submit"), data)
+    assert response.status_code == HTTPStatus.FOUND
+    task = Job.objects.get(name="defaults").tasks.get()
+    assert (task.replicas, task.gpus, task.cpu_millis) == (1, 1, 8000)

@@ -82,6 +82,7 @@ NOT_PAGES = {
     "admin_login": "redirects to the login page (or explains the admin is for staff)",
     "logout": "POST only",
     "jobs:job_cancel": "POST only",
+    "jobs:job_release": "POST only (a quarantined job's release button, site admins)",
     "queues:queue_preview": "JSON for the queue edit page",
     "scheduling:preemption_csv": "CSV download",
     "scheduling:config_activate": "POST only",

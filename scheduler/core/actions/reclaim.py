@@ -119,9 +119,7 @@ def execute(ssn: Session) -> None:
                     stmt.evict(
                         victim,
                         "reclaim",
-                        f"reclaimed for {task.name} of job {job.name}: queue {queue.name} is "
-                        f"below its deserved share and queue {ssn.jobs[victim.job].queue} is "
-                        "above its own",
+                        _sentence(ssn, task, job.name, queue.name, ssn.jobs[victim.job].queue),
                         task,
                     )
                     reclaimed = reclaimed.add(victim.resreq)
@@ -144,6 +142,42 @@ def execute(ssn: Session) -> None:
         queues.push(queue)
     for name in sorted(statements):
         statements[name].discard()
+
+
+def _sentence(ssn: Session, task, job: str, mine: str, theirs: str) -> str:
+    """Why the victim goes, naming the two queues where their paths part in a hierarchical
+    conf (two tenants, when the queues belong to different ones)."""
+    head = f"reclaimed for {task.name} of job {job}: "
+    if _hierarchical(ssn):
+        up, down = _parted(ssn, mine, theirs)
+        if up != mine or down != theirs:
+            return (
+                f"{head}queue {mine} is in {up}, which is below its deserved share, and queue "
+                f"{theirs} is in {down}, which is above its own"
+            )
+    return f"{head}queue {mine} is below its deserved share and queue {theirs} is above its own"
+
+
+def _hierarchical(ssn: Session) -> bool:
+    return any(option.enabled("enableHierarchy") for tier in ssn.conf.tiers for option in tier)
+
+
+def _parted(ssn: Session, mine: str, theirs: str) -> tuple[str, str]:
+    """The ancestors (or the queues themselves) just below where two queues' paths meet."""
+    lines = [_path(ssn, mine), _path(ssn, theirs)]
+    level = 0
+    while level < min(map(len, lines)) - 1 and lines[0][level] == lines[1][level]:
+        level += 1
+    return lines[0][level], lines[1][level]
+
+
+def _path(ssn: Session, name: str) -> list[str]:
+    path = [name]
+    parent = ssn.queues[name].info.parent
+    while parent and parent in ssn.queues and parent not in path:
+        path.append(parent)
+        parent = ssn.queues[parent].info.parent
+    return path[::-1]
 
 
 def _hosts(ssn: Session) -> dict[str, set[str]]:

@@ -8,6 +8,11 @@ floored at its guarantee; rounds repeat until nothing changes.
 Our extension (DESIGN.md, Kueue's borrowing limit): a queue with ``borrowing_limit`` is also
 capped at nominal + borrowing_limit, where nominal = cluster * weight / (sum of weights of open
 queues), or its guarantee if larger. Names the limit leaves out are unlimited.
+
+Our departure (docs/design/hierarchical-proportion.md): with ``enableHierarchy: true`` and a
+queue tree (``parent``), weights divide each parent's deserved share among its children
+(scheduler/core/plugins/_proportion_tree.py). Upstream's proportion ignores the flag and stays
+flat; so does this one when no queue names a parent.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from scheduler.core.reasons import describe, first_short_dimension
 from scheduler.core.resources import INFINITY, Resources, _le
 from scheduler.core.session import EventHandler, Session
 from scheduler.core.state import Job, Queue, Task
-from scheduler.core.types import Vote
+from scheduler.core.types import QueueInfo, Vote
 
 PLUGIN_NAME = "proportion"
 
@@ -32,12 +37,18 @@ def build(arguments: dict) -> ProportionPlugin:
     return ProportionPlugin()
 
 
-def borrowing_cap(attr: QueueAttr, cluster: Resources, open_weight: int) -> Resources | None:
+def nominal_share(attr: QueueAttr, parent: Resources, open_weight: int) -> Resources:
+    """Its parent's share (the cluster, for a top-level queue) times its weight over the weights
+    of its open siblings, or its guarantee if larger."""
+    ratio = attr.weight / open_weight if open_weight else 0.0
+    return parent.multi(ratio).max_dimension(attr.guarantee)
+
+
+def borrowing_cap(attr: QueueAttr, nominal: Resources) -> Resources | None:
+    """nominal + borrowing_limit on the names the limit states; None without a limit."""
     limit = attr.queue.info.borrowing_limit
     if not limit.explicit():
         return None
-    ratio = attr.weight / open_weight if open_weight else 0.0
-    nominal = cluster.multi(ratio).max_dimension(attr.guarantee)
     values = {name: nominal.get(name) + value for name, value in limit.explicit().items()}
     return Resources(values, default=INFINITY)
 
@@ -46,6 +57,10 @@ def water_fill(attrs: list[QueueAttr], cluster: Resources) -> None:
     """Volcano's deserved loop; ``attrs`` must come in a stable order."""
     remaining = cluster
     met: set[str] = set()
+    demands = {
+        a.queue.name: Resources(a.request.explicit()) if a.demand is None else a.demand
+        for a in attrs
+    }
     while True:
         weight_sum = sum(a.weight for a in attrs if a.queue.name not in met)
         if weight_sum == 0:
@@ -58,7 +73,7 @@ def water_fill(attrs: list[QueueAttr], cluster: Resources) -> None:
             old = attr.deserved
             deserved = old.add(remaining.multi(attr.weight / weight_sum))
             deserved = deserved.min_dimension(attr.real_capability)
-            deserved = deserved.min_dimension(Resources(attr.request.explicit()))
+            deserved = deserved.min_dimension(demands[attr.queue.name])
             deserved = deserved.max_dimension(attr.guarantee)
             attr.deserved = deserved
             attr.update_share()
@@ -81,6 +96,19 @@ class ProportionPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
+        self.tree = None
+        option = ssn.conf.plugin(self.name)
+        if (
+            option is not None
+            and option.enabled("enableHierarchy")
+            and any(queue.info.parent for queue in ssn.queues.values())
+        ):
+            # Our departure from upstream: weights divide each parent's share (see the module).
+            from scheduler.core.plugins._proportion_tree import ProportionTree
+
+            self.tree = ProportionTree(ssn, self.name)
+            self.tree.register()
+            return
         self.cluster = cluster_total(ssn)
         guarantees = Resources()
         for queue in ssn.queues.values():
@@ -101,7 +129,7 @@ class ProportionPlugin:
         for attr in self.attrs.values():
             real = self.cluster.exceeded_part(guarantees).add(attr.guarantee)
             real = real.min_dimension(attr.capability)
-            cap = borrowing_cap(attr, self.cluster, open_weight)
+            cap = borrowing_cap(attr, nominal_share(attr, self.cluster, open_weight))
             if cap is not None:
                 real = real.min_dimension(cap)
             attr.real_capability = real
@@ -192,12 +220,7 @@ class ProportionPlugin:
         shortfall = admission_shortfall(attr, minimum)
         if shortfall is None:
             return Vote.PERMIT
-        short, needed = shortfall
-        job.reason = (
-            f"queue {job.queue} cannot admit the job: it needs {describe(short, minimum.get(short))}"
-            f" but the queue has {describe(short, max(attr.real_capability.get(short) - needed.get(short) + minimum.get(short), 0))}"
-            f" left under its capability"
-        )
+        job.reason = admission_reason(job.queue, attr, minimum, shortfall)
         return Vote.REJECT
 
     def enqueued(self, job: Job) -> None:
@@ -220,29 +243,57 @@ class ProportionPlugin:
 
     # explanations -------------------------------------------------------------------------------
     def explain(self, queue: Queue, task: Task) -> str | None:
-        attr = self.attrs[queue.name]
-        future = attr.allocated.add(task.resreq)
-        name = first_short_dimension(future, attr.deserved, task.resreq) or "gpu"
-        deserved, allocated = attr.deserved.get(name), attr.allocated.get(name)
-        if deserved >= self.cluster.get(name) - 0.1:
-            return None  # the queue may have the whole cluster: nodes are the limit
-        capability = queue.info.capability.get(name)
-        if deserved >= capability - 0.1:
-            return f"queue {queue.name} at capability {_pair(name, allocated, capability)}"
-        limit = queue.info.borrowing_limit.get(name)
-        if limit != INFINITY and deserved >= attr.real_capability.get(name) - 0.1:
-            return (
-                f"queue {queue.name} may borrow at most {describe(name, limit)} above its "
-                f"nominal share: it deserves {describe(name, deserved)} and has "
-                f"{describe(name, allocated)} allocated"
-            )
-        return (
-            f"queue {queue.name} deserves {describe(name, deserved)} and has "
-            f"{describe(name, allocated)} allocated"
-        )
+        if self.tree is not None:
+            return self.tree.explain(queue, task)
+        return explain_share(queue.info, self.attrs[queue.name], self.cluster, task)
 
     def share(self, queue_name: str) -> QueueAttr | None:
+        if self.tree is not None:
+            return self.tree.share(queue_name)
         return self.attrs.get(queue_name)
+
+
+def admission_reason(
+    queue: str,
+    attr: QueueAttr,
+    minimum: Resources,
+    shortfall: tuple[str, Resources],
+    subject: str | None = None,
+) -> str:
+    """Why ``queue`` (the job's own, or ``subject`` names the job's queue and this ancestor)
+    cannot admit a job with these min resources."""
+    short, needed = shortfall
+    left = max(attr.real_capability.get(short) - needed.get(short) + minimum.get(short), 0)
+    holder = "the queue" if subject is None else queue
+    return (
+        f"{subject or f'queue {queue}'} cannot admit the job: it needs "
+        f"{describe(short, minimum.get(short))} but {holder} has {describe(short, left)} left "
+        "under its capability"
+    )
+
+
+def explain_share(info: QueueInfo, attr: QueueAttr, cluster: Resources, task: Task) -> str | None:
+    """Why ``task`` does not fit under this queue's share, or None when the share is the whole
+    cluster (the nodes are the limit then)."""
+    future = attr.allocated.add(task.resreq)
+    name = first_short_dimension(future, attr.deserved, task.resreq) or "gpu"
+    deserved, allocated = attr.deserved.get(name), attr.allocated.get(name)
+    if deserved >= cluster.get(name) - 0.1:
+        return None
+    capability = info.capability.get(name)
+    if deserved >= capability - 0.1:
+        return f"queue {info.name} at capability {_pair(name, allocated, capability)}"
+    limit = info.borrowing_limit.get(name)
+    if limit != INFINITY and deserved >= attr.real_capability.get(name) - 0.1:
+        return (
+            f"queue {info.name} may borrow at most {describe(name, limit)} above its "
+            f"nominal share: it deserves {describe(name, deserved)} and has "
+            f"{describe(name, allocated)} allocated"
+        )
+    return (
+        f"queue {info.name} deserves {describe(name, deserved)} and has "
+        f"{describe(name, allocated)} allocated"
+    )
 
 
 def _pair(name: str, used: float, cap: float) -> str:

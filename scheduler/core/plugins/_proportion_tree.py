@@ -1,0 +1,366 @@
+"""Hierarchical proportion: weights divide a parent queue's deserved share among its children.
+
+A documented departure from upstream (docs/design/hierarchical-proportion.md): Volcano's
+proportion (volcano-sh/volcano pkg/scheduler/plugins/proportion/proportion.go) is flat, and its
+hierarchy lives in the capacity plugin, where every queue states its deserved share. Here the
+tree is root (the cluster) -> tenant -> queue, and at every level the same water-filling as the
+flat plugin runs over the children of one parent, with the parent's deserved share as the total:
+
+- a parent's guarantee is at least the sum of its children's (so idle guarantees of a tenant's
+  queues stay reserved for that tenant); its request is what its children can take;
+- nominal share = parent's nominal x weight / weights of the open siblings (the cluster at the
+  top), or the guarantee if larger; ``borrowing_limit`` caps a queue at nominal + limit;
+- real capability = parent's real capability - the siblings' guarantees + its own guarantee,
+  capped by capability and the borrowing cap, so a tenant's cap binds all its queues.
+
+So idle capacity is lent inside a tenant first (a queue's unused share goes to its siblings
+before the tenant's share shrinks), then across tenants. A queue allocates while it and every
+ancestor stay within their deserved shares. Reclaim looks at the two subtrees where the
+reclaimer's and the victim's paths part: at that level the reclaimer's side must be below its
+deserved share and the victim's side above (and kept at its guarantee), all the way down; so a
+starving tenant takes back its share from another tenant before queues trade inside a tenant,
+and queue order compares tenants first (priority, then share), then queues. Overused is judged
+on the leaf alone: a queue whose tenant is at its share may still take back its part from a
+sibling. Jobs in a queue that has children never run.
+
+With no parent anywhere this is exactly the flat plugin (which then runs instead).
+"""
+
+from __future__ import annotations
+
+from scheduler.core.plugins._quota import (
+    QueueAttr,
+    account_job,
+    admission_shortfall,
+    cluster_total,
+    new_attr,
+)
+from scheduler.core.plugins._tree import children_of, effective_parents, paths
+from scheduler.core.plugins.proportion import (
+    _gives,
+    _pair,
+    admission_reason,
+    borrowing_cap,
+    explain_share,
+    nominal_share,
+    water_fill,
+)
+from scheduler.core.reasons import describe, first_short_dimension
+from scheduler.core.resources import EMPTY, Resources, _le
+from scheduler.core.session import EventHandler, Session
+from scheduler.core.state import Job, Queue, Task
+from scheduler.core.types import QueueInfo, Vote
+
+
+class ProportionTree:
+    """The hooks of a hierarchical proportion session (registered under the plugin's name)."""
+
+    def __init__(self, ssn: Session, plugin_name: str):
+        self.ssn = ssn
+        self.name = plugin_name
+        self.cluster = cluster_total(ssn)
+        infos = {name: queue.info for name, queue in ssn.queues.items()}
+        self.parents = effective_parents(infos)
+        self.paths = paths(self.parents)
+        self.children = children_of(self.parents)
+        top_down = sorted(infos, key=lambda n: (len(self.paths[n]), n))
+        self.guarantees = self._guarantees(infos, top_down)
+        self.attrs = self._accounted()
+        self._capabilities(infos, top_down)
+        self._fill(top_down)
+
+    # building -----------------------------------------------------------------------------------
+    def _guarantees(self, infos: dict[str, QueueInfo], top_down: list[str]) -> dict[str, Resources]:
+        """Stated guarantee, raised to the sum of the children's (bottom up)."""
+        out: dict[str, Resources] = {}
+        for name in reversed(top_down):
+            guarantee = infos[name].guarantee
+            kids = self.children.get(name)
+            if kids:
+                total = EMPTY
+                for kid in kids:
+                    total = total.add(out[kid])
+                guarantee = guarantee.max_dimension(total)
+            out[name] = guarantee
+        return out
+
+    def _accounted(self) -> dict[str, QueueAttr]:
+        """Attrs for every queue with jobs and each of its ancestors, sums rolled up."""
+        ssn = self.ssn
+        own: dict[str, QueueAttr] = {}
+        for job in ssn.jobs.values():
+            queue = ssn.queues.get(job.queue)
+            if queue is None:
+                continue
+            attr = own.get(queue.name)
+            if attr is None:
+                attr = own[queue.name] = new_attr(queue)
+            account_job(attr, job)
+        attrs: dict[str, QueueAttr] = {}
+        for name in sorted(own):
+            for node in self.paths[name]:
+                if node not in attrs:
+                    attrs[node] = own.get(node) or new_attr(ssn.queues[node])
+        for name in sorted(attrs, key=lambda n: (-len(self.paths[n]), n)):
+            attr = attrs[name]
+            attr.guarantee = self.guarantees[name]
+            parent = self.parents[name]
+            if parent is not None:
+                up = attrs[parent]
+                up.allocated = up.allocated.add(attr.allocated)
+                up.request = up.request.add(attr.request)
+                up.inqueue = up.inqueue.add(attr.inqueue)
+                up.elastic = up.elastic.add(attr.elastic)
+        return attrs
+
+    def _capabilities(self, infos: dict[str, QueueInfo], top_down: list[str]) -> None:
+        """Nominal share and real capability top down, then what each parent can hand out."""
+        nominal: dict[str | None, Resources] = {None: self.cluster}
+        real: dict[str | None, Resources] = {None: self.cluster}
+        reserved: dict[str | None, Resources] = {}
+        open_weight: dict[str | None, int] = {}
+        for parent, kids in self.children.items():
+            total = EMPTY
+            for kid in kids:
+                total = total.add(self.guarantees[kid])
+            reserved[parent] = total
+            open_weight[parent] = sum(infos[k].weight for k in kids if infos[k].is_open)
+        for name in top_down:
+            attr = self.attrs.get(name)
+            if attr is None:
+                continue
+            parent = self.parents[name]
+            nominal[name] = nominal_share(attr, nominal[parent], open_weight[parent])
+            capability = real[parent].exceeded_part(reserved[parent]).add(attr.guarantee)
+            capability = capability.min_dimension(attr.capability)
+            cap = borrowing_cap(attr, nominal[name])
+            if cap is not None:
+                capability = capability.min_dimension(cap)
+            attr.real_capability = real[name] = capability
+        for name in reversed(top_down):
+            attr = self.attrs.get(name)
+            kids = [k for k in self.children.get(name, ()) if k in self.attrs]
+            if attr is None or not kids:
+                continue
+            demand = EMPTY
+            for kid in kids:
+                child = self.attrs[kid]
+                wanted = (
+                    Resources(child.request.explicit()) if child.demand is None else child.demand
+                )
+                demand = demand.add(wanted.min_dimension(child.real_capability))
+            attr.demand = demand
+
+    def _fill(self, top_down: list[str]) -> None:
+        water_fill(
+            [self.attrs[n] for n in self.children.get(None, ()) if n in self.attrs], self.cluster
+        )
+        for name in top_down:
+            kids = [self.attrs[k] for k in self.children.get(name, ()) if k in self.attrs]
+            if kids and name in self.attrs:
+                water_fill(kids, self.attrs[name].deserved)
+        for attr in self.attrs.values():
+            attr.update_share()
+
+    def register(self) -> None:
+        ssn = self.ssn
+        # No sort key: a queue's place depends on its tenant's share, which changes while its
+        # siblings wait in allocate's heap; the compare sees the current shares, as upstream.
+        ssn.add_fn("queue_order", self.name, self.queue_order)
+        ssn.add_fn("overused", self.name, self.overused)
+        ssn.add_fn("allocatable", self.name, self.allocatable)
+        ssn.add_fn("preemptive", self.name, self.preemptive)
+        ssn.add_fn("reclaimable", self.name, self.reclaimable)
+        ssn.add_fn("job_enqueueable", self.name, self.enqueueable)
+        ssn.add_fn("job_enqueued", self.name, self.enqueued)
+        ssn.add_event_handler(EventHandler(self._on_allocate, self._on_deallocate))
+
+    # hooks --------------------------------------------------------------------------------------
+    def queue_order(self, left: Queue, right: Queue) -> int:
+        """At the first level where the two paths part: higher priority, then smaller share."""
+        for a, b in zip(self.paths[left.name], self.paths[right.name], strict=False):
+            if a == b:
+                continue
+            la, lb = self.ssn.queues[a].info.priority, self.ssn.queues[b].info.priority
+            if la != lb:
+                return -1 if la > lb else 1
+            sa, sb = self._share(a), self._share(b)
+            return -1 if sa < sb else (1 if sa > sb else 0)
+        return 0
+
+    def _share(self, name: str) -> float:
+        attr = self.attrs.get(name)
+        return attr.share if attr is not None else 0.0
+
+    def overused(self, queue: Queue) -> bool:
+        attr = self.attrs.get(queue.name)
+        if attr is None or queue.children:
+            return False
+        return attr.deserved.less_equal(attr.allocated)
+
+    def allocatable(self, queue: Queue, task: Task) -> bool:
+        if queue.children:
+            return False
+        return self._blocking(queue.name, task) is None
+
+    def preemptive(self, queue: Queue, task: Task) -> bool:
+        if queue.children:
+            return False
+        attr = self.attrs.get(queue.name)
+        return attr is None or _fits(attr, task.resreq)
+
+    def _blocking(self, name: str, task: Task) -> str | None:
+        """The first queue on the way up (the queue itself first) whose share ``task`` would
+        exceed, or None."""
+        for node in reversed(self.paths[name]):
+            attr = self.attrs.get(node)
+            if attr is not None and not _fits(attr, task.resreq):
+                return node
+        return None
+
+    def reclaimable(self, reclaimer: Task, candidates: list[Task]):
+        jobs = self.ssn.jobs
+        reclaimer_path = self.paths.get(jobs[reclaimer.job].queue)
+        request = reclaimer.resreq
+        victims: list[Task] = []
+        allocations: dict[str, Resources] = {}
+        if reclaimer_path is None:
+            return victims, Vote.PERMIT
+        for task in candidates:
+            victim_path = self.paths.get(jobs[task.job].queue)
+            if victim_path is None:
+                continue
+            level = _parting(reclaimer_path, victim_path)
+            if level >= min(len(reclaimer_path), len(victim_path)):
+                continue  # one queue inside the other's subtree: no sides to weigh
+            # The reclaimer's side must be under its share from where the paths part (the
+            # reclaimer's own queue was checked by preemptive) ...
+            if any(not _fits(self.attrs[n], request) for n in reclaimer_path[level:-1]):
+                continue
+            # ... and the victim's side above its share and kept at its guarantee, down to the
+            # victim's queue.
+            side = victim_path[level:]
+            if not all(self._may_give(n, allocations, request, task) for n in side):
+                continue
+            for node in side:
+                allocations[node] = allocations.get(node, self.attrs[node].allocated).sub(
+                    task.resreq
+                )
+            victims.append(task)
+        return victims, Vote.PERMIT
+
+    def _may_give(
+        self, node: str, allocations: dict[str, Resources], request: Resources, task: Task
+    ) -> bool:
+        attr = self.attrs.get(node)
+        if attr is None:
+            return False
+        allocated = allocations.get(node, attr.allocated)
+        if not _gives(allocated, attr.deserved, request):
+            return False
+        return attr.guarantee.less_equal(allocated.sub(task.resreq), missing=0)
+
+    def enqueueable(self, job: Job) -> int:
+        minimum = job.info.min_resources
+        if job.queue not in self.attrs or minimum is None:
+            return Vote.PERMIT
+        for node in reversed(self.paths[job.queue]):
+            attr = self.attrs[node]
+            shortfall = admission_shortfall(attr, minimum)
+            if shortfall is None:
+                continue
+            if node == job.queue:
+                job.reason = admission_reason(job.queue, attr, minimum, shortfall)
+            else:
+                job.reason = admission_reason(
+                    node, attr, minimum, shortfall, subject=f"queue {job.queue} is in {node}, which"
+                )
+            return Vote.REJECT
+        return Vote.PERMIT
+
+    def enqueued(self, job: Job) -> None:
+        minimum = job.info.min_resources
+        if job.queue not in self.attrs or minimum is None:
+            return
+        for node in self.paths[job.queue]:
+            attr = self.attrs[node]
+            attr.inqueue = attr.inqueue.add(minimum)
+
+    # events -------------------------------------------------------------------------------------
+    def _on_allocate(self, task: Task) -> None:
+        self._move(task, task.resreq, 1)
+
+    def _on_deallocate(self, task: Task) -> None:
+        self._move(task, task.resreq, -1)
+
+    def _move(self, task: Task, amount: Resources, sign: int) -> None:
+        path = self.paths.get(self.ssn.jobs[task.job].queue)
+        for node in path or ():
+            attr = self.attrs.get(node)
+            if attr is None:
+                continue
+            attr.allocated = attr.allocated.add(amount) if sign > 0 else attr.allocated.sub(amount)
+            attr.update_share()
+
+    # explanations -------------------------------------------------------------------------------
+    def explain(self, queue: Queue, task: Task) -> str | None:
+        if queue.children:
+            return f"queue {queue.name} has child queues; jobs must go to a leaf queue"
+        # An ancestor at its capability is the cause whatever the queue's own share says (its
+        # share was cut to fit); otherwise the nearest queue on the way up that is full.
+        for node in self.paths[queue.name][:-1]:
+            capped = self._at_capability(node, task)
+            if capped is not None:
+                name, allocated, capability = capped
+                return (
+                    f"queue {queue.name} is in {node}, at capability "
+                    f"{_pair(name, allocated, capability)}"
+                )
+        node = self._blocking(queue.name, task) or queue.name
+        attr = self.attrs[node]
+        if node == queue.name:
+            return explain_share(queue.info, attr, self.cluster, task)
+        future = attr.allocated.add(task.resreq)
+        name = first_short_dimension(future, attr.deserved, task.resreq) or "gpu"
+        deserved, allocated = attr.deserved.get(name), attr.allocated.get(name)
+        if deserved >= self.cluster.get(name) - 0.1:
+            return None
+        return (
+            f"queue {queue.name} is in {node}, which deserves {describe(name, deserved)} and "
+            f"has {describe(name, allocated)} allocated"
+        )
+
+    def _at_capability(self, node: str, task: Task) -> tuple[str, float, float] | None:
+        """(resource, allocated, capability) when ``task`` would take ``node`` past its stated
+        capability, else None."""
+        attr = self.attrs.get(node)
+        if attr is None:
+            return None
+        capability = self.ssn.queues[node].info.capability
+        future = attr.allocated.add(task.resreq)
+        name = first_short_dimension(future, capability, task.resreq)
+        if name is None:
+            return None
+        return name, attr.allocated.get(name), capability.get(name)
+
+    def share(self, queue_name: str) -> QueueAttr | None:
+        return self.attrs.get(queue_name)
+
+
+def _fits(attr: QueueAttr, request: Resources) -> bool:
+    """allocated + request <= deserved on every name the request asks for."""
+    allocated, deserved = attr.allocated, attr.deserved
+    for name, value in request.explicit_items():
+        if value > 0 and not _le(allocated.get(name) + value, deserved.get(name)):
+            return False
+    return True
+
+
+def _parting(left: tuple[str, ...], right: tuple[str, ...]) -> int:
+    """Index of the first level where two paths differ."""
+    level = 0
+    for a, b in zip(left, right, strict=False):
+        if a != b:
+            break
+        level += 1
+    return level

@@ -92,6 +92,7 @@ _HOOKS = (
     "job_starving",
     "preemptive",
     "victim_tasks",
+    "victim_queue_order",
 )
 
 _ORDER_HOOKS = ("job_order", "task_order", "queue_order")
@@ -341,10 +342,12 @@ class Session:
             return list(tasks)
         return sorted(tasks, key=self.task_key_fn() or cmp_to_key(self.task_compare))
 
-    def victim_order(self, victims: list[Task]) -> list[Task]:
+    def victim_order(self, victims: list[Task], preemptor: Task | None = None) -> list[Task]:
         """Volcano BuildVictimsPriorityQueue: least important victim first."""
         if len(victims) < 2:
             return list(victims)
+        if preemptor is not None and self.fns["victim_queue_order"]:
+            return self._victim_order_by_queue(victims, preemptor)
         job_key, task_key = self.job_key_fn(), self.task_key_fn()
         if job_key is not None and task_key is not None:
             # The compare below, as keys: jobs in reverse job order, a job's own tasks in
@@ -363,6 +366,32 @@ class Session:
             if left.job == right.job:
                 return -self.task_compare(left, right)
             return -self.job_compare(self.jobs[left.job], self.jobs[right.job])
+
+        return sorted(victims, key=cmp_to_key(compare))
+
+    def _victim_order_by_queue(self, victims: list[Task], preemptor: Task) -> list[Task]:
+        """BuildVictimsPriorityQueue when a plugin orders victim queues (capacity's hierarchy):
+        victims of two queues go by VictimQueueOrderFn, which falls back to the reverse queue
+        order; victims of one queue by job then task order, least important first."""
+        mine = self.queues.get(self.jobs[preemptor.job].queue)
+
+        def queue_compare(left: Queue, right: Queue) -> int:
+            for _, _, fn in self._enabled("victim_queue_order"):
+                result = fn(left, right, mine)
+                if result:
+                    return result
+            return -self.queue_compare(left, right)
+
+        def compare(left: Task, right: Task) -> int:
+            if left.job == right.job:
+                return -self.task_compare(left, right)
+            ljob, rjob = self.jobs[left.job], self.jobs[right.job]
+            if ljob.queue != rjob.queue and mine is not None:
+                result = queue_compare(self.queues[ljob.queue], self.queues[rjob.queue])
+                if result:
+                    return result
+                return 0
+            return -self.job_compare(ljob, rjob) or -self.task_compare(left, right)
 
         return sorted(victims, key=cmp_to_key(compare))
 

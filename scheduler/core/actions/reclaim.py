@@ -108,8 +108,8 @@ def execute(ssn: Session) -> None:
                 candidates.append(other)
             if not candidates or not validate_victims(task, node, candidates):
                 continue  # even every candidate together would not make room here
-            victims = ssn.reclaimable(task, ssn.victim_order(candidates))
-            units = eviction_units(ssn, ssn.victim_order(victims))
+            victims = ssn.reclaimable(task, ssn.victim_order(candidates, task))
+            units = eviction_units(ssn, ssn.victim_order(victims, task))
             if not validate_victims(task, node, flatten(units)):
                 continue
             mark = stmt.mark()

@@ -75,7 +75,8 @@ def account_job(attr: QueueAttr, job: Job) -> None:
         attr.request = attr.request.add(Resources(requested))
     minimum = job.info.min_resources
     if job.phase is PodGroupPhase.INQUEUE and minimum is not None:
-        attr.inqueue = attr.inqueue.add(minimum)
+        # util.GetInqueueResource: what the minimum still needs beyond the pods already placed
+        attr.inqueue = attr.inqueue.add(minimum.exceeded_part(allocated_job))
     if (
         job.phase is PodGroupPhase.RUNNING
         and minimum is not None

@@ -7,8 +7,9 @@ that and floored at the guarantee. Allocation is checked against the real capabi
 with ``enableHierarchy``, every ancestor's); a queue may reclaim while under deserved on some
 resource it asks for; victims come from queues above deserved on a resource the victim uses,
 never below their guarantee; a closed queue admits, allocates and reclaims nothing. Capacity
-registers no Overused hook, as upstream. Hierarchy support is the capability walk up the tree plus aggregated allocation; the
-upstream ``ancestorReclaimLevel`` refinements are not modelled.
+registers no Overused hook, as upstream. With ``enableHierarchy`` the upstream hierarchical
+mode runs instead (scheduler/core/plugins/_capacity_tree.py), ``ancestorReclaimLevel``
+included.
 """
 
 from __future__ import annotations
@@ -30,28 +31,34 @@ PLUGIN_NAME = "capacity"
 
 
 def build(arguments: dict) -> CapacityPlugin:
-    return CapacityPlugin()
+    return CapacityPlugin(arguments)
 
 
 class CapacityPlugin:
     name = PLUGIN_NAME
 
+    def __init__(self, arguments: dict | None = None):
+        self.arguments = arguments or {}
+        self.tree = None
+
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
         option = ssn.conf.plugin(self.name)
-        self.hierarchy = bool(option and option.enabled("enableHierarchy"))
+        if option is not None and option.enabled("enableHierarchy"):
+            from scheduler.core.plugins._capacity_tree import CapacityTree
+
+            self.tree = CapacityTree(ssn, self.name, self.arguments)
+            self.tree.register()
+            return
         self.cluster = cluster_total(ssn)
         guarantees = Resources()
         for queue in ssn.queues.values():
-            if not queue.children:
-                guarantees = guarantees.add(queue.info.guarantee)
+            guarantees = guarantees.add(queue.info.guarantee)
         self.attrs: dict[str, QueueAttr] = {name: new_attr(q) for name, q in ssn.queues.items()}
         for job in ssn.jobs.values():
             attr = self.attrs.get(job.queue)
             if attr is not None:
                 account_job(attr, job)
-        if self.hierarchy:
-            self._roll_up()
         for attr in self.attrs.values():
             real = self.cluster.exceeded_part(guarantees).add(attr.guarantee)
             attr.real_capability = real.min_dimension(attr.capability)
@@ -70,24 +77,6 @@ class CapacityPlugin:
         ssn.add_fn("job_enqueued", self.name, self.enqueued)
         ssn.add_event_handler(EventHandler(self._on_allocate, self._on_deallocate))
 
-    def _ancestors(self, queue_name: str) -> list[QueueAttr]:
-        out, seen = [], {queue_name}
-        parent = self.ssn.queues[queue_name].info.parent
-        while parent and parent in self.attrs and parent not in seen:
-            seen.add(parent)
-            out.append(self.attrs[parent])
-            parent = self.ssn.queues[parent].info.parent
-        return out
-
-    def _roll_up(self) -> None:
-        for name in sorted(self.attrs):
-            attr = self.attrs[name]
-            if self.ssn.queues[name].children:
-                continue
-            for ancestor in self._ancestors(name):
-                ancestor.allocated = ancestor.allocated.add(attr.allocated)
-                ancestor.request = ancestor.request.add(attr.request)
-
     # hooks --------------------------------------------------------------------------------------
     def queue_order(self, left: Queue, right: Queue) -> int:
         lp, rp = left.info.priority, right.info.priority
@@ -97,16 +86,11 @@ class CapacityPlugin:
         return -1 if ls < rs else (1 if ls > rs else 0)
 
     def allocatable(self, queue: Queue, task: Task) -> bool:
-        if not queue.info.is_open or (self.hierarchy and queue.children):
-            return False  # closed queues and, with hierarchy, inner queues run nothing
-        chain = [self.attrs[queue.name]]
-        if self.hierarchy:
-            chain += self._ancestors(queue.name)
-        for attr in chain:
-            future = attr.allocated.add(task.resreq)
-            if not future.less_equal_with_dimension(attr.real_capability, task.resreq):
-                return False
-        return True
+        if not queue.info.is_open:
+            return False
+        attr = self.attrs[queue.name]
+        future = attr.allocated.add(task.resreq)
+        return future.less_equal_with_dimension(attr.real_capability, task.resreq)
 
     def preemptive(self, queue: Queue, task: Task) -> bool:
         """Open, within the real capability, and under deserved on some requested resource."""
@@ -172,30 +156,23 @@ class CapacityPlugin:
             attr.inqueue = attr.inqueue.add(job.info.min_resources)
 
     # events -------------------------------------------------------------------------------------
-    def _chain(self, task: Task) -> list[QueueAttr]:
-        name = self.ssn.jobs[task.job].queue
-        if name not in self.attrs:
-            return []
-        chain = [self.attrs[name]]
-        if self.hierarchy:
-            chain += self._ancestors(name)
-        return chain
-
     def _on_allocate(self, task: Task) -> None:
-        for attr in self._chain(task):
+        attr = self.attrs.get(self.ssn.jobs[task.job].queue)
+        if attr is not None:
             attr.allocated = attr.allocated.add(task.resreq)
             attr.update_share()
 
     def _on_deallocate(self, task: Task) -> None:
-        for attr in self._chain(task):
+        attr = self.attrs.get(self.ssn.jobs[task.job].queue)
+        if attr is not None:
             attr.allocated = attr.allocated.sub(task.resreq)
             attr.update_share()
 
     def explain(self, queue: Queue, task: Task) -> str:
+        if self.tree is not None:
+            return self.tree.explain(queue, task)
         if not queue.info.is_open:
             return f"queue {queue.name} is closed"
-        if self.hierarchy and queue.children:
-            return f"queue {queue.name} has child queues; jobs must go to a leaf queue"
         attr = self.attrs[queue.name]
         future = attr.allocated.add(task.resreq)
         name = first_short_dimension(future, attr.real_capability, task.resreq) or "gpu"
@@ -205,6 +182,8 @@ class CapacityPlugin:
         )
 
     def share(self, queue_name: str) -> QueueAttr | None:
+        if self.tree is not None:
+            return self.tree.share(queue_name)
         return self.attrs.get(queue_name)
 
 

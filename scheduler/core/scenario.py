@@ -28,6 +28,7 @@ from scheduler.core.types import (
     TaskInfo,
     TaskStatus,
     Toleration,
+    UsageRecord,
 )
 
 
@@ -201,10 +202,22 @@ def _parse_queues(raw: list) -> tuple[QueueInfo, ...]:
                 state=state,
                 parent=None if parent is None else _str(parent, f"{path}.parent"),
                 annotations=_labels(item.get("annotations"), f"{path}.annotations"),
+                usage=_usage(_list(item, "usage", path), f"{path}.usage"),
             )
         )
     _unique([q.name for q in queues], "queue", "queues")
     return tuple(queues)
+
+
+def _usage(raw: list, path: str) -> tuple[UsageRecord, ...]:
+    """``[{"at": seconds, "gpu": GPU-seconds, ...}]``: past use for the fairshare plugin."""
+    records = []
+    for index, item in enumerate(raw):
+        item = _mapping(item, f"{path}[{index}]")
+        at = _number(item.get("at"), f"{path}[{index}].at")
+        used = {key: value for key, value in item.items() if key != "at"}
+        records.append(UsageRecord(at, _resources(used, f"{path}[{index}]")))
+    return tuple(records)
 
 
 def _parse_jobs(raw: list) -> tuple[JobInfo, ...]:

@@ -85,6 +85,15 @@ class NodeInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """What a queue used over a past period: ``used`` in resource-seconds (``gpu: 3600`` is
+    one GPU for an hour), ``at`` the period's middle on the snapshot's clock."""
+
+    at: float
+    used: Resources
+
+
+@dataclass(frozen=True, slots=True)
 class QueueInfo:
     name: str
     weight: int = 1
@@ -97,6 +106,7 @@ class QueueInfo:
     state: str = "Open"
     parent: str | None = None
     annotations: tuple[tuple[str, str], ...] = ()
+    usage: tuple[UsageRecord, ...] = ()  # past use, for the fairshare plugin
 
     @property
     def is_open(self) -> bool:

@@ -9,6 +9,7 @@ from scheduler.core.plugins import (
     capacity,
     conformance,
     drf,
+    fairshare,
     gang,
     network_topology_aware,
     nodeorder,
@@ -34,5 +35,6 @@ PLUGINS = {
         network_topology_aware,
         rescheduling,
         overcommit,
+        fairshare,
     )
 }

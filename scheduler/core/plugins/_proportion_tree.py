@@ -6,12 +6,18 @@ hierarchy lives in the capacity plugin, where every queue states its deserved sh
 tree is root (the cluster) -> tenant -> queue, and at every level the same water-filling as the
 flat plugin runs over the children of one parent, with the parent's deserved share as the total:
 
-- a parent's guarantee is at least the sum of its children's (so idle guarantees of a tenant's
-  queues stay reserved for that tenant); its request is what its children can take;
+- a parent's guarantee is at least the sum of its children's; its request is what its
+  children can take;
+- a guarantee counts as far as the queue asks: min(guarantee, request) is the floor of its
+  deserved share and what its siblings may not take. The rest of it, and the whole guarantee
+  of a queue or tenant without jobs, is lent like any idle capacity, and reclaim returns it
+  when jobs come (upstream's flat plugin holds every queue's whole guarantee back);
 - nominal share = parent's nominal x weight / weights of the open siblings (the cluster at the
   top), or the guarantee if larger; ``borrowing_limit`` caps a queue at nominal + limit;
-- real capability = parent's real capability - the siblings' guarantees + its own guarantee,
-  capped by capability and the borrowing cap, so a tenant's cap binds all its queues.
+- real capability = parent's real capability - the siblings' floors + its own guarantee,
+  capped by capability and the borrowing cap, so a tenant's cap binds all its queues;
+- a queue or tenant below its share may take one more pod past it when that takes nothing a
+  sibling could use (shares are fractional, pods are not).
 
 So idle capacity is lent inside a tenant first (a queue's unused share goes to its siblings
 before the tenant's share shrinks), then across tenants. A queue allocates while it and every
@@ -43,10 +49,9 @@ from scheduler.core.plugins.proportion import (
     borrowing_cap,
     explain_share,
     nominal_share,
-    water_fill,
 )
 from scheduler.core.reasons import describe, first_short_dimension
-from scheduler.core.resources import EMPTY, Resources, _le
+from scheduler.core.resources import EMPTY, INFINITY, MIN_RESOURCE, Resources, _le
 from scheduler.core.session import EventHandler, Session
 from scheduler.core.state import Job, Queue, Task
 from scheduler.core.types import QueueInfo, Vote
@@ -87,6 +92,8 @@ class ProportionTree:
     def _accounted(self) -> dict[str, QueueAttr]:
         """Attrs for every queue with jobs and each of its ancestors, sums rolled up."""
         ssn = self.ssn
+        # queue -> resource -> the smallest request of a pod waiting in its subtree
+        self.smallest: dict[str, dict[str, float]] = {}
         own: dict[str, QueueAttr] = {}
         for job in ssn.jobs.values():
             queue = ssn.queues.get(job.queue)
@@ -96,6 +103,11 @@ class ProportionTree:
             if attr is None:
                 attr = own[queue.name] = new_attr(queue)
             account_job(attr, job)
+            for task in job.pending_tasks():
+                smallest = self.smallest.setdefault(queue.name, {})
+                for name, value in task.resreq.explicit_items():
+                    if value > 0 and value < smallest.get(name, INFINITY):
+                        smallest[name] = value
         attrs: dict[str, QueueAttr] = {}
         for name in sorted(own):
             for node in self.paths[name]:
@@ -106,6 +118,9 @@ class ProportionTree:
             attr.guarantee = self.guarantees[name]
             parent = self.parents[name]
             if parent is not None:
+                mine, theirs = self.smallest.get(name, {}), self.smallest.setdefault(parent, {})
+                for resource, value in mine.items():
+                    theirs[resource] = min(value, theirs.get(resource, INFINITY))
                 up = attrs[parent]
                 up.allocated = up.allocated.add(attr.allocated)
                 up.request = up.request.add(attr.request)
@@ -119,10 +134,19 @@ class ProportionTree:
         real: dict[str | None, Resources] = {None: self.cluster}
         reserved: dict[str | None, Resources] = {}
         open_weight: dict[str | None, int] = {}
+        # A guarantee holds only as far as the queue asks: the floor of its deserved share,
+        # and what its siblings may not take, is min(guarantee, request). The rest, and the
+        # guarantee of a queue without jobs, is lent like any idle capacity and comes back by
+        # reclaim (upstream's flat plugin holds every queue's whole guarantee back).
+        self.floors = {
+            name: attr.guarantee.min_dimension(Resources(attr.request.explicit()))
+            for name, attr in self.attrs.items()
+        }
         for parent, kids in self.children.items():
             total = EMPTY
             for kid in kids:
-                total = total.add(self.guarantees[kid])
+                if kid in self.floors:
+                    total = total.add(self.floors[kid])
             reserved[parent] = total
             open_weight[parent] = sum(infos[k].weight for k in kids if infos[k].is_open)
         for name in top_down:
@@ -137,30 +161,52 @@ class ProportionTree:
             if cap is not None:
                 capability = capability.min_dimension(cap)
             attr.real_capability = real[name] = capability
+        # What each queue can take: its request, or for a parent what its children can take.
+        self.demand: dict[str, Resources] = {}
         for name in reversed(top_down):
             attr = self.attrs.get(name)
+            if attr is None:
+                continue
             kids = [k for k in self.children.get(name, ()) if k in self.attrs]
-            if attr is None or not kids:
+            if not kids:
+                self.demand[name] = Resources(attr.request.explicit())
                 continue
             demand = EMPTY
             for kid in kids:
-                child = self.attrs[kid]
-                wanted = (
-                    Resources(child.request.explicit()) if child.demand is None else child.demand
-                )
-                demand = demand.add(wanted.min_dimension(child.real_capability))
-            attr.demand = demand
+                demand = demand.add(self.demand[kid].min_dimension(self.attrs[kid].real_capability))
+            self.demand[name] = demand
 
     def _fill(self, top_down: list[str]) -> None:
-        water_fill(
-            [self.attrs[n] for n in self.children.get(None, ()) if n in self.attrs], self.cluster
-        )
+        top = [self.attrs[n] for n in self.children.get(None, ()) if n in self.attrs]
+        self._level(top, self.cluster)
         for name in top_down:
             kids = [self.attrs[k] for k in self.children.get(name, ()) if k in self.attrs]
             if kids and name in self.attrs:
-                water_fill(kids, self.attrs[name].deserved)
+                self._level(kids, self.attrs[name].deserved)
         for attr in self.attrs.values():
             attr.update_share()
+
+    def _level(self, attrs: list[QueueAttr], total: Resources) -> None:
+        """Split ``total`` among siblings: per resource one water level L, each deserving
+        clamp(L x weight, floor, cap) with cap = min(demand, real capability), L chosen so the
+        shares add up to the total (or every cap is met). Upstream's round-based loop lays
+        floors on top of the weighted split and can hand out more than the total; a level
+        cannot, so floors are kept out of the others' shares."""
+        names: set[str] = set(total.explicit())
+        for attr in attrs:
+            names |= set(self.demand[attr.queue.name].explicit())
+        values: dict[str, dict[str, float]] = {attr.queue.name: {} for attr in attrs}
+        for resource in sorted(names):
+            rows = []
+            for attr in attrs:
+                name = attr.queue.name
+                floor = self.floors[name].get(resource)
+                cap = min(self.demand[name].get(resource), attr.real_capability.get(resource))
+                rows.append((name, attr.weight, floor, max(cap, floor)))
+            for name, share in _water_level(rows, total.get(resource)).items():
+                values[name][resource] = share
+        for attr in attrs:
+            attr.deserved = Resources(values[attr.queue.name])
 
     def register(self) -> None:
         ssn = self.ssn
@@ -206,17 +252,62 @@ class ProportionTree:
     def preemptive(self, queue: Queue, task: Task) -> bool:
         if queue.children:
             return False
-        attr = self.attrs.get(queue.name)
-        return attr is None or _fits(attr, task.resreq)
+        return self._room(queue.name, task.resreq)
+
+    def _room(self, node: str, request: Resources) -> bool:
+        """May ``node`` grow by ``request``: within its share, or by a last pod past it."""
+        attr = self.attrs.get(node)
+        return attr is None or _fits(attr, request) or self._last_pod_fits(node, request)
 
     def _blocking(self, name: str, task: Task) -> str | None:
         """The first queue on the way up (the queue itself first) whose share ``task`` would
-        exceed, or None."""
+        exceed, or None.
+
+        A queue (or tenant) below its share may take one more pod past it when no sibling can
+        use what that pod takes: shares are fractional and pods are not, and without this two
+        queues of a tenant deserving 5 GPUs each would leave 2 of their tenant's 10 idle to
+        2-GPU pods. See ``_last_pod_fits``."""
         for node in reversed(self.paths[name]):
-            attr = self.attrs.get(node)
-            if attr is not None and not _fits(attr, task.resreq):
+            if not self._room(node, task.resreq):
                 return node
         return None
+
+    def _last_pod_fits(self, node: str, request: Resources) -> bool:
+        """On each name the request asks for: within the share, or below it with the pod
+        fitting under the real capability and under what the parent has left once every
+        sibling holds the larger of its allocation and its share, a sibling's share counting
+        only while the rest of it could still take the smallest pod it waits with. So the pod
+        takes nothing a sibling could use, and no sibling has a reason to reclaim it."""
+        attr = self.attrs[node]
+        parent = self.parents[node]
+        total = self.cluster if parent is None else self.attrs[parent].deserved
+        siblings = [k for k in self.children.get(parent, ()) if k != node and k in self.attrs]
+        for name, value in request.explicit_items():
+            if value <= 0:
+                continue
+            have, share = attr.allocated.get(name), attr.deserved.get(name)
+            if _le(have + value, share):
+                continue
+            if have >= share - MIN_RESOURCE or not _le(
+                have + value, attr.real_capability.get(name)
+            ):
+                return False
+            budget = total.get(name)
+            if parent is not None and self._room(parent, request):
+                # the parent may go one pod past its own share too
+                budget = max(budget, self.attrs[parent].allocated.get(name) + value)
+            held = sum(self._claim(k, name) for k in siblings)
+            if not _le(held + have + value, budget):
+                return False
+        return True
+
+    def _claim(self, node: str, name: str) -> float:
+        attr = self.attrs[node]
+        have, share = attr.allocated.get(name), attr.deserved.get(name)
+        smallest = self.smallest.get(node, {}).get(name)
+        if smallest is not None and share - have >= smallest - MIN_RESOURCE:
+            return share
+        return have
 
     def reclaimable(self, reclaimer: Task, candidates: list[Task]):
         jobs = self.ssn.jobs
@@ -235,7 +326,7 @@ class ProportionTree:
                 continue  # one queue inside the other's subtree: no sides to weigh
             # The reclaimer's side must be under its share from where the paths part (the
             # reclaimer's own queue was checked by preemptive) ...
-            if any(not _fits(self.attrs[n], request) for n in reclaimer_path[level:-1]):
+            if not all(self._room(n, request) for n in reclaimer_path[level:-1]):
                 continue
             # ... and the victim's side above its share and kept at its guarantee, down to the
             # victim's queue.
@@ -354,6 +445,32 @@ def _fits(attr: QueueAttr, request: Resources) -> bool:
         if value > 0 and not _le(allocated.get(name) + value, deserved.get(name)):
             return False
     return True
+
+
+def _water_level(rows: list[tuple[str, int, float, float]], total: float) -> dict[str, float]:
+    """(name, weight, floor, cap) rows -> clamp(L x weight, floor, cap) for the level L at
+    which they add up to ``total`` (every cap when they cannot reach it, every floor when
+    the floors alone exceed it)."""
+    if sum(cap for _, _, _, cap in rows) <= total:
+        return {name: cap for name, _, _, cap in rows}
+    if sum(floor for _, _, floor, _ in rows) >= total:
+        return {name: floor for name, _, floor, _ in rows}
+
+    def filled(level: float) -> float:
+        return sum(min(max(level * weight, floor), cap) for _, weight, floor, cap in rows)
+
+    # filled() is piecewise linear and rises with the level: find the piece holding the total.
+    points = sorted({0.0} | {v / w for _, w, f, c in rows for v in (f, c) if w > 0})
+    low = 0.0
+    for point in points:
+        if filled(point) >= total:
+            break
+        low = point
+    else:
+        point = low
+    below, above = filled(low), filled(point)
+    level = point if above == below else low + (point - low) * (total - below) / (above - below)
+    return {name: min(max(level * weight, floor), cap) for name, weight, floor, cap in rows}
 
 
 def _parting(left: tuple[str, ...], right: tuple[str, ...]) -> int:

@@ -29,9 +29,6 @@ class QueueAttr:
     deserved: Resources = EMPTY
     real_capability: Resources = field(default_factory=Resources.unlimited)
     share: float = 0.0
-    # What water-filling may give the queue at most (None: its request). A parent queue's is
-    # what its children can take, so a share they cannot use goes to its siblings instead.
-    demand: Resources | None = None
     # deserved.names(), kept while deserved is the same object (it is set once per session,
     # and the share is recomputed on every allocation)
     _names_of: Resources | None = None

@@ -57,10 +57,6 @@ def water_fill(attrs: list[QueueAttr], cluster: Resources) -> None:
     """Volcano's deserved loop; ``attrs`` must come in a stable order."""
     remaining = cluster
     met: set[str] = set()
-    demands = {
-        a.queue.name: Resources(a.request.explicit()) if a.demand is None else a.demand
-        for a in attrs
-    }
     while True:
         weight_sum = sum(a.weight for a in attrs if a.queue.name not in met)
         if weight_sum == 0:
@@ -73,7 +69,7 @@ def water_fill(attrs: list[QueueAttr], cluster: Resources) -> None:
             old = attr.deserved
             deserved = old.add(remaining.multi(attr.weight / weight_sum))
             deserved = deserved.min_dimension(attr.real_capability)
-            deserved = deserved.min_dimension(demands[attr.queue.name])
+            deserved = deserved.min_dimension(Resources(attr.request.explicit()))
             deserved = deserved.max_dimension(attr.guarantee)
             attr.deserved = deserved
             attr.update_share()

@@ -22,6 +22,14 @@ def test_defaults_follow_volcano():
     assert snapshot.queues[0].capability.get("gpu") == float("inf")
 
 
+def test_queue_usage_is_read_in_resource_seconds():
+    snapshot, _ = load_scenario(
+        _base(queues=[{"name": "q", "usage": [{"at": -3600, "nvidia.com/gpu": 7200}]}])
+    )
+    (record,) = snapshot.queues[0].usage
+    assert (record.at, record.used.get("gpu")) == (-3600, 7200)
+
+
 @pytest.mark.parametrize(
     ("change", "field"),
     [
@@ -61,6 +69,16 @@ def test_defaults_follow_volcano():
         ),
         pytest.param(
             {"nodes": [{"name": "n1"}, {"name": "n1"}]}, "nodes[1].name", id="duplicate-node"
+        ),
+        pytest.param(
+            {"queues": [{"name": "q", "usage": [{"gpu": 3600}]}]},
+            "queues[0].usage[0].at",
+            id="usage-without-time",
+        ),
+        pytest.param(
+            {"queues": [{"name": "q", "usage": [{"at": 0, "gpu": -1}]}]},
+            "queues[0].usage[0].gpu",
+            id="negative-usage",
         ),
     ],
 )

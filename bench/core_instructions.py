@@ -8,6 +8,7 @@ checkout too and prints the ratio: how two versions compare, on a machine whose 
     .venv/bin/python bench/core_instructions.py --nodes 1000 --jobs 10000
     git worktree add /tmp/old <commit>
     .venv/bin/python bench/core_instructions.py --nodes 5000 --jobs 5000 --against /tmp/old
+    .venv/bin/python bench/core_instructions.py --tenants 5 --against /tmp/old  # tree vs flat
 """
 
 import argparse
@@ -28,17 +29,19 @@ sys.path.insert(0, sys.argv[1])
 from scheduler.core.config import default_conf
 from scheduler.core.cycle import run_cycle
 from scheduler.core.synthetic import synthetic_snapshot
-nodes, jobs, queues, running, cycles = sys.argv[2:7]
-snapshot = synthetic_snapshot(int(nodes), int(jobs), int(queues), 0, float(running))
+nodes, jobs, queues, running, cycles, tenants = sys.argv[2:8]
+# tenants only when asked: an older checkout's synthetic_snapshot has no such argument
+extra = {"tenants": int(tenants)} if int(tenants) else {}
+snapshot = synthetic_snapshot(int(nodes), int(jobs), int(queues), 0, float(running), **extra)
 conf = default_conf()
 for _ in range(int(cycles)):
     run_cycle(snapshot, conf)
 """
 
 
-def per_cycle(checkout: Path, args: argparse.Namespace) -> int:
+def per_cycle(checkout: Path, args: argparse.Namespace, tenants: int) -> int:
     def count(cycles: int) -> int:
-        shape = [args.nodes, args.jobs, args.queues, args.running_fraction, cycles]
+        shape = [args.nodes, args.jobs, args.queues, args.running_fraction, cycles, tenants]
         return instructions([sys.executable, "-c", _CYCLES, str(checkout), *map(str, shape)])
 
     return (count(args.cycles) - count(0)) // args.cycles
@@ -51,6 +54,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queues", type=int, default=50)
     parser.add_argument("--running-fraction", type=float, default=0.0)
     parser.add_argument("--cycles", type=int, default=2)
+    parser.add_argument("--tenants", type=int, default=0, help="queues grouped under tenants")
+    parser.add_argument(
+        "--against-tenants", type=int, default=0, help="--tenants for the --against checkout"
+    )
     parser.add_argument("--against", type=Path, help="another checkout to count and compare")
     args = parser.parse_args(argv)
     if args.cycles < 1:
@@ -60,13 +67,17 @@ def main(argv: list[str] | None = None) -> None:
         "jobs": args.jobs,
         "queues": args.queues,
         "running_fraction": args.running_fraction,
-        "instructions_per_cycle": per_cycle(ROOT, args),
+        "tenants": args.tenants,
+        "instructions_per_cycle": per_cycle(ROOT, args, args.tenants),
     }
     if args.against is not None:
         if not (args.against / "scheduler" / "core").is_dir():
             parser.error(f"--against: {args.against} is not a checkout of this project")
         out["against"] = str(args.against)
-        out["against_instructions_per_cycle"] = per_cycle(args.against.resolve(), args)
+        out["against_tenants"] = args.against_tenants
+        out["against_instructions_per_cycle"] = per_cycle(
+            args.against.resolve(), args, args.against_tenants
+        )
         out["ratio"] = round(
             out["instructions_per_cycle"] / out["against_instructions_per_cycle"], 3
         )

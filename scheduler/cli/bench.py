@@ -27,6 +27,9 @@ def register(subparsers) -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--jobs", type=int, default=10000)
     parser.add_argument("--queues", type=int, default=50)
+    parser.add_argument(
+        "--tenants", type=int, default=0, help="group the queues under this many tenants"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument(
@@ -43,11 +46,14 @@ def run(args: argparse.Namespace) -> int:
     if min(args.nodes, args.jobs, args.queues, args.repeat) < 1:
         print("--nodes, --jobs, --queues and --repeat must be at least 1", file=sys.stderr)
         return 2
+    if args.tenants < 0:
+        print("--tenants must be 0 or more", file=sys.stderr)
+        return 2
     if not 0.0 <= args.running_fraction <= 1.0:
         print("--running-fraction must be between 0 and 1", file=sys.stderr)
         return 2
     snapshot = synthetic_snapshot(
-        args.nodes, args.jobs, args.queues, args.seed, args.running_fraction
+        args.nodes, args.jobs, args.queues, args.seed, args.running_fraction, args.tenants
     )
     conf = default_conf()
     totals: list[float] = []
@@ -67,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         "nodes": args.nodes,
         "jobs": args.jobs,
         "queues": args.queues,
+        "tenants": args.tenants,
         "seed": args.seed,
         "running_fraction": args.running_fraction,
         "repeat": args.repeat,

@@ -90,6 +90,7 @@ tiers:
   - name: conformance
 - plugins:
   - name: proportion
+    enableHierarchy: true
   - name: binpack
     arguments:
       binpack.weight: 10

@@ -3,8 +3,10 @@
 Nodes: 8 GPUs, 96 cpu, 1 TiB memory, a ``topology.kubernetes.io/zone`` label per 32 nodes (so the
 seed conf's network-topology-aware plugin has domains to weigh, as on a real cluster). Jobs: gangs of 1/2/4/8/16/32
 GPUs (weights 30/20/20/15/10/5%); a gang above 8 GPUs is replicas of 8-GPU pods. Queues have
-weights 1..4. ``running_fraction`` pre-fills that share of the GPUs with running jobs (placed
-first fit, queue by queue) so preempt and reclaim have victims to consider.
+weights 1..4; with ``tenants`` they hang under that many tenant queues (``tenant/tNN``, queue i
+under tenant i mod tenants), the tree the portal gives the hierarchical proportion.
+``running_fraction`` pre-fills that share of the GPUs with running jobs (placed first fit, queue
+by queue) so preempt and reclaim have victims to consider.
 """
 
 from __future__ import annotations
@@ -36,7 +38,12 @@ def _gang(gpus: int) -> tuple[int, int]:
 
 
 def synthetic_snapshot(
-    nodes: int, jobs: int, queues: int, seed: int = 0, running_fraction: float = 0.0
+    nodes: int,
+    jobs: int,
+    queues: int,
+    seed: int = 0,
+    running_fraction: float = 0.0,
+    tenants: int = 0,
 ) -> Snapshot:
     rng = random.Random(seed)
     node_infos = tuple(
@@ -47,7 +54,11 @@ def synthetic_snapshot(
         )
         for i in range(nodes)
     )
-    queue_infos = tuple(QueueInfo(f"q{i:03d}", weight=1 + i % 4) for i in range(queues))
+    parents = [f"tenant/t{t:02d}" for t in range(tenants)]
+    queue_infos = tuple(
+        QueueInfo(f"q{i:03d}", weight=1 + i % 4, parent=parents[i % tenants] if tenants else None)
+        for i in range(queues)
+    )
     free = [GPUS_PER_NODE] * nodes
     budget = int(running_fraction * nodes * GPUS_PER_NODE)
     job_infos: list[JobInfo] = []
@@ -73,7 +84,8 @@ def synthetic_snapshot(
         job_infos.append(
             JobInfo(name, queue, tasks, priority=priority, min_available=pods, created=float(j))
         )
-    return Snapshot(node_infos, queue_infos, tuple(job_infos), now=float(jobs))
+    tenant_infos = tuple(QueueInfo(name) for name in parents)
+    return Snapshot(node_infos, queue_infos + tenant_infos, tuple(job_infos), now=float(jobs))
 
 
 def _first_fit(free: list[int], pods: int, per_pod: int) -> list[int] | None:

@@ -54,7 +54,7 @@ from scheduler.core.reasons import describe, first_short_dimension
 from scheduler.core.resources import EMPTY, INFINITY, MIN_RESOURCE, Resources, _le
 from scheduler.core.session import EventHandler, Session
 from scheduler.core.state import Job, Queue, Task
-from scheduler.core.types import QueueInfo, Vote
+from scheduler.core.types import QueueInfo, TaskStatus, Vote
 
 
 class ProportionTree:
@@ -73,6 +73,8 @@ class ProportionTree:
         self.attrs = self._accounted()
         self._capabilities(infos, top_down)
         self._fill(top_down)
+        # (queue, request, may take a last pod) -> (session version, allocatable?)
+        self._answers: dict[tuple, tuple[int, bool]] = {}
 
     # building -----------------------------------------------------------------------------------
     def _guarantees(self, infos: dict[str, QueueInfo], top_down: list[str]) -> dict[str, Resources]:
@@ -94,6 +96,7 @@ class ProportionTree:
         ssn = self.ssn
         # queue -> resource -> the smallest request of a pod waiting in its subtree
         self.smallest: dict[str, dict[str, float]] = {}
+        seen: dict[str, set[int]] = {}
         own: dict[str, QueueAttr] = {}
         for job in ssn.jobs.values():
             queue = ssn.queues.get(job.queue)
@@ -103,11 +106,18 @@ class ProportionTree:
             if attr is None:
                 attr = own[queue.name] = new_attr(queue)
             account_job(attr, job)
-            for task in job.pending_tasks():
+            if job.counts.get(TaskStatus.PENDING):
+                # Requests are interned by the session: each shape is looked at once per queue.
+                shapes = seen.setdefault(queue.name, set())
                 smallest = self.smallest.setdefault(queue.name, {})
-                for name, value in task.resreq.explicit_items():
-                    if value > 0 and value < smallest.get(name, INFINITY):
-                        smallest[name] = value
+                for task in job.tasks.values():
+                    request = task.resreq
+                    if task.status is not TaskStatus.PENDING or id(request) in shapes:
+                        continue
+                    shapes.add(id(request))
+                    for name, value in request.explicit_items():
+                        if 0 < value < smallest.get(name, INFINITY):
+                            smallest[name] = value
         attrs: dict[str, QueueAttr] = {}
         for name in sorted(own):
             for node in self.paths[name]:
@@ -210,9 +220,10 @@ class ProportionTree:
 
     def register(self) -> None:
         ssn = self.ssn
-        # No sort key: a queue's place depends on its tenant's share, which changes while its
-        # siblings wait in allocate's heap; the compare sees the current shares, as upstream.
-        ssn.add_fn("queue_order", self.name, self.queue_order)
+        # A sort key, read when a queue enters a heap: its siblings waiting there keep the
+        # tenant share they entered with until their own turn (a compare-based heap reads
+        # shares mid-sift instead; neither is upstream, whose proportion is flat).
+        ssn.add_fn("queue_order", self.name, self.queue_order, key=self.queue_key)
         ssn.add_fn("overused", self.name, self.overused)
         ssn.add_fn("allocatable", self.name, self.allocatable)
         ssn.add_fn("preemptive", self.name, self.preemptive)
@@ -223,16 +234,13 @@ class ProportionTree:
 
     # hooks --------------------------------------------------------------------------------------
     def queue_order(self, left: Queue, right: Queue) -> int:
-        """At the first level where the two paths part: higher priority, then smaller share."""
-        for a, b in zip(self.paths[left.name], self.paths[right.name], strict=False):
-            if a == b:
-                continue
-            la, lb = self.ssn.queues[a].info.priority, self.ssn.queues[b].info.priority
-            if la != lb:
-                return -1 if la > lb else 1
-            sa, sb = self._share(a), self._share(b)
-            return -1 if sa < sb else (1 if sa > sb else 0)
-        return 0
+        """Level by level from the top: higher priority, then the smaller share."""
+        lkey, rkey = self.queue_key(left), self.queue_key(right)
+        return -1 if lkey < rkey else (1 if lkey > rkey else 0)
+
+    def queue_key(self, queue: Queue) -> tuple:
+        queues = self.ssn.queues
+        return tuple((-queues[n].info.priority, self._share(n)) for n in self.paths[queue.name])
 
     def _share(self, name: str) -> float:
         attr = self.attrs.get(name)
@@ -247,28 +255,48 @@ class ProportionTree:
     def allocatable(self, queue: Queue, task: Task) -> bool:
         if queue.children:
             return False
-        return self._blocking(queue.name, task) is None
+        # Asked for every waiting job of a queue at its share, with nothing changed in between:
+        # the answer is kept per request until the session changes.
+        last = self._completes(task)
+        key = (queue.name, task.resreq, last)
+        found = self._answers.get(key)
+        if found is None or found[0] != self.ssn.version:
+            found = self._answers[key] = (
+                self.ssn.version,
+                self._blocking(queue.name, task.resreq, last) is None,
+            )
+        return found[1]
 
     def preemptive(self, queue: Queue, task: Task) -> bool:
         if queue.children:
             return False
-        return self._room(queue.name, task.resreq)
+        return self._room(queue.name, task.resreq, self._completes(task))
 
-    def _room(self, node: str, request: Resources) -> bool:
-        """May ``node`` grow by ``request``: within its share, or by a last pod past it."""
+    def _completes(self, task: Task) -> bool:
+        """Would placing ``task`` complete its gang (or is the gang complete already)? Only
+        then may it be the one pod past a share: a pod of a gang that stays incomplete is
+        rolled back anyway."""
+        job = self.ssn.jobs[task.job]
+        return job.ready_task_num() + 1 >= job.min_available
+
+    def _room(self, node: str, request: Resources, last: bool) -> bool:
+        """May ``node`` grow by ``request``: within its share, or (``last``) by a last pod
+        past it."""
         attr = self.attrs.get(node)
-        return attr is None or _fits(attr, request) or self._last_pod_fits(node, request)
+        if attr is None or _fits(attr, request):
+            return True
+        return last and self._last_pod_fits(node, request)
 
-    def _blocking(self, name: str, task: Task) -> str | None:
-        """The first queue on the way up (the queue itself first) whose share ``task`` would
-        exceed, or None.
+    def _blocking(self, name: str, request: Resources, last: bool = False) -> str | None:
+        """The first queue on the way up (the queue itself first) whose share ``request``
+        would exceed, or None.
 
         A queue (or tenant) below its share may take one more pod past it when no sibling can
         use what that pod takes: shares are fractional and pods are not, and without this two
         queues of a tenant deserving 5 GPUs each would leave 2 of their tenant's 10 idle to
         2-GPU pods. See ``_last_pod_fits``."""
         for node in reversed(self.paths[name]):
-            if not self._room(node, task.resreq):
+            if not self._room(node, request, last):
                 return node
         return None
 
@@ -293,7 +321,7 @@ class ProportionTree:
             ):
                 return False
             budget = total.get(name)
-            if parent is not None and self._room(parent, request):
+            if parent is not None and self._room(parent, request, True):
                 # the parent may go one pod past its own share too
                 budget = max(budget, self.attrs[parent].allocated.get(name) + value)
             held = sum(self._claim(k, name) for k in siblings)
@@ -326,7 +354,8 @@ class ProportionTree:
                 continue  # one queue inside the other's subtree: no sides to weigh
             # The reclaimer's side must be under its share from where the paths part (the
             # reclaimer's own queue was checked by preemptive) ...
-            if not all(self._room(n, request) for n in reclaimer_path[level:-1]):
+            last = self._completes(reclaimer)
+            if not all(self._room(n, request, last) for n in reclaimer_path[level:-1]):
                 continue
             # ... and the victim's side above its share and kept at its guarantee, down to the
             # victim's queue.
@@ -407,7 +436,7 @@ class ProportionTree:
                     f"queue {queue.name} is in {node}, at capability "
                     f"{_pair(name, allocated, capability)}"
                 )
-        node = self._blocking(queue.name, task) or queue.name
+        node = self._blocking(queue.name, task.resreq, self._completes(task)) or queue.name
         attr = self.attrs[node]
         if node == queue.name:
             return explain_share(queue.info, attr, self.cluster, task)

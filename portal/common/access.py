@@ -168,6 +168,11 @@ def can_edit_queue(user: AnyUser, queue: Queue) -> bool:
     return can_manage_queues_of(user, queue.tenant)
 
 
+def can_edit_tenant(user: AnyUser, tenant: Tenant) -> bool:
+    """A tenant's quota is the site's to give: admins only (its leads split it)."""
+    return is_site_admin(user)
+
+
 def can_cancel_job(user: AnyUser, job: Job) -> bool:
     if is_site_admin(user):
         return True

@@ -1,25 +1,23 @@
 from django.conf import settings
-from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
 from portal.common.models import BaseModel
 from portal.common.validators import validate_dns_label
 from portal.tenants.models import Tenant
+from portal.tenants.quota import (  # noqa: F401 - the queue's names for the shared rules
+    GUARANTEE_ABOVE_CAPABILITY,
+    RESOURCE_UNITS,
+    RESOURCES,
+    WEIGHT_MAX,
+    WEIGHT_MIN,
+    QuotaFields,
+)
 
-WEIGHT_MIN = 1
-WEIGHT_MAX = 65535
 
-# Resource suffixes a queue limits. Each has guarantee_, capability_ and borrowing_limit_.
-RESOURCES = ("gpus", "cpu_millis", "memory_bytes")
-RESOURCE_UNITS = {"gpus": "GPUs", "cpu_millis": "millicores", "memory_bytes": "bytes"}
-
-GUARANTEE_ABOVE_CAPABILITY = "guarantee ({guarantee}) may not exceed capability ({capability})"
-
-
-class Queue(BaseModel):
-    """A tenant's share of the cluster (Volcano proportion semantics + a borrowing limit)."""
+class Queue(QuotaFields, BaseModel):
+    """A tenant's share of the cluster (Volcano proportion semantics + a borrowing limit), split
+    from its tenant's quota by the tenant's leads."""
 
     class State(models.TextChoices):
         OPEN = "open", "Open"
@@ -27,20 +25,6 @@ class Queue(BaseModel):
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="queues")
     name = models.CharField(max_length=63, unique=True, validators=[validate_dns_label])
-    weight = models.PositiveIntegerField(
-        default=1, validators=[MinValueValidator(WEIGHT_MIN), MaxValueValidator(WEIGHT_MAX)]
-    )
-    guarantee_gpus = models.PositiveIntegerField(default=0)
-    guarantee_cpu_millis = models.PositiveBigIntegerField(default=0)
-    guarantee_memory_bytes = models.PositiveBigIntegerField(default=0)
-    # Empty capability / borrowing limit means unlimited.
-    capability_gpus = models.PositiveIntegerField(null=True, blank=True)
-    capability_cpu_millis = models.PositiveBigIntegerField(null=True, blank=True)
-    capability_memory_bytes = models.PositiveBigIntegerField(null=True, blank=True)
-    borrowing_limit_gpus = models.PositiveIntegerField(null=True, blank=True)
-    borrowing_limit_cpu_millis = models.PositiveBigIntegerField(null=True, blank=True)
-    borrowing_limit_memory_bytes = models.PositiveBigIntegerField(null=True, blank=True)
-    reclaimable = models.BooleanField(default=True)
     priority = models.IntegerField(default=0)
     state = models.CharField(max_length=10, choices=State.choices, default=State.OPEN)
 
@@ -49,20 +33,6 @@ class Queue(BaseModel):
 
     def __str__(self) -> str:
         return self.name
-
-    def clean(self) -> None:
-        errors: dict[str, str] = {}
-        for resource in RESOURCES:
-            guarantee = getattr(self, f"guarantee_{resource}")
-            capability = getattr(self, f"capability_{resource}")
-            if guarantee is None or capability is None:
-                continue
-            if guarantee > capability:
-                errors[f"guarantee_{resource}"] = GUARANTEE_ABOVE_CAPABILITY.format(
-                    guarantee=guarantee, capability=capability
-                )
-        if errors:
-            raise ValidationError(errors)
 
 
 class QueueChange(models.Model):

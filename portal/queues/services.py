@@ -6,33 +6,17 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from portal.cluster.selectors import node_schedulable_totals
 from portal.common.access import can_edit_queue, can_manage_queues_of
 from portal.jobs.models import Job
 from portal.tenants.models import Tenant
+from portal.tenants.quota import QUOTA_FIELDS
+from portal.tenants.services import as_text, check_queue_guarantees_fit_tenant, tenant_locked
 
-from .models import RESOURCE_UNITS, RESOURCES, Queue, QueueChange
+from .models import RESOURCES, Queue, QueueChange
 
 # Fields `queue_update` may change; every change is written as a QueueChange row.
-EDITABLE_FIELDS = (
-    "weight",
-    "guarantee_gpus",
-    "guarantee_cpu_millis",
-    "guarantee_memory_bytes",
-    "capability_gpus",
-    "capability_cpu_millis",
-    "capability_memory_bytes",
-    "borrowing_limit_gpus",
-    "borrowing_limit_cpu_millis",
-    "borrowing_limit_memory_bytes",
-    "reclaimable",
-    "priority",
-    "state",
-)
+EDITABLE_FIELDS = (*QUOTA_FIELDS, "priority", "state")
 
-GUARANTEE_SUM_EXCEEDS_CLUSTER = (
-    "{field}: the sum of guarantees would be {total} {unit} but the cluster has {capacity}"
-)
 FIELD_NOT_EDITABLE = "this field cannot be changed here"
 QUEUE_EDIT_FORBIDDEN = "Only a lead of the queue's tenant or a site admin may change this queue."
 QUEUE_CREATE_FORBIDDEN = "Only a lead of the tenant or a site admin may create its queues."
@@ -40,42 +24,8 @@ QUEUE_DELETE_ACTIVE_JOBS = "the queue has {count} active job(s); cancel them or 
 QUEUE_DELETE_HAS_HISTORY = "the queue has {count} finished job(s); close it instead of deleting"
 
 
-def _check_guarantees_fit_cluster(*, queue: Queue, previous: dict[str, int]) -> None:
-    """The guarantees of all queues together must fit the schedulable nodes.
-
-    Only resources whose guarantee grows are checked, so lowering a guarantee (or changing
-    anything else) is always possible even on a cluster that has shrunk.
-    """
-    grown = [
-        resource
-        for resource in RESOURCES
-        if getattr(queue, f"guarantee_{resource}") > previous.get(resource, 0)
-    ]
-    if not grown:
-        return
-    # Lock every queue row so two concurrent edits cannot both pass the check.
-    others = list(
-        Queue.objects.select_for_update()
-        .exclude(pk=queue.pk)
-        .order_by("pk")
-        .values_list(*[f"guarantee_{resource}" for resource in RESOURCES])
-    )
-    capacity = node_schedulable_totals()
-    errors: dict[str, str] = {}
-    for index, resource in enumerate(RESOURCES):
-        if resource not in grown:
-            continue
-        field = f"guarantee_{resource}"
-        total = sum(row[index] for row in others) + getattr(queue, field)
-        if total > capacity.get(resource):
-            errors[field] = GUARANTEE_SUM_EXCEEDS_CLUSTER.format(
-                field=field,
-                total=total,
-                unit=RESOURCE_UNITS[resource],
-                capacity=capacity.get(resource),
-            )
-    if errors:
-        raise ValidationError(errors)
+def _guarantees(queue: Queue) -> dict[str, int]:
+    return {resource: getattr(queue, f"guarantee_{resource}") for resource in RESOURCES}
 
 
 @transaction.atomic
@@ -119,7 +69,14 @@ def queue_create(
         state=state,
     )
     queue.full_clean()
-    _check_guarantees_fit_cluster(queue=queue, previous={})
+    # Inside the tenant's quota (the tenants' guarantees are what is checked against the
+    # cluster); the tenant row is locked so concurrent edits there apply one at a time.
+    check_queue_guarantees_fit_tenant(
+        tenant=tenant_locked(tenant.pk),
+        queue_name=name,
+        proposed=_guarantees(queue),
+        previous={},
+    )
     queue.save()
     return queue
 
@@ -134,17 +91,24 @@ def queue_update(*, queue: Queue, actor: AbstractBaseUser | None, **changes: Any
     unknown = {field: FIELD_NOT_EDITABLE for field in changes if field not in EDITABLE_FIELDS}
     if unknown:
         raise ValidationError(unknown)
-    # Locked before anything else is read: see _queue_locked.
+    # Locked before anything else is read, the tenant first (the order tenant_update takes):
+    # see tenant_locked and _queue_locked.
+    tenant = tenant_locked(queue.tenant_id)
     queue = _queue_locked(queue.pk)
     if actor is not None and not can_edit_queue(actor, queue):
         raise PermissionDenied(QUEUE_EDIT_FORBIDDEN)
 
     before = {field: getattr(queue, field) for field in EDITABLE_FIELDS}
-    previous_guarantees = {resource: before[f"guarantee_{resource}"] for resource in RESOURCES}
+    previous_guarantees = _guarantees(queue)
     for field, value in changes.items():
         setattr(queue, field, value)
     queue.full_clean()
-    _check_guarantees_fit_cluster(queue=queue, previous=previous_guarantees)
+    check_queue_guarantees_fit_tenant(
+        tenant=tenant,
+        queue_name=queue.name,
+        proposed=_guarantees(queue),
+        previous=previous_guarantees,
+    )
     changed = [field for field in EDITABLE_FIELDS if getattr(queue, field) != before[field]]
     if not changed:
         return queue
@@ -159,8 +123,8 @@ def queue_update(*, queue: Queue, actor: AbstractBaseUser | None, **changes: Any
                 changed_by=changed_by,
                 changed_at=now,
                 field=field,
-                old_value=_as_text(before[field]),
-                new_value=_as_text(getattr(queue, field)),
+                old_value=as_text(before[field]),
+                new_value=as_text(getattr(queue, field)),
             )
             for field in changed
         ]
@@ -179,14 +143,6 @@ def _queue_locked(pk: int) -> Queue:
     if connection.vendor == "sqlite":
         Queue.objects.filter(pk=pk).update(updated_at=F("updated_at"))
     return Queue.objects.select_for_update().get(pk=pk)
-
-
-def _as_text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 @transaction.atomic

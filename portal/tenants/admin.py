@@ -2,7 +2,8 @@ from django.contrib import admin
 
 from portal.common.admin import SafeAutocompleteMixin
 
-from .models import Membership, Tenant
+from .models import Membership, Tenant, TenantChange
+from .quota import QUOTA_FIELDS
 
 
 class MembershipInline(SafeAutocompleteMixin, admin.TabularInline):
@@ -13,8 +14,13 @@ class MembershipInline(SafeAutocompleteMixin, admin.TabularInline):
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
-    list_display = ["name", "display_name", "created_at"]
+    """Names and members here; the quota is edited in the portal (tenant_update checks it
+    against the queues and the cluster and writes the audit rows, listed under Tenant
+    changes)."""
+
+    list_display = ["name", "display_name", "weight", "guarantee_gpus", "capability_gpus"]
     search_fields = ["name", "display_name"]
+    readonly_fields = list(QUOTA_FIELDS)
     inlines = [MembershipInline]
 
 
@@ -24,3 +30,12 @@ class MembershipAdmin(SafeAutocompleteMixin, admin.ModelAdmin):
     list_filter = ["role", "tenant"]
     search_fields = ["user__username", "user__email", "tenant__name"]
     autocomplete_fields = ["user", "tenant"]
+
+
+@admin.register(TenantChange)
+class TenantChangeAdmin(admin.ModelAdmin):
+    list_display = ["tenant", "field", "old_value", "new_value", "changed_by", "changed_at"]
+    list_filter = ["field", "tenant"]
+    search_fields = ["tenant__name", "changed_by__username", "field"]
+    date_hierarchy = "changed_at"
+    readonly_fields = ["tenant", "changed_by", "changed_at", "field", "old_value", "new_value"]

@@ -1,12 +1,16 @@
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from portal.common.models import BaseModel
 from portal.common.validators import validate_dns_label
 
+from .quota import QuotaFields
 
-class Tenant(BaseModel):
-    """A team that owns queues. Members are researchers or leads."""
+
+class Tenant(QuotaFields, BaseModel):
+    """A team that owns queues: its quota is set by site admins and split among its queues by
+    its leads. Members are researchers or leads."""
 
     name = models.CharField(max_length=63, unique=True, validators=[validate_dns_label])
     display_name = models.CharField(max_length=200, blank=True)
@@ -37,3 +41,48 @@ class Membership(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.tenant.name} ({self.role})"
+
+
+class TenantChange(models.Model):
+    """Audit row: one changed quota field of a tenant, written by `tenant_update`."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="changes")
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="tenant_changes",
+    )
+    changed_at = models.DateTimeField(default=timezone.now, db_index=True)
+    field = models.CharField(max_length=64)
+    old_value = models.TextField(blank=True)
+    new_value = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-changed_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.name}.{self.field}: {self.old_value} -> {self.new_value}"
+
+
+class TenantUsageSample(models.Model):
+    """A tenant's share at one instant, as the cycle computed it: its deserved GPUs (the part
+    of the cluster the hierarchical proportion gave it) next to what it held. Written with the
+    queues' usage samples, so use can later be split into within-share and borrowed."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="usage_samples")
+    at = models.DateTimeField(default=timezone.now)
+    gpus_allocated = models.PositiveIntegerField(default=0)
+    gpus_deserved = models.FloatField(default=0)
+    cpu_millis_allocated = models.PositiveBigIntegerField(default=0)
+    cpu_millis_deserved = models.FloatField(default=0)
+    memory_bytes_allocated = models.PositiveBigIntegerField(default=0)
+    memory_bytes_deserved = models.FloatField(default=0)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["tenant", "at"], name="tenant_usage_tenant_at_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.name} at {self.at:%Y-%m-%d %H:%M:%S}"

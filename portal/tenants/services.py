@@ -1,28 +1,216 @@
+from typing import Any
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.auth.password_validation import validate_password
-from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
 
+from portal.common.access import can_edit_tenant
 from portal.common.services import model_update
 
-from .models import Membership, Tenant
+from .models import Membership, Tenant, TenantChange
+from .quota import QUOTA_FIELDS, RESOURCE_UNITS, RESOURCES, named_parts, sum_parts
+
+FIELD_NOT_EDITABLE = "this field cannot be changed here"
+TENANT_EDIT_FORBIDDEN = "Only a site admin may change a tenant's quota."
+TENANT_BELOW_QUEUES = "{field}: {value} is below the sum of {tenant}'s queue guarantees, {parts}"
+QUEUES_ABOVE_TENANT = (
+    "{field}: {tenant}'s queues would guarantee {total} {unit} ({parts}) but tenant {tenant} "
+    "guarantees {limit}"
+)
+TENANTS_ABOVE_CLUSTER = (
+    "{field}: the tenants' guarantees would be {total} {unit} ({parts}) but the cluster has "
+    "{capacity}"
+)
 
 
 @transaction.atomic
-def tenant_create(*, name: str, display_name: str = "") -> Tenant:
-    tenant = Tenant(name=name, display_name=display_name)
+def tenant_create(*, name: str, display_name: str = "", **quota: Any) -> Tenant:
+    """Create a tenant; ``quota`` takes the quota fields (weight, guarantee_gpus, ...)."""
+    _refuse_unknown(quota)
+    tenant = Tenant(name=name, display_name=display_name, **quota)
     tenant.full_clean()
+    check_tenant_guarantees_fit_cluster(tenant=tenant, previous={})
     tenant.save()
     return tenant
 
 
 @transaction.atomic
-def tenant_get_or_create(*, name: str, display_name: str = "") -> tuple[Tenant, bool]:
+def tenant_get_or_create(
+    *, name: str, display_name: str = "", **quota: Any
+) -> tuple[Tenant, bool]:
     tenant = Tenant.objects.filter(name=name).first()
     if tenant is not None:
         return tenant, False
-    return tenant_create(name=name, display_name=display_name), True
+    return tenant_create(name=name, display_name=display_name, **quota), True
+
+
+@transaction.atomic
+def tenant_update(*, tenant: Tenant, actor: AbstractBaseUser | None, **changes: Any) -> Tenant:
+    """Change a tenant's quota: site admins only (``actor=None`` is the system).
+
+    Its guarantees may not fall below what its queues guarantee, nor the tenants' together
+    exceed the cluster. Each field that really changes gets a TenantChange row.
+    """
+    _refuse_unknown(changes)
+    tenant = tenant_locked(tenant.pk)
+    if actor is not None and not can_edit_tenant(actor, tenant):
+        raise PermissionDenied(TENANT_EDIT_FORBIDDEN)
+    before = {field: getattr(tenant, field) for field in QUOTA_FIELDS}
+    previous = {resource: before[f"guarantee_{resource}"] for resource in RESOURCES}
+    for field, value in changes.items():
+        setattr(tenant, field, value)
+    tenant.full_clean()
+    _check_queues_fit_tenant(tenant=tenant, previous=previous)
+    check_tenant_guarantees_fit_cluster(tenant=tenant, previous=previous)
+    changed = [field for field in QUOTA_FIELDS if getattr(tenant, field) != before[field]]
+    if not changed:
+        return tenant
+    tenant.save(update_fields=[*changed, "updated_at"])
+    now = timezone.now()
+    changed_by = actor if actor is not None and actor.is_authenticated else None
+    TenantChange.objects.bulk_create(
+        [
+            TenantChange(
+                tenant=tenant,
+                changed_by=changed_by,
+                changed_at=now,
+                field=field,
+                old_value=as_text(before[field]),
+                new_value=as_text(getattr(tenant, field)),
+            )
+            for field in changed
+        ]
+    )
+    return tenant
+
+
+def tenant_locked(pk: int) -> Tenant:
+    """The tenant row, locked until the transaction ends: edits of the tenant and of its
+    queues' guarantees then apply one after another, and each audit row's old value is the
+    previous row's new value. (SQLite ignores FOR UPDATE; writing first takes its write lock.)
+    """
+    if connection.vendor == "sqlite":
+        Tenant.objects.filter(pk=pk).update(updated_at=F("updated_at"))
+    return Tenant.objects.select_for_update().get(pk=pk)
+
+
+def check_queue_guarantees_fit_tenant(
+    *, tenant: Tenant, queue_name: str, proposed: dict[str, int], previous: dict[str, int]
+) -> None:
+    """A queue's guarantees, with ``proposed`` for one of them, may not add up past the
+    tenant's. Only resources whose guarantee grows are checked: lowering is always possible."""
+    grown = [r for r in RESOURCES if proposed[r] > previous.get(r, 0)]
+    if not grown:
+        return
+    rows = _queue_guarantees(tenant, exclude=queue_name)
+    errors: dict[str, str] = {}
+    for resource in grown:
+        field = f"guarantee_{resource}"
+        parts = sorted([(name, values[resource]) for name, values in rows] + [
+            (queue_name, proposed[resource])
+        ])
+        total = sum(value for _, value in parts)
+        limit = getattr(tenant, field)
+        if total > limit:
+            errors[field] = QUEUES_ABOVE_TENANT.format(
+                field=field,
+                tenant=tenant.name,
+                total=total,
+                unit=RESOURCE_UNITS[resource],
+                parts=named_parts(parts),
+                limit=limit,
+            )
+    if errors:
+        raise ValidationError(errors)
+
+
+def _check_queues_fit_tenant(*, tenant: Tenant, previous: dict[str, int]) -> None:
+    """A tenant's guarantees may not fall below the sum of its queues'."""
+    shrunk = [r for r in RESOURCES if getattr(tenant, f"guarantee_{r}") < previous.get(r, 0)]
+    if not shrunk:
+        return
+    rows = _queue_guarantees(tenant)
+    errors: dict[str, str] = {}
+    for resource in shrunk:
+        field = f"guarantee_{resource}"
+        parts = sorted((name, values[resource]) for name, values in rows)
+        value = getattr(tenant, field)
+        if sum(v for _, v in parts) > value:
+            errors[field] = TENANT_BELOW_QUEUES.format(
+                field=field, value=value, tenant=tenant.name, parts=sum_parts(parts)
+            )
+    if errors:
+        raise ValidationError(errors)
+
+
+def check_tenant_guarantees_fit_cluster(*, tenant: Tenant, previous: dict[str, int]) -> None:
+    """All tenants' guarantees together must fit the schedulable nodes (checked for the
+    resources whose guarantee grows, so lowering works on a cluster that has shrunk)."""
+    from portal.cluster.selectors import node_schedulable_totals
+
+    grown = [r for r in RESOURCES if getattr(tenant, f"guarantee_{r}") > previous.get(r, 0)]
+    if not grown:
+        return
+    # Every tenant row locked, so two concurrent edits cannot both pass the check.
+    columns = [f"guarantee_{r}" for r in RESOURCES]
+    others = list(
+        Tenant.objects.select_for_update()
+        .exclude(pk=tenant.pk)
+        .order_by("name")
+        .values_list("name", *columns)
+    )
+    capacity = node_schedulable_totals()
+    errors: dict[str, str] = {}
+    for index, resource in enumerate(RESOURCES):
+        if resource not in grown:
+            continue
+        field = f"guarantee_{resource}"
+        parts = sorted([(row[0], row[index + 1]) for row in others] + [
+            (tenant.name, getattr(tenant, field))
+        ])
+        total = sum(value for _, value in parts)
+        if total > capacity.get(resource):
+            errors[field] = TENANTS_ABOVE_CLUSTER.format(
+                field=field,
+                total=total,
+                unit=RESOURCE_UNITS[resource],
+                parts=named_parts(parts),
+                capacity=capacity.get(resource),
+            )
+    if errors:
+        raise ValidationError(errors)
+
+
+def _queue_guarantees(tenant: Tenant, exclude: str | None = None) -> list[tuple[str, dict]]:
+    from portal.queues.models import Queue
+
+    queues = Queue.objects.filter(tenant=tenant).order_by("name")
+    if exclude is not None:
+        queues = queues.exclude(name=exclude)
+    columns = [f"guarantee_{r}" for r in RESOURCES]
+    return [
+        (row[0], dict(zip(RESOURCES, row[1:], strict=True)))
+        for row in queues.values_list("name", *columns)
+    ]
+
+
+def _refuse_unknown(changes: dict[str, Any]) -> None:
+    unknown = {field: FIELD_NOT_EDITABLE for field in changes if field not in QUOTA_FIELDS}
+    if unknown:
+        raise ValidationError(unknown)
+
+
+def as_text(value: Any) -> str:
+    """An audit row's rendering of a field value ('' for unlimited)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 @transaction.atomic

@@ -45,6 +45,8 @@ def run_threads(target, count: int) -> list[BaseException]:
 
 
 def test_concurrent_edits_leave_a_gapless_audit_chain_matching_the_queue(nlp_queue, lead, cluster):
+    nlp_queue.tenant.guarantee_gpus = 8  # room for the guarantees the threads set
+    nlp_queue.tenant.save()
     close_old_connections()
     edits: list[dict[str, int]] = []
 

@@ -5,13 +5,21 @@ from portal.jobs.models import Job
 from portal.queues import services
 from portal.queues.models import GUARANTEE_ABOVE_CAPABILITY, Queue, QueueChange
 from portal.queues.services import queue_create, queue_delete, queue_update
-from tests.factories import JobFactory, NodeFactory, QueueFactory
+from tests.factories import JobFactory, QueueFactory
 
 pytestmark = pytest.mark.django_db
 
 
+def _tenant_guarantees(tenant, **values):
+    """Give the tenant guarantees (a site admin's step) so its queues can split them."""
+    for resource, value in values.items():
+        setattr(tenant, f"guarantee_{resource}", value)
+    tenant.save()
+
+
 class TestQueueCreate:
     def test_creates_open_queue_with_defaults(self, nlp, cluster):
+        _tenant_guarantees(nlp, gpus=8)
         queue = queue_create(tenant=nlp, name="nlp-train", weight=3, guarantee_gpus=8)
         assert queue.pk is not None
         assert queue.state == Queue.State.OPEN
@@ -57,37 +65,37 @@ class TestQueueCreate:
             queue_create(tenant=nlp, name="q", guarantee_gpus=-1)
         assert "guarantee_gpus" in info.value.message_dict
 
-    def test_sum_of_guarantees_may_not_exceed_cluster(self, nlp, vision, cluster):
-        queue_create(tenant=nlp, name="a", guarantee_gpus=20)
+    def test_queue_guarantees_may_not_exceed_the_tenants(self, nlp, cluster):
+        _tenant_guarantees(nlp, gpus=20)
+        queue_create(tenant=nlp, name="a", guarantee_gpus=16)
         with pytest.raises(ValidationError) as info:
-            queue_create(tenant=vision, name="b", guarantee_gpus=20)
+            queue_create(tenant=nlp, name="b", guarantee_gpus=8)
         assert info.value.message_dict == {
             "guarantee_gpus": [
-                "guarantee_gpus: the sum of guarantees would be 40 GPUs but the cluster has 32"
+                "guarantee_gpus: nlp's queues would guarantee 24 GPUs (a 16 + b 8) but tenant "
+                "nlp guarantees 20"
             ]
         }
         assert not Queue.objects.filter(name="b").exists()
 
-    def test_sum_of_guarantees_may_equal_cluster(self, nlp, cluster):
-        queue_create(tenant=nlp, name="a", guarantee_gpus=16)
-        assert queue_create(tenant=nlp, name="b", guarantee_gpus=16).guarantee_gpus == 16
+    def test_queue_guarantees_may_equal_the_tenants(self, nlp, cluster):
+        _tenant_guarantees(nlp, gpus=16)
+        queue_create(tenant=nlp, name="a", guarantee_gpus=8)
+        assert queue_create(tenant=nlp, name="b", guarantee_gpus=8).guarantee_gpus == 8
 
-    def test_unschedulable_nodes_do_not_count(self, nlp, cluster):
-        NodeFactory(name="cordoned", gpu_count=8, schedulable=False)
-        with pytest.raises(ValidationError) as info:
-            queue_create(tenant=nlp, name="a", guarantee_gpus=33)
-        assert info.value.message_dict["guarantee_gpus"] == [
-            services.GUARANTEE_SUM_EXCEEDS_CLUSTER.format(
-                field="guarantee_gpus", total=33, unit="GPUs", capacity=32
-            )
-        ]
+    def test_other_tenants_queues_do_not_count(self, nlp, vision, cluster):
+        _tenant_guarantees(nlp, gpus=8)
+        _tenant_guarantees(vision, gpus=8)
+        queue_create(tenant=vision, name="v", guarantee_gpus=8)
+        assert queue_create(tenant=nlp, name="n", guarantee_gpus=8).guarantee_gpus == 8
 
-    def test_cpu_guarantee_checked_against_cluster(self, nlp, cluster):
+    def test_cpu_guarantee_checked_against_the_tenant(self, nlp, cluster):
+        _tenant_guarantees(nlp, cpu_millis=100_000)
         with pytest.raises(ValidationError) as info:
-            queue_create(tenant=nlp, name="a", guarantee_cpu_millis=400_000)
+            queue_create(tenant=nlp, name="a", guarantee_cpu_millis=100_001)
         assert info.value.message_dict["guarantee_cpu_millis"] == [
-            "guarantee_cpu_millis: the sum of guarantees would be 400000 millicores "
-            "but the cluster has 384000"
+            "guarantee_cpu_millis: nlp's queues would guarantee 100001 millicores (a 100001) "
+            "but tenant nlp guarantees 100000"
         ]
 
     def test_empty_cluster_allows_zero_guarantees(self, nlp):
@@ -105,6 +113,7 @@ class TestQueueCreate:
 
 class TestQueueUpdate:
     def test_writes_one_audit_row_per_changed_field(self, nlp_queue, lead, cluster):
+        _tenant_guarantees(nlp_queue.tenant, gpus=4)
         queue = queue_update(
             queue=nlp_queue,
             actor=lead,
@@ -156,21 +165,28 @@ class TestQueueUpdate:
             "guarantee_gpus": [GUARANTEE_ABOVE_CAPABILITY.format(guarantee=9, capability=8)]
         }
 
-    def test_sum_of_guarantees_on_update(self, nlp_queue, vision_queue, cluster):
-        queue_update(queue=vision_queue, actor=None, guarantee_gpus=30)
+    def test_sum_of_guarantees_on_update(self, nlp, nlp_queue, cluster):
+        _tenant_guarantees(nlp, gpus=32)
+        other = QueueFactory(tenant=nlp, name="nlp-dev")
+        queue_update(queue=other, actor=None, guarantee_gpus=30)
         with pytest.raises(ValidationError) as info:
             queue_update(queue=nlp_queue, actor=None, guarantee_gpus=10)
         assert info.value.message_dict == {
             "guarantee_gpus": [
-                "guarantee_gpus: the sum of guarantees would be 40 GPUs but the cluster has 32"
+                "guarantee_gpus: nlp's queues would guarantee 40 GPUs (nlp-dev 30 + nlp-train "
+                "10) but tenant nlp guarantees 32"
             ]
         }
+        nlp_queue.refresh_from_db()
+        assert nlp_queue.guarantee_gpus == 0
 
-    def test_own_guarantee_is_not_counted_twice(self, nlp_queue, cluster):
+    def test_own_guarantee_is_not_counted_twice(self, nlp, nlp_queue, cluster):
+        _tenant_guarantees(nlp, gpus=32)
         queue_update(queue=nlp_queue, actor=None, guarantee_gpus=30)
         assert queue_update(queue=nlp_queue, actor=None, guarantee_gpus=32).guarantee_gpus == 32
 
-    def test_lowering_a_guarantee_is_allowed_on_a_shrunk_cluster(self, nlp_queue, cluster):
+    def test_lowering_a_guarantee_is_allowed_on_a_shrunk_cluster(self, nlp, nlp_queue, cluster):
+        _tenant_guarantees(nlp, gpus=32)
         queue_update(queue=nlp_queue, actor=None, guarantee_gpus=32)
         for node in cluster[:2]:
             node.schedulable = False

@@ -52,6 +52,8 @@ def test_another_tenants_queue_answers_404_like_the_api(researcher_client, visio
 
 
 def test_lead_edits_own_tenant_queue(lead, lead_client, nlp_queue, cluster):
+    nlp_queue.tenant.guarantee_gpus = 8
+    nlp_queue.tenant.save()
     url = reverse("queues:queue_edit", args=[nlp_queue.pk])
     assert lead_client.get(url).status_code == HTTPStatus.OK
     response = lead_client.post(
@@ -96,10 +98,11 @@ def test_service_errors_shown_on_the_field(lead_client, nlp_queue, cluster):
     assert response.status_code == HTTPStatus.OK
     assert response.context["form"].errors == {
         "guarantee_gpus": [
-            "guarantee_gpus: the sum of guarantees would be 40 GPUs but the cluster has 32"
+            "guarantee_gpus: nlp's queues would guarantee 40 GPUs (nlp-train 40) but tenant nlp "
+            "guarantees 0"
         ]
     }
-    assert "the cluster has 32" in response.content.decode()
+    assert "but tenant nlp guarantees 0" in response.content.decode()
     assert not QueueChange.objects.exists()
 
 

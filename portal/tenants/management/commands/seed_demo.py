@@ -36,13 +36,36 @@ GiB = 1024**3
 # The seed deployment's conf, from the one place the scheduler core defines it.
 DEMO_SCHEDULER_CONF = DEFAULT_CONF_TEXT
 
+# The site's split of the demo cluster's 32 GPUs: 26 guaranteed (nlp 12, vision 10, platform
+# 4), 6 shared by weight. nlp weighs twice as much when everyone wants more; vision may grow to
+# 20 GPUs but borrow at most 4 above its nominal share; platform is capped at 8.
 DEMO_TENANTS = [
-    {"name": "nlp", "display_name": "Natural language processing"},
-    {"name": "vision", "display_name": "Computer vision"},
-    {"name": "platform", "display_name": "ML platform"},
+    {
+        "name": "nlp",
+        "display_name": "Natural language processing",
+        "weight": 2,
+        "guarantee_gpus": 12,
+        "capability_gpus": 24,
+    },
+    {
+        "name": "vision",
+        "display_name": "Computer vision",
+        "weight": 1,
+        "guarantee_gpus": 10,
+        "capability_gpus": 20,
+        "borrowing_limit_gpus": 4,
+    },
+    {
+        "name": "platform",
+        "display_name": "ML platform",
+        "weight": 1,
+        "guarantee_gpus": 4,
+        "capability_gpus": 8,
+    },
 ]
 
-# Guarantees sum to 22 of the demo cluster's 32 GPUs.
+# Each tenant's leads split its quota: nlp's queues guarantee 10 of its 12 GPUs (2 are the
+# tenant's to lend between them), vision's 8 of 10, platform's all 4.
 DEMO_QUEUES = [
     {
         "tenant": "nlp",

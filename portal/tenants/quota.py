@@ -1,0 +1,117 @@
+"""The quota fields tenants and queues share, their rules, and their form for the core.
+
+The scheduler sees the tree root (the cluster) -> tenant -> queue: a tenant is a parent queue of
+the hierarchical proportion (docs/design/hierarchical-proportion.md), named ``tenant/<name>`` so
+it can never clash with a queue (names are DNS labels, which have no slash).
+"""
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from scheduler.core.resources import Resources
+from scheduler.core.types import QueueInfo
+
+WEIGHT_MIN = 1
+WEIGHT_MAX = 65535
+
+# Resource suffixes a quota limits. Each has guarantee_, capability_ and borrowing_limit_.
+RESOURCES = ("gpus", "cpu_millis", "memory_bytes")
+RESOURCE_UNITS = {"gpus": "GPUs", "cpu_millis": "millicores", "memory_bytes": "bytes"}
+# The fields an owner changes; every change is audited.
+QUOTA_FIELDS = (
+    "weight",
+    *(f"guarantee_{r}" for r in RESOURCES),
+    *(f"capability_{r}" for r in RESOURCES),
+    *(f"borrowing_limit_{r}" for r in RESOURCES),
+    "reclaimable",
+)
+
+GUARANTEE_ABOVE_CAPABILITY = "guarantee ({guarantee}) may not exceed capability ({capability})"
+TENANT_NODE_PREFIX = "tenant/"
+
+
+class QuotaFields(models.Model):
+    """Volcano proportion semantics plus Kueue's borrowing limit; empty caps are unlimited."""
+
+    weight = models.PositiveIntegerField(
+        default=1, validators=[MinValueValidator(WEIGHT_MIN), MaxValueValidator(WEIGHT_MAX)]
+    )
+    guarantee_gpus = models.PositiveIntegerField(default=0)
+    guarantee_cpu_millis = models.PositiveBigIntegerField(default=0)
+    guarantee_memory_bytes = models.PositiveBigIntegerField(default=0)
+    capability_gpus = models.PositiveIntegerField(null=True, blank=True)
+    capability_cpu_millis = models.PositiveBigIntegerField(null=True, blank=True)
+    capability_memory_bytes = models.PositiveBigIntegerField(null=True, blank=True)
+    borrowing_limit_gpus = models.PositiveIntegerField(null=True, blank=True)
+    borrowing_limit_cpu_millis = models.PositiveBigIntegerField(null=True, blank=True)
+    borrowing_limit_memory_bytes = models.PositiveBigIntegerField(null=True, blank=True)
+    reclaimable = models.BooleanField(default=True)
+
+    class Meta:
+        abstract = True
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        for resource in RESOURCES:
+            guarantee = getattr(self, f"guarantee_{resource}")
+            capability = getattr(self, f"capability_{resource}")
+            if guarantee is None or capability is None:
+                continue
+            if guarantee > capability:
+                errors[f"guarantee_{resource}"] = GUARANTEE_ABOVE_CAPABILITY.format(
+                    guarantee=guarantee, capability=capability
+                )
+        if errors:
+            raise ValidationError(errors)
+
+
+def tenant_node_name(tenant_name: str) -> str:
+    return f"{TENANT_NODE_PREFIX}{tenant_name}"
+
+
+def named_parts(parts: list[tuple[str, int]]) -> str:
+    """``nlp-train 32 + nlp-dev 16``: the non-zero parts of a sum, or ``none``."""
+    return " + ".join(f"{name} {value}" for name, value in parts if value) or "none"
+
+
+def sum_parts(parts: list[tuple[str, int]]) -> str:
+    """``48 (nlp-train 32 + nlp-dev 16)``: a total and the named parts that make it."""
+    total = sum(value for _, value in parts)
+    return f"{total} ({named_parts(parts)})" if total else str(total)
+
+
+def quota_info(
+    values: Any, *, name: str, parent: str | None = None, priority: int = 0, state: str = "Open"
+) -> QueueInfo:
+    """The core's QueueInfo for a tenant or queue: ``values`` is the row or a mapping of the
+    quota fields. The one ORM -> core mapping the snapshot and the preview share."""
+
+    def get(field: str) -> Any:
+        return values[field] if isinstance(values, dict) else getattr(values, field)
+
+    def limit(prefix: str) -> Resources:
+        given = {
+            "gpu": get(f"{prefix}_gpus"),
+            "cpu": get(f"{prefix}_cpu_millis"),
+            "memory": get(f"{prefix}_memory_bytes"),
+        }
+        return Resources.unlimited({k: v for k, v in given.items() if v is not None})
+
+    return QueueInfo(
+        name=name,
+        weight=get("weight"),
+        guarantee=Resources.of(
+            gpu=get("guarantee_gpus"),
+            cpu=get("guarantee_cpu_millis"),
+            memory=get("guarantee_memory_bytes"),
+        ),
+        capability=limit("capability"),
+        borrowing_limit=limit("borrowing_limit"),
+        reclaimable=get("reclaimable"),
+        priority=priority,
+        state=state,
+        parent=parent,
+    )

@@ -84,7 +84,13 @@ def sum_parts(parts: list[tuple[str, int]]) -> str:
 
 
 def quota_info(
-    values: Any, *, name: str, parent: str | None = None, priority: int = 0, state: str = "Open"
+    values: Any,
+    *,
+    name: str,
+    parent: str | None = None,
+    priority: int = 0,
+    state: str = "Open",
+    usage: tuple = (),
 ) -> QueueInfo:
     """The core's QueueInfo for a tenant or queue: ``values`` is the row or a mapping of the
     quota fields. The one ORM -> core mapping the snapshot and the preview share."""
@@ -114,4 +120,5 @@ def quota_info(
         priority=priority,
         state=state,
         parent=parent,
+        usage=usage,
     )

@@ -22,6 +22,7 @@ from portal.scheduling.models import CycleRun, PreemptionEvent, QueueUsageSample
 from portal.scheduling.rollups import usage_rollups_refresh
 from scheduler.adapters.bulk import ids_update, rows_update
 from scheduler.adapters.snapshot import JobRow, PlacementRow, SnapshotBundle
+from scheduler.adapters.tenant_usage import tenant_usage_persist
 from scheduler.core.types import CycleResult, Evict
 
 GANG_BROKEN = "released with its gang: {job} fell below min_available {min_available}"
@@ -225,6 +226,7 @@ def _persist_usage(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
             )
         )
     QueueUsageSample.objects.bulk_create(samples, batch_size=BATCH)
+    tenant_usage_persist(bundle=bundle, result=result, now=now)
     # Keep the dashboards' hourly/daily rollups current: the hour and day buckets of `now`
     # for just these queues (one upsert per resolution).
     usage_rollups_refresh(queue_ids=[sample.queue_id for sample in samples], at=now)

@@ -26,6 +26,7 @@ from portal.cluster.models import Node, Placement
 from portal.jobs.limits import JobLimits, job_limits
 from portal.jobs.models import Job, JobTask
 from portal.queues.models import Queue
+from portal.queues.tree import tree_queue_infos, wants_tree
 from portal.scheduling.models import SchedulerConfig
 from scheduler.adapters.cluster.labels import pod_name as task_key
 from scheduler.adapters.feasibility import conf_with_hard_feasibility
@@ -37,9 +38,10 @@ from scheduler.adapters.quarantine import (
     placements_held,
     within_limits,
 )
+from scheduler.adapters.usage_history import queue_usage_history
 from scheduler.core.config import SchedulerConf, default_conf, parse_conf_text
 from scheduler.core.resources import Resources
-from scheduler.core.types import JobInfo, NodeInfo, QueueInfo, Snapshot, TaskInfo, TaskStatus
+from scheduler.core.types import JobInfo, NodeInfo, Snapshot, TaskInfo, TaskStatus
 
 # Jobs the scheduler still has work for; every other status is final or cancelled.
 SCHEDULABLE_STATUSES = (
@@ -222,6 +224,7 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
             .order_by("job_id", "name")
         ]
         conf = conf_with_hard_feasibility(active_conf())
+        usage = queue_usage_history(conf=conf, queue_ids=[q.id for q in queues], now=now)
 
     by_replica = {(p.task_id, p.replica): p for p in placements}
     tasks_of: dict[int, list[TaskRow]] = defaultdict(list)
@@ -261,7 +264,7 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
     held = placements_held((p for p in placements if p.job_id in left_out), index.tasks)
     snapshot = Snapshot(
         nodes=nodes_held_off((node_info(node) for node in nodes), held),
-        queues=tuple(queue_info(queue) for queue in queues),
+        queues=tree_queue_infos(queues, tree=wants_tree(conf), usage=usage),
         jobs=tuple(job_infos),
         now=now.timestamp(),
     )
@@ -297,33 +300,6 @@ def node_info(node: Node) -> NodeInfo:
         ),
         labels=tuple(sorted(labels.items())),
         unschedulable=not node.schedulable,
-    )
-
-
-def queue_info(queue: Queue) -> QueueInfo:
-    def limit(gpus: int | None, cpu: int | None, memory: int | None) -> Resources:
-        given = {"gpu": gpus, "cpu": cpu, "memory": memory}
-        return Resources.unlimited({k: v for k, v in given.items() if v is not None})
-
-    return QueueInfo(
-        name=queue.name,
-        weight=queue.weight,
-        guarantee=Resources.of(
-            gpu=queue.guarantee_gpus,
-            cpu=queue.guarantee_cpu_millis,
-            memory=queue.guarantee_memory_bytes,
-        ),
-        capability=limit(
-            queue.capability_gpus, queue.capability_cpu_millis, queue.capability_memory_bytes
-        ),
-        borrowing_limit=limit(
-            queue.borrowing_limit_gpus,
-            queue.borrowing_limit_cpu_millis,
-            queue.borrowing_limit_memory_bytes,
-        ),
-        reclaimable=queue.reclaimable,
-        priority=queue.priority,
-        state="Open" if queue.state == Queue.State.OPEN else "Closed",
     )
 
 

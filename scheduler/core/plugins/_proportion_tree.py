@@ -439,7 +439,9 @@ class ProportionTree:
         node = self._blocking(queue.name, task.resreq, self._completes(task)) or queue.name
         attr = self.attrs[node]
         if node == queue.name:
-            return explain_share(queue.info, attr, self.cluster, task)
+            sentence = explain_share(queue.info, attr, self.cluster, task)
+            capped = self._capped_ancestor(queue.name, task)
+            return sentence if sentence is None or capped is None else f"{sentence}; {capped}"
         future = attr.allocated.add(task.resreq)
         name = first_short_dimension(future, attr.deserved, task.resreq) or "gpu"
         deserved, allocated = attr.deserved.get(name), attr.allocated.get(name)
@@ -449,6 +451,18 @@ class ProportionTree:
             f"queue {queue.name} is in {node}, which deserves {describe(name, deserved)} and "
             f"has {describe(name, allocated)} allocated"
         )
+
+    def _capped_ancestor(self, name: str, task: Task) -> str | None:
+        """``tenant/nlp is capped at 6 GPUs`` when an ancestor's share is its capability (so
+        its queues split no more), else None."""
+        attr = self.attrs[name]
+        short = first_short_dimension(attr.allocated.add(task.resreq), attr.deserved, task.resreq)
+        short = short or "gpu"
+        for node in reversed(self.paths[name][:-1]):
+            capability = self.ssn.queues[node].info.capability.get(short)
+            if self.attrs[node].deserved.get(short) >= capability - 0.1:
+                return f"{node} is capped at {describe(short, capability)}"
+        return None
 
     def _at_capability(self, node: str, task: Task) -> tuple[str, float, float] | None:
         """(resource, allocated, capability) when ``task`` would take ``node`` past its stated

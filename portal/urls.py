@@ -24,6 +24,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("jobs/", include("portal.jobs.urls")),
     path("queues/", include("portal.queues.urls")),
+    path("tenants/", include("portal.tenants.urls")),
     path("admin-area/", include("portal.scheduling.urls")),
     path("api/", include("portal.api.urls")),
     path("cluster/", include("portal.cluster.urls")),

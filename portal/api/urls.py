@@ -43,6 +43,16 @@ v1 = [
     ),
     path("queues/<int:queue_id>/usage/", queue_apis.QueueUsageApi.as_view(), name="queue_usage"),
     path("tenants/", tenant_apis.TenantListApi.as_view(), name="tenants"),
+    path(
+        "tenants/<int:tenant_id>/",
+        by_method("TenantApi", get=tenant_apis.TenantDetailApi, patch=tenant_apis.TenantUpdateApi),
+        name="tenant_detail",
+    ),
+    path(
+        "tenants/<int:tenant_id>/changes/",
+        tenant_apis.TenantChangeListApi.as_view(),
+        name="tenant_changes",
+    ),
     path("nodes/", cluster_apis.NodeListApi.as_view(), name="nodes"),
     path("nodes/<int:node_id>/", cluster_apis.NodeDetailApi.as_view(), name="node_detail"),
     path("preemptions/", scheduling_apis.PreemptionListApi.as_view(), name="preemptions"),

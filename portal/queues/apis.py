@@ -15,7 +15,6 @@ from portal.api.base import (
     INT64_MAX,
     ApiSerializer,
     ApiView,
-    StrictSerializer,
     TimeParameterField,
     error_responses,
 )
@@ -23,8 +22,9 @@ from portal.api.pagination import ApiPagination
 from portal.cluster.selectors import gpus_allocated_per_queue
 from portal.common.access import can_edit_queue
 from portal.scheduling.selectors import queue_usage_latest, queue_usage_series
+from portal.tenants.apis import QuotaInputSerializer
 
-from .models import WEIGHT_MAX, WEIGHT_MIN, Queue
+from .models import Queue
 from .selectors import queue_get, queue_list
 from .services import queue_update
 
@@ -198,32 +198,9 @@ class QueueDetailApi(ApiView):
 class QueueUpdateApi(ApiView):
     """Change a queue's weight, guarantees, capability, borrowing limits, priority, state or
     reclaimable flag: a lead of its tenant or a site admin. Every change is audited
-    (`links.changes`). Guarantees of all queues together must fit the cluster."""
+    (`links.changes`). The queues of a tenant may not guarantee more than the tenant."""
 
-    class InputSerializer(StrictSerializer):
-        weight = serializers.IntegerField(min_value=WEIGHT_MIN, max_value=WEIGHT_MAX)
-        guarantee_gpus = serializers.IntegerField(min_value=0, max_value=INT32_MAX)
-        guarantee_cpu_millis = serializers.IntegerField(min_value=0, max_value=INT64_MAX)
-        guarantee_memory_bytes = serializers.IntegerField(min_value=0, max_value=INT64_MAX)
-        capability_gpus = serializers.IntegerField(
-            min_value=0, max_value=INT32_MAX, allow_null=True
-        )
-        capability_cpu_millis = serializers.IntegerField(
-            min_value=0, max_value=INT64_MAX, allow_null=True
-        )
-        capability_memory_bytes = serializers.IntegerField(
-            min_value=0, max_value=INT64_MAX, allow_null=True
-        )
-        borrowing_limit_gpus = serializers.IntegerField(
-            min_value=0, max_value=INT32_MAX, allow_null=True
-        )
-        borrowing_limit_cpu_millis = serializers.IntegerField(
-            min_value=0, max_value=INT64_MAX, allow_null=True
-        )
-        borrowing_limit_memory_bytes = serializers.IntegerField(
-            min_value=0, max_value=INT64_MAX, allow_null=True
-        )
-        reclaimable = serializers.BooleanField()
+    class InputSerializer(QuotaInputSerializer):
         priority = serializers.IntegerField(min_value=-(2**31), max_value=INT32_MAX)
         state = serializers.ChoiceField(choices=Queue.State.choices)
 
@@ -241,7 +218,7 @@ class QueueUpdateApi(ApiView):
                 value={"weight": 6, "capability_gpus": 24},
             ),
             OpenApiExample(
-                "Guarantees beyond the cluster",
+                "Guarantees beyond the tenant's",
                 response_only=True,
                 status_codes=["400"],
                 value={
@@ -249,8 +226,8 @@ class QueueUpdateApi(ApiView):
                     "code": "invalid",
                     "errors": {
                         "guarantee_gpus": [
-                            "guarantee_gpus: the sum of guarantees would be 40 GPUs but the "
-                            "cluster has 32"
+                            "guarantee_gpus: nlp's queues would guarantee 14 GPUs "
+                            "(nlp-interactive 2 + nlp-train 12) but tenant nlp guarantees 12"
                         ]
                     },
                 },

@@ -1,9 +1,10 @@
-"""Preview the deserved share of every queue under proposed settings, with the pure core.
+"""Preview the deserved share of every tenant and queue under proposed settings, with the core.
 
-A tiny portal-side builder (the portal may not import scheduler.adapters): current nodes,
-every queue with the edited values swapped in, and the current demand (pending and running
-jobs' requests, one synthetic pending task per queue: the proportion plugin only needs the
-total). The core's proportion plugin does the water-filling.
+The queues and tenants come through the same mapping as the scheduling cycle's snapshot
+(portal/queues/tree.py), with the edited values swapped in; the demand is today's (pending and
+running jobs' requests, one synthetic pending task per queue: the proportion plugin only needs
+the total). Whether tenants split their shares among their queues follows the active conf, so
+the preview computes what the cycle will.
 """
 
 from dataclasses import dataclass
@@ -12,20 +13,22 @@ from typing import Any
 from django.db.models import F, Sum
 
 from portal.cluster.models import Node
+from portal.common.access import OTHER_TENANTS, visible_tenants
 from portal.jobs.models import Job, JobTask
-from scheduler.core.config import parse_conf_text
+from portal.scheduling.selectors import scheduler_config_get_active
+from portal.tenants.models import Tenant
+from portal.tenants.quota import tenant_node_name
+from scheduler.core.config import SchedulerConf, default_conf, parse_conf, parse_conf_text
 from scheduler.core.cycle import run_cycle
 from scheduler.core.resources import Resources
 from scheduler.core.types import JobInfo, NodeInfo, QueueInfo, Snapshot, TaskInfo
 
 from .models import Queue
+from .tree import tree_queue_infos, wants_tree
 
-PREVIEW_CONF_TEXT = """\
-actions: "enqueue"
-tiers:
-- plugins:
-  - name: proportion
-"""
+OTHER_TENANTS_LABEL = "combined"
+KIND_TENANT = "tenant"
+KIND_QUEUE = "queue"
 DEMAND_STATUSES = (
     Job.Status.PENDING,
     Job.Status.ADMITTED,
@@ -35,10 +38,14 @@ DEMAND_STATUSES = (
 
 
 @dataclass(frozen=True)
-class QueuePreview:
+class SharePreview:
+    """One row: a tenant (its queues follow it) or a queue."""
+
+    kind: str
     name: str
     tenant: str
     weight: int
+    guarantee_gpus: int
     demand_gpus: float
     deserved_now: float
     deserved_after: float
@@ -46,45 +53,16 @@ class QueuePreview:
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "kind": self.kind,
             "name": self.name,
             "tenant": self.tenant,
             "weight": self.weight,
+            "guarantee_gpus": self.guarantee_gpus,
             "demand_gpus": self.demand_gpus,
             "deserved_now": round(self.deserved_now, 2),
             "deserved_after": round(self.deserved_after, 2),
             "edited": self.edited,
         }
-
-
-def _limit(gpus: int | None, cpu: int | None, memory: int | None) -> Resources:
-    given = {"gpu": gpus, "cpu": cpu, "memory": memory}
-    return Resources.unlimited({k: v for k, v in given.items() if v is not None})
-
-
-def queue_info_from(values: dict[str, Any], name: str) -> QueueInfo:
-    """A core QueueInfo from a dict of Queue field values."""
-    return QueueInfo(
-        name=name,
-        weight=values["weight"],
-        guarantee=Resources.of(
-            gpu=values["guarantee_gpus"],
-            cpu=values["guarantee_cpu_millis"],
-            memory=values["guarantee_memory_bytes"],
-        ),
-        capability=_limit(
-            values["capability_gpus"],
-            values["capability_cpu_millis"],
-            values["capability_memory_bytes"],
-        ),
-        borrowing_limit=_limit(
-            values["borrowing_limit_gpus"],
-            values["borrowing_limit_cpu_millis"],
-            values["borrowing_limit_memory_bytes"],
-        ),
-        reclaimable=values["reclaimable"],
-        priority=values["priority"],
-        state="Open" if values["state"] == Queue.State.OPEN else "Closed",
-    )
 
 
 def node_info_from(node: Node) -> NodeInfo:
@@ -97,10 +75,22 @@ def node_info_from(node: Node) -> NodeInfo:
     )
 
 
+def preview_conf(tree: bool) -> SchedulerConf:
+    """Only what computes shares: enqueue with the proportion plugin."""
+    plugin: dict[str, Any] = {"name": "proportion"}
+    if tree:
+        plugin["enableHierarchy"] = True
+    return parse_conf({"actions": "enqueue", "tiers": [{"plugins": [plugin]}]})
+
+
 def deserved_gpus(
-    *, nodes: list[NodeInfo], queues: list[QueueInfo], demand: dict[str, Resources]
+    *,
+    nodes: list[NodeInfo],
+    queues: tuple[QueueInfo, ...],
+    demand: dict[str, Resources],
+    tree: bool,
 ) -> dict[str, float]:
-    """Pure: each queue's deserved GPUs under the proportion plugin."""
+    """Pure: each queue's (and tenant's) deserved GPUs under the proportion plugin."""
     jobs = tuple(
         JobInfo(
             name=f"demand-{name}",
@@ -111,8 +101,8 @@ def deserved_gpus(
         for name, request in sorted(demand.items())
         if not request.is_empty()
     )
-    snapshot = Snapshot(nodes=tuple(nodes), queues=tuple(queues), jobs=jobs)
-    result = run_cycle(snapshot, parse_conf_text(PREVIEW_CONF_TEXT))
+    snapshot = Snapshot(nodes=tuple(nodes), queues=queues, jobs=jobs)
+    result = run_cycle(snapshot, preview_conf(tree))
     return {
         queue.name: float(result.queues[queue.name].deserved.get("gpu"))
         if queue.name in result.queues
@@ -140,31 +130,100 @@ def current_demand() -> dict[str, Resources]:
     }
 
 
-def queue_preview(*, queue: Queue, changes: dict[str, Any]) -> list[QueuePreview]:
-    """Every queue's deserved GPUs now and with `changes` applied to `queue`."""
-    from .services import EDITABLE_FIELDS
+def _active_tree() -> bool:
+    config = scheduler_config_get_active()
+    if config is None:
+        return wants_tree(default_conf())
+    try:
+        return wants_tree(parse_conf_text(config.text))
+    except ValueError:
+        return wants_tree(default_conf())  # what the cycle falls back to
 
+
+def queue_preview(*, queue: Queue, changes: dict[str, Any]) -> list[SharePreview]:
+    """Every tenant's and queue's deserved GPUs now and with `changes` applied to `queue`."""
+    return share_preview(kind=KIND_QUEUE, pk=queue.pk, changes=changes)
+
+
+def tenant_preview(*, tenant: Tenant, changes: dict[str, Any]) -> list[SharePreview]:
+    """Every tenant's and queue's deserved GPUs now and with `changes` applied to `tenant`."""
+    return share_preview(kind=KIND_TENANT, pk=tenant.pk, changes=changes)
+
+
+def share_preview(*, kind: str, pk: int, changes: dict[str, Any]) -> list[SharePreview]:
+    tree = _active_tree()
     queues = list(Queue.objects.select_related("tenant").order_by("name"))
+    tenants = list(Tenant.objects.order_by("name"))
     nodes = [node_info_from(node) for node in Node.objects.order_by("name")]
     demand = current_demand()
-    now_infos, after_infos = [], []
-    for row in queues:
-        values = {field: getattr(row, field) for field in EDITABLE_FIELDS}
-        now_infos.append(queue_info_from(values, row.name))
-        if row.pk == queue.pk:
-            values.update({k: v for k, v in changes.items() if k in EDITABLE_FIELDS})
-        after_infos.append(queue_info_from(values, row.name))
-    now = deserved_gpus(nodes=nodes, queues=now_infos, demand=demand)
-    after = deserved_gpus(nodes=nodes, queues=after_infos, demand=demand)
-    return [
-        QueuePreview(
-            name=row.name,
-            tenant=row.tenant.name,
+    edits = {(kind, pk): changes}
+    now_infos = tree_queue_infos(queues, tree=tree, tenants=tenants)
+    after_infos = tree_queue_infos(queues, tree=tree, tenants=tenants, edits=edits)
+    now = deserved_gpus(nodes=nodes, queues=now_infos, demand=demand, tree=tree)
+    after = deserved_gpus(nodes=nodes, queues=after_infos, demand=demand, tree=tree)
+    infos = {info.name: info for info in after_infos}
+
+    def gpus(res: Resources | None) -> float:
+        return float(res.get("gpu")) if res is not None else 0.0
+
+    def row(row_kind: str, name: str, node: str, tenant: Tenant, edited: bool) -> SharePreview:
+        info = infos[node]
+        if row_kind == KIND_TENANT:
+            wanted = sum(gpus(demand.get(q.name)) for q in queues if q.tenant_id == tenant.pk)
+        else:
+            wanted = gpus(demand.get(name))
+        return SharePreview(
+            kind=row_kind,
+            name=name,
+            tenant=tenant.name,
             weight=info.weight,
-            demand_gpus=float(demand[row.name].get("gpu")) if row.name in demand else 0.0,
-            deserved_now=now[row.name],
-            deserved_after=after[row.name],
-            edited=row.pk == queue.pk,
+            guarantee_gpus=int(info.guarantee.get("gpu")),
+            demand_gpus=wanted,
+            deserved_now=now[node],
+            deserved_after=after[node],
+            edited=edited,
         )
-        for row, info in zip(queues, after_infos)
-    ]
+
+    rows = []
+    if not tree:
+        for queue in queues:
+            rows.append(row(KIND_QUEUE, queue.name, queue.name, queue.tenant, _is(kind, pk, queue)))
+        return rows
+    for tenant in tenants:
+        edited = kind == KIND_TENANT and tenant.pk == pk
+        rows.append(row(KIND_TENANT, tenant.name, tenant_node_name(tenant.name), tenant, edited))
+        for queue in queues:
+            if queue.tenant_id == tenant.pk:
+                rows.append(row(KIND_QUEUE, queue.name, queue.name, tenant, _is(kind, pk, queue)))
+    return rows
+
+
+def _is(kind: str, pk: int, queue: Queue) -> bool:
+    return kind == KIND_QUEUE and queue.pk == pk
+
+
+def preview_rows_for(user: Any, rows: list[SharePreview]) -> list[dict[str, Any]]:
+    """Preview rows the user may read. The shares need every tenant and queue, but other
+    tenants' names, weights and demand are their business (as on the dashboards): the
+    top-level rows the user may not see (tenants, or queues under a flat conf) are summed into
+    one row, and what is under them is left out; their total still shows what a change costs.
+    """
+    tenants = set(visible_tenants(user).values_list("name", flat=True))
+    top = KIND_TENANT if any(row.kind == KIND_TENANT for row in rows) else KIND_QUEUE
+    shown, hidden = [], []
+    for row in rows:
+        if row.tenant in tenants:
+            shown.append(row.as_dict())
+        elif row.kind == top:
+            hidden.append(row.as_dict())
+    if hidden:
+        others: dict[str, Any] = {
+            "kind": top,
+            "name": OTHER_TENANTS,
+            "tenant": OTHER_TENANTS_LABEL,
+            "edited": False,
+        }
+        for key in ("weight", "guarantee_gpus", "demand_gpus", "deserved_now", "deserved_after"):
+            others[key] = round(sum(row[key] for row in hidden), 2)
+        shown.append(others)
+    return shown

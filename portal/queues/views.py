@@ -8,39 +8,17 @@ from django.shortcuts import redirect, render
 from django.views import View
 from django.views.generic import TemplateView
 
-from portal.common.access import (
-    OTHER_TENANTS,
-    can_edit_queue,
-    visible_queues,
-)
+from portal.common.access import can_edit_queue
+from portal.tenants.selectors import tenant_quota_summary
 
 from .forms import QueueEditForm
 from .models import Queue
-from .preview import QueuePreview, queue_preview
+from .preview import preview_rows_for, queue_preview
 from .selectors import queue_change_list, queue_get, queue_list
 from .services import QUEUE_EDIT_FORBIDDEN, queue_update
 
 QUEUE_SAVED = "Queue {name} saved."
 QUEUE_UNCHANGED = "Nothing changed."
-OTHER_TENANTS_LABEL = "combined"
-
-
-def _preview_rows(user: Any, rows: list[QueuePreview]) -> list[dict[str, Any]]:
-    """Preview rows the user may read: queues of other tenants are summed into one row.
-
-    The water-filling needs every queue, but their names, weights and demand are the other
-    tenants' business (as on the dashboards); their total still shows what a change costs.
-    """
-    visible = set(visible_queues(user).values_list("name", flat=True))
-    shown = [row.as_dict() for row in rows if row.name in visible]
-    hidden = [row.as_dict() for row in rows if row.name not in visible]
-    if hidden:
-        others: dict[str, Any] = {"name": OTHER_TENANTS, "tenant": OTHER_TENANTS_LABEL}
-        for key in ("weight", "demand_gpus", "deserved_now", "deserved_after"):
-            others[key] = round(sum(row[key] for row in hidden), 2)
-        others["edited"] = False
-        shown.append(others)
-    return shown
 
 
 class QueueListView(LoginRequiredMixin, TemplateView):
@@ -73,7 +51,8 @@ class QueueEditView(LoginRequiredMixin, View):
             "queue": queue,
             "form": form,
             "changes": queue_change_list(queue=queue),
-            "preview": _preview_rows(request.user, queue_preview(queue=queue, changes={})),
+            "preview": preview_rows_for(request.user, queue_preview(queue=queue, changes={})),
+            "tenant_quota": tenant_quota_summary(tenant=queue.tenant),
         }
         return render(request, self.template_name, context, status=200)
 
@@ -113,4 +92,4 @@ class QueuePreviewView(QueueEditView):
         if not form.is_valid():
             return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
         rows = queue_preview(queue=queue, changes=form.cleaned_data)
-        return JsonResponse({"queue": queue.name, "queues": _preview_rows(request.user, rows)})
+        return JsonResponse({"queue": queue.name, "queues": preview_rows_for(request.user, rows)})

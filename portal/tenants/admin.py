@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from portal.common.admin import SafeAutocompleteMixin
 
-from .models import Membership, Tenant, TenantChange
+from .models import Membership, Tenant, TenantChange, TenantUsageSample
 from .quota import QUOTA_FIELDS
 
 
@@ -39,3 +39,18 @@ class TenantChangeAdmin(admin.ModelAdmin):
     search_fields = ["tenant__name", "changed_by__username", "field"]
     date_hierarchy = "changed_at"
     readonly_fields = ["tenant", "changed_by", "changed_at", "field", "old_value", "new_value"]
+
+
+@admin.register(TenantUsageSample)
+class TenantUsageSampleAdmin(admin.ModelAdmin):
+    """Written by the scheduling cycle; read-only here."""
+
+    list_display = ["tenant", "at", "gpus_allocated", "gpus_deserved"]
+    list_filter = ["tenant"]
+    date_hierarchy = "at"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

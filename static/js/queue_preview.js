@@ -1,7 +1,8 @@
-/* Live preview of deserved shares on the queue edit page (debounced fetch to a JSON view). */
+/* Live preview of deserved shares on the queue and tenant edit pages (debounced fetch to a
+   JSON view). Rows are tenants, each followed by its queues (or queues alone, flat). */
 (function () {
   "use strict";
-  var form = document.getElementById("queue-form");
+  var form = document.querySelector("form[data-preview-url]");
   var table = document.getElementById("preview");
   var status = document.getElementById("preview-status");
   if (!form || !table) { return; }
@@ -45,11 +46,17 @@
     body.innerHTML = "";
     rows.forEach(function (row) {
       var tr = document.createElement("tr");
-      tr.dataset.queue = row.name;
-      if (row.edited) { tr.className = "is-self"; }
-      var name = cell(row.name + " · " + row.tenant, "");
+      tr.dataset.kind = row.kind;
+      tr.dataset.name = row.name;
+      tr.className = "preview-" + row.kind + (row.edited ? " is-self" : "");
+      var name = cell("", "");
+      var label = document.createElement(row.kind === "tenant" ? "strong" : "span");
+      label.textContent = row.name;
+      if (row.kind !== "tenant") { label.className = "indent"; }
+      name.appendChild(label);
       tr.appendChild(name);
       tr.appendChild(cell(row.weight));
+      tr.appendChild(cell(row.guarantee_gpus));
       tr.appendChild(cell(fmt(row.demand_gpus, 0)));
       tr.appendChild(cell(fmt(row.deserved_now, 1)));
       var delta = row.deserved_after - row.deserved_now;

@@ -200,6 +200,25 @@ PAGES = [
         | {"guarantee_cpu_millis": "0", "guarantee_memory_bytes": "0"},
         get=QUEUE_EDIT,
     ),
+    Page("tenants:tenant_list", "", get=per_role(OK)),
+    Page("tenants:tenant_detail", "", kwargs={"tenant_id": "alpha"}, get=a_object(OK)),
+    # A tenant's quota is the site's: everyone but staff is refused by role, for any id.
+    Page(
+        "tenants:tenant_edit",
+        "",
+        kwargs={"tenant_id": "alpha"},
+        get=staff_only(OK),
+        post=staff_only(redirect("tenants:tenant_edit")),
+        post_body="tenant_form",
+    ),
+    Page(
+        "tenants:tenant_preview",
+        "",
+        kwargs={"tenant_id": "alpha"},
+        query={"weight": "3", "guarantee_gpus": "0"}
+        | {"guarantee_cpu_millis": "0", "guarantee_memory_bytes": "0"},
+        get=staff_only(OK),
+    ),
     Page("scheduling:preemption_list", "", get=staff_only(OK)),
     Page("scheduling:preemption_csv", "", get=staff_only(OK)),
     Page(
@@ -264,6 +283,8 @@ LIST_PAGES = [
         ("alpha-queue",),
     ),
     ("jobs:job_detail", {"job_id": "a_job"}, {}, ("alpha-queue", "alpha-job")),
+    ("tenants:tenant_list", {}, {}, ()),
+    ("tenants:tenant_detail", {"tenant_id": "alpha"}, {}, ("alpha-queue",)),
 ]
 
 
@@ -396,6 +417,24 @@ def queue_form_data(queue: Any, **overrides: Any) -> dict[str, Any]:
     return data
 
 
+def tenant_form_data(tenant: Any, **overrides: Any) -> dict[str, Any]:
+    data = {
+        "weight": tenant.weight + 1,
+        "guarantee_gpus": tenant.guarantee_gpus,
+        "guarantee_cpu_millis": tenant.guarantee_cpu_millis,
+        "guarantee_memory_bytes": tenant.guarantee_memory_bytes,
+        "capability_gpus": "",
+        "capability_cpu_millis": "",
+        "capability_memory_bytes": "",
+        "borrowing_limit_gpus": "",
+        "borrowing_limit_cpu_millis": "",
+        "borrowing_limit_memory_bytes": "",
+        "reclaimable": "on",
+    }
+    data.update(overrides)
+    return data
+
+
 BODIES = {
     "empty": lambda world: {},
     "login": lambda world: {"username": "a-researcher", "password": DEFAULT_PASSWORD},
@@ -404,6 +443,7 @@ BODIES = {
         "manifest": SimpleUploadedFile("job.yaml", _manifest(world["a_queue"].name))
     },
     "queue_form": lambda world: queue_form_data(world["a_queue"]),
+    "tenant_form": lambda world: tenant_form_data(world["alpha"]),
     "conf_form": lambda world: {"text": VALID_CONF_TEXT, "comment": "matrix", "activate": "on"},
     "token_form": lambda world: {"name": "matrix", "expires_in_days": "30"},
 }
@@ -417,6 +457,7 @@ def db_fingerprint() -> tuple:
     from portal.jobs.models import Job, JobTask
     from portal.queues.models import Queue, QueueChange
     from portal.scheduling.models import SchedulerConfig
+    from portal.tenants.models import Tenant, TenantChange
 
     return (
         Job.objects.count(),
@@ -431,6 +472,8 @@ def db_fingerprint() -> tuple:
         get_user_model().objects.count(),
         tuple(Job.objects.order_by("pk").values_list("status", flat=True)),
         tuple(Queue.objects.order_by("pk").values_list("weight", flat=True)),
+        TenantChange.objects.count(),
+        tuple(Tenant.objects.order_by("pk").values_list("weight", flat=True)),
     )
 
 

@@ -124,23 +124,35 @@ def test_anonymous_redirected_to_login(client, nlp_queue):
 
 def test_edit_page_shows_preview_of_every_queue(lead_client, nlp_queue, vision_queue, cluster):
     response = lead_client.get(reverse("queues:queue_edit", args=[nlp_queue.pk]))
-    names = [row["name"] for row in response.context["preview"]]
-    assert names == ["nlp-train", "vision-train"]
+    names = [(row["kind"], row["name"]) for row in response.context["preview"]]
+    # the lead is a member of both tenants: every tenant, each followed by its queues
+    assert names == [
+        ("tenant", "nlp"),
+        ("queue", "nlp-train"),
+        ("tenant", "vision"),
+        ("queue", "vision-train"),
+    ]
 
 
-def test_preview_json_reflects_proposed_weight(lead_client, nlp_queue, vision_queue, cluster):
-    from tests.factories import JobFactory, JobTaskFactory
+def test_preview_json_reflects_proposed_weight(
+    lead_client, nlp, nlp_queue, vision_queue, cluster
+):
+    from tests.factories import JobFactory, JobTaskFactory, QueueFactory
 
-    for queue in (nlp_queue, vision_queue):
+    dev = QueueFactory(tenant=nlp, name="nlp-dev", weight=1)
+    for queue in (nlp_queue, dev, vision_queue):
         JobTaskFactory(job=JobFactory(queue=queue), replicas=4, gpus=8)
     url = reverse("queues:queue_preview", args=[nlp_queue.pk])
     data = _form(nlp_queue, weight="3")
     response = lead_client.get(url, data)
     assert response.status_code == HTTPStatus.OK
     rows = {row["name"]: row for row in response.json()["queues"]}
-    assert rows["nlp-train"]["deserved_now"] == pytest.approx(32 * 2 / 3, abs=0.01)
-    assert rows["nlp-train"]["deserved_after"] == pytest.approx(24.0)
-    assert rows["vision-train"]["deserved_after"] == pytest.approx(8.0)
+    # The tenants split the 32 GPUs 16/16; inside nlp, weights 2:1 become 3:1.
+    assert rows["nlp"]["deserved_now"] == rows["nlp"]["deserved_after"] == pytest.approx(16)
+    assert rows["nlp-train"]["deserved_now"] == pytest.approx(16 * 2 / 3, abs=0.01)
+    assert rows["nlp-train"]["deserved_after"] == pytest.approx(12.0)
+    assert rows["nlp-dev"]["deserved_after"] == pytest.approx(4.0)
+    assert rows["vision-train"]["deserved_after"] == pytest.approx(16.0)
     assert rows["nlp-train"]["edited"] is True
     nlp_queue.refresh_from_db()
     assert nlp_queue.weight == 2

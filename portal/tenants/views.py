@@ -1,0 +1,129 @@
+"""Tenant pages: every member sees their tenants' quota and use; site admins edit the quota,
+with the live preview of every tenant's and queue's deserved share and the audit trail."""
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.mixins import LoginRequiredMixin
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views import View
+from django.views.generic import TemplateView
+
+from portal.common.access import (
+    ROLE_STAFF,
+    RoleRequiredMixin,
+    can_edit_queue,
+    can_edit_tenant,
+    is_site_admin,
+)
+from portal.queues.preview import preview_rows_for, tenant_preview
+from portal.queues.selectors import queue_list
+
+from .forms import TenantQuotaForm
+from .models import Tenant
+from .selectors import (
+    tenant_change_list,
+    tenant_get,
+    tenant_list,
+    tenant_quota_summaries,
+    tenant_quota_summary,
+)
+from .services import TENANT_EDIT_FORBIDDEN, tenant_update
+
+TENANT_SAVED = "Tenant {name} saved."
+TENANT_UNCHANGED = "Nothing changed."
+
+
+class TenantListView(LoginRequiredMixin, TemplateView):
+    template_name = "tenants/tenant_list.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        tenants = list(tenant_list(user=self.request.user))
+        context["quotas"] = tenant_quota_summaries(tenants=tenants)
+        context["can_edit"] = is_site_admin(self.request.user)
+        return context
+
+
+class TenantDetailView(LoginRequiredMixin, View):
+    """A member's (or an admin's) view of one tenant: quota, use, its queues, history."""
+
+    template_name = "tenants/tenant_detail.html"
+
+    def get(self, request: HttpRequest, tenant_id: int) -> HttpResponse:
+        tenant = tenant_get(user=request.user, tenant_id=tenant_id)
+        queues = list(queue_list(user=request.user, tenant_id=tenant.pk))
+        for queue in queues:
+            queue.editable = can_edit_queue(request.user, queue)
+        context = {
+            "quota": tenant_quota_summary(tenant=tenant),
+            "queues": queues,
+            "changes": tenant_change_list(tenant=tenant),
+            "can_edit": can_edit_tenant(request.user, tenant),
+        }
+        return render(request, self.template_name, context)
+
+
+class TenantEditView(RoleRequiredMixin, View):
+    """Site admins only: everyone else gets 403 (ids of unknown tenants 404 for admins)."""
+
+    required_role = ROLE_STAFF
+    template_name = "tenants/tenant_edit.html"
+
+    def _tenant(self, request: HttpRequest, tenant_id: int) -> Tenant:
+        tenant = tenant_get(user=request.user, tenant_id=tenant_id)
+        if not can_edit_tenant(request.user, tenant):
+            raise PermissionDenied(TENANT_EDIT_FORBIDDEN)
+        return tenant
+
+    def _render(self, request: HttpRequest, tenant: Tenant, form: TenantQuotaForm) -> HttpResponse:
+        context = {
+            "tenant": tenant,
+            "quota": tenant_quota_summary(tenant=tenant),
+            "form": form,
+            "changes": tenant_change_list(tenant=tenant),
+            "preview": preview_rows_for(request.user, tenant_preview(tenant=tenant, changes={})),
+        }
+        return render(request, self.template_name, context)
+
+    def get(self, request: HttpRequest, tenant_id: int) -> HttpResponse:
+        tenant = self._tenant(request, tenant_id)
+        return self._render(
+            request, tenant, TenantQuotaForm(initial=TenantQuotaForm.initial_for(tenant))
+        )
+
+    def post(self, request: HttpRequest, tenant_id: int) -> HttpResponse:
+        tenant = self._tenant(request, tenant_id)
+        form = TenantQuotaForm(request.POST)
+        if not form.is_valid():
+            return self._render(request, tenant, form)
+        before = tenant.changes.count()
+        try:
+            tenant = tenant_update(tenant=tenant, actor=request.user, **form.cleaned_data)
+        except ValidationError as error:
+            for field, field_messages in error.message_dict.items():
+                target = field if field in form.fields else None
+                for message in field_messages:
+                    form.add_error(target, message)
+            return self._render(request, tenant, form)
+        if tenant.changes.count() == before:
+            messages.info(request, TENANT_UNCHANGED)
+        else:
+            messages.success(request, TENANT_SAVED.format(name=tenant.name))
+        return redirect("tenants:tenant_edit", tenant_id=tenant.pk)
+
+
+class TenantPreviewView(TenantEditView):
+    """JSON: every tenant's and queue's deserved GPUs now and under the quota in the query."""
+
+    http_method_names = ["get"]
+
+    def get(self, request: HttpRequest, tenant_id: int) -> HttpResponse:
+        tenant = self._tenant(request, tenant_id)
+        form = TenantQuotaForm(request.GET)
+        if not form.is_valid():
+            return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
+        rows = tenant_preview(tenant=tenant, changes=form.cleaned_data)
+        return JsonResponse({"tenant": tenant.name, "queues": preview_rows_for(request.user, rows)})

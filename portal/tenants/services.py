@@ -39,9 +39,7 @@ def tenant_create(*, name: str, display_name: str = "", **quota: Any) -> Tenant:
 
 
 @transaction.atomic
-def tenant_get_or_create(
-    *, name: str, display_name: str = "", **quota: Any
-) -> tuple[Tenant, bool]:
+def tenant_get_or_create(*, name: str, display_name: str = "", **quota: Any) -> tuple[Tenant, bool]:
     tenant = Tenant.objects.filter(name=name).first()
     if tenant is not None:
         return tenant, False
@@ -110,9 +108,9 @@ def check_queue_guarantees_fit_tenant(
     errors: dict[str, str] = {}
     for resource in grown:
         field = f"guarantee_{resource}"
-        parts = sorted([(name, values[resource]) for name, values in rows] + [
-            (queue_name, proposed[resource])
-        ])
+        parts = sorted(
+            [(name, values[resource]) for name, values in rows] + [(queue_name, proposed[resource])]
+        )
         total = sum(value for _, value in parts)
         limit = getattr(tenant, field)
         if total > limit:
@@ -169,9 +167,9 @@ def check_tenant_guarantees_fit_cluster(*, tenant: Tenant, previous: dict[str, i
         if resource not in grown:
             continue
         field = f"guarantee_{resource}"
-        parts = sorted([(row[0], row[index + 1]) for row in others] + [
-            (tenant.name, getattr(tenant, field))
-        ])
+        parts = sorted(
+            [(row[0], row[index + 1]) for row in others] + [(tenant.name, getattr(tenant, field))]
+        )
         total = sum(value for _, value in parts)
         if total > capacity.get(resource):
             errors[field] = TENANTS_ABOVE_CLUSTER.format(

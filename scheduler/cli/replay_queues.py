@@ -53,12 +53,19 @@ def register(subparsers) -> None:
         default=1.0,
         help="multiply every Philly VC's node count (at least 1 node) to stress the cluster",
     )
+    parser.add_argument(
+        "--tenants",
+        type=int,
+        default=0,
+        help="group the VCs into this many tenants of about equal size: per-tenant figures, "
+        "and the 'tree' mode (tenants as parent queues of a hierarchical proportion)",
+    )
     parser.add_argument("--modes", default="fifo,sjf,shared")
     parser.add_argument("--max-cycles", type=int, default=None)
     parser.set_defaults(handler=run)
 
 
-MODES = ("fifo", "sjf", "shared")
+MODES = ("fifo", "sjf", "shared", "tree")
 
 
 def validate(args: argparse.Namespace) -> str | None:
@@ -70,6 +77,10 @@ def validate(args: argparse.Namespace) -> str | None:
         return "--guarantee-fraction must be in (0, 1]"
     if not 0 < args.vc_scale <= 1:
         return "--vc-scale must be in (0, 1]"
+    if args.tenants < 0:
+        return "--tenants must be >= 0"
+    if "tree" in args.modes.split(",") and args.tenants < 1:
+        return "--modes tree needs --tenants N (N >= 1)"
     if args.step <= 0:
         return "--step must be > 0"
     if args.limit < 0:
@@ -117,13 +128,22 @@ def run(args: argparse.Namespace) -> int:
         "step_s": args.step,
         "modes": {},
     }
+    tenants = queues.group_tenants(vcs, args.tenants) if args.tenants else None
+    if tenants:
+        out["tenants"] = tenants
     for mode in args.modes.split(","):
         started = time.perf_counter()
         if mode in ("fifo", "sjf"):
-            result = queues.run_isolated(jobs, vcs, mode)
+            result = queues.run_isolated(jobs, vcs, mode, tenants)
         else:
             result = queues.run_shared(
-                jobs, vcs, args.step, args.guarantee_fraction, args.max_cycles
+                jobs,
+                vcs,
+                args.step,
+                args.guarantee_fraction,
+                args.max_cycles,
+                tenants=tenants,
+                tree=mode == "tree",
             )
         result["mode_seconds"] = round(time.perf_counter() - started, 1)
         out["modes"][mode] = result

@@ -13,6 +13,11 @@ GPUs (so reclaim never takes a queue below its own VC), driven by ``run_cycle`` 
 allocate, backfill, reclaim and priority, gang, conformance, proportion, binpack. A cycle runs
 when jobs arrive or finish, events within ``step`` seconds coalesced. An evicted job loses its
 progress and restarts from scratch when placed again; each eviction counts as one preemption.
+
+Tenants: ``group_tenants`` splits the VCs into N groups of about equal GPUs. Tree mode is the
+shared cluster with each group as a tenant (a parent queue: weight = its VCs' GPUs, guarantee =
+its queues' guarantees) under the hierarchical proportion; every mode then also reports per
+tenant, the flat shared run measured against the same tenants' guarantees.
 """
 
 from __future__ import annotations
@@ -56,6 +61,11 @@ tiers:
       binpack.resources: nvidia.com/gpu
       binpack.resources.nvidia.com/gpu: 20
 """
+
+
+TREE_CONF_TEXT = SHARED_CONF_TEXT.replace(
+    "  - name: proportion\n", "  - name: proportion\n    enableHierarchy: true\n"
+)
 
 
 @dataclass
@@ -123,6 +133,18 @@ def load_itp(path: Path, limit: int | None, gpus: int):
         rows = rows[:limit]
     t0 = rows[0][0] if rows else 0.0
     return [Job(f"j{i}", "itp", s - t0, max(d, 1.0), n) for i, (s, d, n) in enumerate(rows)]
+
+
+def group_tenants(vcs: dict[str, int], count: int) -> dict[str, str]:
+    """VC -> tenant (``t1``..``tN``): largest VCs first, each to the tenant with the fewest GPUs
+    so far (ties to the lower number), so the tenants end up about the same size."""
+    sizes = {f"t{k + 1}": 0 for k in range(count)}
+    out = {}
+    for vc, gpus in sorted(vcs.items(), key=lambda item: (-item[1], item[0])):
+        tenant = min(sizes, key=lambda t: (sizes[t], t))
+        sizes[tenant] += gpus
+        out[vc] = tenant
+    return out
 
 
 # metrics ------------------------------------------------------------------------------------------
@@ -217,7 +239,19 @@ def simulate_partition(jobs: list[Job], gpus: int, order: str = "fifo") -> dict:
     return out
 
 
-def run_isolated(jobs: list[Job], vcs: dict[str, int], order: str) -> dict:
+def per_tenant_jobs(jobs: list[Job], tenants: dict[str, str]) -> dict[str, dict]:
+    """Job metrics of each tenant's jobs."""
+    out = {}
+    for tenant in sorted(set(tenants.values())):
+        mine = [j for j in jobs if tenants.get(j.queue) == tenant]
+        if mine:
+            out[tenant] = job_metrics(mine)
+    return out
+
+
+def run_isolated(
+    jobs: list[Job], vcs: dict[str, int], order: str, tenants: dict[str, str] | None = None
+) -> dict:
     per_vc, all_jobs, busy, cap_time = {}, [], 0.0, 0.0
     start = min(j.submit for j in jobs)
     end_all = 0.0
@@ -234,6 +268,8 @@ def run_isolated(jobs: list[Job], vcs: dict[str, int], order: str) -> dict:
     out = job_metrics(all_jobs)
     out["gpu_utilisation"] = round(busy / cap_time, 4) if cap_time else 0.0
     out["per_queue"] = per_vc
+    if tenants:
+        out["per_tenant"] = per_tenant_jobs(all_jobs, tenants)
     return out
 
 
@@ -278,7 +314,11 @@ def run_shared(
     # the cluster and proportion caps each queue at its own VC, so nothing can be borrowed.
     guarantee_fraction: float = 0.5,
     max_cycles: int | None = None,
+    tenants: dict[str, str] | None = None,
+    tree: bool = False,
 ) -> dict:
+    """``tenants`` (VC -> tenant) adds per-tenant figures; ``tree`` also makes the tenants
+    parent queues of a hierarchical proportion (tree mode)."""
     jobs = [_copy(j) for j in jobs]
     total_gpus = sum(vcs.values())
     nodes = tuple(
@@ -289,15 +329,29 @@ def run_shared(
         for i in range(total_gpus // GPUS_PER_NODE)
     )
     guarantees = {vc: int(gpus * guarantee_fraction) for vc, gpus in vcs.items()}
+    tenants = tenants or {}
+    tree = tree and bool(tenants)
     queues = tuple(
         QueueInfo(
             vc,
             weight=max(1, gpus),
             guarantee=Resources.of({"nvidia.com/gpu": guarantees[vc]}),
+            parent=f"tenant/{tenants[vc]}" if tree else None,
         )
         for vc, gpus in vcs.items()
     )
-    conf = parse_conf_text(SHARED_CONF_TEXT)
+    members = {t: [vc for vc in vcs if tenants.get(vc) == t] for t in sorted(set(tenants.values()))}
+    tenant_guarantees = {t: sum(guarantees[vc] for vc in vcs_of) for t, vcs_of in members.items()}
+    if tree:
+        queues += tuple(
+            QueueInfo(
+                f"tenant/{t}",
+                weight=max(1, sum(vcs[vc] for vc in vcs_of)),
+                guarantee=Resources.of({"nvidia.com/gpu": tenant_guarantees[t]}),
+            )
+            for t, vcs_of in members.items()
+        )
+    conf = parse_conf_text(TREE_CONF_TEXT if tree else SHARED_CONF_TEXT)
     arrivals = sorted(jobs, key=lambda j: j.submit)
     by_name = {j.name: j for j in jobs}
     pending: dict[str, Job] = {}
@@ -306,6 +360,14 @@ def run_shared(
     finish: list[tuple[float, str]] = []
     state = {vc: QueueState() for vc in vcs}
     stats = SharedStats(guarantees=guarantees)
+    tenant_stats = SharedStats(guarantees=tenant_guarantees)
+    tenant_deserved: dict[str, float | None] = {}
+
+    def account(dt: float) -> None:
+        _account(stats, state, dt)
+        if members:
+            _account(tenant_stats, _tenant_states(state, members, tenant_deserved), dt)
+
     i, t, last_cycle = 0, 0.0, None
     idle_cycles, evicted_last = 0, False
     wall = time.perf_counter()
@@ -317,11 +379,11 @@ def run_shared(
             end, name = heapq.heappop(finish)
             job = by_name[name]
             if name in running and job.end == end:
-                _account(stats, state, end - t)
+                account(end - t)
                 t = end
                 state[job.queue].running_gpus -= job.gpus
                 del running[name]
-        _account(stats, state, to - t)
+        account(to - t)
         t = to
 
     while i < len(arrivals) or pending:
@@ -386,6 +448,13 @@ def run_shared(
             waiting = [j.gpus for j in pending.values() if j.queue == vc]
             qs.pending_gpus = sum(waiting)
             qs.smallest_pending = min(waiting) if waiting else None
+        for tenant, vcs_of in members.items():
+            share = result.queues.get(f"tenant/{tenant}")
+            if share is not None:
+                tenant_deserved[tenant] = share.deserved.get("gpu")
+            else:  # flat: what its queues deserve together
+                values = [state[vc].deserved for vc in vcs_of if state[vc].deserved is not None]
+                tenant_deserved[tenant] = sum(values) if values else None
     if not pending and (max_cycles is None or stats.cycles < max_cycles):
         advance(max((j.end for j in jobs if j.end is not None), default=t))
     span = (max((j.end or t) for j in jobs) - min(j.submit for j in jobs)) if jobs else 0.0
@@ -400,27 +469,61 @@ def run_shared(
     out["per_queue"] = {}
     for vc in vcs:
         mine = [j for j in jobs if j.queue == vc]
-        if not mine:
-            continue
-        demand = stats.demand_seconds.get(vc, 0.0)
-        entry = job_metrics(mine)
-        entry["gpus"] = vcs[vc]
-        entry["guarantee_gpus"] = guarantees[vc]
-        entry["demand_seconds"] = round(demand, 1)
-        entry["below_guarantee_time_share"] = (
-            round(stats.below_guarantee_seconds.get(vc, 0.0) / demand, 4) if demand else None
-        )
-        entry["starved_within_guarantee_time_share"] = (
-            round(stats.starved_seconds.get(vc, 0.0) / demand, 4) if demand else None
-        )
-        entry["max_shortfall_gpus"] = stats.max_shortfall.get(vc, 0)
-        out["per_queue"][vc] = entry
+        if mine:
+            out["per_queue"][vc] = _guarantee_entry(stats, vc, mine, vcs[vc], guarantees[vc])
+    if members:
+        out["tree"] = tree
+        out["per_tenant"] = {}
+        for tenant, vcs_of in members.items():
+            mine = [j for j in jobs if j.queue in vcs_of]
+            if mine:
+                gpus = sum(vcs[vc] for vc in vcs_of)
+                entry = _guarantee_entry(
+                    tenant_stats, tenant, mine, gpus, tenant_guarantees[tenant]
+                )
+                entry["queues"] = vcs_of
+                out["per_tenant"][tenant] = entry
     cs = stats.cycle_seconds
     out["cycles"] = stats.cycles
     out["cycle_seconds_mean"] = round(sum(cs) / len(cs), 4) if cs else None
     out["cycle_seconds_p99"] = round(percentile(cs, 99), 4) if cs else None
     out["wall_seconds"] = round(time.perf_counter() - wall, 1)
     out["stopped_early"] = bool(pending or any(j.end is None for j in jobs))
+    return out
+
+
+def _guarantee_entry(stats: SharedStats, key: str, jobs: list[Job], gpus: int, guarantee: int):
+    """Job metrics plus how well the guarantee held, for one queue or tenant."""
+    demand = stats.demand_seconds.get(key, 0.0)
+    entry = job_metrics(jobs)
+    entry["gpus"] = gpus
+    entry["guarantee_gpus"] = guarantee
+    entry["demand_seconds"] = round(demand, 1)
+    entry["below_guarantee_time_share"] = (
+        round(stats.below_guarantee_seconds.get(key, 0.0) / demand, 4) if demand else None
+    )
+    entry["starved_within_guarantee_time_share"] = (
+        round(stats.starved_seconds.get(key, 0.0) / demand, 4) if demand else None
+    )
+    entry["max_shortfall_gpus"] = stats.max_shortfall.get(key, 0)
+    return entry
+
+
+def _tenant_states(
+    state: dict[str, QueueState], members: dict[str, list[str]], deserved: dict[str, float | None]
+) -> dict[str, QueueState]:
+    """Each tenant as one queue: its queues' running and pending GPUs summed, the smallest
+    pending job among them, and its deserved share."""
+    out = {}
+    for tenant, vcs_of in members.items():
+        smallest = [state[vc].smallest_pending for vc in vcs_of]
+        smallest = [s for s in smallest if s is not None]
+        out[tenant] = QueueState(
+            running_gpus=sum(state[vc].running_gpus for vc in vcs_of),
+            pending_gpus=sum(state[vc].pending_gpus for vc in vcs_of),
+            smallest_pending=min(smallest) if smallest else None,
+            deserved=deserved.get(tenant),
+        )
     return out
 
 

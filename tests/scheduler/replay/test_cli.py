@@ -68,6 +68,8 @@ def test_replay_openb_on_a_tiny_list(capsys, tmp_path):
         ("--window", "2017-10-13", "--window must be FROM:TO"),
         ("--window", "2017-10-14:2017-10-13", "--window must be FROM:TO"),
         ("--window", "2017-13-01:2017-10-13", "--window must be FROM:TO"),
+        ("--tenants", "-1", "--tenants must be >= 0"),
+        ("--modes", "shared,tree", "--modes tree needs --tenants N"),
     ],
 )
 def test_replay_queues_names_the_bad_option(capsys, option, value, error):

@@ -91,3 +91,44 @@ def test_vc_scale_shrinks_every_vc_to_at_least_one_node(tmp_path):
     path.write_text("vc,node num\nbig,64\nsmall,1\n")
     assert queues.load_vcs(path) == {"big": 512, "small": 8}
     assert queues.load_vcs(path, 0.25) == {"big": 128, "small": 8}
+
+
+def test_vcs_are_grouped_into_tenants_of_about_equal_size():
+    vcs = {"a": 64, "b": 32, "c": 32, "d": 16, "e": 8, "f": 8}
+    tenants = queues.group_tenants(vcs, 3)
+    sizes = {}
+    for vc, tenant in tenants.items():
+        sizes[tenant] = sizes.get(tenant, 0) + vcs[vc]
+    assert tenants == {"a": "t1", "b": "t2", "c": "t3", "d": "t2", "e": "t3", "f": "t3"}
+    assert sizes == {"t1": 64, "t2": 48, "t3": 48}
+
+
+def test_tree_mode_lends_inside_a_tenant_and_reports_per_tenant():
+    # Tenant t1 = queues a (busy) and b (idle), tenant t2 = queue c. In the tree a may use b's
+    # share (lent inside t1) before c's tenant lends anything; c's 8-GPU job arrives later and
+    # gets t2's guarantee back by reclaim.
+    jobs = [
+        job("a1", 0, 1000, 8, "a"),
+        job("a2", 0, 1000, 8, "a"),
+        job("a3", 0, 1000, 8, "a"),
+        job("c1", 10, 100, 8, "c"),
+    ]
+    vcs = {"a": 8, "b": 8, "c": 8}
+    tenants = {"a": "t1", "b": "t1", "c": "t2"}
+    out = queues.run_shared(jobs, vcs, step=1.0, guarantee_fraction=1.0, tenants=tenants, tree=True)
+    assert out["tree"] is True
+    t1, t2 = out["per_tenant"]["t1"], out["per_tenant"]["t2"]
+    assert (t1["queues"], t1["guarantee_gpus"], t2["guarantee_gpus"]) == (["a", "b"], 16, 8)
+    assert t1["avg_queueing_s"] == 0  # a runs two 8-GPU gangs at once: b's share is lent to it
+    assert t2["avg_queueing_s"] <= 2  # c's tenant is idle at first, so its share is free
+    assert not out["stopped_early"]
+
+
+def test_flat_and_tree_runs_report_the_same_tenants():
+    jobs = [job("a1", 0, 100, 8, "a"), job("c1", 0, 100, 8, "c")]
+    vcs = {"a": 8, "b": 8, "c": 8}
+    tenants = {"a": "t1", "b": "t1", "c": "t2"}
+    flat = queues.run_shared(jobs, vcs, step=1.0, tenants=tenants)
+    tree = queues.run_shared(jobs, vcs, step=1.0, tenants=tenants, tree=True)
+    assert (flat["tree"], tree["tree"]) == (False, True)
+    assert set(flat["per_tenant"]) == set(tree["per_tenant"]) == {"t1", "t2"}

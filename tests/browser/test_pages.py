@@ -77,19 +77,26 @@ def test_submit_form_shows_service_errors_on_the_role(world, login):
 
 
 def test_lead_edits_weight_and_sees_the_preview_change(world, login, live_server):
-    from tests.factories import JobFactory, JobTaskFactory
+    from tests.factories import JobFactory, JobTaskFactory, QueueFactory
 
-    for queue in (world["nlp_queue"], world["vision_queue"]):
+    # The tenants split the cluster 16/16; inside nlp, nlp-train (weight 2) and nlp-dev split
+    # nlp's 16.
+    dev = QueueFactory(tenant=world["nlp_queue"].tenant, name="nlp-dev", weight=1)
+    for queue in (world["nlp_queue"], dev, world["vision_queue"]):
         JobTaskFactory(job=JobFactory(queue=queue), replicas=4, gpus=8)
     page = login("lead")
     page.goto(f"{live_server.url}/queues/{world['nlp_queue'].pk}/edit/")
-    row = page.locator("#preview tr[data-queue='nlp-train'] td.after")
-    assert row.inner_text().strip() == "21.3"
+    row = page.locator("#preview tr[data-name='nlp-train'] td.after")
+    assert row.inner_text().strip() == "10.7"
     page.fill("#id_weight", "3")
     page.wait_for_selector("#preview td.after.preview-cell-up")
-    assert row.inner_text().startswith("24.0")
-    vision = page.locator("#preview tr[data-queue='vision-train'] td.after")
-    assert vision.inner_text().startswith("8.0")
+    assert row.inner_text().startswith("12.0")
+    sibling = page.locator("#preview tr[data-name='nlp-dev'] td.after")
+    assert sibling.inner_text().startswith("4.0")
+    tenant = page.locator("#preview tr[data-kind='tenant'][data-name='nlp'] td.after")
+    assert tenant.inner_text().strip() == "16.0"
+    vision = page.locator("#preview tr[data-name='vision-train'] td.after")
+    assert vision.inner_text().strip() == "16.0"
     page.click("button:has-text('Save')")
     page.wait_for_selector("text=Queue nlp-train saved.")
     assert "weight" in page.inner_text("#queue-changes")

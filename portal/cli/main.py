@@ -8,6 +8,7 @@
     python -m portal.cli why 42
     python -m portal.cli cancel 42
     python -m portal.cli queues
+    python -m portal.cli tenants
 """
 
 import argparse
@@ -90,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     why.add_argument("job_id", type=int)
     queues = add_command("queues", help="queues and their shares")
     queues.add_argument("--tenant", type=int, help="tenant id")
+    commands.add_parser("tenants", help="your tenants: quota, what their queues guarantee, use")
     return parser
 
 
@@ -305,6 +307,36 @@ def run(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:
                         q["gpus_pending"],
                     ]
                     for q in rows
+                ],
+            ),
+            file=out,
+        )
+        return None
+    if args.cmd == "tenants":
+        rows = client.get_all("/api/v1/tenants/")
+        if args.json:
+            return _print_json(rows, out)
+        headers = [
+            "id", "tenant", "role", "weight", "guarantee", "queues-guarantee", "capability",
+            "borrow", "allocated", "deserved",
+        ]  # fmt: skip
+        print(
+            table(
+                headers,
+                [
+                    [
+                        t["id"],
+                        t["name"],
+                        t["role"],
+                        t["weight"],
+                        t["guarantee_gpus"],
+                        t["queues_guarantee_gpus"],
+                        t["capability_gpus"],
+                        t["borrowing_limit_gpus"],
+                        t["gpus_allocated"],
+                        t["gpus_deserved"],
+                    ]
+                    for t in rows
                 ],
             ),
             file=out,

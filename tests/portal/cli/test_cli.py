@@ -135,6 +135,22 @@ def test_why_counts_hidden_jobs(gpuq, nlp_queue, vision, researcher, lead):
     assert "secret" not in out
 
 
+def test_tenants_show_quota_and_use(gpuq, nlp, nlp_queue, vision_queue):
+    nlp.guarantee_gpus, nlp.capability_gpus = 12, 24
+    nlp.save()
+    nlp_queue.guarantee_gpus = 8
+    nlp_queue.save()
+    PlacementFactory(task=JobTaskFactory(job=JobFactory(queue=nlp_queue), gpus=3))
+    code, out, _ = gpuq("tenants")
+    assert code == 0
+    header, row = out.splitlines()
+    assert header.split() == [
+        "ID", "TENANT", "ROLE", "WEIGHT", "GUARANTEE", "QUEUES-GUARANTEE", "CAPABILITY",
+        "BORROW", "ALLOCATED", "DESERVED",
+    ]  # fmt: skip
+    assert row.split()[1:] == ["nlp", "researcher", "1", "12", "8", "24", "-", "3", "-"]
+
+
 def test_queues_show_shares(gpuq, nlp_queue, vision_queue):
     QueueUsageSampleFactory(queue=nlp_queue, gpus_allocated=1, gpus_deserved=12.5, gpus_pending=2)
     running = JobTaskFactory(job=JobFactory(queue=nlp_queue), gpus=6)

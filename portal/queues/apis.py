@@ -226,8 +226,8 @@ class QueueUpdateApi(ApiView):
                     "code": "invalid",
                     "errors": {
                         "guarantee_gpus": [
-                            "guarantee_gpus: nlp's queues would guarantee 14 GPUs "
-                            "(nlp-interactive 2 + nlp-train 12) but tenant nlp guarantees 12"
+                            "guarantee_gpus: nlp's queues would guarantee 16 GPUs "
+                            "(nlp-interactive 4 + nlp-train 12) but tenant nlp guarantees 12"
                         ]
                     },
                 },

@@ -139,8 +139,8 @@ TENANT_EXAMPLE = {
     "borrowing_limit_memory_bytes": None,
     "role": "lead",
     "queues": ["nlp-interactive", "nlp-train"],
-    "queues_guarantee_gpus": 10,
-    "gpus_allocated": 14,
+    "queues_guarantee_gpus": 12,
+    "gpus_allocated": 5,
     "gpus_deserved": 16.0,
     "can_edit": False,
     "links": {"self": "/api/v1/tenants/1/", "changes": "/api/v1/tenants/1/changes/"},
@@ -223,7 +223,7 @@ class TenantUpdateApi(ApiView):
                     "errors": {
                         "guarantee_gpus": [
                             "guarantee_gpus: 8 is below the sum of nlp's queue guarantees, "
-                            "10 (nlp-interactive 2 + nlp-train 8)"
+                            "12 (nlp-interactive 4 + nlp-train 8)"
                         ]
                     },
                 },

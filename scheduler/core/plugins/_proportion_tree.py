@@ -140,6 +140,7 @@ class ProportionTree:
 
     def _capabilities(self, infos: dict[str, QueueInfo], top_down: list[str]) -> None:
         """Nominal share and real capability top down, then what each parent can hand out."""
+        self.caps: dict[str, Resources | None] = {}  # queue -> its borrowing cap
         nominal: dict[str | None, Resources] = {None: self.cluster}
         real: dict[str | None, Resources] = {None: self.cluster}
         reserved: dict[str | None, Resources] = {}
@@ -167,7 +168,7 @@ class ProportionTree:
             nominal[name] = nominal_share(attr, nominal[parent], open_weight[parent])
             capability = real[parent].exceeded_part(reserved[parent]).add(attr.guarantee)
             capability = capability.min_dimension(attr.capability)
-            cap = borrowing_cap(attr, nominal[name])
+            cap = self.caps[name] = borrowing_cap(attr, nominal[name])
             if cap is not None:
                 capability = capability.min_dimension(cap)
             attr.real_capability = real[name] = capability
@@ -439,7 +440,8 @@ class ProportionTree:
         node = self._blocking(queue.name, task.resreq, self._completes(task)) or queue.name
         attr = self.attrs[node]
         if node == queue.name:
-            sentence = explain_share(queue.info, attr, self.cluster, task)
+            cap = self.caps.get(queue.name)
+            sentence = explain_share(queue.info, attr, self.cluster, task, cap)
             capped = self._capped_ancestor(queue.name, task)
             return sentence if sentence is None or capped is None else f"{sentence}; {capped}"
         future = attr.allocated.add(task.resreq)

@@ -111,6 +111,7 @@ class ProportionPlugin:
             guarantees = guarantees.add(queue.info.guarantee)
         open_weight = sum(q.info.weight for q in ssn.queues.values() if q.info.is_open)
         self.attrs: dict[str, QueueAttr] = {}
+        self.caps: dict[str, Resources | None] = {}  # queue -> its borrowing cap
         # queue -> (the allocation and deserved share it was asked at, request -> may it give
         # pods up)
         self._give_memo: dict[str, tuple[Resources, Resources, dict[Resources, bool]]] = {}
@@ -126,6 +127,7 @@ class ProportionPlugin:
             real = self.cluster.exceeded_part(guarantees).add(attr.guarantee)
             real = real.min_dimension(attr.capability)
             cap = borrowing_cap(attr, nominal_share(attr, self.cluster, open_weight))
+            self.caps[attr.queue.name] = cap
             if cap is not None:
                 real = real.min_dimension(cap)
             attr.real_capability = real
@@ -241,7 +243,9 @@ class ProportionPlugin:
     def explain(self, queue: Queue, task: Task) -> str | None:
         if self.tree is not None:
             return self.tree.explain(queue, task)
-        return explain_share(queue.info, self.attrs[queue.name], self.cluster, task)
+        return explain_share(
+            queue.info, self.attrs[queue.name], self.cluster, task, self.caps.get(queue.name)
+        )
 
     def share(self, queue_name: str) -> QueueAttr | None:
         if self.tree is not None:
@@ -268,9 +272,16 @@ def admission_reason(
     )
 
 
-def explain_share(info: QueueInfo, attr: QueueAttr, cluster: Resources, task: Task) -> str | None:
+def explain_share(
+    info: QueueInfo,
+    attr: QueueAttr,
+    cluster: Resources,
+    task: Task,
+    cap: Resources | None = None,
+) -> str | None:
     """Why ``task`` does not fit under this queue's share, or None when the share is the whole
-    cluster (the nodes are the limit then)."""
+    cluster (the nodes are the limit then). ``cap``: the queue's borrowing cap, named only when
+    it is what holds the share down."""
     future = attr.allocated.add(task.resreq)
     name = first_short_dimension(future, attr.deserved, task.resreq) or "gpu"
     deserved, allocated = attr.deserved.get(name), attr.allocated.get(name)
@@ -280,7 +291,7 @@ def explain_share(info: QueueInfo, attr: QueueAttr, cluster: Resources, task: Ta
     if deserved >= capability - 0.1:
         return f"queue {info.name} at capability {_pair(name, allocated, capability)}"
     limit = info.borrowing_limit.get(name)
-    if limit != INFINITY and deserved >= attr.real_capability.get(name) - 0.1:
+    if limit != INFINITY and cap is not None and deserved >= cap.get(name) - 0.1:
         return (
             f"queue {info.name} may borrow at most {describe(name, limit)} above its "
             f"nominal share: it deserves {describe(name, deserved)} and has "

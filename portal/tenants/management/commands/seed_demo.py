@@ -36,9 +36,11 @@ GiB = 1024**3
 # The seed deployment's conf, from the one place the scheduler core defines it.
 DEMO_SCHEDULER_CONF = DEFAULT_CONF_TEXT
 
-# The site's split of the demo cluster's 32 GPUs: 26 guaranteed (nlp 12, vision 10, platform
-# 4), 6 shared by weight. nlp weighs twice as much when everyone wants more; vision may grow to
-# 20 GPUs but borrow at most 4 above its nominal share; platform is capped at 8.
+# The site's split of the demo cluster's 32 GPUs: 28 guaranteed (nlp 12, vision 12, platform
+# 4), 4 shared by weight. nlp weighs twice as much when everyone wants more; vision may grow to
+# 20 GPUs but borrow at most 4 above its nominal share; platform is capped at 8. So vision's
+# 12-GPU detr-train runs on its guarantee, and nlp's 32-GPU bert-pretrain waits: nlp may never
+# hold more than 24.
 DEMO_TENANTS = [
     {
         "name": "nlp",
@@ -51,7 +53,7 @@ DEMO_TENANTS = [
         "name": "vision",
         "display_name": "Computer vision",
         "weight": 1,
-        "guarantee_gpus": 10,
+        "guarantee_gpus": 12,
         "capability_gpus": 20,
         "borrowing_limit_gpus": 4,
     },
@@ -64,8 +66,9 @@ DEMO_TENANTS = [
     },
 ]
 
-# Each tenant's leads split its quota: nlp's queues guarantee 10 of its 12 GPUs (2 are the
-# tenant's to lend between them), vision's 8 of 10, platform's all 4.
+# Each tenant's leads split its quota: nlp's queues guarantee all its 12 GPUs (8 for training,
+# 4 for the interactive queue's fine-tuning), vision's 8 of 12 (4 are the tenant's to lend
+# between its queues), platform's all 4.
 DEMO_QUEUES = [
     {
         "tenant": "nlp",
@@ -79,7 +82,7 @@ DEMO_QUEUES = [
         "tenant": "nlp",
         "name": "nlp-interactive",
         "weight": 1,
-        "guarantee_gpus": 2,
+        "guarantee_gpus": 4,
         "capability_gpus": 8,
         "priority": 10,
         "reclaimable": False,

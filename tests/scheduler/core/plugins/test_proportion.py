@@ -74,3 +74,26 @@ def test_capability_reason_names_the_numbers():
         [make_job("big", "nlp", [make_task("b0", gpu=4)], 1)],
     )
     assert result.pending_reasons == {"big": "job needs 4 GPUs; queue nlp at capability 0/2 GPUs"}
+
+
+def test_the_borrowing_limit_is_named_only_when_it_holds_the_share_down():
+    # a may borrow 2 above its nominal 8: it deserves 10 and says why.
+    capped = run(
+        [make_node("n1"), make_node("n2")],
+        [make_queue("a", borrowing_limit={"gpu": 2}), make_queue("b")],
+        _demand("a", 16),
+    )
+    assert capped.pending_reasons["a10"] == (
+        "job needs 1 GPU; queue a may borrow at most 2 GPUs above its nominal share: it "
+        "deserves 10 GPUs and has 10 GPUs allocated"
+    )
+    # With b's guarantee of 10 held back, a's share (6) is below its borrowing cap (10): the
+    # limit is not the reason.
+    held = run(
+        [make_node("n1"), make_node("n2")],
+        [make_queue("a", borrowing_limit={"gpu": 2}), make_queue("b", guarantee={"gpu": 10})],
+        _demand("a", 16),
+    )
+    assert held.pending_reasons["a6"] == (
+        "job needs 1 GPU; queue a deserves 6 GPUs and has 6 GPUs allocated"
+    )

@@ -219,6 +219,7 @@ def measure(*, repeat: int = 20) -> dict[str, Any]:
         "job list (page 100, pending)": "/jobs/?status=pending&page=100",
         "preemption history": "/admin-area/preemptions/",
         "preemption history (filtered)": "/admin-area/preemptions/?action=reclaim&page=10",
+        **_quota_pages(),
     }
     results = {}
     for label, url in urls.items():
@@ -240,6 +241,29 @@ def measure(*, repeat: int = 20) -> dict[str, Any]:
             "queries": queries,
         }
     return results
+
+
+def _quota_pages() -> dict[str, str]:
+    """The tenant and queue quota pages, on the first tenant and queue seeded."""
+    from urllib.parse import urlencode
+
+    from portal.queues.models import Queue
+    from portal.tenants.models import Tenant
+    from portal.tenants.quota import QUOTA_FIELDS
+
+    tenant, queue = Tenant.objects.order_by("pk").first(), Queue.objects.order_by("pk").first()
+    if tenant is None or queue is None:
+        return {}
+    values = {f: getattr(tenant, f) for f in QUOTA_FIELDS if getattr(tenant, f) is not None}
+    proposed = urlencode({**values, "weight": tenant.weight + 1, "reclaimable": "on"})
+    return {
+        "tenants": "/tenants/",
+        "tenant detail": f"/tenants/{tenant.pk}/",
+        "tenant quota edit": f"/tenants/{tenant.pk}/edit/",
+        "tenant quota preview": f"/tenants/{tenant.pk}/preview/?{proposed}",
+        "queue edit": f"/queues/{queue.pk}/edit/",
+        "api tenants": "/api/v1/tenants/",
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

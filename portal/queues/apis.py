@@ -22,7 +22,7 @@ from portal.api.pagination import ApiPagination
 from portal.cluster.selectors import gpus_allocated_per_queue
 from portal.common.access import can_edit_queue
 from portal.scheduling.selectors import queue_usage_latest, queue_usage_series
-from portal.tenants.apis import QuotaInputSerializer
+from portal.tenants.apis import QuotaChangeSerializer, QuotaInputSerializer
 
 from .models import Queue
 from .selectors import queue_get, queue_list
@@ -248,14 +248,7 @@ class QueueChangeListApi(ApiView):
     """The audit trail of a queue: one row per changed field, newest first."""
 
     pagination_class = ApiPagination
-
-    class OutputSerializer(ApiSerializer):
-        id = serializers.IntegerField()
-        field = serializers.CharField()
-        old_value = serializers.CharField()
-        new_value = serializers.CharField()
-        changed_by = serializers.CharField(source="changed_by.username", allow_null=True)
-        changed_at = serializers.DateTimeField()
+    OutputSerializer = QuotaChangeSerializer
 
     @extend_schema(
         operation_id="queues_changes_list",

@@ -1,6 +1,5 @@
 from django.conf import settings
 from django.db import models
-from django.utils import timezone
 
 from portal.common.models import BaseModel
 from portal.common.validators import validate_dns_label
@@ -11,6 +10,7 @@ from portal.tenants.quota import (  # noqa: F401 - the queue's names for the sha
     RESOURCES,
     WEIGHT_MAX,
     WEIGHT_MIN,
+    QuotaChangeFields,
     QuotaFields,
 )
 
@@ -35,7 +35,7 @@ class Queue(QuotaFields, BaseModel):
         return self.name
 
 
-class QueueChange(models.Model):
+class QueueChange(QuotaChangeFields):
     """Audit row: one changed field of a queue, written by `queue_update`."""
 
     queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="changes")
@@ -46,13 +46,9 @@ class QueueChange(models.Model):
         blank=True,
         related_name="queue_changes",
     )
-    changed_at = models.DateTimeField(default=timezone.now, db_index=True)
-    field = models.CharField(max_length=64)
-    old_value = models.TextField(blank=True)
-    new_value = models.TextField(blank=True)
 
-    class Meta:
-        ordering = ["-changed_at", "-id"]
+    class Meta(QuotaChangeFields.Meta):
+        pass
 
     def __str__(self) -> str:
         return f"{self.queue.name}.{self.field}: {self.old_value} -> {self.new_value}"

@@ -4,13 +4,12 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection, transaction
 from django.db.models import F
-from django.utils import timezone
 
 from portal.common.access import can_edit_queue, can_manage_queues_of
 from portal.jobs.models import Job
 from portal.tenants.models import Tenant
-from portal.tenants.quota import QUOTA_FIELDS
-from portal.tenants.services import as_text, check_queue_guarantees_fit_tenant, tenant_locked
+from portal.tenants.quota import QUOTA_FIELDS, changes_record
+from portal.tenants.services import check_queue_guarantees_fit_tenant, tenant_locked
 
 from .models import RESOURCES, Queue, QueueChange
 
@@ -113,21 +112,8 @@ def queue_update(*, queue: Queue, actor: AbstractBaseUser | None, **changes: Any
     if not changed:
         return queue
     queue.save(update_fields=[*changed, "updated_at"])
-
-    now = timezone.now()
-    changed_by = actor if actor is not None and actor.is_authenticated else None
-    QueueChange.objects.bulk_create(
-        [
-            QueueChange(
-                queue=queue,
-                changed_by=changed_by,
-                changed_at=now,
-                field=field,
-                old_value=as_text(before[field]),
-                new_value=as_text(getattr(queue, field)),
-            )
-            for field in changed
-        ]
+    changes_record(
+        model=QueueChange, owner="queue", row=queue, before=before, fields=changed, actor=actor
     )
     return queue
 

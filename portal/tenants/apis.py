@@ -239,18 +239,22 @@ class TenantUpdateApi(ApiView):
         return Response(self.OutputSerializer(tenant, context=_context(request, [tenant])).data)
 
 
+class QuotaChangeSerializer(ApiSerializer):
+    """One audited change of a tenant's or queue's quota field."""
+
+    id = serializers.IntegerField()
+    field = serializers.CharField()
+    old_value = serializers.CharField()
+    new_value = serializers.CharField()
+    changed_by = serializers.CharField(source="changed_by.username", allow_null=True)
+    changed_at = serializers.DateTimeField()
+
+
 class TenantChangeListApi(ApiView):
     """The audit trail of a tenant's quota: one row per changed field, newest first."""
 
     pagination_class = ApiPagination
-
-    class OutputSerializer(ApiSerializer):
-        id = serializers.IntegerField()
-        field = serializers.CharField()
-        old_value = serializers.CharField()
-        new_value = serializers.CharField()
-        changed_by = serializers.CharField(source="changed_by.username", allow_null=True)
-        changed_at = serializers.DateTimeField()
+    OutputSerializer = QuotaChangeSerializer
 
     @extend_schema(
         operation_id="tenants_changes_list",

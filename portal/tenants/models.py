@@ -5,7 +5,7 @@ from django.utils import timezone
 from portal.common.models import BaseModel
 from portal.common.validators import validate_dns_label
 
-from .quota import QuotaFields
+from .quota import QuotaChangeFields, QuotaFields
 
 
 class Tenant(QuotaFields, BaseModel):
@@ -43,7 +43,7 @@ class Membership(BaseModel):
         return f"{self.user} in {self.tenant.name} ({self.role})"
 
 
-class TenantChange(models.Model):
+class TenantChange(QuotaChangeFields):
     """Audit row: one changed quota field of a tenant, written by `tenant_update`."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="changes")
@@ -54,13 +54,9 @@ class TenantChange(models.Model):
         blank=True,
         related_name="tenant_changes",
     )
-    changed_at = models.DateTimeField(default=timezone.now, db_index=True)
-    field = models.CharField(max_length=64)
-    old_value = models.TextField(blank=True)
-    new_value = models.TextField(blank=True)
 
-    class Meta:
-        ordering = ["-changed_at", "-id"]
+    class Meta(QuotaChangeFields.Meta):
+        pass
 
     def __str__(self) -> str:
         return f"{self.tenant.name}.{self.field}: {self.old_value} -> {self.new_value}"

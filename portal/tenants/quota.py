@@ -10,6 +10,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.utils import timezone
 
 from scheduler.core.resources import Resources
 from scheduler.core.types import QueueInfo
@@ -66,6 +67,50 @@ class QuotaFields(models.Model):
                 )
         if errors:
             raise ValidationError(errors)
+
+
+class QuotaChangeFields(models.Model):
+    """One changed field of a quota, old -> new, when (the owner and the author are the
+    concrete model's foreign keys)."""
+
+    changed_at = models.DateTimeField(default=timezone.now, db_index=True)
+    field = models.CharField(max_length=64)
+    old_value = models.TextField(blank=True)
+    new_value = models.TextField(blank=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["-changed_at", "-id"]
+
+
+def changes_record(
+    *, model: type, owner: str, row: Any, before: dict[str, Any], fields: list[str], actor: Any
+) -> None:
+    """One ``model`` row (``owner`` = ``row``) per changed field, all at one instant."""
+    now = timezone.now()
+    changed_by = actor if actor is not None and actor.is_authenticated else None
+    model.objects.bulk_create(
+        [
+            model(
+                **{owner: row},
+                changed_by=changed_by,
+                changed_at=now,
+                field=field,
+                old_value=as_text(before[field]),
+                new_value=as_text(getattr(row, field)),
+            )
+            for field in fields
+        ]
+    )
+
+
+def as_text(value: Any) -> str:
+    """An audit row's rendering of a field value ('' for unlimited)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def tenant_node_name(tenant_name: str) -> str:

@@ -6,13 +6,19 @@ from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection, transaction
 from django.db.models import F
-from django.utils import timezone
 
 from portal.common.access import can_edit_tenant
 from portal.common.services import model_update
 
 from .models import Membership, Tenant, TenantChange
-from .quota import QUOTA_FIELDS, RESOURCE_UNITS, RESOURCES, named_parts, sum_parts
+from .quota import (
+    QUOTA_FIELDS,
+    RESOURCE_UNITS,
+    RESOURCES,
+    changes_record,
+    named_parts,
+    sum_parts,
+)
 
 FIELD_NOT_EDITABLE = "this field cannot be changed here"
 TENANT_EDIT_FORBIDDEN = "Only a site admin may change a tenant's quota."
@@ -68,20 +74,8 @@ def tenant_update(*, tenant: Tenant, actor: AbstractBaseUser | None, **changes: 
     if not changed:
         return tenant
     tenant.save(update_fields=[*changed, "updated_at"])
-    now = timezone.now()
-    changed_by = actor if actor is not None and actor.is_authenticated else None
-    TenantChange.objects.bulk_create(
-        [
-            TenantChange(
-                tenant=tenant,
-                changed_by=changed_by,
-                changed_at=now,
-                field=field,
-                old_value=as_text(before[field]),
-                new_value=as_text(getattr(tenant, field)),
-            )
-            for field in changed
-        ]
+    changes_record(
+        model=TenantChange, owner="tenant", row=tenant, before=before, fields=changed, actor=actor
     )
     return tenant
 
@@ -200,15 +194,6 @@ def _refuse_unknown(changes: dict[str, Any]) -> None:
     unknown = {field: FIELD_NOT_EDITABLE for field in changes if field not in QUOTA_FIELDS}
     if unknown:
         raise ValidationError(unknown)
-
-
-def as_text(value: Any) -> str:
-    """An audit row's rendering of a field value ('' for unlimited)."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 @transaction.atomic

@@ -75,6 +75,11 @@ class ProportionTree:
         self._fill(top_down)
         # (queue, request, may take a last pod) -> (session version, allocatable?)
         self._answers: dict[tuple, tuple[int, bool]] = {}
+        self._levels: dict[str, list] = {}
+        # queues whose stated capability names something (the others are never "at" it)
+        self._capped = {
+            name for name, queue in ssn.queues.items() if queue.info.capability.explicit()
+        }
 
     # building -----------------------------------------------------------------------------------
     def _guarantees(self, infos: dict[str, QueueInfo], top_down: list[str]) -> dict[str, Resources]:
@@ -240,12 +245,14 @@ class ProportionTree:
         return -1 if lkey < rkey else (1 if lkey > rkey else 0)
 
     def queue_key(self, queue: Queue) -> tuple:
-        queues = self.ssn.queues
-        return tuple((-queues[n].info.priority, self._share(n)) for n in self.paths[queue.name])
-
-    def _share(self, name: str) -> float:
-        attr = self.attrs.get(name)
-        return attr.share if attr is not None else 0.0
+        # (negated priority, attr or None) per level, fixed for the session; only shares move.
+        levels = self._levels.get(queue.name)
+        if levels is None:
+            levels = self._levels[queue.name] = [
+                (-self.ssn.queues[n].info.priority, self.attrs.get(n))
+                for n in self.paths[queue.name]
+            ]
+        return tuple([(p, a.share if a is not None else 0.0) for p, a in levels])
 
     def overused(self, queue: Queue) -> bool:
         attr = self.attrs.get(queue.name)
@@ -257,15 +264,19 @@ class ProportionTree:
         if queue.children:
             return False
         # Asked for every waiting job of a queue at its share, with nothing changed in between:
-        # the answer is kept per request until the session changes.
-        last = self._completes(task)
-        key = (queue.name, task.resreq, last)
-        found = self._answers.get(key)
-        if found is None or found[0] != self.ssn.version:
-            found = self._answers[key] = (
-                self.ssn.version,
-                self._blocking(queue.name, task.resreq, last) is None,
-            )
+        # the answers are kept per request until the session changes. The last-pod answer is
+        # only worked out when the plain one is no.
+        version, answers = self.ssn.version, self._answers
+        key = (queue.name, task.resreq, False)
+        found = answers.get(key)
+        if found is None or found[0] != version:
+            found = answers[key] = (version, self._blocking(queue.name, task.resreq) is None)
+        if found[1] or not self._completes(task):
+            return found[1]
+        key = (queue.name, task.resreq, True)
+        found = answers.get(key)
+        if found is None or found[0] != version:
+            found = answers[key] = (version, self._blocking(queue.name, task.resreq, True) is None)
         return found[1]
 
     def preemptive(self, queue: Queue, task: Task) -> bool:
@@ -415,13 +426,13 @@ class ProportionTree:
         self._move(task, task.resreq, -1)
 
     def _move(self, task: Task, amount: Resources, sign: int) -> None:
-        path = self.paths.get(self.ssn.jobs[task.job].queue)
-        for node in path or ():
-            attr = self.attrs.get(node)
-            if attr is None:
-                continue
-            attr.allocated = attr.allocated.add(amount) if sign > 0 else attr.allocated.sub(amount)
-            attr.update_share()
+        attrs = self.attrs
+        for node in self.paths.get(self.ssn.jobs[task.job].queue, ()):
+            attr = attrs.get(node)
+            if attr is not None:
+                allocated = attr.allocated
+                attr.allocated = allocated.add(amount) if sign > 0 else allocated.sub(amount)
+                attr.update_share()
 
     # explanations -------------------------------------------------------------------------------
     def explain(self, queue: Queue, task: Task) -> str | None:
@@ -457,10 +468,13 @@ class ProportionTree:
     def _capped_ancestor(self, name: str, task: Task) -> str | None:
         """``tenant/nlp is capped at 6 GPUs`` when an ancestor's share is its capability (so
         its queues split no more), else None."""
+        capped = [n for n in self.paths[name][:-1] if n in self._capped]
+        if not capped:
+            return None
         attr = self.attrs[name]
         short = first_short_dimension(attr.allocated.add(task.resreq), attr.deserved, task.resreq)
         short = short or "gpu"
-        for node in reversed(self.paths[name][:-1]):
+        for node in reversed(capped):
             capability = self.ssn.queues[node].info.capability.get(short)
             if self.attrs[node].deserved.get(short) >= capability - 0.1:
                 return f"{node} is capped at {describe(short, capability)}"
@@ -470,7 +484,7 @@ class ProportionTree:
         """(resource, allocated, capability) when ``task`` would take ``node`` past its stated
         capability, else None."""
         attr = self.attrs.get(node)
-        if attr is None:
+        if attr is None or node not in self._capped:
             return None
         capability = self.ssn.queues[node].info.capability
         future = attr.allocated.add(task.resreq)

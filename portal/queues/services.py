@@ -9,14 +9,17 @@ from portal.common.access import can_edit_queue, can_manage_queues_of
 from portal.jobs.models import Job
 from portal.tenants.models import Tenant
 from portal.tenants.quota import QUOTA_FIELDS, changes_record
-from portal.tenants.services import check_queue_guarantees_fit_tenant, tenant_locked
+from portal.tenants.services import (  # noqa: F401 - FIELD_NOT_EDITABLE: the same refusal
+    FIELD_NOT_EDITABLE,
+    check_queue_guarantees_fit_tenant,
+    tenant_locked,
+)
 
 from .models import RESOURCES, Queue, QueueChange
 
 # Fields `queue_update` may change; every change is written as a QueueChange row.
 EDITABLE_FIELDS = (*QUOTA_FIELDS, "priority", "state")
 
-FIELD_NOT_EDITABLE = "this field cannot be changed here"
 QUEUE_EDIT_FORBIDDEN = "Only a lead of the queue's tenant or a site admin may change this queue."
 QUEUE_CREATE_FORBIDDEN = "Only a lead of the tenant or a site admin may create its queues."
 QUEUE_DELETE_ACTIVE_JOBS = "the queue has {count} active job(s); cancel them or close the queue"

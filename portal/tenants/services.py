@@ -60,6 +60,10 @@ def tenant_update(*, tenant: Tenant, actor: AbstractBaseUser | None, **changes: 
     exceed the cluster. Each field that really changes gets a TenantChange row.
     """
     _refuse_unknown(changes)
+    if connection.vendor != "sqlite" and any(f.startswith("guarantee_") for f in changes):
+        # The cluster check locks every tenant row: take them all now, in one order, so two
+        # concurrent edits of two tenants cannot each hold one and wait for the other.
+        list(Tenant.objects.select_for_update().order_by("pk").values_list("pk"))
     tenant = tenant_locked(tenant.pk)
     if actor is not None and not can_edit_tenant(actor, tenant):
         raise PermissionDenied(TENANT_EDIT_FORBIDDEN)
@@ -152,7 +156,7 @@ def check_tenant_guarantees_fit_cluster(*, tenant: Tenant, previous: dict[str, i
     others = list(
         Tenant.objects.select_for_update()
         .exclude(pk=tenant.pk)
-        .order_by("name")
+        .order_by("pk")
         .values_list("name", *columns)
     )
     capacity = node_schedulable_totals()

@@ -387,10 +387,7 @@ class Session:
                 return -self.task_compare(left, right)
             ljob, rjob = self.jobs[left.job], self.jobs[right.job]
             if ljob.queue != rjob.queue and mine is not None:
-                result = queue_compare(self.queues[ljob.queue], self.queues[rjob.queue])
-                if result:
-                    return result
-                return 0
+                return queue_compare(self.queues[ljob.queue], self.queues[rjob.queue])
             return -self.job_compare(ljob, rjob) or -self.task_compare(left, right)
 
         return sorted(victims, key=cmp_to_key(compare))

@@ -29,7 +29,8 @@ from portal.cluster.services import placement_create
 from portal.jobs import services as jobs
 from portal.jobs.models import Job
 from portal.queues.models import Queue
-from portal.queues.preview import deserved_gpus, node_info_from, queue_info_from
+from portal.queues.preview import deserved_gpus, node_info_from, tree_in_active_conf
+from portal.queues.tree import tree_queue_infos
 from portal.scheduling.models import PreemptionEvent, QueueUsageSample
 from portal.scheduling.rollups import usage_rollups_rebuild
 from scheduler.core.resources import Resources
@@ -263,13 +264,9 @@ def _reclaims(created: dict[str, Job], now: datetime) -> int:
 def _usage_samples(queues: dict[str, Queue], now: datetime) -> int:
     """One sample per queue per minute, as the cycle writes them: allocated and pending GPUs
     from the story, deserved from the proportion plugin for that minute's demand."""
-    from portal.queues.services import EDITABLE_FIELDS
-
     node_infos = [node_info_from(node) for node in Node.objects.order_by("name")]
-    queue_infos = [
-        queue_info_from({field: getattr(queue, field) for field in EDITABLE_FIELDS}, name)
-        for name, queue in sorted(queues.items())
-    ]
+    tree = tree_in_active_conf()
+    queue_infos = tree_queue_infos([queues[name] for name in sorted(queues)], tree=tree)
     shares: dict[tuple, dict[str, float]] = {}
     samples = []
     for minutes_ago in range(HISTORY_MINUTES, 0, -1):
@@ -285,6 +282,7 @@ def _usage_samples(queues: dict[str, Queue], now: datetime) -> int:
                 nodes=node_infos,
                 queues=queue_infos,
                 demand={name: Resources.of(gpu=gpus) for name, gpus in demand.items()},
+                tree=tree,
             )
         for name, queue in queues.items():
             gpus = allocated.get(name, 0)

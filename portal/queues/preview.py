@@ -130,7 +130,8 @@ def current_demand() -> dict[str, Resources]:
     }
 
 
-def _active_tree() -> bool:
+def tree_in_active_conf() -> bool:
+    """Does the active conf (or the seed conf, before an admin saved one) see tenants?"""
     config = scheduler_config_get_active()
     if config is None:
         return wants_tree(default_conf())
@@ -151,7 +152,7 @@ def tenant_preview(*, tenant: Tenant, changes: dict[str, Any]) -> list[SharePrev
 
 
 def share_preview(*, kind: str, pk: int, changes: dict[str, Any]) -> list[SharePreview]:
-    tree = _active_tree()
+    tree = tree_in_active_conf()
     queues = list(Queue.objects.select_related("tenant").order_by("name"))
     tenants = list(Tenant.objects.order_by("name"))
     nodes = [node_info_from(node) for node in Node.objects.order_by("name")]

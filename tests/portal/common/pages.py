@@ -120,6 +120,7 @@ class Page:
 # (another tenant's) is 404 whatever their role; a member who may not edit it gets 403.
 QUEUE_EDIT = per_role(MISSING, a_researcher=FORBIDDEN, a_lead=OK, staff=OK)
 QUEUE_EDIT_POST = QUEUE_EDIT | roles(redirect("queues:queue_edit"), ("a_lead", "staff"))
+TENANT_EDIT = per_role(MISSING, **roles(FORBIDDEN, A_ROLES), staff=OK)
 
 # Submitting: A's members and staff reach A's queue; B's members see it refused on the form
 # (it is not one of their queues); a user with no tenant is refused the page itself.
@@ -202,13 +203,14 @@ PAGES = [
     ),
     Page("tenants:tenant_list", "", get=per_role(OK)),
     Page("tenants:tenant_detail", "", kwargs={"tenant_id": "alpha"}, get=a_object(OK)),
-    # A tenant's quota is the site's: everyone but staff is refused by role, for any id.
+    # A tenant's quota is the site's: as in the API, 404 for a tenant the user is not in,
+    # 403 for its members (its leads split the quota, they do not set it).
     Page(
         "tenants:tenant_edit",
         "",
         kwargs={"tenant_id": "alpha"},
-        get=staff_only(OK),
-        post=staff_only(redirect("tenants:tenant_edit")),
+        get=TENANT_EDIT,
+        post=TENANT_EDIT | {"staff": redirect("tenants:tenant_edit")},
         post_body="tenant_form",
     ),
     Page(
@@ -217,7 +219,7 @@ PAGES = [
         kwargs={"tenant_id": "alpha"},
         query={"weight": "3", "guarantee_gpus": "0"}
         | {"guarantee_cpu_millis": "0", "guarantee_memory_bytes": "0"},
-        get=staff_only(OK),
+        get=TENANT_EDIT,
     ),
     Page("scheduling:preemption_list", "", get=staff_only(OK)),
     Page("scheduling:preemption_csv", "", get=staff_only(OK)),

@@ -42,13 +42,16 @@ def test_a_researcher_sees_their_tenants_quota_and_use(researcher_client, nlp, v
 
 
 @pytest.mark.parametrize("client", ["researcher_client", "lead_client"])
-def test_only_admins_reach_the_edit_page(request, client, nlp):
+def test_only_admins_reach_the_edit_page(request, client, nlp, vision):
     client = request.getfixturevalue(client)
     url = reverse("tenants:tenant_edit", args=[nlp.pk])
     assert client.get(url).status_code == HTTPStatus.FORBIDDEN
     assert client.post(url, tenant_form_data(nlp, weight=9)).status_code == HTTPStatus.FORBIDDEN
     nlp.refresh_from_db()
     assert nlp.weight == 1
+    if client is request.getfixturevalue("researcher_client"):  # not a member of vision
+        url = reverse("tenants:tenant_edit", args=[vision.pk])
+        assert client.get(url).status_code == HTTPStatus.NOT_FOUND
 
 
 def test_admin_edits_a_quota_and_the_change_is_listed(staff_client, staff, nlp, cluster):

@@ -12,8 +12,8 @@
 
   /* A swatch of the queue's colour (the dashboards' palette) before each queue's name. */
   function decorate() {
-    Array.prototype.forEach.call(table.querySelectorAll("tr[data-queue]"), function (tr) {
-      var colour = colours[tr.dataset.queue];
+    Array.prototype.forEach.call(table.querySelectorAll("tr[data-swatch]"), function (tr) {
+      var colour = colours[tr.dataset.swatch];
       var first = tr.cells[0];
       if (!colour || !first || first.querySelector(".swatch")) { return; }
       var swatch = document.createElement("span");
@@ -49,6 +49,8 @@
       tr.dataset.kind = row.kind;
       tr.dataset.name = row.name;
       tr.className = "preview-" + row.kind + (row.edited ? " is-self" : "");
+      // queues, and the other tenants' combined row, have a colour on the dashboards
+      if (row.kind === "queue" || row.tenant === "combined") { tr.dataset.swatch = row.name; }
       var name = cell("", "");
       var label = document.createElement(row.kind === "tenant" ? "strong" : "span");
       label.textContent = row.name;

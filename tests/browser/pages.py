@@ -2,7 +2,8 @@
 phone width) and the screenshots walk. A page added to the URLs must be added here, or to
 NOT_PAGES with the reason it is not one (tests/browser/test_accessibility.py checks that).
 
-Paths may name objects of the world: {job} (a job of tenant nlp), {queue} (nlp-train).
+Paths may name objects of the world: {job} (a job of tenant nlp), {queue} (nlp-train),
+{tenant} (nlp).
 Roles: "anonymous", "researcher" (nlp), "lead" (lead of nlp, researcher in vision),
 "admin" (site staff).
 """
@@ -62,6 +63,11 @@ PAGES = (
         phone=True,
     ),
     BrowserPage("nodes", "cluster:node_list", "/cluster/nodes/", "#nodes", STAFF, phone=True),
+    BrowserPage("tenant-list", "tenants:tenant_list", "/tenants/", "#tenants", ALL),
+    BrowserPage(
+        "tenant-detail", "tenants:tenant_detail", "/tenants/{tenant}/", "#tenant-changes", ALL
+    ),
+    BrowserPage("tenant-edit", "tenants:tenant_edit", "/tenants/{tenant}/edit/", "#preview", STAFF),
     BrowserPage("api-tokens", "api:tokens", "/api/tokens/", "main", ALL),
     # Refusals: an admin page for a researcher, a page that does not exist, the Django
     # admin for someone who is not staff.
@@ -84,6 +90,7 @@ NOT_PAGES = {
     "jobs:job_cancel": "POST only",
     "jobs:job_release": "POST only (a quarantined job's release button, site admins)",
     "queues:queue_preview": "JSON for the queue edit page",
+    "tenants:tenant_preview": "JSON for the tenant edit page",
     "scheduling:preemption_csv": "CSV download",
     "scheduling:config_activate": "POST only",
     "dashboards:chart_data": "JSON for the dashboard",

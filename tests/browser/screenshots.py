@@ -148,10 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="every page as every role")
     parser.add_argument("--job-id", default="1", help="a job of tenant nlp (demo: 1)")
     parser.add_argument("--queue-id", default="1", help="the nlp-train queue (demo: 1)")
+    parser.add_argument("--tenant-id", default="1", help="the nlp tenant (demo: 1)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    ids = {"job": args.job_id, "queue": args.queue_id}
+    ids = {"job": args.job_id, "queue": args.queue_id, "tenant": args.tenant_id}
     pages = {spec.name: spec for spec in PAGES}
     if args.all:
         shots = [

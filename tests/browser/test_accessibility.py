@@ -55,6 +55,7 @@ def demo(transactional_db, monkeypatch):
     return {
         "job": str(Job.objects.get(name="bert-pretrain").pk),
         "queue": str(Queue.objects.get(name="nlp-train").pk),
+        "tenant": str(Queue.objects.get(name="nlp-train").tenant_id),
     }
 
 

@@ -84,12 +84,14 @@ def test_a_fresh_demos_dashboard_tells_its_story(demo, open_as):
     pending = page.evaluate("document.getElementById('chart-pending').data[0]")
     assert pending["marker"]["color"][pending["x"].index("nlp-train")] == nlp
 
-    # The demo's reclaim is in the day; none in the last hour.
+    # The demo's reclaim is in the day; none in the last hour. (The live cycles since the seed
+    # may add evictions of their own, e.g. rescheduling moving llama-finetune off a busy node.)
     evictions = page.evaluate("document.getElementById('chart-preemptions').data")
-    assert sum(sum(trace["y"]) for trace in evictions) == 2
+    assert sum(sum(trace["y"]) for trace in evictions if trace["name"] == "reclaim") == 2
     page.goto(page.url.replace("range=day", "range=hour"))
     page.wait_for_selector(LOADED)
-    assert "No evictions in this range." in _svg_text(page, "preemptions")
+    recent = page.evaluate("document.getElementById('chart-preemptions').data")
+    assert not [trace for trace in recent if trace.get("name") == "reclaim" and sum(trace["y"])]
 
     # Unlimited capability and fractional shares are explained.
     assert "no cap" in _svg_text(page, "quota")
@@ -202,7 +204,7 @@ def test_the_queue_preview_shows_each_queue_in_its_dashboard_colour(demo, open_a
 
     def swatch(queue: str) -> str:
         return page.evaluate(
-            "name => document.querySelector(`#preview tr[data-queue='${name}'] .swatch`)"
+            "name => document.querySelector(`#preview tr[data-swatch='${name}'] .swatch`)"
             ".style.backgroundColor",
             queue,
         )
@@ -214,5 +216,5 @@ def test_the_queue_preview_shows_each_queue_in_its_dashboard_colour(demo, open_a
     assert swatch("nlp-train") == rgb(queue_colour(nlp.pk))
     assert swatch("other tenants") == rgb(OTHER_TENANTS)
     page.fill("#id_weight", "8")  # the redrawn rows keep their swatches
-    page.wait_for_selector("#preview td.after.preview-cell-up")
+    page.wait_for_selector("#preview-status:has-text('preview updated')")
     assert swatch("nlp-train") == rgb(queue_colour(nlp.pk))

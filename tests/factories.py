@@ -196,3 +196,12 @@ def api_token_secret(user, name: str = "tests") -> str:
     from portal.api.services import api_token_create
 
     return api_token_create(user=user, name=name)[1]
+
+
+def largest_gpu_count() -> int:
+    """The largest GPU or replica count a job's columns store on this database: jobs stored
+    before the limits existed can hold it (2**62 fit SQLite's integers; PostgreSQL's
+    PositiveIntegerField stops at 2**31 - 1)."""
+    from django.db import connection
+
+    return 2**62 if connection.vendor == "sqlite" else 2**31 - 1

@@ -22,6 +22,7 @@ from tests.factories import (
     NodeFactory,
     PlacementFactory,
     QueueFactory,
+    largest_gpu_count,
 )
 
 pytestmark = pytest.mark.django_db
@@ -206,9 +207,10 @@ def test_usage_samples_saturate_instead_of_overflowing_on_huge_stored_jobs(nlp_q
     """A job stored with 2 x 2**62 GPUs (before the limits existed) made every cycle fail with
     OverflowError at the usage sample, for every tenant, until it was cancelled. (The snapshot
     now leaves out a job above the limits; here the limit lets it through.)"""
-    settings.JOB_MAX_GPUS_PER_POD = 2**62
+    huge = largest_gpu_count()
+    settings.JOB_MAX_GPUS_PER_POD = huge
     NodeFactory(name="gpu-1")
-    JobTaskFactory(job=JobFactory(queue=nlp_queue, name="huge"), gpus=2**62, replicas=2)
+    JobTaskFactory(job=JobFactory(queue=nlp_queue, name="huge"), gpus=huge, replicas=2)
 
     decide_and_persist(NOW)
 

@@ -343,11 +343,35 @@ class Session:
         return sorted(tasks, key=self.task_key_fn() or cmp_to_key(self.task_compare))
 
     def victim_order(self, victims: list[Task], preemptor: Task | None = None) -> list[Task]:
-        """Volcano BuildVictimsPriorityQueue: least important victim first."""
+        """Volcano BuildVictimsPriorityQueue: least important victim first.
+
+        With a preemptor, victims of different queues go by VictimQueueOrderFn: a plugin's
+        answer (capacity's hierarchy, ``_victim_order_by_queue``) or else the reverse queue
+        order, so the queue the queue order would serve last gives up its pods first (lower
+        queue priority, then the larger share) (volcano-sh/volcano
+        pkg/scheduler/framework/session_plugins.go BuildVictimsPriorityQueue and
+        VictimQueueOrderFn). Within a queue: reverse job order, then reverse task order.
+        """
         if len(victims) < 2:
             return list(victims)
         if preemptor is not None and self.fns["victim_queue_order"]:
             return self._victim_order_by_queue(victims, preemptor)
+        if preemptor is not None:
+            by_queue: dict[str, list[Task]] = {}
+            for task in victims:
+                by_queue.setdefault(self.jobs[task.job].queue, []).append(task)
+            if len(by_queue) > 1:
+                known = [self.queues[name] for name in by_queue if name in self.queues]
+                served = sorted(known, key=self.queue_key_fn() or cmp_to_key(self.queue_compare))
+                # Pods of a queue the session does not know go first: nothing would serve it.
+                names = [name for name in sorted(by_queue) if name not in self.queues]
+                names += [queue.name for queue in reversed(served)]
+                return [task for name in names for task in self._victim_order(by_queue[name])]
+        return self._victim_order(victims)
+
+    def _victim_order(self, victims: list[Task]) -> list[Task]:
+        if len(victims) < 2:
+            return list(victims)
         job_key, task_key = self.job_key_fn(), self.task_key_fn()
         if job_key is not None and task_key is not None:
             # The compare below, as keys: jobs in reverse job order, a job's own tasks in
@@ -397,6 +421,16 @@ class Session:
         for _, _, fn in self._enabled("predicate"):
             error = fn(task, node)
             if error is not None:
+                return error
+        return None
+
+    def predicate_for_preempt(self, task: Task, node: Node) -> FitError | None:
+        """Volcano's PredicateForPreemptAction (pkg/scheduler/framework/session.go): a node
+        is out only when its failure is one no eviction resolves (selector, taints, affinity
+        to nodes); a conflict with pods that may be evicted keeps it a candidate."""
+        for _, _, fn in self._enabled("predicate"):
+            error = fn(task, node)
+            if error is not None and not error.resolvable:
                 return error
         return None
 

@@ -2,10 +2,14 @@
 
 Source: volcano-sh/volcano pkg/scheduler/actions/preempt/preempt.go. For each queue (in queue
 order), starving jobs (in job order) try their pending tasks: nodes passing the predicates are
-tried best score first; victims are Running/Bound preemptable pods of other jobs of the same
-queue that every answering plugin of a tier allows (session.preemptable); they are evicted least
-important first until the preemptor fits the node's FutureIdle and its queue may allocate it
-(so a queue at its capability makes room inside itself), and the preemptor is pipelined there. The job's statement is committed only if the job is then pipelined. Afterwards tasks
+tried best score first (a node whose only failure is a conflict with pods that may leave, such
+as pod anti-affinity, stays a candidate); victims are Running/Bound preemptable pods of other
+jobs of the same queue that every answering plugin of a tier allows (session.preemptable); they
+are evicted least important first until the preemptor fits the node's FutureIdle, passes the
+predicates and its queue may allocate it (so a queue at its capability makes room inside
+itself), and the preemptor is pipelined there. A node where that never happens gets its
+evictions rolled back, so only the node where preemption succeeds keeps any (upstream's per-node
+statement). The job's statement is committed only if the job is then pipelined. Afterwards tasks
 within one job preempt each other (by task priority), and finally plugins' victim_tasks (e.g.
 rescheduling) are evicted.
 
@@ -104,9 +108,10 @@ def execute(ssn: Session) -> None:
                     failed,
                     ("job", job.name),
                 )
-                stmt.commit()
                 if not assigned:
+                    stmt.discard()
                     break
+                stmt.commit()
     evict_victim_tasks(ssn)
 
 
@@ -164,7 +169,7 @@ def preempt(ssn: Session, stmt: Statement, preemptor: Task, allowed, hosts=None)
     pool = ssn.node_list if hosts is None else hosts
     viable: list[tuple] = []
     for node in pool:
-        if ssn.predicate(preemptor, node) is not None:
+        if ssn.predicate_for_preempt(preemptor, node) is not None:
             continue
         candidates = [
             task
@@ -181,14 +186,15 @@ def preempt(ssn: Session, stmt: Statement, preemptor: Task, allowed, hosts=None)
     by_node = {node.name: candidates for node, candidates in viable}
     for node in ssn.sorted_by_score(preemptor, [node for node, _ in viable]):
         candidates = by_node[node.name]
-        victims = ssn.preemptable(preemptor, ssn.victim_order(candidates))
-        units = eviction_units(ssn, ssn.victim_order(victims))
+        victims = ssn.preemptable(preemptor, ssn.victim_order(candidates, preemptor))
+        units = eviction_units(ssn, ssn.victim_order(victims, preemptor))
         if not validate_victims(preemptor, node, flatten(units)):
             continue
+        # Upstream's per-node statement (normalPreempt): this node's evictions stand only if
+        # the preemptor is pipelined here; otherwise they are rolled back before the next node.
+        mark = stmt.mark()
         for unit in units:
-            if ssn.allocatable(queue, preemptor) and preemptor.resreq.less_equal(
-                node.future_idle()
-            ):
+            if _fits(ssn, queue, preemptor, node):
                 break
             for victim in unit:
                 stmt.evict(
@@ -198,10 +204,22 @@ def preempt(ssn: Session, stmt: Statement, preemptor: Task, allowed, hosts=None)
                     f"in queue {queue.name}",
                     preemptor,
                 )
-        if ssn.allocatable(queue, preemptor) and preemptor.resreq.less_equal(node.future_idle()):
+        if _fits(ssn, queue, preemptor, node):
             stmt.pipeline(preemptor, node.name)
             return True
+        stmt.discard(mark)
     return False
+
+
+def _fits(ssn: Session, queue, preemptor: Task, node) -> bool:
+    """Upstream preemptorFitsOnNode: the queue may take it, FutureIdle holds it, and the
+    predicates pass now that some pods are leaving (a pod anti-affinity conflict with an
+    evicted pod is gone)."""
+    return (
+        ssn.allocatable(queue, preemptor)
+        and preemptor.resreq.less_equal(node.future_idle())
+        and ssn.predicate(preemptor, node) is None
+    )
 
 
 def validate_victims(preemptor: Task, node, victims: list[Task]) -> bool:

@@ -2,11 +2,14 @@
 
 Source: volcano-sh/volcano pkg/scheduler/actions/reclaim/reclaim.go. Queues are popped in queue
 order (overused ones are skipped); the best starving job of the queue offers its best pending
-task; the queue must be preemptive for it. On each node passing the predicates, Running
-preemptable pods of *other*, reclaimable queues are candidates; session.reclaimable picks the
-victims, which are evicted least important first until their requests cover the task's. If
-they do not, that node's evictions are rolled back, so only the node where reclaim succeeds
-keeps them. The task is then pipelined there; a job's evictions commit once it is pipelined.
+task; the queue must be preemptive for it. On each node passing the predicates (but for
+conflicts with pods that may leave, Session.predicate_for_preempt), Running preemptable pods of
+*other*, reclaimable queues are candidates; session.reclaimable picks the victims, which are
+evicted least important first (victims of different queues: the lowest queue priority first,
+Session.victim_order) until the node's FutureIdle, idle resources included, holds the task
+(upstream reclaimForTask's availableResources). If it never does, that node's evictions are
+rolled back, so only the node where reclaim succeeds keeps them. The task is then pipelined
+there; a job's evictions commit once it is pipelined.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from scheduler.core.actions._queue import PriorityQueue
 from scheduler.core.actions._victims import eviction_units, flatten
 from scheduler.core.actions.preempt import validate_victims
-from scheduler.core.resources import GPU, MIN_RESOURCE, Resources
+from scheduler.core.resources import GPU, MIN_RESOURCE
 from scheduler.core.session import Session
 from scheduler.core.statement import Statement
 from scheduler.core.types import PodGroupPhase, TaskStatus
@@ -93,7 +96,7 @@ def execute(ssn: Session) -> None:
             others = hosts_total[node.name] - held.get(queue.name, 0.0) if held else 0.0
             if node.future_idle().get(GPU) + others < wanted_gpu:
                 continue
-            if ssn.predicate(task, node) is not None:
+            if ssn.predicate_for_preempt(task, node) is not None:
                 continue
             candidates = []
             for other in node.tasks.values():
@@ -113,8 +116,12 @@ def execute(ssn: Session) -> None:
             if not validate_victims(task, node, flatten(units)):
                 continue
             mark = stmt.mark()
-            reclaimed = Resources()
+            # Upstream's availableResources: the node's FutureIdle counts before anything is
+            # evicted, so no more pods go than the task needs (FutureIdle grows with each
+            # eviction, the evicted pod's request moving to releasing).
             for unit in units:
+                if task.resreq.less_equal(node.future_idle()):
+                    break
                 for victim in unit:
                     stmt.evict(
                         victim,
@@ -122,10 +129,10 @@ def execute(ssn: Session) -> None:
                         _sentence(ssn, task, job.name, queue.name, ssn.jobs[victim.job].queue),
                         task,
                     )
-                    reclaimed = reclaimed.add(victim.resreq)
-                if task.resreq.less_equal(reclaimed):
-                    break
-            if not task.resreq.less_equal(reclaimed) or ssn.predicate(task, node) is not None:
+            if (
+                not task.resreq.less_equal(node.future_idle())
+                or ssn.predicate(task, node) is not None
+            ):
                 stmt.discard(mark)
                 continue
             stmt.pipeline(task, node.name)

@@ -6,6 +6,16 @@ NoSchedule/NoExecute taints vs tolerations, and required pod (anti-)affinity ove
 key (including the symmetric check against running pods' anti-affinity). Resource fit (with the
 ``pods`` slot) is checked by the actions against FutureIdle, as Volcano's allocate does.
 
+Anti-affinity conflicts may be resolvable: kube-scheduler's InterPodAffinity filter reports them
+as Unschedulable (evicting the other pod resolves them), pod affinity and the node filters as
+UnschedulableAndUnresolvable, and preempt/reclaim keep only nodes without the latter
+(Session.predicate_for_preempt). Here a conflict counts as resolvable only when every pod in the
+way runs at a lower pod priority than the newcomer, the pods kube-scheduler's preemption may
+take. A pod evicted in this session no longer counts for pod
+(anti-)affinity, as upstream's deallocate handler removes it from the plugin's node snapshot
+(volcano-sh/volcano pkg/scheduler/plugins/predicates/predicates.go); a pod already terminating
+when the session opened still counts, like any pod on the node.
+
 Node-only filters depend on the node and the task's scheduling signature alone, so their result
 is cached per (signature, node): identical pods of a large job pay for them once.
 """
@@ -14,12 +24,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.core.session import FitError, Session
+from scheduler.core.session import EventHandler, FitError, Session
 from scheduler.core.state import Node, Task
 from scheduler.core.types import OCCUPYING_STATUSES, TaskStatus, Toleration
 
 PLUGIN_NAME = "predicates"
 _HOLDING = OCCUPYING_STATUSES | {TaskStatus.PIPELINED}
+_EVICTABLE = frozenset({TaskStatus.RUNNING, TaskStatus.BOUND})
 _UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 
@@ -89,7 +100,17 @@ class PredicatesPlugin:
         self.anti_affine = [
             task for task in ssn.tasks.values() if _pod_terms(task.info.affinity, "podAntiAffinity")
         ]
+        # Pods this session evicted (a discarded eviction brings its pod back).
+        self.evicted: set[str] = set()
         ssn.add_fn("predicate", self.name, self.predicate)
+        ssn.add_event_handler(EventHandler(self._on_allocate, self._on_deallocate))
+
+    def _on_allocate(self, task: Task) -> None:
+        self.evicted.discard(task.name)
+
+    def _on_deallocate(self, task: Task) -> None:
+        if task.status is TaskStatus.RELEASING:
+            self.evicted.add(task.name)
 
     def predicate(self, task: Task, node: Node) -> FitError | None:
         key = (_signature(task), node.name)
@@ -134,27 +155,44 @@ class PredicatesPlugin:
         anti_terms = _pod_terms(affinity, "podAntiAffinity")
         affinity_terms = _pod_terms(affinity, "podAffinity")
         own_labels = dict(task.info.labels)
-        for term in anti_terms:
-            for other in self._pods_in_domain(node, term.get("topologyKey", "")):
-                if other is not task and match_label_selector(
-                    dict(other.info.labels), term.get("labelSelector")
-                ):
-                    return FitError("pod anti-affinity rules do not match", resolvable=False)
+        blockers = [
+            other
+            for term in anti_terms
+            for other in self._pods_in_domain(node, term.get("topologyKey", ""))
+            if other is not task
+            and match_label_selector(dict(other.info.labels), term.get("labelSelector"))
+        ]
+        reason = "pod anti-affinity rules do not match"
         # Symmetry: running pods whose anti-affinity rejects this pod.
-        for other in self.anti_affine:
-            other_node = self.ssn.nodes.get(other.node) if other.node else None
-            if other is task or other.status not in _HOLDING or other_node is None:
-                continue
-            for term in _pod_terms(other.info.affinity, "podAntiAffinity"):
-                key = term.get("topologyKey", "")
+        if not blockers:
+            reason = "existing pods' anti-affinity rules do not match"
+            for other in self.anti_affine:
+                other_node = self.ssn.nodes.get(other.node) if other.node else None
                 if (
-                    key in node.labels
-                    and other_node.labels.get(key) == node.labels[key]
-                    and match_label_selector(own_labels, term.get("labelSelector"))
+                    other is task
+                    or other.status not in _HOLDING
+                    or other_node is None
+                    or other.name in self.evicted
                 ):
-                    return FitError(
-                        "existing pods' anti-affinity rules do not match", resolvable=False
-                    )
+                    continue
+                for term in _pod_terms(other.info.affinity, "podAntiAffinity"):
+                    key = term.get("topologyKey", "")
+                    if (
+                        key in node.labels
+                        and other_node.labels.get(key) == node.labels[key]
+                        and match_label_selector(own_labels, term.get("labelSelector"))
+                    ):
+                        blockers.append(other)
+                        break
+        if blockers:
+            # Evicting resolves the conflict only when every pod in the way may be evicted for
+            # this one: running, and of a lower pod priority (kube-scheduler's preemption picks
+            # its potential victims among lower-priority pods only, DefaultPreemption
+            # SelectVictimsOnNode).
+            resolvable = all(
+                other.status in _EVICTABLE and other.priority < task.priority for other in blockers
+            )
+            return FitError(reason, resolvable=resolvable)
         for term in affinity_terms:
             key = term.get("topologyKey", "")
             selector = term.get("labelSelector")
@@ -167,6 +205,7 @@ class PredicatesPlugin:
             anywhere = any(
                 other is not task
                 and other.status in _HOLDING
+                and other.name not in self.evicted
                 and match_label_selector(dict(other.info.labels), selector)
                 for n in self.ssn.node_list
                 for other in n.tasks.values()
@@ -183,5 +222,5 @@ class PredicatesPlugin:
             if other_node.labels.get(topology_key) != value:
                 continue
             for other in other_node.tasks.values():
-                if other.status in _HOLDING:
+                if other.status in _HOLDING and other.name not in self.evicted:
                     yield other

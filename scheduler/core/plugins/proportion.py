@@ -162,6 +162,8 @@ class ProportionPlugin:
         return attr is not None and attr.deserved.less_equal(attr.allocated)
 
     def allocatable(self, queue: Queue, task: Task) -> bool:
+        if not queue.info.is_open:
+            return False  # upstream queueAllocatable: a queue that is not Open takes nothing
         attr = self.attrs.get(queue.name)
         if attr is None:
             return True

@@ -102,6 +102,10 @@ tiers:
     arguments:
       weight: 10
   - name: rescheduling
+    arguments:
+      interval: 5m
+      loopGuards: true
+      evictionBudgetWindow: 1h
 """
 
 

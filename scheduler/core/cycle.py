@@ -113,6 +113,7 @@ def close_session(ssn: Session) -> CycleResult:
         pending_reasons=reasons,
         queues={name: queue_share(ssn, name) for name in ssn.queues},
         phases=phases,
+        rescheduling_ran=bool(getattr(ssn.plugins.get("rescheduling"), "due", False)),
     )
 
 

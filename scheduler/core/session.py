@@ -150,6 +150,9 @@ class Session:
         self.class_memo: dict[tuple, dict[int, list]] = {}
         # allocate's "job needs ..." sentences by pending requests
         self.needs_memo: dict[tuple, str] = {}
+        # Tasks some predicate judges by the pod itself (not only its scheduling signature):
+        # no class shortcut or signature-keyed cache may answer for them.
+        self.unique_predicates: set[str] = set()
         self._build(snapshot)
         self.node_index = NodeIndex(self.node_list)
         for node in self.node_list:
@@ -471,7 +474,7 @@ class Session:
     def class_equivalent(self, task: Task) -> bool:
         """Can one node of each NodeIndex class answer for all its members for this task?
         (Classes are split by ``batch_split`` when batch scorers are on.)"""
-        if task.info.affinity:
+        if task.info.affinity or task.info.name in self.unique_predicates:
             return False
         # Besides the task's affinity the answer depends only on what is registered: asked
         # once per placement, worked out once per registration.
@@ -517,11 +520,10 @@ class Session:
             cached = self._split_cache = (ids, split)
         return cached[1]
 
-    @staticmethod
-    def predicate_signature(task: Task) -> tuple:
+    def predicate_signature(self, task: Task) -> tuple:
         """Everything predicates look at besides the node (pod affinity makes it unique)."""
         info = task.info
-        if info.affinity:
+        if info.affinity or info.name in self.unique_predicates:
             return (info.name,)
         return (info.node_selector, info.tolerations)
 

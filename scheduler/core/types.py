@@ -144,6 +144,17 @@ class JobInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class Rescheduled:
+    """A pod the rescheduling plugin moved off ``node`` at snapshot time ``at`` (history the
+    adapter reads from its eviction records; the core keeps no memory between cycles)."""
+
+    job: str
+    task: str
+    node: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     nodes: tuple[NodeInfo, ...]
     queues: tuple[QueueInfo, ...]
@@ -151,6 +162,10 @@ class Snapshot:
     now: float = 0.0
     # When the rescheduling plugin last ran (snapshot time), so it can honour its interval.
     last_rescheduling: float | None = None
+    # Recent rescheduling evictions, for the plugin's loop guards (newest per task is enough).
+    rescheduled: tuple[Rescheduled, ...] = ()
+    # When running jobs are expected to end (job name, snapshot time), for pending reasons.
+    expected_ends: tuple[tuple[str, float], ...] = ()
 
 
 # decisions ------------------------------------------------------------------------------------
@@ -188,6 +203,13 @@ class QueueShare:
     capability: Resources
 
 
+class PendingKind(StrEnum):
+    """Whether a pending job can never run as submitted, or waits for something to change."""
+
+    NEVER = "never"
+    WAITS = "waits"
+
+
 @dataclass(frozen=True, slots=True)
 class CycleResult:
     binds: tuple[Bind, ...]
@@ -196,3 +218,7 @@ class CycleResult:
     pending_reasons: dict[str, str]
     queues: dict[str, QueueShare]
     phases: dict[str, str]
+    # PendingKind value per job of pending_reasons
+    pending_kinds: dict[str, str] = field(default_factory=dict)
+    # Whether the rescheduling plugin was due this cycle (the next snapshot's last_rescheduling)
+    rescheduling_ran: bool = False

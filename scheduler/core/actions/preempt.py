@@ -178,6 +178,7 @@ def preempt(ssn: Session, stmt: Statement, preemptor: Task, allowed, hosts=None)
             and task.info.preemptable
             and not (preemptor.best_effort and not task.best_effort)
             and allowed(task)
+            and not _same_pod(task, preemptor)
         ]
         # Nodes where even every candidate together would not make room are skipped before
         # scoring: upstream reaches the same verdict later, in ValidateVictims.
@@ -219,6 +220,19 @@ def _fits(ssn: Session, queue, preemptor: Task, node) -> bool:
         ssn.allocatable(queue, preemptor)
         and preemptor.resreq.less_equal(node.future_idle())
         and ssn.predicate(preemptor, node) is None
+    )
+
+
+def _same_pod(victim: Task, preemptor: Task) -> bool:
+    """A replica of the preemptor's own role, request and priority: evicting it only to place
+    an identical pod there is churn, never progress. Departs from upstream, which leaves this
+    to the preemptable plugins (priority refuses equal task priorities; without it the
+    intra-job pass could evict a pod for its twin, cycle after cycle)."""
+    return (
+        victim.job == preemptor.job
+        and victim.info.role == preemptor.info.role
+        and victim.priority == preemptor.priority
+        and victim.resreq == preemptor.resreq
     )
 
 

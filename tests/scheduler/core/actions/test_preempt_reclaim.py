@@ -66,3 +66,25 @@ def test_reclaim_respects_guarantee_and_non_reclaimable_queues():
     assert run([make_node("n1")], queues, jobs, actions="allocate, reclaim").evictions == ()
     queues = [make_queue("alpha", guarantee={"gpu": 8}), make_queue("beta")]
     assert run([make_node("n1")], queues, jobs, actions="allocate, reclaim").evictions == ()
+
+
+def test_preempt_never_evicts_a_pod_for_its_identical_twin():
+    """When no preemptable plugin compares task priorities, nothing else stops the intra-job
+    pass from evicting a running replica to pipeline the same job's pending replica of the
+    same role and size (priority only says the job starves here)."""
+    job = make_job(
+        "elastic",
+        "q",
+        [
+            make_task("w-0", gpu=8, status="Running", node="n1", role="worker"),
+            make_task("w-1", gpu=8, role="worker"),
+        ],
+        1,
+        min_available=1,
+    )
+    tiers = [
+        {"plugins": [{"name": "conformance"}]},
+        {"plugins": [{"name": "priority", "enablePreemptable": False}]},
+    ]
+    result = run([make_node("n1")], [make_queue("q")], [job], actions="preempt", tiers=tiers)
+    assert result.evictions == ()

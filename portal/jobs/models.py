@@ -48,7 +48,16 @@ class Job(BaseModel):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     cancelled_at = models.DateTimeField(null=True, blank=True)
+    class PendingKind(models.TextChoices):
+        NEVER = "never", "Can never run as submitted"
+        WAITS = "waits", "Waits"
+
     pending_reason = models.TextField(blank=True)
+    # Whether the last cycle found the job can never run as submitted or waits (blank: no
+    # reason from a cycle); the values of scheduler.core.types.PendingKind.
+    pending_kind = models.CharField(
+        max_length=8, choices=PendingKind.choices, blank=True, default=""
+    )
     pending_reason_at = models.DateTimeField(null=True, blank=True)
     preemption_count = models.PositiveIntegerField(default=0)
 
@@ -65,6 +74,10 @@ class Job(BaseModel):
             # Pending wait-time quartiles per queue (dashboard) from the index alone.
             models.Index(
                 fields=["status", "queue", "submitted_at"], name="job_status_queue_sub_idx"
+            ),
+            # The job list's "never runnable" filter, in its default order.
+            models.Index(
+                fields=["pending_kind", "-submitted_at", "-id"], name="job_pending_kind_sub_idx"
             ),
         ]
 

@@ -51,10 +51,18 @@ class CycleRun(models.Model):
     binds = models.PositiveIntegerField(default=0)
     evictions = models.PositiveIntegerField(default=0)
     pending_jobs = models.PositiveIntegerField(default=0)
+    # The rescheduling plugin was due in this cycle: the next snapshot's last_rescheduling.
+    rescheduling_ran = models.BooleanField(default=False)
     error = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]
+        indexes = [
+            # The latest cycle that ran rescheduling, read by every snapshot.
+            models.Index(
+                fields=["-id"], condition=Q(rescheduling_ran=True), name="cyclerun_resched_idx"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"cycle {self.pk} at {self.started_at:%Y-%m-%d %H:%M:%S}"

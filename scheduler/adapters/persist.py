@@ -23,7 +23,7 @@ from portal.scheduling.rollups import usage_rollups_refresh
 from scheduler.adapters.bulk import ids_update, rows_update
 from scheduler.adapters.snapshot import JobRow, PlacementRow, SnapshotBundle
 from scheduler.adapters.tenant_usage import tenant_usage_persist
-from scheduler.core.types import CycleResult, Evict
+from scheduler.core.types import CycleResult, Evict, PendingKind
 
 GANG_BROKEN = "released with its gang: {job} fell below min_available {min_available}"
 BATCH = 1000
@@ -44,6 +44,7 @@ def decisions_persist(
         cycle.binds = len(result.binds)
         cycle.evictions = len(result.evictions)
         cycle.pending_jobs = len(result.pending_reasons)
+        cycle.rescheduling_ran = result.rescheduling_ran
 
 
 def _persist_binds(bundle: SnapshotBundle, result: CycleResult, now: datetime) -> None:
@@ -91,13 +92,14 @@ def _persist_binds(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
     ]
     for job in admitted:
         job.status = Job.Status.ADMITTED
-        job.pending_reason = ""
+        job.pending_reason = job.pending_kind = ""
     ids_update(
         Job,
         [job.id for job in admitted],
         status=Job.Status.ADMITTED,
         admitted_at=now,
         pending_reason="",
+        pending_kind="",
         pending_reason_at=now,
         updated_at=now,
     )
@@ -138,6 +140,7 @@ def _persist_evictions(
             job.status = Job.Status.PREEMPTED
             job.preemption_count += 1
             job.pending_reason = evict.reason
+            job.pending_kind = PendingKind.WAITS
             preempted.append(job)
 
     for placement in released.values():
@@ -148,7 +151,7 @@ def _persist_evictions(
         Job,
         ["status", "preemption_count", "pending_reason"],
         [(job.id, job.status, job.preemption_count, job.pending_reason) for job in preempted],
-        same={"pending_reason_at": now, "updated_at": now},
+        same={"pending_kind": PendingKind.WAITS, "pending_reason_at": now, "updated_at": now},
     )
 
 
@@ -190,10 +193,14 @@ def _persist_pending_reasons(bundle: SnapshotBundle, result: CycleResult, now: d
         reason = result.pending_reasons.get(key, "")
         if job.status == Job.Status.PREEMPTED and not reason:
             continue  # keeps the eviction sentence until its pods are gone
-        if reason != job.pending_reason:
-            job.pending_reason = reason
-            rows.append((job.id, reason))
-    rows_update(Job, ["pending_reason"], sorted(rows), same={"pending_reason_at": now})
+        # A reason without a kind (a decision withdrawn at persist) waits for the next cycle.
+        kind = result.pending_kinds.get(key, PendingKind.WAITS) if reason else ""
+        if reason != job.pending_reason or kind != job.pending_kind:
+            job.pending_reason, job.pending_kind = reason, kind
+            rows.append((job.id, reason, kind))
+    rows_update(
+        Job, ["pending_reason", "pending_kind"], sorted(rows), same={"pending_reason_at": now}
+    )
 
 
 def _persist_usage(bundle: SnapshotBundle, result: CycleResult, now: datetime) -> None:

@@ -30,6 +30,7 @@ from portal.queues.tree import tree_queue_infos, wants_tree
 from portal.scheduling.models import SchedulerConfig
 from scheduler.adapters.cluster.labels import pod_name as task_key
 from scheduler.adapters.feasibility import conf_with_hard_feasibility
+from scheduler.adapters.history import snapshot_history
 from scheduler.adapters.quarantine import (
     Fault,
     Faults,
@@ -83,8 +84,9 @@ class EpochSeconds(Func):
 
 @dataclasses.dataclass(slots=True)
 class JobRow:
-    """The Job columns the cycle reads; persist updates `status`, `pending_reason` and
-    `preemption_count` in place as it writes them, so later steps see the new values."""
+    """The Job columns the cycle reads; persist updates `status`, `pending_reason`,
+    `pending_kind` and `preemption_count` in place as it writes them, so later steps see the
+    new values."""
 
     id: int
     name: str
@@ -94,6 +96,7 @@ class JobRow:
     status: str
     created: float  # submitted_at as seconds since 1970 (the core's JobInfo.created)
     pending_reason: str
+    pending_kind: str
     preemption_count: int
     queue: Queue | None = None  # joined in memory from the queues read
 
@@ -225,6 +228,7 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
         ]
         conf = conf_with_hard_feasibility(active_conf())
         usage = queue_usage_history(conf=conf, queue_ids=[q.id for q in queues], now=now)
+        history = snapshot_history(conf=conf, now=now)
 
     by_replica = {(p.task_id, p.replica): p for p in placements}
     tasks_of: dict[int, list[TaskRow]] = defaultdict(list)
@@ -267,6 +271,7 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
         queues=tree_queue_infos(queues, tree=wants_tree(conf), usage=usage),
         jobs=tuple(job_infos),
         now=now.timestamp(),
+        **history,
     )
     return SnapshotBundle(snapshot=snapshot, conf=conf, index=index, faults=faults)
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from scheduler.core.actions import ACTIONS
+from scheduler.core.actions.allocate import job_needs
 from scheduler.core.config import SchedulerConf
 from scheduler.core.plugins import PLUGINS
 from scheduler.core.plugins._quota import QueueAttr
@@ -21,12 +22,14 @@ from scheduler.core.state import Job
 from scheduler.core.types import (
     ALLOCATED_STATUSES,
     CycleResult,
+    PendingKind,
     Pipeline,
     PodGroupPhase,
     QueueShare,
     Snapshot,
     TaskStatus,
 )
+from scheduler.core.verdict import never_reason, nodes_conclusion, position, quota_conclusion
 
 
 def open_session(snapshot: Snapshot, conf: SchedulerConf) -> Session:
@@ -105,12 +108,21 @@ def close_session(ssn: Session) -> CycleResult:
         if job.counts.get(TaskStatus.PENDING) or job.counts.get(TaskStatus.PIPELINED)
     ]
     ahead = _jobs_ahead(ssn, unplaced)
-    reasons = {job.name: pending_reason(ssn, job, ahead.get(job.name, 0)) for job in unplaced}
+    reasons: dict[str, str] = {}
+    kinds: dict[str, str] = {}
+    for job in unplaced:
+        never = never_reason(ssn, job)
+        if never is not None:
+            reasons[job.name], kinds[job.name] = never, PendingKind.NEVER.value
+        else:
+            reasons[job.name] = pending_reason(ssn, job, ahead.get(job.name, 0))
+            kinds[job.name] = PendingKind.WAITS.value
     return CycleResult(
         binds=tuple(ssn.binds),
         evictions=tuple(ssn.evictions),
         pipelined=pipelined,
         pending_reasons=reasons,
+        pending_kinds=kinds,
         queues={name: queue_share(ssn, name) for name in ssn.queues},
         phases=phases,
         rescheduling_ran=bool(getattr(ssn.plugins.get("rescheduling"), "due", False)),
@@ -124,8 +136,8 @@ def _jobs_ahead(ssn: Session, unplaced: list[Job]) -> dict[str, int]:
         by_queue.setdefault(job.queue, []).append(job)
     ahead: dict[str, int] = {}
     for jobs in by_queue.values():
-        for position, job in enumerate(ssn.sorted_jobs(jobs)):
-            ahead[job.name] = position
+        for rank, job in enumerate(ssn.sorted_jobs(jobs)):
+            ahead[job.name] = rank
     return ahead
 
 
@@ -169,7 +181,8 @@ def queue_share(ssn: Session, name: str) -> QueueShare:
 
 
 def pending_reason(ssn: Session, job: Job, ahead: int = 0) -> str:
-    """One sentence a user can act on."""
+    """One sentence a user can act on, for a job that waits (see ``verdict`` for "never"):
+    which rule blocks with the numbers on both sides, what would free it, the jobs ahead."""
     if job.queue not in ssn.queues:
         return f"queue '{job.queue}' does not exist"
     waiting = [t for t in job.tasks.values() if t.status is TaskStatus.PIPELINED]
@@ -179,10 +192,13 @@ def pending_reason(ssn: Session, job: Job, ahead: int = 0) -> str:
             f"pipelined onto {', '.join(nodes)}: waiting for evicted pods to release "
             "their resources"
         )
-    if job.reason:
-        return job.reason
+    if job.quota_task is not None:
+        return _joined(_quota_sentence(ssn, job), position(job, ahead))
     if job.unplaced:
-        return explain_unplaced(ssn, job)
+        # Before a later action's note (reclaim's "cannot reclaim"): the nodes are the block.
+        return _joined(explain_unplaced(ssn, job), nodes_conclusion(ssn, job), position(job, ahead))
+    if job.reason:
+        return _joined(job.reason, position(job, ahead))
     if job.phase is PodGroupPhase.PENDING and "enqueue" in ssn.conf.actions:
         return f"waiting to be admitted to queue {job.queue}"
     if ahead:
@@ -191,3 +207,16 @@ def pending_reason(ssn: Session, job: Job, ahead: int = 0) -> str:
     if "allocate" not in ssn.conf.actions:
         return "no allocate action is configured, so nothing places its pods"
     return "waiting for a scheduling cycle with room for its pods"
+
+
+def _quota_sentence(ssn: Session, job: Job) -> str:
+    """The quota block from the final shares: the plugin's rule and numbers, then the
+    arithmetic and what frees it."""
+    queue = ssn.queues[job.queue]
+    rule = ssn.explain_allocatable(queue, job.quota_task)
+    head = job.reason if rule is None else f"{job_needs(job, ssn.needs_memo)}; {rule}"
+    return _joined(head, quota_conclusion(ssn, job, queue))
+
+
+def _joined(*parts: str | None) -> str:
+    return "; ".join(part for part in parts if part)

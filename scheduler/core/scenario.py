@@ -341,6 +341,7 @@ def result_to_dict(result: CycleResult) -> dict[str, Any]:
         "evict": [e.task for e in result.evictions],
         "pipelined": {p.task: p.node for p in result.pipelined},
         "pending": dict(sorted(result.pending_reasons.items())),
+        "pending_kind": dict(sorted(result.pending_kinds.items())),
         "queues": queues,
         "phases": dict(sorted(result.phases.items())),
         "evictions": [

@@ -79,6 +79,9 @@ class Job:
     failed_roles: set[str] = field(default_factory=set)
     reason: str | None = None  # the latest thing that blocked this job in this cycle
     unplaced: bool = False  # blocked by room on the nodes; explained at close from final state
+    # the pod its queue's quota refused (explained at close, with the arithmetic, from the
+    # final shares), or None
+    quota_task: Task | None = None
     has_best_effort: bool = False
     ready: int = 0  # tasks in READY_STATUSES, kept by count_status
     # tasks in VALID_STATUSES, kept by count_status: gang asks each action for every job

@@ -64,7 +64,10 @@ def execute(ssn: Session) -> None:
         jobs = jobs_by_queue[queue.name]
         if ssn.overused(queue):
             for job in jobs.items():
-                job.reason = job.reason or overused_reason(ssn, queue)
+                if not job.reason:
+                    job.reason = overused_reason(ssn, queue)
+                    waiting = job.pending_tasks()
+                    job.quota_task = waiting[0] if waiting else None
             queue = queues.pop() if queues else None
             continue
         if not jobs:
@@ -335,7 +338,8 @@ def allocate_tasks(
         quota = ssn.explain_allocatable(queue, quota_blocked)
         job.reason = None if quota is None else f"{job_needs(job, ssn.needs_memo)}; {quota}"
         job.unplaced = quota is None
+        job.quota_task = None if quota is None else quota_blocked
     if not job.counts.get(TaskStatus.PENDING):
-        job.reason, job.unplaced = None, False
+        job.reason, job.unplaced, job.quota_task = None, False, None
     elif job.fit_errors:
-        job.reason, job.unplaced = None, True
+        job.reason, job.unplaced, job.quota_task = None, True, None

@@ -121,11 +121,24 @@ class PredicatesPlugin:
             return error
         return self._pod_affinity(task, node)
 
-    def _node_filters(self, task: Task, node: Node) -> FitError | None:
+    def lasting_misfit(self, task: Task, node: Node) -> FitError | None:
+        """The node filters that only a change to the pod or the node's own settings resolves
+        (selector, node affinity, taints), not a cordon: an admin uncordons nodes, so a pod
+        that fits only cordoned nodes waits rather than never runs."""
+        key = (_signature(task), node.name, "lasting")
+        if key not in self.cache:
+            self.cache[key] = self._node_filters(task, node, cordon=False)
+        return self.cache[key]
+
+    def _node_filters(self, task: Task, node: Node, cordon: bool = True) -> FitError | None:
         info = task.info
-        if node.info.unschedulable and not any(
-            t.key == _UNSCHEDULABLE_TAINT or (not t.key and t.operator == "Exists")
-            for t in info.tolerations
+        if (
+            cordon
+            and node.info.unschedulable
+            and not any(
+                t.key == _UNSCHEDULABLE_TAINT or (not t.key and t.operator == "Exists")
+                for t in info.tolerations
+            )
         ):
             return FitError("node is unschedulable", resolvable=False)
         labels = node.labels

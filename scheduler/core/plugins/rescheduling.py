@@ -137,7 +137,9 @@ class ReschedulingPlugin:
             if age < self.interval:
                 self.moved_off[record.task] = record.node
             if age < self.budget_window:
-                self.last_move[record.job] = max(record.at, self.last_move.get(record.job, record.at))
+                self.last_move[record.job] = max(
+                    record.at, self.last_move.get(record.job, record.at)
+                )
         if self.moved_off:
             ssn.add_fn("predicate", self.name, self.not_back)
             # The answer depends on the pod, not only on its scheduling signature.
@@ -146,8 +148,7 @@ class ReschedulingPlugin:
     def not_back(self, task: Task, node: Node) -> FitError | None:
         if self.moved_off.get(task.name) == node.name:
             return FitError(
-                f"moved off {node.name} by rescheduling less than "
-                f"{_duration(self.interval)} ago",
+                f"moved off {node.name} by rescheduling less than {_duration(self.interval)} ago",
                 resolvable=False,
             )
         return None

@@ -40,7 +40,7 @@ def test_bench_prints_one_json_object(capsys):
 
 
 def test_quota_reason_says_what_the_job_needs():
-    nodes = [make_node(f"n{i}") for i in range(3)]
+    nodes = [make_node(f"n{i}") for i in range(4)]
     queues = [make_queue("nlp-train", weight=14), make_queue("cv", weight=10)]
     jobs = [
         make_job("big", "nlp-train", [make_task(f"big-{i}", gpu=8) for i in range(4)], 1),

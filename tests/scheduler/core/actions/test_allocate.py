@@ -8,21 +8,42 @@ def test_gang_binds_all_or_nothing():
     ]
     result = run([make_node("n1"), make_node("n2")], [make_queue("q")], jobs)
     assert binds(result) == {"s0": "n1", "s1": "n1"}
+    # Two 8-GPU nodes can never hold three 8-GPU pods at once, whatever else runs.
     assert result.pending_reasons["big"] == (
-        "gang needs 3 pods of 8 GPUs; 1 node has 8 free GPUs (largest other free block: 0)"
+        "can never run as submitted: its gang needs 3 pods of 8 GPUs running together and the "
+        "2 nodes it may use hold at most 2 of them; lower min_available to 2 or ask for "
+        "smaller pods"
     )
+    assert result.pending_kinds["big"] == "never"
+
+
+def test_gang_that_fits_an_empty_cluster_waits_with_the_free_blocks():
+    jobs = [
+        make_job("small", "q", [make_task("s0", gpu=4, status="Running", node="n1")], 0),
+        make_job("big", "q", [make_task(f"b{i}", gpu=8) for i in range(2)], 1),
+    ]
+    result = run([make_node("n1"), make_node("n2")], [make_queue("q")], jobs)
+    assert result.pending_reasons["big"] == (
+        "gang needs 2 pods of 8 GPUs; 1 node has 8 free GPUs (largest other free block: 4)"
+    )
+    assert result.pending_kinds["big"] == "waits"
 
 
 def test_node_selector_reason():
     job = make_job("j", "q", [make_task("t", node_selector=(("gpu-model", "H100"),))], 1)
     result = run([make_node("n1", labels=(("gpu-model", "A100"),))], [make_queue("q")], [job])
-    assert result.pending_reasons == {"j": "no node matches node selector gpu-model=H100"}
+    assert result.pending_reasons == {
+        "j": "can never run as submitted: no node matches its node selector gpu-model=H100; "
+        "change or drop the selector"
+    }
+    assert result.pending_kinds == {"j": "never"}
 
 
 def test_pending_job_waits_for_enqueue_when_enqueue_rejects():
     from scheduler.core.resources import Resources
     from scheduler.core.types import PodGroupPhase
 
+    running = make_job("r", "q", [make_task("r0", gpu=4, status="Running", node="n1")], 0)
     job = make_job(
         "j",
         "q",
@@ -31,10 +52,12 @@ def test_pending_job_waits_for_enqueue_when_enqueue_rejects():
         phase=PodGroupPhase.PENDING,
         min_resources=Resources({"gpu": 8}),
     )
-    result = run([make_node("n1")], [make_queue("q", capability={"gpu": 4})], [job])
+    nodes = [make_node("n1"), make_node("n2")]
+    result = run(nodes, [make_queue("q", capability={"gpu": 8})], [running, job])
     assert binds(result) == {}
-    assert result.phases == {"j": "Pending"}
+    assert result.phases["j"] == "Pending"
     assert "cannot admit" in result.pending_reasons["j"]
+    assert result.pending_kinds["j"] == "waits"  # the 4 GPUs running in q will end
 
 
 def test_unknown_queue_and_empty_job_do_not_crash():
@@ -44,5 +67,8 @@ def test_unknown_queue_and_empty_job_do_not_crash():
         make_job("ghost", "q", [make_task("g0", status="Running", node=None)], 3),
     ]
     result = run([make_node("n1")], [make_queue("q")], jobs)
-    assert result.pending_reasons == {"lost": "queue 'nope' does not exist"}
+    assert result.pending_reasons == {
+        "lost": "can never run as submitted: queue 'nope' does not exist; resubmit it to an "
+        "existing queue"
+    }
     assert result.queues["q"].allocated.get("gpu") == 1

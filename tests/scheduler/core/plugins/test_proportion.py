@@ -73,7 +73,11 @@ def test_capability_reason_names_the_numbers():
         [make_queue("nlp", capability={"gpu": 2})],
         [make_job("big", "nlp", [make_task("b0", gpu=4)], 1)],
     )
-    assert result.pending_reasons == {"big": "job needs 4 GPUs; queue nlp at capability 0/2 GPUs"}
+    assert result.pending_reasons == {
+        "big": "can never run as submitted: its gang needs 4 GPUs at once and queue nlp's "
+        "capability is 2 GPUs; lower the request to 2 GPUs or ask a team lead to raise the "
+        "capability"
+    }
 
 
 def test_the_borrowing_limit_is_named_only_when_it_holds_the_share_down():

@@ -1,0 +1,441 @@
+"""Never or not yet: whether a pending job can ever run as submitted, and what would free it.
+
+Every pending job's reason has a kind (``types.PendingKind``):
+
+- ``never``: no change of other jobs can let it run as submitted. Exactly these limits, each
+  checked against the gang (its ``min_available`` pods, the cheapest ones resource by
+  resource): its queue does not exist or is closed; it has fewer pods than ``min_available``;
+  no node's selector, node affinity or taints let one of its pods in; no node's allocatable
+  holds one pod; the nodes it may use cannot hold the gang at once; its queue's capability, or
+  what other queues' guarantees and its borrowing limit leave it, is below the gang. Cordoned
+  nodes count as nodes (an admin uncordons them), and nothing that depends on other jobs
+  (deserved shares, free room, jobs ahead) is ever "never". The sentence names the limit, the
+  numbers on both sides and what would let it run.
+- ``waits``: everything else. A quota block gets the arithmetic (needed, left of the share,
+  short by) and what frees it: the queue's running jobs' expected ends, or its share growing as
+  other queues' demand falls, or the largest request that fits now; busy nodes get the earliest
+  expected end of a running job on a node the job may use; both get the jobs ahead of it.
+
+Pure: reads the session at the end of the cycle; the only times are the snapshot's.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+
+from scheduler.core.reasons import amount, describe
+from scheduler.core.resources import CPU, GPU, MIN_RESOURCE, PODS, Resources
+from scheduler.core.session import Session
+from scheduler.core.state import Job, Queue, Task
+from scheduler.core.types import ALLOCATED_STATUSES, TaskStatus
+
+NEVER_PREFIX = "can never run as submitted: "
+_DONE = (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
+
+
+# never ----------------------------------------------------------------------------------------
+def never_reason(ssn: Session, job: Job) -> str | None:
+    """The sentence when ``job`` can never run as submitted, else None. Memoised per job
+    shape: thousands of pending jobs share a few shapes."""
+    if job.queue not in ssn.queues:
+        return f"{NEVER_PREFIX}queue '{job.queue}' does not exist; resubmit it to an existing queue"
+    if job.ready_task_num() >= job.min_available:
+        return None  # running: what still waits are elastic extras
+    tasks = [t for t in job.tasks.values() if t.status not in _DONE]
+    need = job.min_available - job.count(TaskStatus.SUCCEEDED)
+    key = (
+        job.queue,
+        job.info.namespace,
+        need,
+        tuple((t.resreq, ssn.predicate_signature(t), t.info.role) for t in tasks),
+    )
+    memo = ssn.__dict__.setdefault("_never_memo", {})
+    if key not in memo:
+        memo[key] = _never(ssn, job, ssn.queues[job.queue], tasks, need)
+    return memo[key]
+
+
+def _never(ssn: Session, job: Job, queue: Queue, tasks: list[Task], need: int) -> str | None:
+    lead = _lead(job)
+    if not queue.info.is_open:
+        return (
+            f"{NEVER_PREFIX}queue {queue.name} is closed; resubmit it to an open queue or ask "
+            f"{lead} to reopen it"
+        )
+    if len(tasks) < need:
+        return (
+            f"{NEVER_PREFIX}it has {len(tasks)} {_pods(len(tasks))} left but needs "
+            f"{need} running together (min_available {job.min_available}); lower min_available"
+        )
+    fits = _node_fits(ssn, tasks)
+    placeable = [t for t in tasks if fits[_shape(ssn, t)][1]]
+    if len(placeable) < need:
+        return _no_node_sentence(ssn, tasks, fits)
+    gang = _gang_minimum(placeable, need)
+    sentence = _packing_sentence(ssn, placeable, fits, need, gang)
+    if sentence is None:
+        sentence = _quota_never(ssn, queue, gang, need, lead)
+    return sentence
+
+
+def _lead(job: Job) -> str:
+    tenant = job.info.namespace
+    return f"a lead of {tenant}" if tenant and tenant != "default" else "a team lead"
+
+
+def _pods(count: int) -> str:
+    return "pod" if count == 1 else "pods"
+
+
+def _shape(ssn: Session, task: Task) -> tuple:
+    return (task.resreq, ssn.predicate_signature(task))
+
+
+def _lasting_filter(ssn: Session):
+    """The predicates plugin's filters that no eviction or uncordon resolves, or None when it
+    is not enabled (then nothing but resources keeps a pod off a node)."""
+    plugin = ssn.plugins.get("predicates")
+    enabled = any(name == "predicates" for _, name, _ in ssn._enabled("predicate"))
+    return plugin.lasting_misfit if plugin is not None and enabled else None
+
+
+def _node_fits(ssn: Session, tasks: list[Task]) -> dict[tuple, tuple[list, list, Counter]]:
+    """Per task shape: (nodes its placement rules allow, of those the ones whose allocatable
+    holds one pod, why the others refuse it). Memoised per shape for the session."""
+    memo = ssn.__dict__.setdefault("_node_fits", {})
+    out: dict[tuple, tuple[list, list, Counter]] = {}
+    for task in tasks:
+        shape = _shape(ssn, task)
+        if shape not in out:
+            if shape not in memo:
+                memo[shape] = _fits_of(ssn, task)
+            out[shape] = memo[shape]
+    return out
+
+
+def _fits_of(ssn: Session, task: Task) -> tuple[list, list, Counter]:
+    lasting = _lasting_filter(ssn)
+    matching, holding, refusals = [], [], Counter()
+    for node in ssn.node_list:
+        error = lasting(task, node) if lasting is not None else None
+        if error is not None:
+            refusals[error.reason] += 1
+            continue
+        matching.append(node)
+        if task.resreq.less_equal(node.allocatable):
+            holding.append(node)
+    return matching, holding, refusals
+
+
+def _no_node_sentence(ssn: Session, tasks: list[Task], fits: dict) -> str:
+    total = len(ssn.node_list)
+    if not total:
+        return f"{NEVER_PREFIX}the cluster has no nodes"
+    for task in tasks:
+        matching, holding, refusals = fits[_shape(ssn, task)]
+        if holding:
+            continue
+        if not matching:
+            reason, count = sorted(refusals.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+            if reason.startswith("node selector ") and count == total:
+                selector = reason[len("node selector ") : -len(" does not match")]
+                return (
+                    f"{NEVER_PREFIX}no node matches its node selector {selector}; change or "
+                    "drop the selector"
+                )
+            detail = "; ".join(
+                f"{reason} on {count} of {total} nodes"
+                for reason, count in sorted(refusals.items(), key=lambda kv: (-kv[1], kv[0]))
+            )
+            return f"{NEVER_PREFIX}no node lets its pods in ({detail}); change its placement rules"
+        name, largest = _too_big(task.resreq, matching)
+        size = describe(name, task.resreq.get(name))
+        pods = f"each {task.info.role} pod" if task.info.role else "a pod of it"
+        return (
+            f"{NEVER_PREFIX}{pods} asks for {size} and the largest node it may use has "
+            f"{describe(name, largest)} allocatable; ask for at most {describe(name, largest)} "
+            "per pod (more, smaller pods)"
+        )
+    return f"{NEVER_PREFIX}not enough of its pods fit on any node"
+
+
+def _too_big(request: Resources, nodes: list) -> tuple[str, float]:
+    """The resource (GPUs first) no node holds, with the largest allocatable of it."""
+    for name in _dimensions(request):
+        largest = max(node.allocatable.get(name) for node in nodes)
+        if request.get(name) > largest + MIN_RESOURCE:
+            return name, largest
+    return GPU, 0.0
+
+
+def _dimensions(request: Resources) -> list[str]:
+    names = [n for n in request.names() if request.get(n) > 0]
+    return sorted(names, key=lambda n: (n != GPU, n == PODS, n))
+
+
+def _gang_minimum(tasks: list[Task], need: int) -> Resources:
+    """Per resource, the least any ``need`` of ``tasks`` can ask for together."""
+    names = sorted({name for task in tasks for name in task.resreq.names()})
+    values = {}
+    for name in names:
+        values[name] = sum(sorted(task.resreq.get(name) for task in tasks)[:need])
+    return Resources(values)
+
+
+def _packing_sentence(
+    ssn: Session, tasks: list[Task], fits: dict, need: int, gang: Resources
+) -> str | None:
+    """Never when the nodes the pods may use cannot hold the gang at once."""
+    shapes = {_shape(ssn, task) for task in tasks}
+    if len(shapes) == 1:
+        (shape,) = shapes
+        request, holding = shape[0], fits[shape][1]
+        capacity = _capacity(ssn, shape, request, holding)
+        if capacity < need:
+            name = _dimensions(request)[0]
+            size = describe(name, request.get(name))
+            return (
+                f"{NEVER_PREFIX}its gang needs {need} pods of {size} running together and the "
+                f"{len(holding)} {'node' if len(holding) == 1 else 'nodes'} it may use hold at "
+                f"most {capacity} of them; lower min_available to {capacity} or ask for smaller "
+                "pods"
+            )
+        return None
+    usable = {id(node): node for shape in shapes for node in fits[shape][1]}
+    room = Resources()
+    for node in usable.values():
+        room = room.add(node.allocatable)
+    for name in _dimensions(gang):
+        if gang.get(name) > room.get(name) + MIN_RESOURCE:
+            return (
+                f"{NEVER_PREFIX}its gang needs {describe(name, gang.get(name))} at once and "
+                f"the nodes it may use have {describe(name, room.get(name))} in all; lower the "
+                f"request to {describe(name, room.get(name))}"
+            )
+    return None
+
+
+def _capacity(ssn: Session, shape: tuple, request: Resources, holding: list) -> int:
+    """How many pods of ``request`` the ``holding`` nodes hold at once (by allocatable)."""
+    memo = ssn.__dict__.setdefault("_capacity", {})
+    if shape not in memo:
+        by_kind = Counter(node.shape for node in holding)
+        memo[shape] = sum(
+            count * _copies(request, Resources(dict(kind))) for kind, count in by_kind.items()
+        )
+    return memo[shape]
+
+
+def _copies(request: Resources, allocatable: Resources) -> int:
+    counts = [
+        math.floor(allocatable.get(name) / value + 1e-9)
+        for name, value in request.explicit_items()
+        if value > 0
+    ]
+    return min(counts) if counts else 0
+
+
+def quota_plugin(ssn: Session, queue: str):
+    """(plugin name, queue attributes) of the quota plugin whose allocatable hook limits this
+    queue, or None (then capability and shares do not bind)."""
+    from scheduler.core.cycle import share_of_queue
+
+    attr = share_of_queue(ssn, queue)
+    if attr is None:
+        return None
+    for _, name, _ in ssn._enabled("allocatable"):
+        if name in ("proportion", "capacity"):
+            plugin = ssn.plugins.get(name)
+            if plugin is not None and plugin.share(queue) is attr:
+                return name, attr
+    return None
+
+
+def _quota_never(ssn: Session, queue: Queue, gang: Resources, need: int, lead: str) -> str | None:
+    found = quota_plugin(ssn, queue.name)
+    if found is None:
+        return None
+    _, attr = found
+    capability = queue.info.capability
+    for name in _dimensions(gang):
+        wanted = gang.get(name)
+        cap = capability.get(name)
+        if wanted > cap + MIN_RESOURCE:
+            return (
+                f"{NEVER_PREFIX}its gang needs {describe(name, wanted)} at once and queue "
+                f"{queue.name}'s capability is {describe(name, cap)}; lower the request to "
+                f"{describe(name, cap)} or ask {lead} to raise the capability"
+            )
+        ceiling = max(attr.real_capability.get(name), attr.guarantee.get(name))
+        if wanted > ceiling + MIN_RESOURCE:
+            return (
+                f"{NEVER_PREFIX}its gang needs {describe(name, wanted)} at once and queue "
+                f"{queue.name} may hold at most {describe(name, ceiling)} (the cluster less "
+                f"other queues' guarantees, within its capability and borrowing limit); lower "
+                f"the request to {describe(name, ceiling)} or ask {lead} to change the quotas"
+            )
+    return None
+
+
+# waits ----------------------------------------------------------------------------------------
+def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:
+    """``8 GPUs needed at once > 4 left of its deserved share (14 - 10 allocated): 4 GPUs short;
+    it fits once job 12 ends (expected 14:05 UTC)`` or ``""`` when the numbers do not bind."""
+    found = quota_plugin(ssn, queue.name)
+    if found is None:
+        return ""
+    plugin, attr = found
+    pending = ssn.sorted_tasks(
+        [t for t in job.tasks.values() if t.status is TaskStatus.PENDING and not t.best_effort]
+    )
+    if not pending:
+        return ""
+    name = GPU if any(t.resreq.get(GPU) > 0 for t in pending) else CPU
+    if job.ready_task_num() >= job.min_available:
+        needed = 1
+    else:
+        needed = job.min_available - job.ready_task_num() - job.waiting_task_num()
+    needed = min(max(needed, 1), len(pending))
+    want = sum(t.resreq.get(name) for t in pending[:needed])
+    bound = (attr.deserved if plugin == "proportion" else attr.real_capability).get(name)
+    if bound == math.inf:
+        return ""
+    allocated = attr.allocated.get(name)
+    left = max(bound - allocated, 0.0)
+    short = want - left
+    if short < MIN_RESOURCE:
+        return ""  # another resource binds; the plugin's sentence names it
+    label = (
+        "capability"
+        if bound >= queue.info.capability.get(name) - MIN_RESOURCE
+        else ("deserved share" if plugin == "proportion" else "real capability")
+    )
+    text = (
+        f"{describe(name, want)} needed at once > {amount(name, left)} left of its {label} "
+        f"({amount(name, bound)} - {amount(name, allocated)} allocated): "
+        f"{describe(name, short)} short"
+    )
+    frees = _queue_frees(ssn, job.queue, name, short)
+    if frees:
+        text += f"; {frees}"
+    elif allocated > MIN_RESOURCE:
+        text += f"; it fits once {describe(name, short)} of the queue's running pods end"
+    elif label == "deserved share":
+        text += "; its deserved share grows as other queues' demand falls"
+    fit_now = _largest_fit(name, left)
+    if fit_now:
+        text += f"; a request of at most {fit_now} would fit now"
+    return text
+
+
+def _largest_fit(name: str, left: float) -> str | None:
+    if name == GPU:
+        whole = math.floor(left + 1e-9)
+        return describe(GPU, whole) if whole >= 1 else None
+    if name == CPU:
+        cores = math.floor(left / 100 + 1e-9) * 100  # tenths of a core
+        return describe(CPU, cores) if cores >= 100 else None
+    return None
+
+
+def _queue_frees(ssn: Session, queue: str, name: str, short: float) -> str:
+    """The queue's running jobs whose expected ends free ``short`` of ``name``, soonest first."""
+    freed, names = 0.0, []
+    for end, other, amount_held in _holdings(ssn, name).get(queue, ()):
+        freed += amount_held
+        names.append(other)
+        if freed >= short - MIN_RESOURCE:
+            jobs = f"job {names[0]} ends" if len(names) == 1 else f"jobs {', '.join(names)} end"
+            return f"it fits once {jobs} ({_expected(ssn, end)})"
+    return ""
+
+
+def _holdings(ssn: Session, name: str) -> dict[str, list[tuple[float, str, float]]]:
+    """Per queue, (expected end, job, amount of ``name`` held) of its running jobs with an
+    expected end, soonest first; built once per session and resource (read at close, when
+    nothing moves any more)."""
+    memo = ssn.__dict__.setdefault("_holdings", {})
+    if name not in memo:
+        ends = _expected_ends(ssn)
+        by_queue: dict[str, list[tuple[float, str, float]]] = {}
+        for job_name, end in ends.items():
+            job = ssn.jobs.get(job_name)
+            if job is None:
+                continue
+            held = sum(
+                t.resreq.get(name) for t in job.tasks.values() if t.status in ALLOCATED_STATUSES
+            )
+            if held > 0:
+                by_queue.setdefault(job.queue, []).append((end, job_name, held))
+        memo[name] = {queue: sorted(rows) for queue, rows in by_queue.items()}
+    return memo[name]
+
+
+def _expected_ends(ssn: Session) -> dict[str, float]:
+    cached = ssn.__dict__.get("_expected_ends")
+    if cached is None:
+        cached = ssn.__dict__["_expected_ends"] = dict(ssn.snapshot.expected_ends)
+    return cached
+
+
+def _expected(ssn: Session, end: float) -> str:
+    if end < ssn.now:
+        return f"expected by {_clock(ssn, end)}, overdue"
+    return f"expected {_clock(ssn, end)}"
+
+
+def _clock(ssn: Session, at: float) -> str:
+    """An absolute time, so the sentence (stored when it changes) stays the same cycle after
+    cycle: ``14:05 UTC``, with the date when it is not within a day of the snapshot."""
+    fmt = "%H:%M UTC" if abs(at - ssn.now) < 86400 else "%Y-%m-%d %H:%M UTC"
+    return time.strftime(fmt, time.gmtime(at))
+
+
+def nodes_conclusion(ssn: Session, job: Job) -> str:
+    """The earliest expected end of a running job holding what the job lacks on a node its
+    largest pending pod may use."""
+    pending = [t for t in job.tasks.values() if t.status is TaskStatus.PENDING]
+    ends = _expected_ends(ssn)
+    if not pending or not ends:
+        return ""
+    biggest = max(pending, key=lambda t: (t.resreq.get(GPU), t.resreq.get(CPU)))
+    name = GPU if biggest.resreq.get(GPU) > 0 else CPU
+    key = (ssn.predicate_signature(biggest), name, biggest.resreq.get(name))
+    memo = ssn.__dict__.setdefault("_next_ends", {})
+    if key not in memo:
+        found = []
+        for node in ssn.node_list:
+            if node.allocatable.get(name) < biggest.resreq.get(name) - MIN_RESOURCE:
+                continue
+            if ssn.predicate(biggest, node) is not None:
+                continue
+            for task in node.tasks.values():
+                end = ends.get(task.job)
+                if end is not None and task.status in ALLOCATED_STATUSES and task.resreq.get(name):
+                    found.append((end, node.name, task.job))
+        memo[key] = sorted(set(found))
+    for end, node, other in memo[key]:
+        if other != job.name:
+            return (
+                f"next to end on a node it may use: job {other} on {node} ({_expected(ssn, end)})"
+            )
+    return ""
+
+
+def position(job: Job, ahead: int) -> str:
+    if not ahead:
+        return ""
+    noun = "job" if ahead == 1 else "jobs"
+    return f"{ahead} {noun} of queue {job.queue} {'comes' if ahead == 1 else 'come'} first"
+
+
+__all__ = [
+    "NEVER_PREFIX",
+    "never_reason",
+    "nodes_conclusion",
+    "position",
+    "quota_conclusion",
+    "quota_plugin",
+]

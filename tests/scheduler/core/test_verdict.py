@@ -1,0 +1,170 @@
+"""Pending reasons: "never" exactly when nothing other jobs do could let the job run as
+submitted, "waits" otherwise, with the numbers and what would free it."""
+
+from dataclasses import replace
+
+import pytest
+
+from scheduler.core.config import parse_conf
+from scheduler.core.cycle import run_cycle
+from scheduler.core.types import Snapshot
+from tests.scheduler.core.builders import SEED_TIERS, make_job, make_node, make_queue, make_task
+
+DEMO = [make_node(f"gpu-worker-{i}") for i in range(1, 5)]  # 4 x 8 GPUs
+
+
+def _run(nodes, queues, jobs, now=0.0, expected_ends=()):
+    conf = parse_conf(
+        {"actions": "enqueue, allocate, backfill, preempt, reclaim", "tiers": SEED_TIERS}
+    )
+    snapshot = Snapshot(
+        tuple(nodes), tuple(queues), tuple(jobs), now=now, expected_ends=tuple(expected_ends)
+    )
+    return run_cycle(snapshot, conf)
+
+
+def _gang(name, queue, pods, gpus, created=1, **kw):
+    return make_job(
+        name, queue, [make_task(f"{name}-{i}", gpu=gpus) for i in range(pods)], created, **kw
+    )
+
+
+def test_request_above_the_queue_capability_never_runs_and_says_how_to_fix_it():
+    queues = [make_queue("nlp-train", capability={"gpu": 24})]
+    job = _gang("bert-pretrain", "nlp-train", 4, 8, namespace="nlp")
+    result = _run(DEMO, queues, [job])
+    assert result.pending_kinds == {"bert-pretrain": "never"}
+    assert result.pending_reasons["bert-pretrain"] == (
+        "can never run as submitted: its gang needs 32 GPUs at once and queue nlp-train's "
+        "capability is 24 GPUs; lower the request to 24 GPUs or ask a lead of nlp to raise the "
+        "capability"
+    )
+
+
+def test_never_sentences_are_per_tenant_even_when_memoised():
+    queues = [make_queue("q", capability={"gpu": 8})]
+    jobs = [_gang("a", "q", 2, 8, 1, namespace="nlp"), _gang("b", "q", 2, 8, 2, namespace="cv")]
+    reasons = _run(DEMO, queues, jobs).pending_reasons
+    assert reasons["a"].endswith("ask a lead of nlp to raise the capability")
+    assert reasons["b"].endswith("ask a lead of cv to raise the capability")
+
+
+@pytest.mark.parametrize(
+    ("nodes", "job", "expected"),
+    [
+        pytest.param(
+            DEMO,
+            _gang("huge", "q", 1, 16),
+            "can never run as submitted: a pod of it asks for 16 GPUs and the largest node it "
+            "may use has 8 GPUs allocatable; ask for at most 8 GPUs per pod (more, smaller pods)",
+            id="pod-above-every-node",
+        ),
+        pytest.param(
+            DEMO,
+            _gang("wide", "q", 5, 6),
+            "can never run as submitted: its gang needs 5 pods of 6 GPUs running together and "
+            "the 4 nodes it may use hold at most 4 of them; lower min_available to 4 or ask for "
+            "smaller pods",
+            id="gang-above-what-the-nodes-hold",
+        ),
+        pytest.param(
+            DEMO,
+            make_job(
+                "h100",
+                "q",
+                [make_task("h100-0", gpu=1, node_selector=(("gpu-model", "B200"),))],
+                1,
+            ),
+            "can never run as submitted: no node matches its node selector gpu-model=B200; "
+            "change or drop the selector",
+            id="selector-no-node-matches",
+        ),
+        pytest.param(
+            DEMO,
+            make_job("short", "q", [make_task("short-0")], 1, min_available=2),
+            "can never run as submitted: it has 1 pod left but needs 2 running together "
+            "(min_available 2); lower min_available",
+            id="fewer-pods-than-min-available",
+        ),
+    ],
+)
+def test_limits_no_other_job_can_change_are_never(nodes, job, expected):
+    result = _run(nodes, [make_queue("q")], [job])
+    assert result.pending_reasons == {job.name: expected}
+    assert result.pending_kinds == {job.name: "never"}
+
+
+def test_a_closed_queue_is_never():
+    result = _run(DEMO, [make_queue("q", state="Closed")], [_gang("j", "q", 1, 1, namespace="nlp")])
+    assert result.pending_kinds == {"j": "never"}
+    assert result.pending_reasons["j"] == (
+        "can never run as submitted: queue q is closed; resubmit it to an open queue or ask a "
+        "lead of nlp to reopen it"
+    )
+
+
+def test_cordoned_nodes_make_a_job_wait_not_never():
+    nodes = [replace(node, unschedulable=True) for node in DEMO]
+    result = _run(nodes, [make_queue("q")], [_gang("j", "q", 1, 8)])
+    assert result.pending_kinds == {"j": "waits"}
+
+
+def test_busy_nodes_make_a_job_wait_with_the_next_expected_end():
+    running = make_job(
+        "r",
+        "q",
+        [
+            make_task(f"r-{i}", gpu=8, status="Running", node=f"gpu-worker-{i + 1}")
+            for i in range(4)
+        ],
+        0,
+    )
+    result = _run(DEMO, [make_queue("q")], [running, _gang("j", "q", 1, 8)], 0, [("r", 3600.0)])
+    assert result.pending_kinds == {"j": "waits"}
+    assert result.pending_reasons["j"] == (
+        "job needs 1 pod of 8 GPUs; 0 nodes have 8 free GPUs (largest other free block: 0); "
+        "next to end on a node it may use: job r on gpu-worker-1 (expected 01:00 UTC)"
+    )
+
+
+def test_a_deserved_share_waits_and_does_the_arithmetic():
+    # 28 GPUs, weights 1 and 7: nlp-interactive deserves 3.5 GPUs, its job asks for 4.
+    nodes = [*DEMO[:3], make_node("small", gpu=4)]
+    queues = [make_queue("nlp-interactive", weight=1), make_queue("vision", weight=7)]
+    jobs = [
+        _gang("tok", "nlp-interactive", 1, 4, 2),
+        _gang("vis", "vision", 5, 8, 1),  # asks 40: keeps its weight's share in demand
+    ]
+    result = _run(nodes, queues, jobs)
+    assert result.pending_kinds["tok"] == "waits"
+    assert result.pending_reasons["tok"] == (
+        "job needs 4 GPUs; queue nlp-interactive deserves 3.5 GPUs and has 0 GPUs allocated; "
+        "4 GPUs needed at once > 3.5 left of its deserved share (3.5 - 0 allocated): 0.5 GPUs "
+        "short; its deserved share grows as other queues' demand falls; a request of at most "
+        "3 GPUs would fit now"
+    )
+
+
+def test_a_queue_at_its_capability_says_which_running_job_frees_it():
+    running = make_job(
+        "llama", "q", [make_task("llama-0", gpu=8, status="Running", node="gpu-worker-1")], 0
+    )
+    queues = [make_queue("q", capability={"gpu": 8})]
+    result = _run(DEMO, queues, [running, _gang("j", "q", 1, 4)], 0, [("llama", 7500.0)])
+    assert result.pending_kinds == {"j": "waits"}
+    assert result.pending_reasons["j"] == (
+        "job needs 4 GPUs; queue q at capability 8/8 GPUs; 4 GPUs needed at once > 0 left of "
+        "its capability (8 - 8 allocated): 4 GPUs short; it fits once job llama ends "
+        "(expected 02:05 UTC)"
+    )
+
+
+def test_jobs_ahead_are_counted_in_the_reason():
+    queues = [make_queue("q", capability={"gpu": 8})]
+    running = make_job(
+        "llama", "q", [make_task("llama-0", gpu=8, status="Running", node="gpu-worker-1")], 0
+    )
+    jobs = [running, _gang("first", "q", 1, 4, 1), _gang("second", "q", 1, 4, 2)]
+    reasons = _run(DEMO, queues, jobs).pending_reasons
+    assert reasons["second"].endswith("; 1 job of queue q comes first")
+    assert "come" not in reasons["first"]

@@ -107,16 +107,20 @@ def close_session(ssn: Session) -> CycleResult:
         for job in ssn.jobs.values()
         if job.counts.get(TaskStatus.PENDING) or job.counts.get(TaskStatus.PIPELINED)
     ]
-    ahead = _jobs_ahead(ssn, unplaced)
     reasons: dict[str, str] = {}
     kinds: dict[str, str] = {}
+    waiting: list[Job] = []
     for job in unplaced:
         never = never_reason(ssn, job)
-        if never is not None:
-            reasons[job.name], kinds[job.name] = never, PendingKind.NEVER.value
+        if never is None:
+            waiting.append(job)
         else:
-            reasons[job.name] = pending_reason(ssn, job, ahead.get(job.name, 0))
-            kinds[job.name] = PendingKind.WAITS.value
+            reasons[job.name], kinds[job.name] = never, PendingKind.NEVER.value
+    # A job that can never run is ahead of nobody.
+    ahead = _jobs_ahead(ssn, waiting)
+    for job in waiting:
+        reasons[job.name] = pending_reason(ssn, job, ahead.get(job.name, 0))
+        kinds[job.name] = PendingKind.WAITS.value
     return CycleResult(
         binds=tuple(ssn.binds),
         evictions=tuple(ssn.evictions),

@@ -321,7 +321,7 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:
     if frees:
         text += f"; {frees}"
     elif allocated > MIN_RESOURCE:
-        text += f"; it fits once {describe(name, short)} of the queue's running pods end"
+        text += f"; it fits once the queue's running pods free {describe(name, short)}"
     elif label == "deserved share":
         text += "; its deserved share grows as other queues' demand falls"
     fit_now = _largest_fit(name, left)

@@ -250,7 +250,9 @@ def run(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:
         why = client.get(f"/api/v1/jobs/{args.job_id}/why/")
         if args.json:
             return _print_json(why, out)
-        print(f"job {why['id']} {why['name']} in {why['queue']}: {why['status']}", file=out)
+        print(f"job {why['id']} {why['name']} in {why['queue']}: {why['state']}", file=out)
+        if why["pending_kind"]:
+            print(f"kind: {why['pending_kind']}", file=out)
         if why["pending_reason"]:
             print(f"reason: {why['pending_reason']}", file=out)
         if why["position"] is not None:

@@ -36,7 +36,7 @@ from portal.queues.models import Queue
 from . import volcano
 from .limits import task_count_check
 from .models import Job
-from .selectors import job_get, job_queue_position, job_search
+from .selectors import job_get, job_queue_position, job_search, job_state
 from .services import job_cancel, job_quarantine_release, job_submit
 
 QUEUE_NOT_FOUND = "no queue {ref} that you can see"
@@ -573,10 +573,21 @@ class JobWhyApi(ApiView):
         name = serializers.CharField()
         queue = serializers.CharField()
         status = serializers.ChoiceField(choices=Job.Status.choices)
+        state = serializers.CharField(
+            help_text='The one state the job page shows, e.g. "Waiting (preempted 2 times, '
+            'last by bert-large at 2025-01-01 11:59 UTC)".'
+        )
         pending_reason = serializers.CharField()
+        pending_kind = serializers.ChoiceField(
+            choices=[("", "not waiting"), *Job.PendingKind.choices],
+            help_text='"never": it can never run as submitted (the reason says what to change); '
+            '"waits": it waits for other jobs or the cluster; empty when it is not waiting.',
+        )
         pending_reason_at = serializers.DateTimeField(allow_null=True)
         position = serializers.IntegerField(
-            allow_null=True, help_text="1 = next in line; null when the job is not pending."
+            allow_null=True,
+            help_text="1 = next in line; null when the job is not pending or can never run "
+            "as submitted.",
         )
         jobs_ahead = AheadSerializer(many=True)
         hidden_jobs_ahead = serializers.IntegerField()
@@ -594,7 +605,9 @@ class JobWhyApi(ApiView):
                     "name": "resnet-sweep",
                     "queue": "nlp-train",
                     "status": "pending",
+                    "state": "Waiting",
                     "pending_reason": "waiting behind 2 higher-priority jobs in queue nlp-train",
+                    "pending_kind": "waits",
                     "pending_reason_at": "2025-01-01T12:00:05Z",
                     "position": 3,
                     "jobs_ahead": [
@@ -614,16 +627,20 @@ class JobWhyApi(ApiView):
     )
     def get(self, request: Request, job_id: int) -> Response:
         job = job_get(user=request.user, job_id=job_id)
-        ahead, hidden = job_queue_position(user=request.user, job=job)
-        pending = job.status == Job.Status.PENDING
+        state = job_state(user=request.user, job=job)
+        # A job that can never run as submitted is in nobody's way and waits for nothing.
+        in_line = job.status == Job.Status.PENDING and not state.never
+        ahead, hidden = job_queue_position(user=request.user, job=job) if in_line else ([], 0)
         data = {
             "id": job.pk,
             "name": job.name,
             "queue": job.queue.name,
             "status": job.status,
+            "state": state.headline,
             "pending_reason": job.pending_reason,
+            "pending_kind": job.pending_kind if state.waiting else "",
             "pending_reason_at": job.pending_reason_at,
-            "position": len(ahead) + hidden + 1 if pending else None,
+            "position": len(ahead) + hidden + 1 if in_line else None,
             "jobs_ahead": ahead,
             "hidden_jobs_ahead": hidden,
         }

@@ -27,6 +27,10 @@ class Job(BaseModel):
         # admin may release it back to pending, its owner may cancel it.
         QUARANTINED = "quarantined", "Quarantined"
 
+    class PendingKind(models.TextChoices):
+        NEVER = "never", "Can never run as submitted"
+        WAITS = "waits", "Waits"
+
     TERMINAL_STATUSES = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="jobs")
@@ -48,10 +52,6 @@ class Job(BaseModel):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     cancelled_at = models.DateTimeField(null=True, blank=True)
-    class PendingKind(models.TextChoices):
-        NEVER = "never", "Can never run as submitted"
-        WAITS = "waits", "Waits"
-
     pending_reason = models.TextField(blank=True)
     # Whether the last cycle found the job can never run as submitted or waits (blank: no
     # reason from a cycle); the values of scheduler.core.types.PendingKind.

@@ -1,3 +1,6 @@
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
@@ -6,6 +9,9 @@ from portal.common.access import visible_jobs
 
 from .models import Job
 
+# A job waits for a cycle in these statuses (a preempted one until its pods are gone).
+WAITING_STATUSES = (Job.Status.PENDING, Job.Status.PREEMPTED)
+
 
 def job_list(
     *,
@@ -13,10 +19,13 @@ def job_list(
     status: str | None = None,
     queue_id: int | None = None,
     mine: bool = False,
+    never_runnable: bool = False,
 ) -> QuerySet[Job]:
     jobs = visible_jobs(user).select_related("queue", "tenant", "submitter")
     if status:
         jobs = jobs.filter(status=status)
+    if never_runnable:
+        jobs = jobs.filter(pending_kind=Job.PendingKind.NEVER, status__in=WAITING_STATUSES)
     if queue_id is not None:
         jobs = jobs.filter(queue_id=queue_id)
     if mine:
@@ -210,3 +219,78 @@ def _pending_wait_stats_pg(now: object) -> dict[str, dict[str, float]]:
         for queue_id, quartiles, low, high, count in rows
         if queue_id in names
     }
+
+
+@dataclass(frozen=True)
+class JobState:
+    """The one state a job's page, the why endpoint and the CLI show.
+
+    A job that waits again after a preemption is "Waiting" with a note on its preemptions,
+    not "Preempted": the earlier run is history (the page's preemption table), what counts
+    now is why it waits.
+    """
+
+    label: str  # "Waiting", "Running", "Succeeded", ...
+    css: str  # the status-* class of the badge
+    note: str  # "preempted 2 times, last by llama-finetune at 2026-12-01 12:00 UTC", or ""
+    waiting: bool
+    never: bool  # the last cycle found it can never run as submitted
+    reason: str
+    reason_title: str
+
+    @property
+    def headline(self) -> str:
+        return f"{self.label} ({self.note})" if self.note else self.label
+
+
+# What the stored reason of a job that does not wait says.
+_REASON_TITLES = {
+    Job.Status.QUARANTINED: "Why the scheduler stopped",
+    Job.Status.FAILED: "Why it failed",
+}
+
+
+def job_state(*, user: AbstractBaseUser | AnonymousUser, job: Job) -> JobState:
+    waiting = job.status in WAITING_STATUSES
+    if not waiting:
+        title = _REASON_TITLES.get(job.status, "Note")
+        return JobState(
+            job.get_status_display(), job.status, "", False, False, job.pending_reason, title
+        )
+    note = ""
+    if job.preemption_count:
+        note = _preemption_note(user=user, job=job)
+    never = job.pending_kind == Job.PendingKind.NEVER
+    label = "Never runnable as submitted" if never else "Waiting"
+    title = "Why it cannot run" if never else "Why it is waiting"
+    return JobState(label, "pending", note, True, never, job.pending_reason, title)
+
+
+def _preemption_note(*, user: AbstractBaseUser | AnonymousUser, job: Job) -> str:
+    """``preempted 2 times, last by <job> at <time>``; a preemptor of a tenant the user may
+    not see stays unnamed (tenant scoping)."""
+    from portal.scheduling.models import PreemptionEvent
+
+    count = job.preemption_count
+    times = "once" if count == 1 else f"{count} times"
+    last = (
+        PreemptionEvent.objects.filter(victim_job_id=job.pk)
+        .select_related("preemptor_job")
+        .order_by("-occurred_at", "-id")
+        .first()
+    )
+    if last is None:
+        return f"preempted {times}"
+    if last.action == PreemptionEvent.Action.RESCHEDULING:
+        by = "by rescheduling"
+    elif last.preemptor_job_id is None:
+        by = f"by {last.get_action_display().lower()}"
+    elif visible_jobs(user).filter(pk=last.preemptor_job_id).exists():
+        by = f"by {last.preemptor_job.name}"
+    else:
+        by = "by a job of another tenant"
+    return f"preempted {times}, last {by} at {_utc(last.occurred_at)}"
+
+
+def _utc(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")

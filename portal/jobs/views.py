@@ -27,7 +27,7 @@ from . import volcano
 from .forms import JobSubmitForm, JobUploadForm, TaskFormSet, submit_errors_apply
 from .limits import task_count_check
 from .models import Job
-from .selectors import job_get, job_list
+from .selectors import JobState, job_get, job_list, job_state
 from .services import job_cancel, job_quarantine_release, job_submit
 
 JOB_CANCELLED = "Job {name} was cancelled."
@@ -55,7 +55,14 @@ class JobListView(LoginRequiredMixin, TemplateView):
             status = None
         queue_id = _int_or_none(params.get("queue"))
         mine = params.get("mine") == "1"
-        jobs = job_list(user=self.request.user, status=status, queue_id=queue_id, mine=mine)
+        never = params.get("never") == "1"
+        jobs = job_list(
+            user=self.request.user,
+            status=status,
+            queue_id=queue_id,
+            mine=mine,
+            never_runnable=never,
+        )
         page = LargeTablePaginator(_job_list_columns(jobs), JOB_LIST_PAGE_SIZE).get_page(
             params.get("page")
         )
@@ -70,6 +77,7 @@ class JobListView(LoginRequiredMixin, TemplateView):
             queue_id=queue_id,
             queues=queue_list(user=self.request.user),
             mine=mine,
+            never=never,
         )
         return context
 
@@ -117,8 +125,9 @@ class JobDetailView(LoginRequiredMixin, TemplateView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         job = job_get(user=self.request.user, job_id=kwargs["job_id"])
+        state = job_state(user=self.request.user, job=job)
         timeline = [
-            {"label": label, "at": getattr(job, field)}
+            _timeline_step(label, getattr(job, field), state)
             for label, field in STATUS_TIMELINE
             if field != "cancelled_at" or job.cancelled_at
         ]
@@ -132,6 +141,7 @@ class JobDetailView(LoginRequiredMixin, TemplateView):
         )
         context.update(
             job=job,
+            state=state,
             tasks=job.tasks.all(),
             placements=placement_list_for_job(job_id=job.pk),
             preemptions=preemptions,
@@ -141,6 +151,14 @@ class JobDetailView(LoginRequiredMixin, TemplateView):
             can_release=job.status == Job.Status.QUARANTINED and is_site_admin(self.request.user),
         )
         return context
+
+
+def _timeline_step(label: str, at: Any, state: JobState) -> dict[str, Any]:
+    """A waiting job's admission and start belong to an earlier run: shown as such, so the
+    page never claims a start time for a job that waits."""
+    if state.waiting and label in ("Admitted", "Started"):
+        return {"label": label, "at": None, "earlier": at}
+    return {"label": label, "at": at, "earlier": None}
 
 
 def _job_action(

@@ -342,3 +342,21 @@ def test_method_not_allowed_is_json(world, api_for):
     response = api_for("staff").delete("/api/v1/jobs/")
     assert response.status_code == HTTPStatus.METHOD_NOT_ALLOWED
     assert response.json()["code"] == "method_not_allowed"
+
+
+def test_why_says_never_and_takes_the_job_out_of_line(world, api_for):
+    reason = "can never run as submitted: its gang needs 8 GPUs at once"
+    Job.objects.filter(pk=world["nlp_job"].pk).update(pending_kind="never", pending_reason=reason)
+    body = api_for("researcher").get(f"/api/v1/jobs/{world['nlp_job'].pk}/why/").json()
+    assert (body["state"], body["pending_kind"], body["pending_reason"]) == (
+        "Never runnable as submitted",
+        "never",
+        reason,
+    )
+    assert (body["position"], body["jobs_ahead"], body["hidden_jobs_ahead"]) == (None, [], 0)
+
+
+def test_why_of_a_waiting_job_says_it_waits(world, api_for):
+    Job.objects.filter(pk=world["nlp_job"].pk).update(pending_kind="waits")
+    body = api_for("researcher").get(f"/api/v1/jobs/{world['nlp_job'].pk}/why/").json()
+    assert (body["state"], body["pending_kind"], body["position"]) == ("Waiting", "waits", 1)

@@ -151,6 +151,20 @@ def test_tenants_show_quota_and_use(gpuq, nlp, nlp_queue, vision_queue):
     assert row.split()[1:] == ["nlp", "researcher", "1", "12", "8", "24", "-", "3", "-"]
 
 
+def test_why_prints_the_state_and_the_kind(gpuq, nlp_queue, researcher):
+    reason = "can never run as submitted: queue nlp-train's capability is 24 GPUs"
+    job = JobFactory(queue=nlp_queue, submitter=researcher, name="too-big", pending_kind="never")
+    Job.objects.filter(pk=job.pk).update(pending_reason=reason)
+    code, out, _ = gpuq("why", str(job.pk))
+    assert code == 0
+    assert out.splitlines()[:3] == [
+        f"job {job.pk} too-big in nlp-train: Never runnable as submitted",
+        "kind: never",
+        f"reason: {reason}",
+    ]
+    assert "position" not in out
+
+
 def test_queues_show_shares(gpuq, nlp_queue, vision_queue):
     QueueUsageSampleFactory(queue=nlp_queue, gpus_allocated=1, gpus_deserved=12.5, gpus_pending=2)
     running = JobTaskFactory(job=JobFactory(queue=nlp_queue), gpus=6)

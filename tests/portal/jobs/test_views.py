@@ -308,3 +308,52 @@ def test_a_role_left_at_its_initial_values_is_submitted(researcher_client, nlp_q
     assert response.status_code == HTTPStatus.FOUND
     task = Job.objects.get(name="defaults").tasks.get()
     assert (task.replicas, task.gpus, task.cpu_millis) == (1, 1, 8000)
+
+
+def test_job_detail_shows_one_state_for_a_job_waiting_after_preemption(
+    researcher_client, nlp_queue
+):
+    from datetime import UTC, datetime
+
+    from tests.factories import PreemptionEventFactory
+
+    started = datetime(2026, 12, 1, 11, 0, tzinfo=UTC)
+    job = JobFactory(
+        queue=nlp_queue,
+        name="tokenizer-eval",
+        status=Job.Status.PENDING,
+        preemption_count=1,
+        admitted_at=started,
+        started_at=started,
+        pending_kind=Job.PendingKind.WAITS,
+        pending_reason="job needs 1 GPU; queue nlp-train at capability 24/24 GPUs",
+    )
+    preemptor = JobFactory(queue=nlp_queue, name="bert-large")
+    PreemptionEventFactory(
+        victim_job=job,
+        preemptor_job=preemptor,
+        occurred_at=datetime(2026, 12, 1, 12, 0, tzinfo=UTC),
+    )
+    body = researcher_client.get(reverse("jobs:job_detail", args=[job.pk])).content.decode()
+    assert '<span class="status status-pending" id="job-status">Waiting</span>' in body
+    assert "(preempted once, last by bert-large at 2026-12-01 12:00 UTC)" in body
+    assert "Preempted</span>" not in body
+    assert "<strong>Why it is waiting:</strong> job needs 1 GPU" in body
+    # The earlier run's start is history, not this job's start time.
+    assert "not yet (earlier run: 2026-12-01 11:00:00)" in body
+
+
+def test_job_detail_says_when_a_job_can_never_run(researcher_client, nlp_queue):
+    reason = "can never run as submitted: queue nlp-train is closed"
+    job = JobFactory(queue=nlp_queue, pending_kind=Job.PendingKind.NEVER, pending_reason=reason)
+    body = researcher_client.get(reverse("jobs:job_detail", args=[job.pk])).content.decode()
+    assert 'id="job-status">Never runnable as submitted</span>' in body
+    assert f"<strong>Why it cannot run:</strong> {reason}" in body
+
+
+def test_job_list_never_runnable_filter(researcher_client, nlp_queue):
+    JobFactory(queue=nlp_queue, name="too-big", pending_kind=Job.PendingKind.NEVER)
+    JobFactory(queue=nlp_queue, name="just-waiting", pending_kind=Job.PendingKind.WAITS)
+    response = researcher_client.get(reverse("jobs:job_list"), {"never": "1"})
+    assert [job.name for job in response.context["jobs"]] == ["too-big"]
+    assert 'name="never" value="1" checked' in response.content.decode()

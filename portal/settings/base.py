@@ -47,8 +47,15 @@ if DATABASES["default"]["ENGINE"].endswith("postgresql"):
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # WAL lets the web process read while a worker writes; the timeout rides out
     # the short write locks of the scheduling cycle instead of failing a request.
+    # Immediate transactions take the write lock when they begin, where that timeout
+    # applies: a deferred one that read first and then writes (a login) is refused at once,
+    # "database is locked", when a cycle wrote in between (Django 5.1+ transaction_mode).
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"}
+        {
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL;",
+            "transaction_mode": "IMMEDIATE",
+        }
     )
 
 # APPS

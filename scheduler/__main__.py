@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from scheduler.cli import bench, replay_openb, replay_queues, scenario
+from scheduler.cli import bench, replay_openb, replay_queues, scenario, soak
 
-COMMANDS = (scenario, replay_openb, replay_queues, bench)
+COMMANDS = (scenario, replay_openb, replay_queues, bench, soak)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -317,13 +317,20 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:
         f"({amount(name, bound)} - {amount(name, allocated)} allocated): "
         f"{describe(name, short)} short"
     )
-    frees = _queue_frees(ssn, job.queue, name, short)
-    if frees:
+    if want > bound + MIN_RESOURCE:
+        # Even an idle queue would not hold it: only a larger share lets it start.
+        grow = describe(name, want - bound)
+        if label == "deserved share":
+            text += (
+                f"; it needs its deserved share to grow by {grow}, which happens as other "
+                "queues' demand falls"
+            )
+        else:
+            text += f"; it needs the queue's {label} to grow by {grow}"
+    elif frees := _queue_frees(ssn, job.queue, name, short):
         text += f"; {frees}"
-    elif allocated > MIN_RESOURCE:
+    else:
         text += f"; it fits once the queue's running pods free {describe(name, short)}"
-    elif label == "deserved share":
-        text += "; its deserved share grows as other queues' demand falls"
     fit_now = _largest_fit(name, left)
     if fit_now:
         text += f"; a request of at most {fit_now} would fit now"

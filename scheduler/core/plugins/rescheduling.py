@@ -19,9 +19,10 @@ it was just moved off, so the two loop (a pod evicted every interval and placed 
 With the guards, a departure from upstream:
 
 - a pod is evicted only if a dry run places it elsewhere on a cold node (below every low
-  threshold): the best node by the session's node order among the other nodes whose idle
-  resources hold it and whose predicates pass, each cold node taking at most one moved pod per
-  cycle; and only if its queue would take it back at once (not above its deserved share);
+  threshold) that stays at or under every target threshold with it: the best node by the
+  session's node order among the other nodes whose idle resources hold it and whose
+  predicates pass, each cold node taking at most one moved pod per cycle; and only if its
+  queue would take it back at once (not above its deserved share);
 - pods of queues marked not reclaimable are never moved;
 - a job loses at most one pod to rescheduling per ``evictionBudgetWindow`` (default ``1h``),
   counted from the snapshot's ``rescheduled`` history;
@@ -227,7 +228,23 @@ class ReschedulingPlugin:
             and ssn.predicate(task, node) is None
         ]
         best = ssn.best_node(task, fits)
-        return best.name if best is not None and best.name in cold else None
+        if best is None or best.name not in cold or not self._stays_under_target(best, task):
+            return None
+        return best.name
+
+    def _stays_under_target(self, node: Node, task: Task) -> bool:
+        """Would ``node`` with ``task`` added stay at or under every target threshold? A pod
+        that makes its new node as hot as its old one would only move back next time (upstream
+        bounds the moves by the cold nodes' total headroom; per node is what stops the
+        ping-pong of one big pod between two nodes)."""
+        for name, limit in self.target.items():
+            capacity = node.allocatable.get(name)
+            if (
+                capacity
+                and 100.0 * (node.used.get(name) + task.resreq.get(name)) / capacity > limit
+            ):
+                return False
+        return True
 
 
 def _takes_back(ssn: Session, queue: str, task: Task) -> bool:

@@ -140,8 +140,8 @@ def test_a_deserved_share_waits_and_does_the_arithmetic():
     assert result.pending_reasons["tok"] == (
         "job needs 4 GPUs; queue nlp-interactive deserves 3.5 GPUs and has 0 GPUs allocated; "
         "4 GPUs needed at once > 3.5 left of its deserved share (3.5 - 0 allocated): 0.5 GPUs "
-        "short; its deserved share grows as other queues' demand falls; a request of at most "
-        "3 GPUs would fit now"
+        "short; it needs its deserved share to grow by 0.5 GPUs, which happens as other queues' "
+        "demand falls; a request of at most 3 GPUs would fit now"
     )
 
 
@@ -157,6 +157,20 @@ def test_a_queue_at_its_capability_says_which_running_job_frees_it():
         "its capability (8 - 8 allocated): 4 GPUs short; it fits once job llama ends "
         "(expected 02:05 UTC)"
     )
+
+
+def test_a_gang_above_its_share_needs_the_share_to_grow_not_its_pods_to_end():
+    # vision deserves 12 of 16 GPUs (weights 3:1, both in demand) and runs 8: a 16-GPU gang
+    # would not fit even with the queue idle.
+    nodes = DEMO[:2]
+    queues = [make_queue("vision", weight=3), make_queue("batch", weight=1)]
+    running = make_job(
+        "r", "vision", [make_task("r-0", gpu=8, status="Running", node="gpu-worker-1")], 0
+    )
+    jobs = [running, _gang("wide", "vision", 2, 8, 1), _gang("b", "batch", 1, 8, 2)]
+    reason = _run(nodes, queues, jobs, 0, [("r", 3600.0)]).pending_reasons["wide"]
+    assert "it needs its deserved share to grow by 4 GPUs" in reason
+    assert "ends" not in reason
 
 
 def test_jobs_ahead_are_counted_in_the_reason():

@@ -207,3 +207,19 @@ def test_budget_window_is_an_argument():
     with pytest.raises(ConfigError) as info:
         rescheduling.build({"loopGuards": "yes"})
     assert info.value.field == "loopGuards"
+
+
+def test_guards_do_not_move_a_pod_that_would_make_its_new_node_as_hot():
+    """One 6-cpu pod makes either 8-cpu node 75% busy: moving it only swaps which node is hot,
+    and next interval it would move back (a ping-pong the soak found)."""
+    from scheduler.core.resources import Resources
+
+    nodes = [make_node(f"n{i}", gpu=0, cpu=8000, memory=64 * GI) for i in (1, 2)]
+    big = Resources({"cpu": 6000, "memory": GI})
+    job = make_job("big", "q", [make_task("big-0", requests=big, status="Running", node="n1")])
+    tiers = _guarded_tiers(True)
+    assert _cycle(nodes, [make_queue("q")], [job], tiers).evictions == ()
+    # without the guards upstream's plugin moves it (and would move it back)
+    assert [
+        e.task for e in _cycle(nodes, [make_queue("q")], [job], _guarded_tiers(False)).evictions
+    ] == ["big-0"]

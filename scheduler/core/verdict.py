@@ -319,14 +319,17 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:
     )
     if want > bound + MIN_RESOURCE:
         # Even an idle queue would not hold it: only a larger share lets it start.
-        grow = describe(name, want - bound)
+        more = describe(name, want - bound)
         if label == "deserved share":
             text += (
-                f"; it needs its deserved share to grow by {grow}, which happens as other "
-                "queues' demand falls"
+                f"; even with nothing else of its queue running it needs a deserved share of "
+                f"{amount(name, want)}, {more} more than now, which comes as other queues' "
+                "demand falls"
             )
         else:
-            text += f"; it needs the queue's {label} to grow by {grow}"
+            text += (
+                f"; even with nothing else of its queue running it needs the {label} {more} higher"
+            )
     elif frees := _queue_frees(ssn, job.queue, name, short):
         text += f"; {frees}"
     else:

@@ -140,8 +140,9 @@ def test_a_deserved_share_waits_and_does_the_arithmetic():
     assert result.pending_reasons["tok"] == (
         "job needs 4 GPUs; queue nlp-interactive deserves 3.5 GPUs and has 0 GPUs allocated; "
         "4 GPUs needed at once > 3.5 left of its deserved share (3.5 - 0 allocated): 0.5 GPUs "
-        "short; it needs its deserved share to grow by 0.5 GPUs, which happens as other queues' "
-        "demand falls; a request of at most 3 GPUs would fit now"
+        "short; even with nothing else of its queue running it needs a deserved share of 4, "
+        "0.5 GPUs more than now, which comes as other queues' demand falls; a request of at "
+        "most 3 GPUs would fit now"
     )
 
 
@@ -169,7 +170,7 @@ def test_a_gang_above_its_share_needs_the_share_to_grow_not_its_pods_to_end():
     )
     jobs = [running, _gang("wide", "vision", 2, 8, 1), _gang("b", "batch", 1, 8, 2)]
     reason = _run(nodes, queues, jobs, 0, [("r", 3600.0)]).pending_reasons["wide"]
-    assert "it needs its deserved share to grow by 4 GPUs" in reason
+    assert "it needs a deserved share of 16, 4 GPUs more than now" in reason
     assert "ends" not in reason
 
 

@@ -66,6 +66,11 @@ class JobListApi(ApiView):
         tenant = serializers.CharField(required=False, max_length=63, help_text="Tenant id or name")
         status = serializers.ChoiceField(choices=Job.Status.choices, required=False)
         mine = serializers.BooleanField(required=False, default=False)
+        never_runnable = serializers.BooleanField(
+            required=False,
+            default=False,
+            help_text="Only waiting jobs the last cycle found can never run as submitted.",
+        )
         since = TimeParameterField(
             required=False, help_text="Only jobs submitted at or after this time (ISO 8601)."
         )
@@ -158,6 +163,7 @@ class JobListApi(ApiView):
             tenant_id=tenant_id,
             mine=data["mine"],
             submitted_since=data.get("since"),
+            never_runnable=data["never_runnable"],
         )
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(jobs, request, view=self)

@@ -105,9 +105,12 @@ def job_search(
     tenant_id: int | None = None,
     mine: bool = False,
     submitted_since: object | None = None,
+    never_runnable: bool = False,
 ) -> QuerySet[Job]:
     """`job_list` plus the API's filters: tenant and submitted since."""
-    jobs = job_list(user=user, status=status, queue_id=queue_id, mine=mine)
+    jobs = job_list(
+        user=user, status=status, queue_id=queue_id, mine=mine, never_runnable=never_runnable
+    )
     if tenant_id is not None:
         jobs = jobs.filter(tenant_id=tenant_id)
     if submitted_since is not None:

@@ -360,3 +360,10 @@ def test_why_of_a_waiting_job_says_it_waits(world, api_for):
     Job.objects.filter(pk=world["nlp_job"].pk).update(pending_kind="waits")
     body = api_for("researcher").get(f"/api/v1/jobs/{world['nlp_job'].pk}/why/").json()
     assert (body["state"], body["pending_kind"], body["position"]) == ("Waiting", "waits", 1)
+
+
+def test_job_list_filters_never_runnable_jobs(world, api_for):
+    Job.objects.filter(pk=world["nlp_job"].pk).update(pending_kind="never")
+    JobFactory(queue=world["nlp_queue"], name="waits", pending_kind="waits")
+    body = api_for("researcher").get("/api/v1/jobs/", {"never_runnable": "true"}).json()
+    assert [job["name"] for job in body["results"]] == ["nlp-job"]

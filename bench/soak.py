@@ -12,8 +12,9 @@ The report (one JSON object) holds what the issue asks to watch, with the target
 rescheduling evicts a job at most once per hour; every job that can never run as submitted
 says so; no evicted pod is placed back on the node it left within the rescheduling interval.
 "Never" is checked against an independent oracle written from DESIGN.md's quota model (pod
-sizes against node sizes, selectors against labels, the gang against the cluster, the queue's
-capability and what the guarantees and borrowing limit leave it), not against the core's code.
+sizes against node sizes, selectors against labels when the conf runs the predicates plugin,
+the gang against the cluster, the queue's capability and what the guarantees and borrowing
+limit leave it), not against the core's code.
 """
 
 from __future__ import annotations
@@ -66,7 +67,9 @@ def workload(*, hours: float, seed: int) -> list[Arrival]:
     end = hours * HOUR
     while True:
         hour_of_day = (t / HOUR) % 24
-        rate = ARRIVALS_PER_HOUR * (0.6 + 0.8 * max(0.0, math.sin(math.pi * (hour_of_day - 7) / 12)))
+        rate = ARRIVALS_PER_HOUR * (
+            0.6 + 0.8 * max(0.0, math.sin(math.pi * (hour_of_day - 7) / 12))
+        )
         t += rng.expovariate(rate / HOUR)
         if t >= end:
             return arrivals
@@ -285,7 +288,9 @@ def _report(
         if action == PreemptionEvent.Action.RESCHEDULING:
             rescheduled[job].append(at)
     per_hour = max((_max_in_window(times, HOUR) for times in rescheduled.values()), default=0)
-    task_ids = {(job, name): pk for pk, job, name in JobTask.objects.values_list("id", "job", "name")}
+    task_ids = {
+        (job, name): pk for pk, job, name in JobTask.objects.values_list("id", "job", "name")
+    }
     back = 0
     for job, replica_name, node, _, at in events:
         task, _, replica = replica_name.rpartition("-")
@@ -296,7 +301,7 @@ def _report(
         )
     statuses = Counter(Job.objects.values_list("status", flat=True))
     waiting = Job.objects.filter(status__in=[Job.Status.PENDING, Job.Status.PREEMPTED])
-    oracle = _NeverOracle()
+    oracle = _NeverOracle(selectors_bind=_selectors_bind())
     missed = [job.pk for job in waiting if oracle.never(job) and job.pending_kind != "never"]
     wrongly = [job.pk for job in waiting if not oracle.never(job) and job.pending_kind == "never"]
     ran_after_never = sorted(pk for pk in watch.ever_never if pk in watch.first_bind)
@@ -341,13 +346,23 @@ def _max_in_window(times: list[datetime], seconds: float) -> int:
     return best
 
 
+def _selectors_bind() -> bool:
+    """Node selectors bind only when the active conf runs the predicates plugin (a conf
+    without it places pods regardless of their selectors, as Volcano does)."""
+    from scheduler.adapters.snapshot import active_conf
+
+    option = active_conf().plugin("predicates")
+    return option is not None and option.enabled("enablePredicate")
+
+
 class _NeverOracle:
     """Whether a job can never run as submitted, from the rows and DESIGN.md's quota model
     alone: a pod larger than every node its selector allows, a selector no node matches, a gang
     the matching nodes cannot hold at once, or a gang above the queue's capability or above
     what the cluster less other queues' guarantees (and its borrowing limit) leaves it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, selectors_bind: bool) -> None:
+        self.selectors_bind = selectors_bind
         from portal.cluster.models import Node
         from portal.queues.models import Queue
 
@@ -364,7 +379,8 @@ class _NeverOracle:
         gang = sorted(task.gpus for task in tasks for _ in range(task.replicas))
         wanted = sum(gang[: job.min_available])
         for task in tasks:
-            nodes = [n for n in self.nodes if _matches(n, task.node_selector)]
+            selector = task.node_selector if self.selectors_bind else {}
+            nodes = [n for n in self.nodes if _matches(n, selector)]
             if not nodes or task.gpus > max(n.gpu_count for n in nodes):
                 return True
             pods = sum(n.gpu_count // task.gpus for n in nodes) if task.gpus else math.inf

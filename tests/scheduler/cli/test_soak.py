@@ -18,7 +18,6 @@ def test_a_short_soak_meets_the_targets_without_touching_the_portal_database(tmp
         # Where the portal's own data would be: the soak must leave both alone.
         "PORTAL_VAR_DIR": str(var),
         "DATABASE_URL": f"sqlite:///{var / 'portal.sqlite3'}",
-        "DJANGO_SETTINGS_MODULE": "portal.settings.test",
     }
     run = subprocess.run(
         [sys.executable, "-m", "scheduler", "soak", "--hours", "3", "--seed", "7", "--step", "60"],

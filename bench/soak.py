@@ -132,6 +132,7 @@ def soak(*, hours: float, seed: int, step: float, conf_text: str | None) -> dict
     job_services.scheduling_cycle_kick = lambda: None
     clock = Clock()
     call_command("seed_demo", stdout=_Null(), stderr=_Null())
+    _forget_demo_history()
     Job.objects.update(submitted_at=START, pending_reason_at=START)
     if conf_text is not None:
         SchedulerConfig.objects.update(active=False)
@@ -183,6 +184,20 @@ def soak(*, hours: float, seed: int, step: float, conf_text: str | None) -> dict
         watch=watch, hours=hours, seed=seed, step=step, cycles=cycles, interval=interval,
         conf="file" if conf_text is not None else "seed",
     )  # fmt: skip
+
+
+def _forget_demo_history() -> None:
+    """The seed's story of the last hours (finished jobs, their evictions, usage samples, on
+    the wall clock) is not part of the simulated day: the report and fairshare's past use
+    start from nothing."""
+    from portal.jobs.models import Job
+    from portal.scheduling.models import PreemptionEvent, QueueUsageRollup, QueueUsageSample
+    from portal.tenants.models import TenantUsageSample
+
+    PreemptionEvent.objects.all().delete()
+    for model in (QueueUsageSample, QueueUsageRollup, TenantUsageSample):
+        model.objects.all().delete()
+    Job.objects.filter(status__in=Job.TERMINAL_STATUSES).delete()
 
 
 class _Null:
@@ -301,7 +316,7 @@ def _report(
         )
     statuses = Counter(Job.objects.values_list("status", flat=True))
     waiting = Job.objects.filter(status__in=[Job.Status.PENDING, Job.Status.PREEMPTED])
-    oracle = _NeverOracle(selectors_bind=_selectors_bind())
+    oracle = _NeverOracle(**_conf_facts())
     missed = [job.pk for job in waiting if oracle.never(job) and job.pending_kind != "never"]
     wrongly = [job.pk for job in waiting if not oracle.never(job) and job.pending_kind == "never"]
     ran_after_never = sorted(pk for pk in watch.ever_never if pk in watch.first_bind)
@@ -346,28 +361,38 @@ def _max_in_window(times: list[datetime], seconds: float) -> int:
     return best
 
 
-def _selectors_bind() -> bool:
-    """Node selectors bind only when the active conf runs the predicates plugin (a conf
-    without it places pods regardless of their selectors, as Volcano does)."""
+def _conf_facts() -> dict[str, bool]:
+    """What the oracle needs to know of the conf the cycles ran: whether node selectors bind
+    (the cycle adds the predicates plugin when a conf lacks it), and whether shares divide down
+    the tenant tree (then a queue's guarantee holds back only what it asks for, so the
+    guarantees are no fixed limit; the queue's and its tenant's capabilities are)."""
+    from portal.queues.tree import wants_tree
+    from scheduler.adapters.feasibility import conf_with_hard_feasibility
     from scheduler.adapters.snapshot import active_conf
 
-    option = active_conf().plugin("predicates")
-    return option is not None and option.enabled("enablePredicate")
+    conf = conf_with_hard_feasibility(active_conf())
+    option = conf.plugin("predicates")
+    return {
+        "selectors_bind": option is not None and option.enabled("enablePredicate"),
+        "tree": wants_tree(conf),
+    }
 
 
 class _NeverOracle:
     """Whether a job can never run as submitted, from the rows and DESIGN.md's quota model
     alone: a pod larger than every node its selector allows, a selector no node matches, a gang
-    the matching nodes cannot hold at once, or a gang above the queue's capability or above
-    what the cluster less other queues' guarantees (and its borrowing limit) leaves it."""
+    the matching nodes cannot hold at once, or a gang above the queue's (or its tenant's, in
+    the tree) capability or, without the tree, above what the cluster less other queues'
+    guarantees (and its borrowing limit) leaves it."""
 
-    def __init__(self, *, selectors_bind: bool) -> None:
+    def __init__(self, *, selectors_bind: bool, tree: bool) -> None:
         self.selectors_bind = selectors_bind
+        self.tree = tree
         from portal.cluster.models import Node
         from portal.queues.models import Queue
 
         self.nodes = list(Node.objects.all())
-        self.queues = {queue.pk: queue for queue in Queue.objects.all()}
+        self.queues = {queue.pk: queue for queue in Queue.objects.select_related("tenant")}
         self.cluster = sum(node.gpu_count for node in self.nodes)
         self.guarantees = sum(q.guarantee_gpus or 0 for q in self.queues.values())
         self.open_weight = sum(
@@ -389,6 +414,9 @@ class _NeverOracle:
         return wanted > self._ceiling(self.queues[job.queue_id]) or wanted > self.cluster
 
     def _ceiling(self, queue) -> float:
+        if self.tree:
+            caps = [queue.capability_gpus, queue.tenant.capability_gpus]
+            return float(min((cap for cap in caps if cap is not None), default=math.inf))
         ceiling = float(self.cluster - self.guarantees + (queue.guarantee_gpus or 0))
         if queue.capability_gpus is not None:
             ceiling = min(ceiling, queue.capability_gpus)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -54,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
         from django.core.management import call_command
 
         django.setup()
+        # One line per cycle on the log would drown the report (thousands of cycles).
+        logging.disable(logging.INFO)
         call_command("migrate", verbosity=0)
         root = Path(__file__).resolve().parents[2]
         sys.path.insert(0, str(root))  # bench/ is research code beside the packages

@@ -258,16 +258,27 @@ def _quota_never(ssn: Session, queue: Queue, gang: Resources, need: int, lead: s
     if found is None:
         return None
     _, attr = found
-    capability = queue.info.capability
     for name in _dimensions(gang):
         wanted = gang.get(name)
-        cap = capability.get(name)
-        if wanted > cap + MIN_RESOURCE:
-            return (
-                f"{NEVER_PREFIX}its gang needs {describe(name, wanted)} at once and queue "
-                f"{queue.name}'s capability is {describe(name, cap)}; lower the request to "
-                f"{describe(name, cap)} or ask {lead} to raise the capability"
-            )
+        # A stated capability on the queue or any ancestor is a hard cap (a tenant's binds
+        # all its queues).
+        for level in _path(ssn, queue.name):
+            cap = ssn.queues[level].info.capability.get(name)
+            if wanted > cap + MIN_RESOURCE:
+                owner = (
+                    f"queue {queue.name}'s capability is"
+                    if level == queue.name
+                    else f"queue {queue.name} is in {level}, whose capability is"
+                )
+                return (
+                    f"{NEVER_PREFIX}its gang needs {describe(name, wanted)} at once and "
+                    f"{owner} {describe(name, cap)}; lower the request to "
+                    f"{describe(name, cap)} or ask {lead} to raise the capability"
+                )
+        if _shares_a_tree(ssn):
+            # In the tree the real capability also depends on the siblings' demand (a
+            # guarantee holds back only what its queue asks for): not a "never" limit.
+            continue
         ceiling = max(attr.real_capability.get(name), attr.guarantee.get(name))
         if wanted > ceiling + MIN_RESOURCE:
             return (
@@ -277,6 +288,23 @@ def _quota_never(ssn: Session, queue: Queue, gang: Resources, need: int, lead: s
                 f"the request to {describe(name, ceiling)} or ask {lead} to change the quotas"
             )
     return None
+
+
+def _path(ssn: Session, queue: str) -> list[str]:
+    """The queue, then its ancestors up to the root (queues the session knows)."""
+    out, seen = [queue], {queue}
+    parent = ssn.queues[queue].info.parent
+    while parent and parent in ssn.queues and parent not in seen:
+        out.append(parent)
+        seen.add(parent)
+        parent = ssn.queues[parent].info.parent
+    return out
+
+
+def _shares_a_tree(ssn: Session) -> bool:
+    """Does the proportion plugin divide shares down a queue tree (enableHierarchy)?"""
+    plugin = ssn.plugins.get("proportion")
+    return getattr(plugin, "tree", None) is not None
 
 
 # waits ----------------------------------------------------------------------------------------
@@ -299,6 +327,19 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:
         needed = job.min_available - job.ready_task_num() - job.waiting_task_num()
     needed = min(max(needed, 1), len(pending))
     want = sum(t.resreq.get(name) for t in pending[:needed])
+    # The level that binds: the queue, or (in a queue tree) the highest ancestor the gang
+    # would take past its share (a tenant at its cap is the block, as the rule above says,
+    # and any of its queues' pods frees it).
+    level, attr = queue.name, attr
+    if plugin == "proportion" and _shares_a_tree(ssn):
+        for node in reversed(_path(ssn, queue.name)):
+            above = ssn.plugins["proportion"].share(node)
+            if (
+                above is not None
+                and want > above.deserved.get(name) - above.allocated.get(name) + MIN_RESOURCE
+            ):
+                level, attr = node, above
+                break
     bound = (attr.deserved if plugin == "proportion" else attr.real_capability).get(name)
     if bound == math.inf:
         return ""
@@ -309,31 +350,33 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:
         return ""  # another resource binds; the plugin's sentence names it
     label = (
         "capability"
-        if bound >= queue.info.capability.get(name) - MIN_RESOURCE
+        if bound >= ssn.queues[level].info.capability.get(name) - MIN_RESOURCE
         else ("deserved share" if plugin == "proportion" else "real capability")
     )
+    whose = "its" if level == queue.name else f"{level}'s"
     text = (
-        f"{describe(name, want)} needed at once > {amount(name, left)} left of its {label} "
+        f"{describe(name, want)} needed at once > {amount(name, left)} left of {whose} {label} "
         f"({amount(name, bound)} - {amount(name, allocated)} allocated): "
         f"{describe(name, short)} short"
     )
+    holder = "its queue" if level == queue.name else level
     if want > bound + MIN_RESOURCE:
         # Even an idle queue would not hold it: only a larger share lets it start.
         more = describe(name, want - bound)
         if label == "deserved share":
             text += (
-                f"; even with nothing else of its queue running it needs a deserved share of "
+                f"; even with nothing else of {holder} running it needs a deserved share of "
                 f"{amount(name, want)}, {more} more than now, which comes as other queues' "
                 "demand falls"
             )
         else:
             text += (
-                f"; even with nothing else of its queue running it needs the {label} {more} higher"
+                f"; even with nothing else of {holder} running it needs the {label} {more} higher"
             )
-    elif frees := _queue_frees(ssn, job.queue, name, short):
+    elif frees := _queue_frees(ssn, _under(ssn, level), name, short):
         text += f"; {frees}"
     else:
-        text += f"; it fits once the queue's running pods free {describe(name, short)}"
+        text += f"; it fits once the running pods of {holder} free {describe(name, short)}"
     fit_now = _largest_fit(name, left)
     if fit_now:
         text += f"; a request of at most {fit_now} would fit now"
@@ -350,10 +393,18 @@ def _largest_fit(name: str, left: float) -> str | None:
     return None
 
 
-def _queue_frees(ssn: Session, queue: str, name: str, short: float) -> str:
-    """The queue's running jobs whose expected ends free ``short`` of ``name``, soonest first."""
+def _under(ssn: Session, level: str) -> frozenset[str]:
+    """The queues at or below ``level`` (just ``level`` without a tree)."""
+    return frozenset(q for q in ssn.queues if level in _path(ssn, q))
+
+
+def _queue_frees(ssn: Session, queues: frozenset[str], name: str, short: float) -> str:
+    """Running jobs of ``queues`` whose expected ends free ``short`` of ``name``, soonest
+    first."""
+    holdings = _holdings(ssn, name)
+    rows = sorted(row for queue in queues for row in holdings.get(queue, ()))
     freed, names = 0.0, []
-    for end, other, amount_held in _holdings(ssn, name).get(queue, ()):
+    for end, other, amount_held in rows:
         freed += amount_held
         names.append(other)
         if freed >= short - MIN_RESOURCE:

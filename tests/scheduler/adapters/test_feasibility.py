@@ -79,6 +79,10 @@ def test_a_selector_no_node_has_stays_pending_with_a_reason_under_the_seed_conf(
     assert run.error == ""
     lost.refresh_from_db()
     assert lost.status == Job.Status.PENDING
-    assert lost.pending_reason == "no node matches node selector gpu-model=H100"
+    assert lost.pending_reason == (
+        "can never run as submitted: no node matches its node selector gpu-model=H100; "
+        "change or drop the selector"
+    )
+    assert lost.pending_kind == Job.PendingKind.NEVER
     assert not Placement.objects.filter(job=lost).exists()
     assert Placement.objects.filter(job=fine).count() == 1

@@ -183,3 +183,46 @@ def test_jobs_ahead_are_counted_in_the_reason():
     reasons = _run(DEMO, queues, jobs).pending_reasons
     assert reasons["second"].endswith("; 1 job of queue q comes first")
     assert "come" not in reasons["first"]
+
+
+TREE_TIERS = [
+    {"plugins": [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]},
+    {"plugins": [{"name": "predicates"}, {"name": "proportion", "enableHierarchy": True}]},
+]
+
+
+def _run_tree(queues, jobs):
+    conf = parse_conf(
+        {"actions": "enqueue, allocate, backfill, preempt, reclaim", "tiers": TREE_TIERS}
+    )
+    return run_cycle(Snapshot(tuple(DEMO), tuple(queues), tuple(jobs)), conf)
+
+
+def test_in_the_queue_tree_a_tenant_capability_is_never_and_names_the_tenant():
+    queues = [
+        make_queue("tenant/nlp", capability={"gpu": 6}),
+        make_queue("nlp-dev", parent="tenant/nlp"),
+    ]
+    result = _run_tree(queues, [_gang("wide", "nlp-dev", 1, 8, namespace="nlp")])
+    assert result.pending_kinds == {"wide": "never"}
+    assert result.pending_reasons["wide"] == (
+        "can never run as submitted: its gang needs 8 GPUs at once and queue nlp-dev is in "
+        "tenant/nlp, whose capability is 6 GPUs; lower the request to 6 GPUs or ask a lead of "
+        "nlp to raise the capability"
+    )
+
+
+def test_in_the_queue_tree_other_queues_guarantees_do_not_make_never():
+    # vision's guarantee of 28 holds back only what vision asks for: with vision idle nlp may
+    # grow to the cluster, so nlp's 8-GPU job waits at worst, it is never "never".
+    queues = [
+        make_queue("tenant/nlp"),
+        make_queue("tenant/vision", guarantee={"gpu": 28}),
+        make_queue("nlp-dev", parent="tenant/nlp"),
+        make_queue("vision-train", parent="tenant/vision", guarantee={"gpu": 28}),
+    ]
+    jobs = [
+        _gang("v", "vision-train", 4, 7, 0),
+        _gang("n", "nlp-dev", 1, 8, 1),
+    ]
+    assert _run_tree(queues, jobs).pending_kinds.get("n") != "never"

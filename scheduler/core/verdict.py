@@ -327,19 +327,24 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:
         needed = job.min_available - job.ready_task_num() - job.waiting_task_num()
     needed = min(max(needed, 1), len(pending))
     want = sum(t.resreq.get(name) for t in pending[:needed])
-    # The level that binds: the queue, or (in a queue tree) the highest ancestor the gang
-    # would take past its share (a tenant at its cap is the block, as the rule above says,
-    # and any of its queues' pods frees it).
+    # The level that binds: the queue, or (in a queue tree) the level on the way up with the
+    # least left of its share; on a tie one at its stated capability (a tenant at its cap is
+    # the block, as the rule above says), then the lowest.
     level, attr = queue.name, attr
     if plugin == "proportion" and _shares_a_tree(ssn):
-        for node in reversed(_path(ssn, queue.name)):
-            above = ssn.plugins["proportion"].share(node)
-            if (
-                above is not None
-                and want > above.deserved.get(name) - above.allocated.get(name) + MIN_RESOURCE
-            ):
-                level, attr = node, above
-                break
+        tree = ssn.plugins["proportion"]
+        ranked = []
+        for depth, node in enumerate(_path(ssn, queue.name)):
+            above = tree.share(node)
+            if above is None:
+                continue
+            share = above.deserved.get(name)
+            left_here = share - above.allocated.get(name)
+            if want > left_here + MIN_RESOURCE:
+                capped = share >= ssn.queues[node].info.capability.get(name) - MIN_RESOURCE
+                ranked.append((round(left_here, 6), not capped, depth, node, above))
+        if ranked:
+            _, _, _, level, attr = min(ranked, key=lambda row: row[:3])
     bound = (attr.deserved if plugin == "proportion" else attr.real_capability).get(name)
     if bound == math.inf:
         return ""

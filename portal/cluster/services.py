@@ -12,6 +12,7 @@ from portal.common.services import model_update, prefix_errors
 from portal.jobs.models import JobTask
 
 from .models import Node, Placement
+from .naming import pod_name
 
 NODE_FIELDS = (
     "name",
@@ -129,14 +130,11 @@ class _TaskLike(Protocol):
 
 
 def placement_pod_name(*, job: _JobLike, task: _TaskLike, replica: int, attempt: int = 0) -> str:
-    """`<job>-<job id>-<task>-<replica>`, plus `-a<attempt>` when the replica is re-placed.
+    """The pod name of a placement: the id-based name of `labels.pod_name`.
 
     Takes a Job and a JobTask, or any rows with those attributes (the scheduling cycle passes
     the plain rows of its snapshot)."""
-    base = f"{job.name}-{job.id}-{task.name}-{replica}"
-    if attempt == 0:
-        return base
-    return f"{base}-a{attempt}"
+    return pod_name(job.id, task.name, replica, attempt)
 
 
 @transaction.atomic

@@ -12,6 +12,8 @@ import hashlib
 import re
 from collections.abc import Mapping
 
+from portal.cluster.naming import pod_name
+
 PREFIX = "gpuportal.io/"
 MANAGED = PREFIX + "managed"
 JOB_ID = PREFIX + "job-id"
@@ -25,10 +27,10 @@ MANAGED_SELECTOR = f"{MANAGED}=true"
 
 ReplicaKey = tuple[str, str, str]
 
+__all__ = ["pod_name"]  # the naming rule lives with the Placement model that stores it
+
 _LABEL_VALUE_MAX = 63
-_POD_NAME_MAX = 63  # pod names also become hostnames, which are DNS labels
 _NOT_LABEL_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
-_NOT_NAME_CHARS = re.compile(r"[^a-z0-9-]+")
 
 
 def label_value(text: str) -> str:
@@ -39,15 +41,6 @@ def label_value(text: str) -> str:
         return text
     digest = hashlib.sha256(text.encode()).hexdigest()[:8]
     return f"{cleaned[: _LABEL_VALUE_MAX - 9].rstrip('-._')}-{digest}".lstrip("-")
-
-
-def pod_name(job_id: str | int, task: str, replica: int) -> str:
-    """The one name a replica's pod may have: deterministic, DNS-1123 label safe."""
-    base = _NOT_NAME_CHARS.sub("-", f"gp-{job_id}-{task}-{replica}".lower()).strip("-")
-    if len(base) <= _POD_NAME_MAX and base == f"gp-{job_id}-{task}-{replica}":
-        return base
-    digest = hashlib.sha256(f"{job_id}\0{task}\0{replica}".encode()).hexdigest()[:10]
-    return f"{base[: _POD_NAME_MAX - 11].rstrip('-')}-{digest}"
 
 
 def replica_labels(

@@ -112,7 +112,7 @@ class TestPlacement:
         task = JobTaskFactory(name="worker", replicas=2, gpus=4, job__name="bert")
         node = NodeFactory(name="gpu-worker-1")
         placement = placement_create(task=task, replica=1, node=node)
-        assert placement.pod_name == f"bert-{task.job_id}-worker-1"
+        assert placement.pod_name == f"gp-{task.job_id}-worker-1"
         assert (placement.node_name, placement.gpus, placement.state) == (
             "gpu-worker-1",
             4,

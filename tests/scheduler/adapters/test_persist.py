@@ -92,13 +92,31 @@ def test_binds_admit_jobs_and_name_a_re_placed_replica_after_its_attempts(nlp_qu
     names = dict(
         Placement.objects.filter(state=Placement.State.BOUND).values_list("replica", "pod_name")
     )
-    assert names == {0: f"again-{job.id}-worker-0-a2", 1: f"again-{job.id}-worker-1"}
+    assert names == {0: f"gp-{job.id}-worker-0-a2", 1: f"gp-{job.id}-worker-1"}
     job.refresh_from_db()
     assert (job.status, job.admitted_at, job.pending_reason, job.pending_reason_at) == (
         Job.Status.ADMITTED,
         NOW,
         "",
         NOW,
+    )
+
+
+def test_job_names_that_spell_each_others_pod_names_both_run(nlp_queue):
+    """Pod names once began with the job's free-text name: job `p` with task `t-10-u` (id 9)
+    and job `p-9-t` with task `u` (id 10) both made `p-9-t-10-u-0`, the unique constraint
+    failed every cycle and nothing was scheduled for anyone. Names are id-based now."""
+    NodeFactory(name="gpu-1")
+    first = JobFactory(queue=nlp_queue, name="p")
+    JobTaskFactory(job=first, name="t-10-u")
+    second = JobFactory(queue=nlp_queue, name=f"p-{first.id}-t")
+    JobTaskFactory(job=second, name="u")
+
+    result, _ = decide_and_persist(NOW)
+
+    assert {bind.job for bind in result.binds} == {str(first.id), str(second.id)}
+    assert sorted(Placement.objects.values_list("pod_name", flat=True)) == sorted(
+        [f"gp-{first.id}-t-10-u-0", f"gp-{second.id}-u-0"]
     )
 
 

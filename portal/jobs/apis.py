@@ -184,6 +184,7 @@ class JobDetailApi(ApiView):
             cpu_millis = serializers.IntegerField()
             memory_bytes = serializers.IntegerField()
             node_selector = serializers.DictField(child=serializers.CharField())
+            tolerations = serializers.ListField(child=serializers.DictField())
 
         class PlacementSerializer(ApiSerializer):
             task = serializers.CharField(source="task.name")
@@ -288,6 +289,7 @@ def job_detail_data(job: Job, *, user: Any, placements: Any = ()) -> dict[str, A
                 "cpu_millis": task.cpu_millis,
                 "memory_bytes": task.memory_bytes,
                 "node_selector": {str(k): str(v) for k, v in task.node_selector.items()},
+                "tolerations": [dict(toleration) for toleration in task.tolerations],
             }
             for task in tasks
         ],
@@ -373,6 +375,12 @@ class JobCreateApi(ApiView):
             cpu_millis = serializers.IntegerField(min_value=0, required=False)
             memory_bytes = serializers.IntegerField(min_value=0, required=False)
             node_selector = serializers.DictField(child=serializers.CharField(), required=False)
+            tolerations = serializers.ListField(
+                child=serializers.DictField(),
+                required=False,
+                help_text="Kubernetes tolerations: key, operator (Exists|Equal), value, "
+                "effect (NoSchedule|PreferNoSchedule|NoExecute), tolerationSeconds",
+            )
 
         queue = serializers.CharField(max_length=63, help_text="Queue id or name")
         name = serializers.CharField()

@@ -23,6 +23,7 @@ from .limits import (
     job_limits,
     task_count_error,
 )
+from .tolerations import tolerations_parse
 
 GPU_MODEL_LABEL = "gpu-model"
 MEMORY_INVALID = 'use a size such as "16Gi", "512Mi" or a number of GiB'
@@ -147,6 +148,12 @@ class TaskForm(forms.Form):
     memory = MemoryField(
         required=False, initial="64Gi", label="Memory / replica", help_text="16Gi, 512Mi or GiB."
     )
+    tolerations = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="Tolerations (advanced)",
+        help_text="One per line: key=value:Effect, key:Effect (any value) or * (any taint).",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -171,6 +178,12 @@ class TaskForm(forms.Form):
         except ValueError as error:
             raise ValidationError(COMMAND_INVALID.format(error=error)) from error
 
+    def clean_tolerations(self) -> list[dict[str, str]]:
+        try:
+            return tolerations_parse(self.cleaned_data.get("tolerations") or "")
+        except ValueError as error:
+            raise ValidationError(str(error)) from error
+
     def as_task(self, *, gpu_model: str) -> dict[str, Any]:
         data = self.cleaned_data
         return {
@@ -182,6 +195,7 @@ class TaskForm(forms.Form):
             "cpu_millis": data["cpu"] or 0,
             "memory_bytes": data["memory"] or 0,
             "node_selector": {GPU_MODEL_LABEL: gpu_model} if gpu_model else {},
+            "tolerations": data["tolerations"],
         }
 
 
@@ -229,6 +243,7 @@ TASK_FIELD_FOR_KEY = {
     "gpus": "gpus",
     "cpu_millis": "cpu",
     "memory_bytes": "memory",
+    "tolerations": "tolerations",
 }
 _TASK_KEY = re.compile(r"^tasks\[(\d+)\](?:\.(\w+))?$")
 

@@ -9,6 +9,7 @@ from portal.queues.models import Queue
 from portal.tenants.models import Tenant
 
 from .limits import IMAGE_MAX_CHARS, NAME_MAX_CHARS
+from .tolerations import validate_tolerations
 
 
 class Job(BaseModel):
@@ -110,6 +111,8 @@ class JobTask(models.Model):
     cpu_millis = models.PositiveBigIntegerField(default=0)
     memory_bytes = models.PositiveBigIntegerField(default=0)
     node_selector = models.JSONField(default=dict, blank=True, validators=[validate_str_dict])
+    # Kubernetes tolerations of the task's pods (items with the API's field names).
+    tolerations = models.JSONField(default=list, blank=True, validators=[validate_tolerations])
 
     class Meta:
         ordering = ["job_id", "id"]

@@ -33,6 +33,7 @@ TASK_FIELDS = (
     "cpu_millis",
     "memory_bytes",
     "node_selector",
+    "tolerations",
 )
 
 JOB_SUBMIT_NOT_A_MEMBER = "you are not a member of tenant {tenant}, which owns queue {queue}"

@@ -10,7 +10,8 @@ What is mapped:
   annotation `gpuq/expected-duration-seconds` -> expected duration.
 - spec.queue (required), spec.minAvailable; spec.priorityClassName, schedulerName,
   policies, plugins, maxRetry, ... are ignored (the portal's scheduler decides).
-- spec.tasks[i].name, .replicas, .template.spec.nodeSelector; containers[0] gives image,
+- spec.tasks[i].name, .replicas, .template.spec.nodeSelector, .template.spec.tolerations
+  (validated by the task's field, like every other way in); containers[0] gives image,
   command (+ args) and env (name/value pairs); resources are summed over all containers:
   cpu ("4", "500m", 0.5), memory ("16Gi", "512M", 1e9) and GPUs under any `*/gpu` name
   (limits first, as Kubernetes requires GPUs in limits; requests must match if both).
@@ -94,6 +95,7 @@ _TASK_FIELD_PATHS = {
     "cpu_millis": "template.spec.containers[0].resources.requests.cpu",
     "memory_bytes": "template.spec.containers[0].resources.requests.memory",
     "node_selector": "template.spec.nodeSelector",
+    "tolerations": "template.spec.tolerations",
 }
 _TASK_PATH_RE = re.compile(r"^tasks\[(\d+)\](?:\.(\w+))?(.*)$")
 
@@ -348,6 +350,8 @@ def _task_parse(c: _Collector, raw: Any, path: str) -> dict[str, Any] | None:
         "replicas": replicas,
         "node_selector": node_selector,
     }
+    if pod.get("tolerations") is not None:
+        task["tolerations"] = pod["tolerations"]
     totals = {"gpus": 0, "cpu_millis": 0, "memory_bytes": 0}
     for index, container in enumerate(containers):
         cpath = f"{containers_path}[{index}]"

@@ -26,6 +26,7 @@ COLUMNS = (
     "task__gpus",
     "task__cpu_millis",
     "task__memory_bytes",
+    "task__tolerations",
 )
 
 
@@ -69,6 +70,7 @@ def _desired(row: tuple, namespace: str, gpu_resource_of: dict[str, str]) -> Des
         gpus,
         cpu_millis,
         memory_bytes,
+        tolerations,
     ) = row
     requests = {"cpu": cpu_millis, "memory": memory_bytes}
     if gpus:
@@ -88,4 +90,5 @@ def _desired(row: tuple, namespace: str, gpu_resource_of: dict[str, str]) -> Des
             job_id=job_id, task=task, replica=replica, queue=queue, tenant=tenant
         ),
         annotations=annotations,
+        tolerations=list(tolerations),
     )

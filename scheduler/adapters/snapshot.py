@@ -42,7 +42,14 @@ from scheduler.adapters.quarantine import (
 from scheduler.adapters.usage_history import queue_usage_history
 from scheduler.core.config import SchedulerConf, default_conf, parse_conf_text
 from scheduler.core.resources import Resources
-from scheduler.core.types import JobInfo, NodeInfo, Snapshot, TaskInfo, TaskStatus
+from scheduler.core.types import (
+    JobInfo,
+    NodeInfo,
+    Snapshot,
+    TaskInfo,
+    TaskStatus,
+    Toleration,
+)
 
 # Jobs the scheduler still has work for; every other status is final or cancelled.
 SCHEDULABLE_STATUSES = (
@@ -111,6 +118,7 @@ class TaskRow:
     cpu_millis: int
     memory_bytes: int
     node_selector: dict[str, str]
+    tolerations: tuple[Toleration, ...]
 
 
 @dataclasses.dataclass(slots=True)
@@ -210,11 +218,20 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
         if not isinstance(created, EpochSeconds):
             for job in jobs:
                 job.created = job.created.timestamp()
-        # node_selector as its JSON text: nearly every task has none, and "{}" needs no
-        # decoding (the JSON field's converter decoded it for each of 10,000 tasks).
-        task_columns = (*TASK_COLUMNS[:-1], Cast("node_selector", TextField()))
+        # node_selector and tolerations as JSON text: nearly every task has none, and "{}" or
+        # "[]" needs no decoding (the JSON field's converter decoded it for each of 10,000
+        # tasks).
+        task_columns = (
+            *TASK_COLUMNS[:-2],
+            Cast("node_selector", TextField()),
+            Cast("tolerations", TextField()),
+        )
         tasks = [
-            TaskRow(*row[:-1], json.loads(row[-1]) if row[-1] != "{}" else {})
+            TaskRow(
+                *row[:-2],
+                json.loads(row[-2]) if row[-2] != "{}" else {},
+                tolerations_of(row[-1]),
+            )
             for row in JobTask.objects.filter(job__status__in=SCHEDULABLE_STATUSES)
             .values_list(*task_columns)
             .order_by()
@@ -308,6 +325,22 @@ def node_info(node: Node) -> NodeInfo:
     )
 
 
+@functools.lru_cache(maxsize=1024)
+def tolerations_of(text: str | None) -> tuple[Toleration, ...]:
+    """A task's stored tolerations (JSON text) as the core's, memoised: tasks share a few."""
+    if not text or text == "[]":
+        return ()
+    return tuple(
+        Toleration(
+            key=item.get("key", ""),
+            operator=item.get("operator") or "Equal",
+            value=item.get("value", ""),
+            effect=item.get("effect", ""),
+        )
+        for item in json.loads(text)
+    )
+
+
 @functools.lru_cache(maxsize=4096)
 def _requests(cpu_millis: int, memory_bytes: int, gpus: int) -> Resources:
     # Resources is immutable, and most tasks share a handful of shapes.
@@ -365,6 +398,7 @@ def _job_info(
                     node=node,
                     role=task.name,
                     node_selector=selector,
+                    tolerations=task.tolerations,
                 )
             )
     return JobInfo(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 FINISHED_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed"})
@@ -47,6 +47,8 @@ class DesiredPod:
     requests: dict[str, int]
     labels: dict[str, str]
     annotations: dict[str, str]
+    # Kubernetes tolerations as the API spells them (key, operator, value, effect, ...).
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

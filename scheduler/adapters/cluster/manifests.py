@@ -30,7 +30,8 @@ def pod_manifest(desired: DesiredPod, gpu_resource_names: Iterable[str]) -> clie
     gpu_names = set(gpu_resource_names)
     # GPU nodes are commonly tainted with their resource name; the ExtendedResourceToleration
     # admission plugin would add these tolerations for a scheduled pod, a bound pod needs them.
-    tolerations = [
+    tolerations = [_toleration(item) for item in desired.tolerations]
+    tolerations += [
         client.V1Toleration(key=name, operator="Exists", effect="NoSchedule")
         for name in sorted(desired.requests)
         if name in gpu_names and desired.requests[name] > 0
@@ -57,6 +58,16 @@ def pod_manifest(desired: DesiredPod, gpu_resource_names: Iterable[str]) -> clie
             containers=[container],
             tolerations=tolerations or None,
         ),
+    )
+
+
+def _toleration(item: Mapping[str, Any]) -> client.V1Toleration:
+    return client.V1Toleration(
+        key=item.get("key") or None,
+        operator=item.get("operator") or None,
+        value=item.get("value") or None,
+        effect=item.get("effect") or None,
+        toleration_seconds=item.get("tolerationSeconds"),
     )
 
 

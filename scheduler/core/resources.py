@@ -193,8 +193,12 @@ class Resources:
 
     def __hash__(self) -> int:
         # Requests key several memo tables and are looked up once per placement: hash once.
+        # A name stated at the default equals the name left out (``__eq__``), so it must not
+        # change the hash either: ``Resources({})`` and ``Resources({"gpu": 0})`` are one key.
         if self._hash is None:
-            self._hash = hash((tuple(sorted(self._values.items())), self.default))
+            default = self.default
+            stated = sorted((k, v) for k, v in self._values.items() if v != default)
+            self._hash = hash((tuple(stated), default))
         return self._hash
 
     def __repr__(self) -> str:

@@ -138,13 +138,18 @@ def _attempt(ssn, stmt, preemptor: Task, allowed, nodes, failed: dict, scope: tu
     A failed attempt changes nothing, so the same shape in the same scope keeps failing until
     some operation bumps the session's version.
     """
-    key = (*scope, preemptor.resreq, preemptor.priority, ssn.predicate_signature(preemptor))
+    key = _shape_key(ssn, scope, preemptor)
     if failed.get(key) == ssn.version:
         return False
     if preempt(ssn, stmt, preemptor, allowed, nodes):
         return True
     failed[key] = ssn.version
     return False
+
+
+def _shape_key(ssn: Session, scope: tuple, preemptor: Task) -> tuple:
+    """What a preempt attempt depends on besides the session's state."""
+    return (*scope, preemptor.resreq, preemptor.priority, ssn.predicate_signature(preemptor))
 
 
 def _other_jobs_in_queue(ssn: Session, preemptor: Task) -> Callable[[Task], bool]:

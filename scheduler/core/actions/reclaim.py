@@ -82,7 +82,7 @@ def execute(ssn: Session) -> None:
             )
             continue
         # A task shape that found no victims keeps failing until the session changes.
-        key = (queue.name, task.resreq, ssn.predicate_signature(task))
+        key = _shape_key(ssn, queue.name, task)
         if failed.get(key) == ssn.version:
             queues.push(queue)  # as after any failed attempt: the job is dropped, not the queue
             continue
@@ -149,6 +149,12 @@ def execute(ssn: Session) -> None:
         queues.push(queue)
     for name in sorted(statements):
         statements[name].discard()
+
+
+def _shape_key(ssn: Session, queue: str, task) -> tuple:
+    """What a reclaim attempt for ``task`` depends on besides the session's state: equal keys
+    fail alike until the session's version moves."""
+    return (queue, task.resreq, ssn.predicate_signature(task))
 
 
 def _sentence(ssn: Session, task, job: str, mine: str, theirs: str) -> str:

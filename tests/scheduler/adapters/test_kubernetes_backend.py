@@ -312,6 +312,8 @@ def test_pod_being_deleted_is_reported_as_deletion_requested(cluster, backend):
 
 
 def test_evicting_deletes_the_pod_with_the_grace_period(cluster, backend):
+    # A Ready node's kubelet confirms the deletion; without one the pod would stay Terminating.
+    cluster.add_node("gpu-a", {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8"})
     backend.create_pod(make_desired())
 
     backend.delete_pod("gp-7-worker-0", NAMESPACE, grace_seconds=45)
@@ -332,6 +334,7 @@ def test_deleting_a_pod_that_is_already_gone_is_success(cluster, backend, sleeps
 def test_delete_that_failed_after_the_server_deleted_is_retried_to_success(
     cluster, backend, sleeps
 ):
+    cluster.add_node("gpu-a", {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8"})
     backend.create_pod(make_desired())
     cluster.fail_next(kmock.action.DELETE, 503)
 

@@ -228,6 +228,7 @@ def test_reconcile_creates_then_does_nothing_on_a_second_pass(cluster, backend):
 
 
 def test_applying_the_same_plan_twice_leaves_one_pod_per_replica(cluster, backend):
+    cluster.add_node("gpu-a", {"cpu": "8", "memory": "16Gi", "nvidia.com/gpu": "8"})
     keep, evict = desired(1), desired(2)
     apply(plan([keep, evict], []), backend)
     same_plan = plan([keep, desired(3)], backend.list_pods())
@@ -242,6 +243,7 @@ def test_applying_the_same_plan_twice_leaves_one_pod_per_replica(cluster, backen
 
 
 def test_eviction_deletes_the_pod_gracefully(cluster, backend):
+    cluster.add_node("gpu-a", {"cpu": "8", "memory": "16Gi", "nvidia.com/gpu": "8"})
     running = [desired(1), desired(2)]
     apply(plan(running, []), backend)
 

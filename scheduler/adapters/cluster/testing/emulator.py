@@ -1,0 +1,579 @@
+"""An emulated Kubernetes API server over real HTTP: kmock's server and routing, ApiStore's state.
+
+kmock parses Kubernetes URLs, logs every request and lets a test install reactions (faults)
+ahead of the default behaviour; its own emulator is lenient (no resourceVersion, no
+pagination, immediate deletion), so the default behaviour here is ApiStore's. As in kmock,
+a write is applied before any reaction runs: a faulted create behaves like a server that
+stored the pod and then failed to answer.
+
+Two ways to run it:
+- in a test, `EmulatedCluster()` serves from a background thread on a manual clock
+  (`advance(seconds)` moves time and runs the kubelets);
+- as a process, `python -m scheduler.adapters.cluster.testing.emulator --port 8102
+  --kubeconfig /tmp/kubeconfig [--nodes 100 --foreign-pods 1000]` on the wall clock, for
+  `bench_cycle --backend kubernetes` and `deploy/smoke.sh` (KUBECONFIG pointing at it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kmock
+
+from scheduler.adapters.cluster.testing.store import (
+    KINDS,
+    ApiError,
+    ApiStore,
+    Raw,
+    WatchEvent,
+    field_selects,
+    selects,
+)
+
+T = TypeVar("T")
+
+PODS = kmock.resource("v1/pods")
+NODES = kmock.resource("v1/nodes")
+_DECLARED = {
+    PODS: kmock.ResourceInfo(kind="Pod", namespaced=True),
+    NODES: kmock.ResourceInfo(kind="Node", namespaced=False),
+    kmock.resource("v1/services"): kmock.ResourceInfo(kind="Service", namespaced=True),
+    kmock.resource("v1/configmaps"): kmock.ResourceInfo(kind="ConfigMap", namespaced=True),
+    kmock.resource("v1/events"): kmock.ResourceInfo(kind="Event", namespaced=True),
+}
+_BINDING_PATH = re.compile(r"/api/v1/namespaces/[^/]+/pods/[^/]+/binding")
+_DROP = object()
+
+
+class _Watcher:
+    __slots__ = ("bookmarks", "fields", "labels", "namespace", "queue", "resource")
+
+    def __init__(self, resource: str, namespace: str | None, params: dict[str, str]) -> None:
+        self.resource = resource
+        self.namespace = namespace
+        self.labels = params.get("labelSelector") or ""
+        self.fields = params.get("fieldSelector") or ""
+        self.bookmarks = params.get("allowWatchBookmarks") == "true"
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+
+    def wants(self, event: WatchEvent) -> bool:
+        obj = event.object
+        return (
+            event.resource == self.resource
+            and (not self.namespace or obj["metadata"].get("namespace") == self.namespace)
+            and (not self.labels or selects(self.labels, obj))
+            and (not self.fields or field_selects(self.fields, obj))
+        )
+
+
+class StrictApiServer(kmock.KubernetesScaffold):
+    """kmock's Kubernetes scaffold (discovery, errors, request log, reactions) over ApiStore.
+
+    `bookmark_seconds`: a watch that asked for bookmarks gets one after this long without
+    events (the real server sends them about every minute); None sends them only on
+    `bookmark()`.
+    """
+
+    def __init__(self, store: ApiStore | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.store = store or ApiStore()
+        self.bookmark_seconds: float | None = None
+        # Pod name -> errors its next creates get, with nothing stored (admission, quota).
+        self.rejections: dict[str, list[ApiError]] = {}
+        self._results: dict[int, Any] = {}
+        self._watchers: set[_Watcher] = set()
+        self.store.listeners.append(self._dispatch)
+        for resource, info in _DECLARED.items():
+            self.resources[resource] = info
+        for action in (
+            kmock.action.LIST,
+            kmock.action.FETCH,
+            kmock.action.CREATE,
+            kmock.action.UPDATE,
+            kmock.action.DELETE,
+        ):
+            self.fallback[action] << self._serve_result
+        self.fallback["post", _BINDING_PATH] << self._serve_result
+        self.fallback[kmock.action.WATCH] << self._serve_watch
+
+    # -- requests ----------------------------------------------------------------------------
+
+    async def _handle(self, request: kmock.Request) -> Any:
+        resource = _resource_name(request.resource)
+        if resource is not None and request.action != kmock.action.WATCH:
+            try:
+                self._results[request.id] = self._apply(request, resource)
+            except ApiError as error:
+                return await self._render_error(
+                    kmock.KubernetesError(
+                        status=error.code,
+                        reason=error.reason,
+                        message=error.message,
+                        details={**error.details, "causes": []},
+                    )
+                )
+        return await super()._handle(request)
+
+    def _apply(self, request: kmock.Request, resource: str) -> Any:
+        store, action = self.store, request.action
+        namespace, name = request.namespace, request.name
+        if request.subresource == "binding" and request.method == kmock.method.POST:
+            return store.bind(namespace or "", name or "", request.data)
+        if action == kmock.action.LIST:
+            return store.list(resource, namespace, dict(request.params))
+        if action == kmock.action.FETCH:
+            return store.get(resource, namespace, name or "")
+        if action == kmock.action.CREATE:
+            body = request.data if isinstance(request.data, dict) else None
+            pod_name = ((body or {}).get("metadata") or {}).get("name")
+            pending = self.rejections.get(pod_name or "") if resource == "pods" else None
+            if pending:
+                raise pending.pop(0)
+            return store.create(resource, namespace, body)
+        if action == kmock.action.UPDATE:
+            return store.patch(resource, namespace, name or "", request.data)
+        if action == kmock.action.DELETE:
+            return store.delete(resource, namespace, name or "", _grace(request))
+        return None
+
+    async def _serve_result(self, request: kmock.Request) -> Any:
+        return self._results.pop(request.id)
+
+    async def _serve_watch(self, request: kmock.Request) -> AsyncIterator[Any]:
+        resource = _resource_name(request.resource) or ""
+        params = dict(request.params)
+        watcher = _Watcher(resource, request.namespace, params)
+        since = params.get("resourceVersion")
+        yield b""  # the headers go out now, as a real server's do
+        try:
+            if since in (None, "", "0"):
+                initial = [
+                    {"type": "ADDED", "object": obj}
+                    for obj in self.store.select(resource, request.namespace, params)
+                ]
+            else:
+                initial = [
+                    {"type": e.type, "object": e.object}
+                    for e in self.store.events_since(resource, int(since))
+                    if watcher.wants(e)
+                ]
+        except ApiError as error:
+            yield {"type": "ERROR", "object": _status(error)}
+            return
+        self._watchers.add(watcher)  # no await since the read above: nothing slips between
+        try:
+            for event in initial:
+                yield event
+            timeout = float(params.get("timeoutSeconds") or 0) or None
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout if timeout else None
+            while True:
+                waits = [
+                    w
+                    for w in (
+                        self.bookmark_seconds if watcher.bookmarks else None,
+                        deadline - loop.time() if deadline else None,
+                    )
+                    if w is not None
+                ]
+                try:
+                    item = await asyncio.wait_for(
+                        watcher.queue.get(), min(waits) if waits else None
+                    )
+                except TimeoutError:
+                    if deadline is not None and loop.time() >= deadline:
+                        return
+                    item = ("BOOKMARK", self.store.rv)  # queue empty: everything was sent
+                if item is _DROP:
+                    return
+                if isinstance(item, tuple):
+                    yield _bookmark(resource, item[1])
+                else:
+                    yield item
+        finally:
+            self._watchers.discard(watcher)
+
+    # -- watches -----------------------------------------------------------------------------
+
+    def _dispatch(self, event: WatchEvent) -> None:
+        for watcher in self._watchers:
+            if watcher.wants(event):
+                watcher.queue.put_nowait({"type": event.type, "object": event.object})
+
+    def bookmark(self) -> None:
+        for watcher in self._watchers:
+            if watcher.bookmarks:
+                watcher.queue.put_nowait(("BOOKMARK", self.store.rv))
+
+    def drop_watches(self) -> int:
+        """End every open watch stream, as an API server restart or a proxy timeout does."""
+        for watcher in self._watchers:
+            watcher.queue.put_nowait(_DROP)
+        return len(self._watchers)
+
+    @property
+    def watch_count(self) -> int:
+        return len(self._watchers)
+
+
+def _resource_name(resource: Any) -> str | None:
+    if resource is None or not getattr(resource, "plural", None):
+        return None
+    group = resource.group or ""
+    return resource.plural if not group else f"{resource.plural}.{group}"
+
+
+def _grace(request: kmock.Request) -> int | None:
+    value = request.params.get("gracePeriodSeconds")
+    if value is None and isinstance(request.data, dict):
+        value = request.data.get("gracePeriodSeconds")
+    return int(value) if value is not None else None
+
+
+def _status(error: ApiError) -> Raw:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": error.message,
+        "reason": error.reason,
+        "code": error.code,
+    }
+
+
+def _bookmark(resource: str, rv: int) -> Raw:
+    kind = KINDS.get(resource.split(".")[0], resource)
+    return {
+        "type": "BOOKMARK",
+        "object": {"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": str(rv)}},
+    }
+
+
+# -- running it ------------------------------------------------------------------------------
+
+
+class EmulatedCluster:
+    """The emulator served from a background thread, for tests and benchmarks. Everything done
+    to its state is marshalled onto the server's loop, so the threads never share it."""
+
+    def __init__(
+        self, *, port: int | None = None, wall_clock: bool = False, tick_seconds: float = 0.5
+    ) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self.handler = StrictApiServer()
+        self.store = self.handler.store
+        self._server = kmock.Server(self.handler, port=port)
+        self._await(self.handler.__aenter__())
+        self._await(self._server.__aenter__())
+        self.url = str(self._server.url).rstrip("/")
+        self._ticker: asyncio.Task[None] | None = None
+        if wall_clock:
+            self.on_loop(lambda: self._start_ticker(tick_seconds))
+
+    def _start_ticker(self, every: float) -> None:
+        async def tick() -> None:
+            while True:
+                self.store.now = time.time()
+                self.store.tick()
+                await asyncio.sleep(every)
+
+        self._ticker = self._loop.create_task(tick())
+
+    def close(self) -> None:
+        if self._ticker is not None:
+            self.on_loop(self._ticker.cancel)
+        self.on_loop(self.handler.drop_watches)
+        self._await(self._server.__aexit__(None, None, None))
+        self._await(self.handler.__aexit__(None, None, None))
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        self._loop.close()
+
+    def _await(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=30)
+
+    def on_loop(self, fn: Callable[[], T]) -> T:
+        async def call() -> T:
+            return fn()
+
+        return self._await(call())
+
+    # -- seeding and inspecting --------------------------------------------------------------
+
+    def add_node(
+        self,
+        name: str,
+        allocatable: dict[str, str],
+        *,
+        labels: dict[str, str] | None = None,
+        taints: list[dict[str, str]] | None = None,
+        unschedulable: bool = False,
+        ready: bool = True,
+    ) -> None:
+        self.on_loop(
+            lambda: self.store.create(
+                "nodes",
+                None,
+                node_object(
+                    name,
+                    allocatable,
+                    labels=labels,
+                    taints=taints,
+                    unschedulable=unschedulable,
+                    ready=ready,
+                ),
+                validate=False,
+            )
+        )
+
+    def set_node_ready(self, name: str, ready: bool) -> None:
+        """Ready=False is a kubelet that stopped reporting: its pods no longer change."""
+        condition = {"type": "Ready", "status": "True" if ready else "Unknown"}
+        self.on_loop(
+            lambda: self.store.patch(
+                "nodes", None, name, {"status": {"conditions": [condition]}}, validate=False
+            )
+        )
+
+    def delete_node(self, name: str) -> None:
+        self.on_loop(lambda: self.store.delete("nodes", None, name))
+
+    def add_pod(self, pod: dict[str, Any]) -> None:
+        """Store a pod as given (no validation): other workloads, or a state to start from."""
+        namespace = pod["metadata"]["namespace"]
+        self.on_loop(lambda: self.store.create("pods", namespace, pod, validate=False))
+
+    def patch_pod(self, namespace: str, name: str, changes: dict[str, Any]) -> None:
+        self.on_loop(lambda: self.store.patch("pods", namespace, name, changes, validate=False))
+
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
+        self.on_loop(lambda: self.store.delete("pods", namespace, name, grace_seconds))
+
+    def finish_pod(self, namespace: str, name: str, *, exit_code: int = 0) -> None:
+        self.on_loop(lambda: self.store.finish((namespace, name), exit_code=exit_code))
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.on_loop(lambda: self.store.table("pods").get((namespace, name)))
+
+    def node(self, name: str) -> dict[str, Any] | None:
+        return self.on_loop(lambda: self.store.table("nodes").get(("", name)))
+
+    def pod_names(self) -> list[str]:
+        return self.on_loop(lambda: sorted(name for _ns, name in self.store.table("pods")))
+
+    def requests(self, action: Any, resource: Any = PODS) -> list[kmock.Request]:
+        return self.on_loop(lambda: list(self.handler[action, resource]))
+
+    # -- time and faults ---------------------------------------------------------------------
+
+    def advance(self, seconds: float) -> None:
+        """Move the emulator's clock; every Ready node's kubelet does what is then due."""
+        self.on_loop(lambda: self.store.advance(seconds))
+
+    def fail_image_pull(self, image: str) -> None:
+        self.on_loop(lambda: self.store.kubelet.image_pull_failures.add(image))
+
+    def ignore_sigterm(self) -> None:
+        """From now on a deleted pod stays Terminating for its whole grace period."""
+        self.on_loop(lambda: setattr(self.store.kubelet, "honour_sigterm", False))
+
+    def compact(self) -> None:
+        """etcd compaction: older watch resourceVersions and continue tokens answer 410."""
+        self.on_loop(self.store.compact)
+
+    def drop_watches(self) -> int:
+        return self.on_loop(self.handler.drop_watches)
+
+    def bookmark(self) -> None:
+        self.on_loop(self.handler.bookmark)
+
+    def watch_count(self) -> int:
+        return self.on_loop(lambda: self.handler.watch_count)
+
+    def reject_create(self, name: str, *, status: int = 422, times: int = 1) -> None:
+        """Refuse the next `times` creates of pod `name` without storing anything."""
+        reason = {403: "Forbidden", 422: "Invalid"}.get(status, "Rejected")
+        error = ApiError(status, reason, f'pods "{name}" is forbidden: rejected')
+        self.on_loop(lambda: self.handler.rejections.setdefault(name, []).extend([error] * times))
+
+    def fail_next(self, action: Any, *payload: Any, times: int = 1, resource: Any = PODS) -> None:
+        """Answer the next `times` matching requests with `payload` instead of the emulator.
+        Writes are still applied first: a faulted create stored the pod and failed to reply."""
+
+        def install() -> None:
+            view = self.handler[action, resource]
+            start = len(view)  # kmock slices count every matching request ever served
+            reaction = view[start : start + times]
+            for item in payload:
+                reaction = reaction << item
+
+        self.on_loop(install)
+
+
+def node_object(
+    name: str,
+    allocatable: dict[str, str],
+    *,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    unschedulable: bool = False,
+    ready: bool = True,
+) -> Raw:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"unschedulable": unschedulable, "taints": taints or []},
+        "status": {
+            "allocatable": allocatable,
+            "capacity": allocatable,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "Unknown"}],
+        },
+    }
+
+
+def foreign_pod_object(index: int, node: str, *, namespace: str = "kube-system") -> Raw:
+    """A running pod of another workload, shaped like a DaemonSet's (device plugin, CNI): what
+    a real cluster's pod list is mostly made of."""
+    name = f"ds-{index:06d}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {
+                "app": "gpu-operator",
+                "controller-revision-hash": "5d4b7c9f8",
+                "pod-template-generation": "3",
+            },
+            "annotations": {"kubectl.kubernetes.io/default-container": "agent"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "DaemonSet",
+                    "name": "gpu-operator",
+                    "uid": "ds-uid",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "nodeName": node,
+            "schedulerName": "default-scheduler",
+            "restartPolicy": "Always",
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [
+                {
+                    "name": "agent",
+                    "image": "nvcr.io/nvidia/k8s-device-plugin:v0.15.0",
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                    "env": [
+                        {
+                            "name": "NODE_NAME",
+                            "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+                        }
+                    ],
+                    "volumeMounts": [
+                        {"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"}
+                    ],
+                }
+            ],
+            "volumes": [
+                {"name": "device-plugin", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}
+            ],
+        },
+        "status": {
+            "phase": "Running",
+            "podIP": "10.0.0.2",
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [
+                {
+                    "name": "agent",
+                    "ready": True,
+                    "restartCount": 0,
+                    "imageID": "",
+                    "image": "nvcr.io/nvidia/k8s-device-plugin:v0.15.0",
+                    "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+                }
+            ],
+        },
+    }
+
+
+def seed(
+    store: ApiStore,
+    *,
+    nodes: int,
+    gpus: int,
+    foreign_pods: int,
+    gpu_resource: str = "nvidia.com/gpu",
+) -> None:
+    for index in range(nodes):
+        store.create(
+            "nodes",
+            None,
+            node_object(
+                f"node-{index:05d}",
+                {"cpu": "96", "memory": "1024Gi", "pods": "250", gpu_resource: str(gpus)},
+                labels={"topology.kubernetes.io/zone": f"rack-{index // 32}"},
+            ),
+            validate=False,
+        )
+    for index in range(foreign_pods):
+        node = f"node-{index % max(nodes, 1):05d}"
+        store.create("pods", "kube-system", foreign_pod_object(index, node), validate=False)
+
+
+def write_kubeconfig(path: Path, url: str) -> None:
+    path.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters:\n- name: emulated\n  cluster:\n    server: {url}\n"
+        "users:\n- name: emulated\n  user:\n    token: emulated\n"
+        "contexts:\n- name: emulated\n  context:\n    cluster: emulated\n    user: emulated\n"
+        "current-context: emulated\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Serve an emulated Kubernetes API server.")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--kubeconfig", type=Path, help="write a kubeconfig pointing here")
+    parser.add_argument("--nodes", type=int, default=0)
+    parser.add_argument("--gpus", type=int, default=8, help="GPUs per node")
+    parser.add_argument("--foreign-pods", type=int, default=0)
+    parser.add_argument("--bookmark-seconds", type=float, default=10.0)
+    args = parser.parse_args(argv)
+
+    cluster = EmulatedCluster(port=args.port, wall_clock=True)
+    cluster.on_loop(
+        lambda: seed(
+            cluster.store, nodes=args.nodes, gpus=args.gpus, foreign_pods=args.foreign_pods
+        )
+    )
+    cluster.on_loop(lambda: setattr(cluster.handler, "bookmark_seconds", args.bookmark_seconds))
+    if args.kubeconfig:
+        write_kubeconfig(args.kubeconfig, cluster.url)
+    print(f"emulator: serving {cluster.url}", flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    cluster.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

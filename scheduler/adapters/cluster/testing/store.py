@@ -1,0 +1,768 @@
+"""The state of an emulated Kubernetes API server: objects, resourceVersions, history, kubelets.
+
+Strict where the portal's correctness depends on the server being strict, as the real one is:
+- every write bumps one cluster-wide resourceVersion and is kept in a bounded history, so a watch
+  resumes from any resourceVersion still in it and gets 410 Expired for an older one;
+- lists honour `limit`/`continue` from a consistent snapshot; a token older than the compacted
+  history answers 410 Expired, as etcd compaction does;
+- validation a real server does at the door: DNS names, label syntax, namespace matching the
+  URL, extended resources with limits equal to requests, immutable pod spec, resourceVersion
+  preconditions, binding an assigned or terminating pod (409);
+- graceful deletion: a bound pod gets deletionTimestamp and stays Terminating until its kubelet
+  confirms (at once, or only when the grace period ends if the containers ignore SIGTERM);
+  on a NotReady node it stays Terminating until force-deleted (grace 0);
+- a kubelet per Ready node moves bound pods Pending -> Running (-> Succeeded for `sleep N`),
+  rejects pods that do not fit what its admitted pods leave (phase Failed, reason OutOf<res>),
+  and reports image pull failures on demand (ErrImagePull, then ImagePullBackOff);
+- deleting an owner deletes its dependents (ownerReferences by uid), as the garbage collector does.
+
+Left out, because nothing here depends on it: namespaces as objects (creating into an unknown
+namespace succeeds), a default scheduler (pods created without nodeName and never bound stay
+Pending), pod GC of pods on deleted nodes, admission webhooks, server-side apply.
+
+No I/O and no asyncio: the HTTP handler (emulator.py) calls it from its event loop and pushes
+the events it returns to open watches. Time is `now` (seconds), advanced by the caller.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import json
+import re
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import ROUND_CEILING, Decimal
+from typing import Any
+
+from kubernetes.utils import parse_quantity
+
+Raw = dict[str, Any]
+Key = tuple[str, str]  # (namespace or "", name)
+
+DEFAULT_GRACE_SECONDS = 30
+DEFAULT_HISTORY_LIMIT = 200_000
+_MAX_LIST_SNAPSHOTS = 64
+_NATIVE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "hugepages-2Mi", "pods"})
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+# Pod fields an update may change (k8s.io/kubernetes pkg/apis/core/validation ValidatePodUpdate).
+_MUTABLE_POD_SPEC = frozenset({"activeDeadlineSeconds", "tolerations", "schedulingGates"})
+KINDS = {
+    "pods": "Pod",
+    "nodes": "Node",
+    "services": "Service",
+    "configmaps": "ConfigMap",
+    "events": "Event",
+    "namespaces": "Namespace",
+}
+
+
+class ApiError(Exception):
+    """What the real server answers with a Status object: code, reason, message."""
+
+    def __init__(self, code: int, reason: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message, self.details = code, reason, message, details
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    rv: int
+    resource: str
+    type: str  # ADDED | MODIFIED | DELETED
+    object: Raw
+
+
+@dataclass(slots=True)
+class _ListSnapshot:
+    rv: int
+    items: list[Raw]
+
+
+@dataclass
+class Kubelet:
+    """What the node agents do, cluster-wide. Seconds are emulator time."""
+
+    start_seconds: float = 0.0  # ContainerCreating -> Running
+    honour_sigterm: bool = True  # False: a deleted pod lasts its whole grace period
+    image_pull_failures: set[str] = field(default_factory=set)
+
+
+class ApiStore:
+    def __init__(self, *, now: float = 1_800_000_000.0, history_limit: int = DEFAULT_HISTORY_LIMIT):
+        self.now = now
+        self.rv = 0
+        self.compacted_rv = 0
+        self.kubelet = Kubelet()
+        self.objects: dict[str, dict[Key, Raw]] = {}
+        self.history: deque[WatchEvent] = deque()
+        self.history_limit = history_limit
+        self._snapshots: dict[int, _ListSnapshot] = {}
+        self._snapshot_ids = 0
+        self._uids = 0
+        self._generated = 0
+        # Pods the kubelets still have work on (bound and not started, running with an end
+        # time, terminating), and each node's pods: a tick must not walk 100,000 pods.
+        self._kubelet_work: set[Key] = set()
+        self._pods_by_node: dict[str, set[Key]] = {}
+        self._admitted: set[Key] = set()
+        self._pull_attempts: dict[Key, int] = {}
+        self._dependents: dict[str, set[tuple[str, Key]]] = {}
+        self.listeners: list[Callable[[WatchEvent], None]] = []
+
+    # -- generic objects ---------------------------------------------------------------------
+
+    def table(self, resource: str) -> dict[Key, Raw]:
+        return self.objects.setdefault(resource, {})
+
+    def get(self, resource: str, namespace: str | None, name: str) -> Raw:
+        obj = self.table(resource).get((namespace or "", name))
+        if obj is None:
+            raise ApiError(
+                404, "NotFound", f'{resource} "{name}" not found', name=name, kind=resource
+            )
+        return obj
+
+    def create(
+        self, resource: str, namespace: str | None, body: Any, *, validate: bool = True
+    ) -> Raw:
+        if not isinstance(body, dict):
+            raise ApiError(400, "BadRequest", "the body of the request was not a JSON object")
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        body_ns = meta.get("namespace")
+        if namespace and body_ns and body_ns != namespace:
+            raise ApiError(
+                400,
+                "BadRequest",
+                "the namespace of the provided object does not "
+                "match the namespace sent on the request",
+            )
+        if namespace:
+            meta["namespace"] = namespace
+        if not meta.get("name") and meta.get("generateName"):
+            self._generated += 1
+            meta["name"] = f"{meta['generateName']}{self._generated:05x}"
+        kind = KINDS.get(resource, resource)
+        if validate:
+            _validate_meta(resource, kind, meta)
+            if resource == "pods":
+                _validate_pod_spec(kind, meta["name"], obj.get("spec") or {})
+        key = (meta.get("namespace") or "", meta["name"])
+        if key in self.table(resource):
+            raise ApiError(
+                409,
+                "AlreadyExists",
+                f'{resource} "{meta["name"]}" already exists',
+                name=meta["name"],
+                kind=resource,
+            )
+        self._uids += 1
+        meta.setdefault("uid", f"00000000-0000-4000-8000-{self._uids:012d}")
+        meta.setdefault("creationTimestamp", self.timestamp())
+        obj.setdefault("apiVersion", "v1")
+        obj.setdefault("kind", kind)
+        if resource == "pods":
+            spec = obj.setdefault("spec", {})
+            spec.setdefault("schedulerName", "default-scheduler")
+            spec.setdefault("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
+            spec.setdefault("restartPolicy", "Always")
+            obj.setdefault("status", {}).setdefault("phase", "Pending")
+        self._write(resource, key, obj, "ADDED")
+        for owner in meta.get("ownerReferences") or []:
+            self._dependents.setdefault(owner.get("uid", ""), set()).add((resource, key))
+        if resource == "pods" and spec.get("nodeName"):
+            self._pods_by_node.setdefault(spec["nodeName"], set()).add(key)
+            if obj["status"].get("phase") == "Pending":
+                self._kubelet_work.add(key)
+            elif obj["status"].get("phase") == "Running":
+                self._admitted.add(key)
+        return obj
+
+    def patch(
+        self, resource: str, namespace: str | None, name: str, body: Any, *, validate: bool = True
+    ) -> Raw:
+        if not isinstance(body, dict):
+            raise ApiError(415, "UnsupportedMediaType", "only merge patches are emulated")
+        current = self.get(resource, namespace, name)
+        wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
+        if wanted_rv is not None and str(wanted_rv) != current["metadata"]["resourceVersion"]:
+            raise ApiError(
+                409,
+                "Conflict",
+                f"Operation cannot be fulfilled on {resource} "
+                f'"{name}": the object has been modified; please apply your changes '
+                "to the latest version and try again",
+                name=name,
+                kind=resource,
+            )
+        if validate and resource == "pods":
+            changed = set(body.get("spec") or {}) - _MUTABLE_POD_SPEC
+            if changed:
+                raise ApiError(
+                    422,
+                    "Invalid",
+                    f'Pod "{name}" is invalid: spec: Forbidden: pod '
+                    "updates may not change fields other than "
+                    "`spec.activeDeadlineSeconds`, `spec.tolerations`, "
+                    f"`spec.schedulingGates` (tried {sorted(changed)})",
+                    name=name,
+                    kind=resource,
+                )
+        updated = _merge(copy.deepcopy(current), body)
+        updated["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        key = (namespace or "", name)
+        meta = updated["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            self._remove(resource, key, updated)
+            return updated
+        self._write(resource, key, updated, "MODIFIED")
+        return updated
+
+    def delete(
+        self, resource: str, namespace: str | None, name: str, grace_seconds: int | None = None
+    ) -> Raw:
+        current = self.get(resource, namespace, name)
+        key = (namespace or "", name)
+        if resource != "pods":
+            if current["metadata"].get("finalizers"):
+                return self._mark_deleted(resource, key, current, 0)
+            self._remove(resource, key, current)
+            return current
+        spec = current.get("spec") or {}
+        grace = (
+            grace_seconds
+            if grace_seconds is not None
+            else spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
+        )
+        meta = current["metadata"]
+        if meta.get("deletionTimestamp"):
+            if grace == 0 or grace < meta.get("deletionGracePeriodSeconds", grace):
+                # A shorter grace period (force deletion at 0) overrides the running one.
+                if grace == 0 and not meta.get("finalizers"):
+                    self._remove(resource, key, current)
+                    return current
+                return self._mark_deleted(resource, key, current, grace)
+            return current
+        finished = (current.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        if (not spec.get("nodeName") or grace == 0 or finished) and not meta.get("finalizers"):
+            # The API server deletes at once what no kubelet has to stop.
+            self._remove(resource, key, current)
+            return current
+        marked = self._mark_deleted(resource, key, current, grace)
+        self._kubelet_work.add(key)
+        self.tick()  # a kubelet whose containers stop on SIGTERM confirms right away
+        return marked
+
+    def bind(self, namespace: str, name: str, body: Any) -> Raw:
+        pod = self.get("pods", namespace, name)
+        target = (body or {}).get("target") or {}
+        node = target.get("name")
+        if not node:
+            raise ApiError(
+                422,
+                "Invalid",
+                f'Binding "{name}" is invalid: target.name: Required value',
+                name=name,
+                kind="pods",
+            )
+        if pod["metadata"].get("deletionTimestamp"):
+            raise ApiError(
+                409,
+                "Conflict",
+                f"Operation cannot be fulfilled on pods/binding "
+                f'"{name}": pod {name} is being deleted, cannot be assigned to a host',
+                name=name,
+                kind="pods/binding",
+            )
+        assigned = (pod.get("spec") or {}).get("nodeName")
+        if assigned:
+            raise ApiError(
+                409,
+                "Conflict",
+                f"Operation cannot be fulfilled on pods/binding "
+                f'"{name}": pod {name} is already assigned to node "{assigned}"',
+                name=name,
+                kind="pods/binding",
+            )
+        bound = copy.deepcopy(pod)
+        bound["spec"]["nodeName"] = node
+        conditions = bound.setdefault("status", {}).setdefault("conditions", [])
+        conditions.append(
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": self.timestamp()}
+        )
+        key = (namespace, name)
+        self._write("pods", key, bound, "MODIFIED")
+        self._pods_by_node.setdefault(node, set()).add(key)
+        self._kubelet_work.add(key)
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "code": 201,
+        }
+
+    # -- lists and watches -------------------------------------------------------------------
+
+    def list(self, resource: str, namespace: str | None, params: dict[str, str]) -> Raw:
+        kind = KINDS.get(resource, resource)
+        limit = int(params.get("limit") or 0)
+        token = params.get("continue")
+        if token:
+            snapshot_id, offset = self._read_token(token)
+            snapshot = self._snapshots.get(snapshot_id)
+            if snapshot is None or snapshot.rv < self.compacted_rv:
+                self._snapshots.pop(snapshot_id, None)
+                raise ApiError(
+                    410,
+                    "Expired",
+                    "The provided continue parameter is too old to "
+                    "display a consistent list result. You can start a new list "
+                    "without the continue parameter.",
+                )
+        else:
+            items = self.select(resource, namespace, params)
+            snapshot_id, offset, snapshot = 0, 0, _ListSnapshot(self.rv, items)
+        end = offset + limit if limit else len(snapshot.items)
+        metadata: Raw = {"resourceVersion": str(snapshot.rv)}
+        if end < len(snapshot.items):
+            if not snapshot_id:
+                snapshot_id = self._keep_snapshot(snapshot)
+            metadata["continue"] = _token(snapshot_id, end)
+            metadata["remainingItemCount"] = len(snapshot.items) - end
+        elif snapshot_id:
+            self._snapshots.pop(snapshot_id, None)
+        return {
+            "kind": f"{kind}List",
+            "apiVersion": "v1",
+            "metadata": metadata,
+            "items": snapshot.items[offset:end],
+        }
+
+    def select(self, resource: str, namespace: str | None, params: dict[str, str]) -> list[Raw]:
+        labels = params.get("labelSelector") or ""
+        fields = params.get("fieldSelector") or ""
+        table = self.table(resource)
+        keys = sorted(table)
+        return [
+            table[key]
+            for key in keys
+            if (not namespace or key[0] == namespace)
+            and (not labels or selects(labels, table[key]))
+            and (not fields or field_selects(fields, table[key]))
+        ]
+
+    def events_since(self, resource: str, rv: int) -> list[WatchEvent]:
+        if rv < self.compacted_rv:
+            raise ApiError(410, "Expired", f"too old resource version: {rv} ({self.compacted_rv})")
+        return [event for event in self.history if event.rv > rv and event.resource == resource]
+
+    def compact(self) -> None:
+        """Forget all history: every older watch resourceVersion and continue token is Gone."""
+        self.history.clear()
+        self.compacted_rv = self.rv
+        self._snapshots.clear()
+
+    # -- time and kubelets -------------------------------------------------------------------
+
+    def timestamp(self, at: float | None = None) -> str:
+        moment = datetime.fromtimestamp(self.now if at is None else at, tz=UTC)
+        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        self.tick()
+
+    def tick(self) -> None:
+        """Every kubelet of a Ready node does what is due at `now`."""
+        for key in sorted(self._kubelet_work):
+            pod = self.table("pods").get(key)
+            if pod is None:
+                self._kubelet_work.discard(key)
+                continue
+            node = self.table("nodes").get(("", pod["spec"].get("nodeName") or ""))
+            if node is None or not node_ready(node):
+                continue  # no kubelet answers for this pod
+            if pod["metadata"].get("deletionTimestamp"):
+                self._terminate(key, pod)
+            else:
+                self._run(key, pod, node)
+
+    def _terminate(self, key: Key, pod: Raw) -> None:
+        meta = pod["metadata"]
+        due = _parse_time(meta["deletionTimestamp"])
+        if (self.kubelet.honour_sigterm or self.now >= due) and not meta.get("finalizers"):
+            self._remove("pods", key, pod)
+
+    def _run(self, key: Key, pod: Raw, node: Raw) -> None:
+        status = pod.get("status") or {}
+        phase = status.get("phase")
+        if phase in ("Succeeded", "Failed"):
+            self._kubelet_work.discard(key)
+            return
+        if key not in self._admitted:
+            refused = self._admission_refusal(key, pod, node)
+            if refused:
+                resource, message = refused
+                self._set_status(
+                    key, pod, {"phase": "Failed", "reason": f"OutOf{resource}", "message": message}
+                )
+                self._kubelet_work.discard(key)
+                return
+            self._admitted.add(key)
+        image = _main_container(pod).get("image", "")
+        if image in self.kubelet.image_pull_failures:
+            attempts = self._pull_attempts.get(key, 0) + 1
+            self._pull_attempts[key] = attempts
+            reason = "ErrImagePull" if attempts == 1 else "ImagePullBackOff"
+            self._set_status(
+                key,
+                pod,
+                {
+                    "phase": "Pending",
+                    "containerStatuses": [
+                        _container_status(
+                            pod,
+                            {
+                                "waiting": {
+                                    "reason": reason,
+                                    "message": f'Back-off pulling image "{image}"',
+                                }
+                            },
+                        )
+                    ],
+                },
+            )
+            return
+        if phase == "Pending":
+            started = status.get("startTime")
+            if started is None:
+                self._set_status(
+                    key,
+                    pod,
+                    {
+                        "startTime": self.timestamp(),
+                        "containerStatuses": [
+                            _container_status(pod, {"waiting": {"reason": "ContainerCreating"}})
+                        ],
+                    },
+                )
+                pod = self.table("pods")[key]
+                started = pod["status"]["startTime"]
+            if self.now >= _parse_time(started) + self.kubelet.start_seconds:
+                self._set_status(
+                    key,
+                    pod,
+                    {
+                        "phase": "Running",
+                        "podIP": "10.0.0.1",
+                        "containerStatuses": [
+                            _container_status(
+                                pod, {"running": {"startedAt": self.timestamp()}}, ready=True
+                            )
+                        ],
+                    },
+                )
+            return
+        if phase == "Running":
+            run_seconds = _sleep_seconds(pod)
+            if run_seconds is None:
+                self._kubelet_work.discard(key)
+                return
+            running = _container_state(pod).get("running") or {}
+            began = _parse_time(running.get("startedAt") or self.timestamp())
+            if self.now >= began + run_seconds:
+                self.finish(key, exit_code=0)
+
+    def finish(self, key: Key, *, exit_code: int) -> None:
+        pod = self.table("pods")[key]
+        state = {
+            "terminated": {
+                "exitCode": exit_code,
+                "reason": "Completed" if exit_code == 0 else "Error",
+                "finishedAt": self.timestamp(),
+            }
+        }
+        phase = "Succeeded" if exit_code == 0 else "Failed"
+        self._set_status(
+            key, pod, {"phase": phase, "containerStatuses": [_container_status(pod, state)]}
+        )
+        self._kubelet_work.discard(key)
+
+    def _admission_refusal(self, key: Key, pod: Raw, node: Raw) -> tuple[str, str] | None:
+        """The kubelet's own fit check (predicates.GeneralPredicates at admission): the node's
+        allocatable against what its admitted, unfinished pods (terminating ones included)
+        request."""
+        allocatable = parse_resources((node.get("status") or {}).get("allocatable") or {})
+        used: dict[str, int] = {}
+        for other_key in self._pods_by_node.get(pod["spec"]["nodeName"], ()):
+            other = self.table("pods").get(other_key)
+            if other is None or other_key == key:
+                continue
+            if (other.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            if other_key in self._admitted or other["status"].get("phase") == "Running":
+                for name, amount in pod_requests(other).items():
+                    used[name] = used.get(name, 0) + amount
+        for name, amount in sorted(pod_requests(pod).items()):
+            have = allocatable.get(name, 0)
+            if amount and used.get(name, 0) + amount > have:
+                return name, (
+                    f"Pod was rejected: Node didn't have enough resource: {name}, "
+                    f"requested: {amount}, used: {used.get(name, 0)}, capacity: {have}"
+                )
+        return None
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _set_status(self, key: Key, pod: Raw, changes: Raw) -> None:
+        updated = dict(pod)
+        updated["status"] = {**(pod.get("status") or {}), **changes}
+        self._write("pods", key, updated, "MODIFIED")
+
+    def _mark_deleted(self, resource: str, key: Key, current: Raw, grace: int) -> Raw:
+        marked = copy.deepcopy(current)
+        marked["metadata"]["deletionTimestamp"] = self.timestamp(self.now + grace)
+        marked["metadata"]["deletionGracePeriodSeconds"] = grace
+        self._write(resource, key, marked, "MODIFIED")
+        return marked
+
+    def _write(self, resource: str, key: Key, obj: Raw, kind: str) -> None:
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        self.table(resource)[key] = obj
+        self._record(WatchEvent(self.rv, resource, kind, obj))
+
+    def _remove(self, resource: str, key: Key, obj: Raw) -> None:
+        self.rv += 1
+        gone = dict(obj)
+        gone["metadata"] = {**obj["metadata"], "resourceVersion": str(self.rv)}
+        self.table(resource).pop(key, None)
+        if resource == "pods":
+            self._kubelet_work.discard(key)
+            self._admitted.discard(key)
+            self._pull_attempts.pop(key, None)
+            node = (obj.get("spec") or {}).get("nodeName")
+            if node:
+                self._pods_by_node.get(node, set()).discard(key)
+        self._record(WatchEvent(self.rv, resource, "DELETED", gone))
+        self._collect_dependents(obj["metadata"].get("uid"))
+
+    def _collect_dependents(self, uid: str | None) -> None:
+        for resource, key in sorted(self._dependents.pop(uid or "", ())):
+            if key in self.table(resource):
+                self.delete(resource, key[0] or None, key[1])
+
+    def _record(self, event: WatchEvent) -> None:
+        self.history.append(event)
+        while len(self.history) > self.history_limit:
+            self.compacted_rv = self.history.popleft().rv
+        for listener in self.listeners:
+            listener(event)
+
+    def _keep_snapshot(self, snapshot: _ListSnapshot) -> int:
+        self._snapshot_ids += 1
+        self._snapshots[self._snapshot_ids] = snapshot
+        while len(self._snapshots) > _MAX_LIST_SNAPSHOTS:
+            self._snapshots.pop(next(iter(self._snapshots)))
+        return self._snapshot_ids
+
+    def _read_token(self, token: str) -> tuple[int, int]:
+        try:
+            decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
+            return int(decoded["s"]), int(decoded["o"])
+        except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+            raise ApiError(400, "BadRequest", f"invalid continue token: {exc}") from exc
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def node_ready(node: Raw) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def pod_requests(pod: Raw) -> dict[str, int]:
+    total: dict[str, int] = {"pods": 1}
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        requests = (container.get("resources") or {}).get("requests") or {}
+        for name, amount in parse_resources(requests).items():
+            total[name] = total.get(name, 0) + amount
+    return total
+
+
+def parse_resources(quantities: dict[str, Any]) -> dict[str, int]:
+    parsed = {}
+    for name, text in quantities.items():
+        value = Decimal(parse_quantity(str(text)))
+        if name == "cpu":
+            value *= 1000
+        parsed[name] = int(value.to_integral_value(rounding=ROUND_CEILING))
+    return parsed
+
+
+def selects(selector: str, obj: Raw) -> bool:
+    """Equality-based label selectors: k=v, k==v, k!=v, k, !k."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    for term in (t.strip() for t in selector.split(",") if t.strip()):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key.strip()) == value.strip():
+                return False
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=", 1)
+            if labels.get(key.strip()) != value.strip():
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def field_selects(selector: str, obj: Raw) -> bool:
+    """metadata.name, metadata.namespace, spec.nodeName, status.phase with = or !=."""
+    for term in (t.strip() for t in selector.split(",") if t.strip()):
+        negate = "!=" in term
+        path, value = term.replace("!=", "=").replace("==", "=").split("=", 1)
+        current: Any = obj
+        for part in path.strip().split("."):
+            current = (current or {}).get(part) if isinstance(current, dict) else None
+        if ((current or "") == value.strip()) == negate:
+            return False
+    return True
+
+
+def _validate_meta(resource: str, kind: str, meta: Raw) -> None:
+    name = meta.get("name")
+    if not name:
+        raise ApiError(
+            422,
+            "Invalid",
+            f"{kind} is invalid: metadata.name: Required value: name or generateName is required",
+            kind=resource,
+        )
+    pattern = _DNS_LABEL if resource == "services" else _DNS_SUBDOMAIN
+    limit = 63 if resource == "services" else 253
+    if len(name) > limit or not pattern.match(name):
+        raise ApiError(
+            422,
+            "Invalid",
+            f'{kind} "{name}" is invalid: metadata.name: Invalid '
+            f'value: "{name}": a lowercase RFC 1123 name must consist of lower case '
+            "alphanumeric characters, '-' or '.', and must start and end with an "
+            "alphanumeric character",
+            name=name,
+            kind=resource,
+        )
+    for key, value in (meta.get("labels") or {}).items():
+        prefix, _, label = key.rpartition("/")
+        value_ok = isinstance(value, str) and len(value) <= 63 and _LABEL_VALUE.match(value)
+        key_ok = (
+            len(label) <= 63
+            and _LABEL_NAME.match(label)
+            and (not prefix or (len(prefix) <= 253 and _DNS_SUBDOMAIN.match(prefix)))
+        )
+        if not (key_ok and value_ok):
+            raise ApiError(
+                422,
+                "Invalid",
+                f'{kind} "{name}" is invalid: metadata.labels: '
+                f'Invalid value: "{key}={value}": a valid label must be an empty '
+                "string or 63 characters or less, alphanumeric, '-', '_' or '.'",
+                name=name,
+                kind=resource,
+            )
+
+
+def _validate_pod_spec(kind: str, name: str, spec: Raw) -> None:
+    containers = spec.get("containers") or []
+    if not containers:
+        raise ApiError(
+            422,
+            "Invalid",
+            f'{kind} "{name}" is invalid: spec.containers: Required value',
+            name=name,
+            kind="pods",
+        )
+    for index, container in enumerate(containers):
+        resources = container.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        for resource, amount in requests.items():
+            if resource in _NATIVE_RESOURCES or "/" not in resource:
+                continue
+            if str(limits.get(resource)) != str(amount):
+                raise ApiError(
+                    422,
+                    "Invalid",
+                    f'{kind} "{name}" is invalid: spec.containers'
+                    f"[{index}].resources.requests[{resource}]: Invalid value: "
+                    f'"{amount}": must be equal to {resource} limit',
+                    name=name,
+                    kind="pods",
+                )
+
+
+def _merge(target: Raw, patch: Raw) -> Raw:
+    """RFC 7386 JSON merge patch (strategic merge patches on maps behave the same)."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            target[key] = _merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+    return target
+
+
+def _token(snapshot_id: int, offset: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"s": snapshot_id, "o": offset}).encode()).decode()
+
+
+def _parse_time(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+
+
+def _main_container(pod: Raw) -> Raw:
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    return containers[0]
+
+
+def _container_state(pod: Raw) -> Raw:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or [{}]
+    return statuses[0].get("state") or {}
+
+
+def _container_status(pod: Raw, state: Raw, *, ready: bool = False) -> Raw:
+    container = _main_container(pod)
+    return {
+        "name": container.get("name", "main"),
+        "image": container.get("image", ""),
+        "imageID": "",
+        "ready": ready,
+        "restartCount": 0,
+        "state": state,
+    }
+
+
+def _sleep_seconds(pod: Raw) -> float | None:
+    """`sleep N` (command or args) makes the emulated container run N seconds, then succeed."""
+    container = _main_container(pod)
+    words: Iterable[str] = [*(container.get("command") or []), *(container.get("args") or [])]
+    words = list(words)
+    for index, word in enumerate(words[:-1]):
+        if word.rsplit("/", 1)[-1] == "sleep":
+            try:
+                return float(words[index + 1])
+            except ValueError:
+                return None
+    return None

@@ -1,3 +1,5 @@
+from datetime import datetime
+
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
@@ -8,6 +10,14 @@ from portal.common.validators import validate_str_dict
 from portal.jobs.models import Job, JobTask
 
 DEFAULT_GPU_RESOURCE_NAME = "nvidia.com/gpu"
+
+
+def whole_second(at: datetime) -> datetime:
+    return at.replace(microsecond=0)
+
+
+def whole_seconds_now() -> datetime:
+    return whole_second(timezone.now())
 
 
 class Node(BaseModel):
@@ -44,6 +54,7 @@ class Placement(BaseModel):
         DELETED = "deleted", "Deleted"
 
     ACTIVE_STATES = (State.BOUND, State.RUNNING, State.RELEASING)
+    ENDED_STATES = (State.SUCCEEDED, State.FAILED, State.DELETED)
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="placements")
     task = models.ForeignKey(JobTask, on_delete=models.CASCADE, related_name="placements")
@@ -57,6 +68,11 @@ class Placement(BaseModel):
         max_length=16, choices=State.choices, default=State.BOUND, db_index=True
     )
     gpus = models.PositiveIntegerField(default=0)
+    # Whole seconds, so that the usage ledger's integer amounts add up to these durations
+    # exactly. Held from the bind (the node's GPUs are reserved from then on) until the
+    # placement leaves the active states.
+    started_at = models.DateTimeField(default=whole_seconds_now)
+    ended_at = models.DateTimeField(null=True, blank=True, db_index=True)
 
     class Meta:
         ordering = ["job_id", "task_id", "replica", "id"]

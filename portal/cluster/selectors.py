@@ -67,10 +67,14 @@ def node_list_with_usage(*, user: AnyUser) -> QuerySet[Node]:
     from django.db.models import Count, Q
 
     active = Q(placements__state__in=Placement.ACTIVE_STATES)
-    return visible_nodes(user).annotate(
-        gpus_used=Coalesce(Sum("placements__gpus", filter=active), 0),
-        pods_active=Count("placements", filter=active),
-    ).order_by("name")
+    return (
+        visible_nodes(user)
+        .annotate(
+            gpus_used=Coalesce(Sum("placements__gpus", filter=active), 0),
+            pods_active=Count("placements", filter=active),
+        )
+        .order_by("name")
+    )
 
 
 def placement_gpu_rows_active() -> list[tuple[str, str, int, int]]:

@@ -83,6 +83,7 @@ LOCAL_APPS = [
     "portal.scheduling",
     "portal.api",
     "portal.ops",
+    "portal.accounting",
 ]
 INSTALLED_APPS = DJANGO_APPS + THIRD_PARTY_APPS + LOCAL_APPS
 

@@ -15,6 +15,7 @@ from portal.cluster.models import Placement
 from portal.jobs.models import Job
 from scheduler.adapters.bulk import ids_update
 from scheduler.adapters.cluster.base import ObservedPod
+from scheduler.adapters.ledger import placement_end
 
 P = Placement.State
 S = Job.Status
@@ -51,8 +52,12 @@ def cluster_observe(*, pods: list[ObservedPod], now: datetime) -> None:
                 failed.setdefault(placement.job_id, (placement, pod))
             if state != placement.state:
                 moved[state].append(placement.id)
+        ended = (
+            {"ended_at": placement_end(now)} if moved.keys() & set(Placement.ENDED_STATES) else {}
+        )
         for state, ids in sorted(moved.items()):
-            ids_update(Placement, ids, state=state, updated_at=now)
+            ends = ended if state in Placement.ENDED_STATES else {}
+            ids_update(Placement, ids, state=state, updated_at=now, **ends)
         jobs = {p.job_id: p.job for p in placements}
         _jobs_advance(jobs, lost, failed, now)
 

@@ -15,12 +15,13 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count
 
-from portal.cluster.models import Placement
+from portal.cluster.models import Placement, whole_second
 from portal.cluster.services import placement_pod_name
 from portal.jobs.models import Job
 from portal.scheduling.models import CycleRun, PreemptionEvent, QueueUsageSample
 from portal.scheduling.rollups import usage_rollups_refresh
 from scheduler.adapters.bulk import ids_update, rows_update
+from scheduler.adapters.ledger import ledger_book
 from scheduler.adapters.snapshot import JobRow, PlacementRow, SnapshotBundle
 from scheduler.adapters.tenant_usage import tenant_usage_persist
 from scheduler.core.types import CycleResult, Evict, PendingKind
@@ -38,9 +39,10 @@ def decisions_persist(
 ) -> None:
     with transaction.atomic():
         _persist_binds(bundle, result, now)
-        _persist_evictions(bundle, result, cycle, now)
+        evicted = _persist_evictions(bundle, result, cycle, now)
         _persist_pending_reasons(bundle, result, now)
         _persist_usage(bundle, result, now)
+        ledger_book(bundle=bundle, result=result, evicted=evicted, now=now)
         cycle.binds = len(result.binds)
         cycle.evictions = len(result.evictions)
         cycle.pending_jobs = len(result.pending_reasons)
@@ -82,6 +84,7 @@ def _persist_binds(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
                 ),
                 state=Placement.State.BOUND,
                 gpus=task.gpus,
+                started_at=whole_second(now),
             )
         )
     Placement.objects.bulk_create(placements, batch_size=BATCH)
@@ -107,9 +110,10 @@ def _persist_binds(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
 
 def _persist_evictions(
     bundle: SnapshotBundle, result: CycleResult, cycle: CycleRun, now: datetime
-) -> None:
+) -> set[int]:
+    """Returns the ids of the placements released (evicted, or with their broken gang)."""
     if not result.evictions:
-        return
+        return set()
     index = bundle.index
     released: dict[int, PlacementRow] = {}
     events = []
@@ -153,6 +157,7 @@ def _persist_evictions(
         [(job.id, job.status, job.preemption_count, job.pending_reason) for job in preempted],
         same={"pending_kind": PendingKind.WAITS, "pending_reason_at": now, "updated_at": now},
     )
+    return set(released)
 
 
 def _event(
@@ -225,9 +230,7 @@ def _persist_usage(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
                 at=now,
                 gpus_allocated=_column(share.allocated.get("gpu"), INT32_MAX),
                 gpus_deserved=deserved if deserved != float("inf") else 0,
-                gpus_pending=_column(
-                    bundle.index.pending_gpus[name] - bound_gpus[name], INT32_MAX
-                ),
+                gpus_pending=_column(bundle.index.pending_gpus[name] - bound_gpus[name], INT32_MAX),
                 cpu_millis_allocated=_column(share.allocated.get("cpu"), INT64_MAX),
                 memory_bytes_allocated=_column(share.allocated.get("memory"), INT64_MAX),
             )

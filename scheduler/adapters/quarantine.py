@@ -228,9 +228,7 @@ def placements_held(
         if placement.state not in Placement.ACTIVE_STATES:
             continue
         task = tasks.get(placement.task_id)
-        requests = (
-            task_requests(task) if task is not None else Resources.of(gpu=placement.gpus)
-        )
+        requests = task_requests(task) if task is not None else Resources.of(gpu=placement.gpus)
         node = placement.node_name
         held[node] = held.get(node, Resources()).add(_one_pod(requests))
     return held
@@ -260,12 +258,8 @@ def bundle_without(bundle: SnapshotBundle, drop: set[str]) -> SnapshotBundle:
     kept_index = dataclasses.replace(
         index,
         jobs={key: job for key, job in index.jobs.items() if key not in drop},
-        placements={
-            name: p for name, p in index.placements.items() if str(p.job_id) not in drop
-        },
-        pending={
-            name: r for name, r in index.pending.items() if str(r.task.job_id) not in drop
-        },
+        placements={name: p for name, p in index.placements.items() if str(p.job_id) not in drop},
+        pending={name: r for name, r in index.pending.items() if str(r.task.job_id) not in drop},
         pending_gpus=_pending_gpus(index, drop),
     )
     return dataclasses.replace(

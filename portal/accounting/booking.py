@@ -1,0 +1,126 @@
+"""How a cycle's interval of use is booked: the rules, with no database (the cycle's ledger
+step, scheduler/adapters/ledger.py, reads the rows and writes the result).
+
+* Interval. The ledger has booked every active placement up to `since` (LedgerClock); a cycle
+  books each placement's part of (since, until], `until` being the cycle's time in whole
+  seconds. A placement counts from its start to its end (or `until` while active), so over
+  all cycles each placement is booked exactly its own duration, once.
+* Month. Everything a cycle books goes to the UTC month of `until`: no cycle writes to a month
+  before its own, so a past month never changes. The cost: the first cycle of a month books
+  the few seconds since the previous cycle into the new month (all of them, if no cycle ran
+  for a while).
+* Within the guarantee, or borrowed. Per queue and resource, the cycle's line is
+  min(guarantee, deserved) from that cycle's shares: the part of its guarantee the cycle
+  could honour. Deserved alone would not do: it grows to the demand while others are idle,
+  so use of lent capacity would count as within. The line covers the queue's placements
+  oldest first; what is above it is borrowed. Reclaim takes the newest pods first, so the
+  placements booked as borrowed are the ones reclaim would take back.
+* Lost to preemption. A placement evicted in this cycle has its work from start to eviction
+  thrown away; it is booked as lost (a part of its use, not in addition to it).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+
+MILLI = 1000  # a Placement counts whole GPUs: milli-GPU per GPU
+
+
+@dataclass(frozen=True, slots=True)
+class OpenPlacement:
+    """A placement with use to book: active, or ended after the ledger's `since`."""
+
+    id: int
+    tenant_id: int
+    queue_id: int
+    user_id: int
+    started_at: datetime
+    ended_at: datetime | None
+    gpu_milli: int
+    cpu_milli: int
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """A queue's line between within-guarantee and borrowed for one cycle."""
+
+    gpu_milli: float
+    cpu_milli: float
+
+
+@dataclass(slots=True)
+class Amounts:
+    gpu_milli_seconds_within: int = 0
+    gpu_milli_seconds_borrowed: int = 0
+    cpu_milli_seconds_within: int = 0
+    cpu_milli_seconds_borrowed: int = 0
+    gpu_milli_seconds_lost: int = 0
+    cpu_milli_seconds_lost: int = 0
+
+    def add(self, other: Amounts) -> Amounts:
+        return Amounts(*(a + b for a, b in zip(self.values(), other.values(), strict=True)))
+
+    def values(self) -> tuple[int, ...]:
+        return (
+            self.gpu_milli_seconds_within,
+            self.gpu_milli_seconds_borrowed,
+            self.cpu_milli_seconds_within,
+            self.cpu_milli_seconds_borrowed,
+            self.gpu_milli_seconds_lost,
+            self.cpu_milli_seconds_lost,
+        )
+
+
+# (tenant_id, queue_id, user_id)
+Key = tuple[int, int, int]
+
+
+def booked_seconds(placement: OpenPlacement, since: datetime | None, until: datetime) -> int:
+    """Whole seconds of `placement` inside (since, until]."""
+    start = placement.started_at if since is None else max(placement.started_at, since)
+    end = until if placement.ended_at is None else min(placement.ended_at, until)
+    return max(0, int((end - start).total_seconds()))
+
+
+def book(
+    placements: list[OpenPlacement],
+    *,
+    lines: dict[int, Line],
+    evicted: set[int],
+    since: datetime | None,
+    until: datetime,
+) -> dict[Key, Amounts]:
+    """What one cycle adds to each tenant/queue/user. A queue without a line (its shares
+    unknown) books everything as borrowed."""
+    by_queue: dict[int, list[OpenPlacement]] = defaultdict(list)
+    for placement in placements:
+        by_queue[placement.queue_id].append(placement)
+    booked: dict[Key, Amounts] = defaultdict(Amounts)
+    for queue_id, queue_placements in by_queue.items():
+        line = lines.get(queue_id, Line(0, 0))
+        gpu_left, cpu_left = line.gpu_milli, line.cpu_milli
+        for placement in sorted(queue_placements, key=lambda p: (p.started_at, p.id)):
+            key = (placement.tenant_id, placement.queue_id, placement.user_id)
+            amounts = booked[key]
+            if placement.id in evicted:
+                lost = max(0, int((until - placement.started_at).total_seconds()))
+                amounts.gpu_milli_seconds_lost += placement.gpu_milli * lost
+                amounts.cpu_milli_seconds_lost += placement.cpu_milli * lost
+            seconds = booked_seconds(placement, since, until)
+            if not seconds:
+                continue
+            gpu_within = int(min(placement.gpu_milli, max(0, gpu_left)))
+            cpu_within = int(min(placement.cpu_milli, max(0, cpu_left)))
+            gpu_left -= gpu_within
+            cpu_left -= cpu_within
+            amounts.gpu_milli_seconds_within += gpu_within * seconds
+            amounts.gpu_milli_seconds_borrowed += (placement.gpu_milli - gpu_within) * seconds
+            amounts.cpu_milli_seconds_within += cpu_within * seconds
+            amounts.cpu_milli_seconds_borrowed += (placement.cpu_milli - cpu_within) * seconds
+    return {key: amounts for key, amounts in booked.items() if any(amounts.values())}
+
+
+def month_of(at: datetime) -> date:
+    return at.astimezone(UTC).date().replace(day=1)

@@ -1,0 +1,120 @@
+"""Book the cycle's use into the permanent ledger, in the cycle's persist transaction.
+
+The rules (interval, month, within the guarantee or borrowed, lost to preemption) are in
+portal/accounting/booking.py; this reads the placements and shares they need and writes the
+sums: one read of the placements with use to book, one of the month's ledger rows they touch,
+one update and one insert.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db.models import Q
+from django.utils import timezone
+
+from portal.accounting.booking import MILLI, Amounts, Line, OpenPlacement, book, month_of
+from portal.accounting.models import LedgerClock, LedgerEntry
+from portal.cluster.models import Placement, whole_second
+from scheduler.adapters.bulk import rows_update
+from scheduler.adapters.snapshot import SnapshotBundle
+from scheduler.core.types import CycleResult
+
+PLACEMENT_COLUMNS = (
+    "id",
+    "job__tenant_id",
+    "job__queue_id",
+    "job__submitter_id",
+    "started_at",
+    "ended_at",
+    "gpus",
+    "task__cpu_millis",
+)
+
+
+def ledger_book(
+    *, bundle: SnapshotBundle, result: CycleResult, evicted: set[int], now: datetime
+) -> None:
+    clock = LedgerClock.objects.select_for_update().first()
+    since = clock.booked_until if clock is not None else None
+    until = whole_second(now) if since is None else max(whole_second(now), since)
+    open_now = Q(state__in=Placement.ACTIVE_STATES)
+    if since is not None:
+        open_now |= Q(ended_at__gt=since)
+    placements = [
+        OpenPlacement(
+            id=pk,
+            tenant_id=tenant_id,
+            queue_id=queue_id,
+            user_id=user_id,
+            started_at=whole_second(started_at),
+            ended_at=whole_second(ended_at) if ended_at is not None else None,
+            gpu_milli=gpus * MILLI,
+            cpu_milli=cpu_millis,
+        )
+        for pk, tenant_id, queue_id, user_id, started_at, ended_at, gpus, cpu_millis in (
+            Placement.objects.filter(open_now).values_list(*PLACEMENT_COLUMNS).order_by()
+        )
+    ]
+    booked = book(
+        placements, lines=_lines(bundle, result), evicted=evicted, since=since, until=until
+    )
+    _entries_add(month_of(until), booked)
+    if clock is None:
+        LedgerClock.objects.create(booked_until=until)
+    else:
+        LedgerClock.objects.filter(pk=clock.pk).update(booked_until=until)
+
+
+def _lines(bundle: SnapshotBundle, result: CycleResult) -> dict[int, Line]:
+    """Each queue's min(guarantee, deserved) this cycle. A conf without proportion or capacity
+    reports no shares: the queue's own guarantee then."""
+    lines = {}
+    for name, queue in bundle.index.queues.items():
+        share = result.queues.get(name)
+        if share is None:
+            lines[queue.id] = Line(queue.guarantee_gpus * MILLI, queue.guarantee_cpu_millis)
+            continue
+        # The core counts whole GPUs; CPU in millicores.
+        gpu = min(share.guarantee.get("gpu"), share.deserved.get("gpu")) * MILLI
+        cpu = min(share.guarantee.get("cpu"), share.deserved.get("cpu"))
+        lines[queue.id] = Line(gpu, cpu)
+    return lines
+
+
+def _entries_add(month, booked: dict[tuple[int, int, int], Amounts]) -> None:
+    if not booked:
+        return
+    existing = {
+        (entry.queue_id, entry.user_id): entry
+        for entry in LedgerEntry.objects.filter(
+            month=month, queue_id__in={queue_id for _, queue_id, _ in booked}
+        ).only("id", "queue_id", "user_id", *LedgerEntry.AMOUNTS)
+    }
+    updates, inserts = [], []
+    for (tenant_id, queue_id, user_id), amounts in sorted(booked.items()):
+        entry = existing.get((queue_id, user_id))
+        if entry is None:
+            inserts.append(
+                LedgerEntry(
+                    month=month,
+                    tenant_id=tenant_id,
+                    queue_id=queue_id,
+                    user_id=user_id,
+                    **dict(zip(LedgerEntry.AMOUNTS, amounts.values(), strict=True)),
+                )
+            )
+            continue
+        before = Amounts(*(getattr(entry, field) for field in LedgerEntry.AMOUNTS))
+        updates.append((entry.id, *before.add(amounts).values()))
+    rows_update(LedgerEntry, LedgerEntry.AMOUNTS, updates, same={"updated_at": timezone.now()})
+    LedgerEntry.objects.bulk_create(inserts)
+
+
+def placement_end(now: datetime) -> datetime:
+    """When a placement that leaves the active states now ended: never before what the ledger
+    has already booked for it (a worker whose clock lags another's), so that its own duration
+    is what was booked."""
+    booked = LedgerClock.objects.values_list("booked_until", flat=True).first()
+    end = whole_second(now)
+    return end if booked is None else max(end, booked)

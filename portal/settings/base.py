@@ -240,6 +240,10 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_TASK_ALWAYS_EAGER = False
 # Workers log through Django's LOGGING (the same format, JSON included), not Celery's own.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# The cycle runs on its own queue, consumed by one single-process worker (--pool solo -Q cycle,
+# or -Q celery,cycle when one worker does everything): that process keeps the cluster's watch
+# cache between cycles, which prefork children would each hold and each refill.
+CELERY_TASK_ROUTES = {"scheduler.tasks.scheduling_cycle_run": {"queue": "cycle"}}
 CELERY_BEAT_SCHEDULE = {
     "scheduling-cycle": {
         "task": "scheduler.tasks.scheduling_cycle_run",

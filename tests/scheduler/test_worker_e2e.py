@@ -43,7 +43,7 @@ def worker(tmp_path):
     process = subprocess.Popen(
         [
             sys.executable, "-m", "celery", "-A", "portal", "worker", "--beat",
-            "--pool=solo", "--loglevel=INFO", "--schedule", str(tmp_path / "beat-schedule"),
+            "--pool=solo", "-Q", "celery,cycle", "--loglevel=INFO", "--schedule", str(tmp_path / "beat-schedule"),
         ],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip

@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -131,8 +131,8 @@ def _redis_lock(name: str, ttl: float, max_hold: float | None) -> Iterator[Cycle
     heartbeat = None
     if held:
         heartbeat = threading.Thread(
-            target=_renew,
-            args=(lock, lease, stop, ttl, max_hold),
+            target=Heartbeat(lock, lease, ttl, max_hold).run,
+            args=(stop,),
             name=f"{name}-heartbeat",
             daemon=True,
         )
@@ -151,27 +151,55 @@ def _redis_lock(name: str, ttl: float, max_hold: float | None) -> Iterator[Cycle
         client.close()
 
 
-def _renew(lock, lease: CycleLease, stop: threading.Event, ttl: float, max_hold: float | None):
-    import redis
+class Heartbeat:
+    """Renews a held Redis lock's expiry, one `beat()` every TTL / RENEWALS_PER_TTL.
 
-    started = last_renewed = time.monotonic()
-    while not stop.wait(ttl / RENEWALS_PER_TTL):
-        attempt = time.monotonic()
-        if max_hold is not None and attempt - started >= max_hold:
-            lease.lose(f"the cycle ran past {max_hold:g} s; left to expire for another worker")
-            return
+    Time comes from `clock` (monotonic seconds), so tests drive beats without sleeping.
+    """
+
+    def __init__(
+        self,
+        lock,
+        lease: CycleLease,
+        ttl: float,
+        max_hold: float | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.lock = lock
+        self.lease = lease
+        self.ttl = ttl
+        self.max_hold = max_hold
+        self.clock = clock
+        self.started = self.last_renewed = clock()
+
+    def beat(self) -> bool:
+        """Renew once; False once the lease is lost (the heartbeat then stops)."""
+        import redis
+
+        attempt = self.clock()
+        if self.max_hold is not None and attempt - self.started >= self.max_hold:
+            self.lease.lose(
+                f"the cycle ran past {self.max_hold:g} s; left to expire for another worker"
+            )
+            return False
         try:
-            lock.reacquire()
+            self.lock.reacquire()
         except redis.exceptions.LockNotOwnedError:
-            lease.lose("the key expired or was lost (Redis restarted?) and may be re-acquired")
-            return
+            self.lease.lose("the key expired or was lost (Redis restarted?) and may be re-acquired")
+            return False
         except redis.RedisError as error:
-            if attempt - last_renewed >= ttl:
-                lease.lose(f"Redis unreachable for a whole TTL ({error})")
-                return
+            if attempt - self.last_renewed >= self.ttl:
+                self.lease.lose(f"Redis unreachable for a whole TTL ({error})")
+                return False
             logger.warning("scheduling cycle lock: renewal failed, retrying: %s", error)
         else:
-            last_renewed = attempt
+            self.last_renewed = attempt
+        return True
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.wait(self.ttl / RENEWALS_PER_TTL):
+            if not self.beat():
+                return
 
 
 @contextmanager

@@ -1,7 +1,7 @@
 """Schemathesis against our own OpenAPI schema over HTTP (the CLI against a live server):
 generated requests for every operation, as staff (sees everything) and as a researcher
-(tenant-scoped). No response may be a 500 or break the schema. Bounded in examples and time,
-so CI stays short."""
+(tenant-scoped). No response may be a 500 or break the schema. Bounded by examples, not by
+time: the same cases run on a fast machine and a slow one."""
 
 import json
 import os
@@ -19,7 +19,7 @@ from tests.factories import (
     api_token_secret,
 )
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 CHECKS = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance"
 
 
@@ -44,11 +44,11 @@ def run_schemathesis(live_server, user, tmp_path) -> subprocess.CompletedProcess
         [
             sys.executable, "-m", "schemathesis.cli", "run", f"{live_server.url}/api/schema/",
             "--header", f"Authorization: Token {api_token_secret(user)}",
-            "--checks", CHECKS, "--max-examples", "15", "--max-time", "90",
+            "--checks", CHECKS, "--max-examples", "15",
             "--seed", "1", "--workers", "1", "--phases", "examples,coverage,fuzzing",
             "--report", "json", "--report-json-path", str(report),
         ],
-        capture_output=True, text=True, timeout=240, env={**os.environ, "NO_COLOR": "1"},
+        capture_output=True, text=True, timeout=900, env={**os.environ, "NO_COLOR": "1"},
     )  # fmt: skip
 
 

@@ -1,25 +1,54 @@
 """The cycle lock: a Redis key kept alive while its cycle works, or a file lock without Redis.
 
-Redis tests run against a private redis-server (tests/scheduler/conftest.py) with a TTL of one
-second, so "a cycle longer than the TTL" takes seconds, not minutes.
+Redis tests run against a private redis-server (tests/scheduler/conftest.py). The heartbeat
+reads a fake clock and the tests call its beats themselves; time passing on the server is a
+shortened expiry (PEXPIRE), so nothing sleeps through TTLs.
 """
 
 import threading
-import time
 
 import pytest
+import redis
 from django.db import transaction
 
-from scheduler.adapters.lock import CycleLease, LeaseLost, cycle_lock, cycle_write_lock
+from scheduler.adapters.lock import (
+    CycleLease,
+    Heartbeat,
+    LeaseLost,
+    cycle_lock,
+    cycle_write_lock,
+)
 from tests.scheduler.conftest import free_port, wait_for
 
-TTL = 1.0
+TTL = 30.0  # long enough that the real heartbeat thread never beats during a test
+KEY = "gpuportal:scheduler-cycle"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 @pytest.fixture
 def redis_lock(settings, private_redis):
     settings.REDIS_URL = private_redis.url
     return private_redis
+
+
+@pytest.fixture
+def held(redis_lock):
+    """A lock held as cycle_lock holds it, with a heartbeat on a fake clock: (lease, heartbeat,
+    clock, client)."""
+    client = redis.Redis.from_url(redis_lock.url, socket_timeout=1, socket_connect_timeout=1)
+    lock = client.lock(KEY, timeout=TTL, blocking=False, thread_local=False)
+    assert lock.acquire()
+    clock = FakeClock()
+    lease = CycleLease(True)
+    yield lease, Heartbeat(lock, lease, TTL, 4 * TTL, clock), clock, client
+    client.close()
 
 
 def held_elsewhere(**kwargs) -> bool:
@@ -37,44 +66,69 @@ def held_elsewhere(**kwargs) -> bool:
 
 
 @pytest.mark.redis
-def test_a_cycle_longer_than_the_ttl_keeps_the_lock(redis_lock):
+def test_a_cycle_longer_than_the_ttl_keeps_the_lock(held):
+    lease, heartbeat, clock, client = held
+    for _ in range(9):  # three TTLs of beats
+        client.pexpire(KEY, 200)  # the key is about to expire on the server...
+        clock.now += TTL / 3
+        assert heartbeat.beat()
+        assert client.pttl(KEY) > (TTL - 5) * 1000  # ...and each beat renews it in full
+    assert held_elsewhere(ttl_seconds=TTL)
+    lease.check()
+
+
+@pytest.mark.redis
+def test_cycle_lock_holds_the_key_and_frees_it_at_the_end(redis_lock):
     with cycle_lock(ttl_seconds=TTL) as lease:
         assert lease
-        time.sleep(TTL * 3)  # three TTLs: without renewal the key would have expired twice
         assert held_elsewhere(ttl_seconds=TTL)
         lease.check()
-    assert not held_elsewhere(ttl_seconds=TTL)  # released at the end
+    assert not held_elsewhere(ttl_seconds=TTL)
 
 
 @pytest.mark.redis
-def test_a_lock_lost_to_a_redis_restart_is_reported(redis_lock):
-    with cycle_lock(ttl_seconds=TTL) as lease:
-        redis_lock.stop()
-        redis_lock.start()  # nothing saved: the key is gone
-        wait_for(lambda: lease.lost, "the lease to notice", timeout=TTL * 5)
-        with pytest.raises(LeaseLost, match="expired or was lost"):
-            lease.check()
-        # Another worker may take the lock now; this one must stop at its next checkpoint.
-        with cycle_lock(ttl_seconds=TTL) as other:
-            assert other
+def test_a_lock_lost_to_a_redis_restart_is_reported(held, redis_lock):
+    lease, heartbeat, clock, _ = held
+    redis_lock.stop()
+    redis_lock.start()  # nothing saved: the key is gone
+    clock.now += TTL / 3
+    assert not heartbeat.beat()
+    with pytest.raises(LeaseLost, match="expired or was lost"):
+        lease.check()
+    # Another worker may take the lock now; this one must stop at its next checkpoint.
+    with cycle_lock(ttl_seconds=TTL) as other:
+        assert other
 
 
 @pytest.mark.redis
-def test_a_lock_is_lost_when_redis_stays_unreachable_for_a_ttl(redis_lock):
-    with cycle_lock(ttl_seconds=TTL) as lease:
-        redis_lock.stop()
-        wait_for(lambda: lease.lost, "the lease to notice", timeout=TTL * 10)
-        with pytest.raises(LeaseLost, match="unreachable"):
-            lease.check()
+def test_a_lock_is_lost_when_redis_stays_unreachable_for_a_ttl(held, redis_lock):
+    lease, heartbeat, clock, _ = held
+    redis_lock.stop()
+    clock.now += TTL / 3
+    assert heartbeat.beat()  # one failed renewal is a blip: retried at the next beat
+    lease.check()
+    clock.now += TTL / 3
+    assert heartbeat.beat()
+    clock.now += TTL / 3
+    assert not heartbeat.beat()
+    with pytest.raises(LeaseLost, match="unreachable"):
+        lease.check()
 
 
 @pytest.mark.redis
-def test_a_cycle_past_its_longest_hold_gives_the_lock_up(redis_lock):
-    with cycle_lock(ttl_seconds=TTL, max_hold_seconds=TTL) as lease:
-        wait_for(lambda: lease.lost, "the lease to expire", timeout=TTL * 10)
-        with pytest.raises(LeaseLost, match="ran past"):
-            lease.check()
-        wait_for(lambda: not held_elsewhere(ttl_seconds=TTL), "the key to expire", timeout=5)
+def test_a_cycle_past_its_longest_hold_gives_the_lock_up(held):
+    lease, heartbeat, clock, client = held
+    clock.now += 4 * TTL - 1
+    assert heartbeat.beat()
+    clock.now += 1
+    assert not heartbeat.beat()
+    with pytest.raises(LeaseLost, match="ran past"):
+        lease.check()
+    # Left to expire, not deleted: another worker gets it once the server's expiry passes.
+    assert client.exists(KEY)
+    client.pexpire(KEY, 1)
+    wait_for(lambda: not client.exists(KEY), "the key to expire", timeout=5)
+    assert not held_elsewhere(ttl_seconds=TTL)
 
 
 @pytest.mark.redis

@@ -34,6 +34,13 @@ class Node(BaseModel):
     schedulable = models.BooleanField(default=True)
     pods_capacity = models.PositiveIntegerField(default=110)
     last_seen_at = models.DateTimeField(null=True, blank=True)
+    # What the Kubernetes API reports beyond the inventory (the simulated cluster keeps the
+    # defaults): taints as {key, value, effect} items, the kubelet's Ready condition, whether
+    # the node still exists, and what pods the portal does not own request on it.
+    taints = models.JSONField(default=list, blank=True)
+    ready = models.BooleanField(default=True)
+    in_cluster = models.BooleanField(default=True)
+    used_by_others = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["name"]

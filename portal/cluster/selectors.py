@@ -18,6 +18,18 @@ class ClusterTotals:
         return int(getattr(self, resource))
 
 
+def node_capacity_list() -> QuerySet[Node]:
+    """The nodes whose capacity the scheduler shares out: still in the cluster and Ready.
+    A node the kubelet does not report Ready, or one deleted from the cluster, is no
+    capacity at all (Volcano's cache snapshot leaves NotReady nodes out the same way)."""
+    return Node.objects.filter(in_cluster=True, ready=True)
+
+
+def node_gpus_offered(node: Node) -> int:
+    """The node's GPUs less those that pods the portal does not own hold there."""
+    return max(0, node.gpu_count - int(node.used_by_others.get(node.gpu_resource_name, 0)))
+
+
 def node_list(*, user: AnyUser, schedulable: bool | None = None) -> QuerySet[Node]:
     """The nodes `user` may see (portal.common.access.visible_nodes), by name."""
     nodes = visible_nodes(user).order_by("name")
@@ -28,10 +40,14 @@ def node_list(*, user: AnyUser, schedulable: bool | None = None) -> QuerySet[Nod
 
 def node_schedulable_totals() -> ClusterTotals:
     """Sum of the inventory of schedulable nodes (what guarantees are checked against)."""
-    totals = Node.objects.filter(schedulable=True).aggregate(
-        gpus=Coalesce(Sum("gpu_count"), 0),
-        cpu_millis=Coalesce(Sum("cpu_millis"), 0),
-        memory_bytes=Coalesce(Sum("memory_bytes"), 0),
+    totals = (
+        node_capacity_list()
+        .filter(schedulable=True)
+        .aggregate(
+            gpus=Coalesce(Sum("gpu_count"), 0),
+            cpu_millis=Coalesce(Sum("cpu_millis"), 0),
+            memory_bytes=Coalesce(Sum("memory_bytes"), 0),
+        )
     )
     return ClusterTotals(
         gpus=int(totals["gpus"]),

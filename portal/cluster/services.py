@@ -25,6 +25,9 @@ NODE_FIELDS = (
     "topology_labels",
     "schedulable",
     "pods_capacity",
+    "taints",
+    "ready",
+    "used_by_others",
 )
 NODE_UNKNOWN_FIELD = "unknown field; expected one of: {expected}"
 NODE_NAME_REQUIRED = "a node needs a name"
@@ -61,9 +64,11 @@ def node_seen_mark(
 
 @transaction.atomic
 def node_inventory_sync(
-    *, nodes: list[dict[str, Any]], seen_at: datetime | None = None
+    *, nodes: list[dict[str, Any]], seen_at: datetime | None = None, absent_gone: bool = False
 ) -> dict[str, list[str]]:
-    """Upsert `nodes` by name and mark nodes missing from the list unschedulable.
+    """Upsert `nodes` by name and mark nodes missing from the list unschedulable, or, with
+    `absent_gone` (the list is the cluster's own), gone from the cluster: the snapshot then
+    leaves them out of capacity altogether. A node listed again is back.
 
     Rows are written only when something changed, so syncing the same inventory twice
     is a no-op. `seen_at` (an observation time) is stored as `last_seen_at` when given.
@@ -91,11 +96,12 @@ def node_inventory_sync(
     if errors:
         raise ValidationError(errors)
 
-    result: dict[str, list[str]] = {"created": [], "updated": [], "unschedulable": []}
+    result: dict[str, list[str]] = {"created": [], "updated": [], "unschedulable": [], "gone": []}
     existing = {node.name: node for node in Node.objects.select_for_update().order_by("name")}
     for index, spec in enumerate(nodes):
         data = {key: value for key, value in spec.items() if key in NODE_FIELDS}
         data.setdefault("schedulable", True)
+        data["in_cluster"] = True
         if seen_at is not None:
             data["last_seen_at"] = seen_at
         node = existing.get(data["name"])
@@ -112,11 +118,13 @@ def node_inventory_sync(
         except ValidationError as error:
             raise ValidationError(prefix_errors(error, f"nodes[{index}].")) from error
 
+    absent = {"in_cluster": False} if absent_gone else {"schedulable": False}
     for name, node in existing.items():
-        if name in seen or not node.schedulable:
+        if name in seen:
             continue
-        model_update(instance=node, fields=["schedulable"], data={"schedulable": False})
-        result["unschedulable"].append(name)
+        _, changed = model_update(instance=node, fields=[*absent], data=absent)
+        if changed:
+            result["gone" if absent_gone else "unschedulable"].append(name)
     return result
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from django.db.models import F, Sum
 
 from portal.cluster.models import Node
+from portal.cluster.selectors import node_capacity_list, node_gpus_offered
 from portal.common.access import OTHER_TENANTS, visible_tenants
 from portal.jobs.models import Job, JobTask
 from portal.scheduling.selectors import scheduler_config_get_active
@@ -69,7 +70,7 @@ def node_info_from(node: Node) -> NodeInfo:
     return NodeInfo(
         name=node.name,
         allocatable=Resources.of(
-            {"cpu": node.cpu_millis, "memory": node.memory_bytes, "gpu": node.gpu_count}
+            {"cpu": node.cpu_millis, "memory": node.memory_bytes, "gpu": node_gpus_offered(node)}
         ),
         unschedulable=not node.schedulable,
     )
@@ -155,7 +156,7 @@ def share_preview(*, kind: str, pk: int, changes: dict[str, Any]) -> list[ShareP
     tree = tree_in_active_conf()
     queues = list(Queue.objects.select_related("tenant").order_by("name"))
     tenants = list(Tenant.objects.order_by("name"))
-    nodes = [node_info_from(node) for node in Node.objects.order_by("name")]
+    nodes = [node_info_from(node) for node in node_capacity_list().order_by("name")]
     demand = current_demand()
     edits = {(kind, pk): changes}
     now_infos = tree_queue_infos(queues, tree=tree, tenants=tenants)

@@ -220,9 +220,14 @@ def nodes_sync(observed: list[ObservedNode]) -> None:
                     k: v for k, v in node.labels.items() if k.startswith(TOPOLOGY_PREFIXES)
                 },
                 "schedulable": not node.unschedulable,
+                "taints": [dict(taint) for taint in node.taints],
+                "ready": node.ready,
+                "used_by_others": dict(node.used_by_others),
             }
         )
-    node_inventory_sync(nodes=specs)
+    # The list is the cluster's own: a node missing from it was deleted, and its capacity
+    # with it (marking it unschedulable would keep it in every queue's deserved share).
+    node_inventory_sync(nodes=specs, absent_gone=True)
 
 
 @contextmanager

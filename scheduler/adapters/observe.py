@@ -11,7 +11,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from portal.cluster.models import Placement
+from portal.cluster.models import Node, Placement
 from portal.jobs.models import Job
 from scheduler.adapters.bulk import ids_update
 from scheduler.adapters.cluster.base import ObservedPod
@@ -20,6 +20,7 @@ from scheduler.adapters.ledger import placement_end
 P = Placement.State
 S = Job.Status
 POD_LOST = "pod {pod} disappeared from node {node}; the job was requeued"
+NODE_GONE = "node {node} left the cluster with pod {pod}; the job was requeued"
 POD_FAILED = "pod {pod} failed ({reason}); the job failed"
 PLACEMENT_COLUMNS = ("id", "job_id", "pod_name", "node_name", "state")
 JOB_FIELDS = ("status", "started_at", "finished_at", "pending_reason", "pending_reason_at")
@@ -31,6 +32,9 @@ def cluster_observe(*, pods: list[ObservedPod], now: datetime) -> None:
     per distinct change (a cycle's changes share a few values: "running", "succeeded", now)."""
     by_name = {pod.name: pod for pod in pods}
     with transaction.atomic():
+        # A node deleted from the cluster takes its pods with it: whatever the API still
+        # says about them, they will not run, and a bound one must not be created there.
+        gone = set(Node.objects.filter(in_cluster=False).values_list("name", flat=True))
         # Locked, jobs included: a cancel committed between this read and the writes below
         # would otherwise be overwritten by the status computed from the stale row.
         placements = list(
@@ -43,8 +47,16 @@ def cluster_observe(*, pods: list[ObservedPod], now: datetime) -> None:
         moved: dict[str, list[int]] = defaultdict(list)
         lost: dict[int, Placement] = {}
         failed: dict[int, tuple[Placement, ObservedPod]] = {}
+        node_gone: set[int] = set()
         for placement in placements:
             pod = by_name.get(placement.pod_name)
+            if placement.node_name in gone and placement.state in (P.BOUND, P.RUNNING):
+                state = P.RELEASING if placement.job.is_terminal else P.DELETED
+                if state == P.DELETED:
+                    lost.setdefault(placement.job_id, placement)
+                    node_gone.add(placement.job_id)
+                moved[state].append(placement.id)
+                continue
             state = _next_state(placement, pod)
             if state == P.DELETED and placement.state == P.RUNNING:
                 lost.setdefault(placement.job_id, placement)
@@ -59,7 +71,7 @@ def cluster_observe(*, pods: list[ObservedPod], now: datetime) -> None:
             ends = ended if state in Placement.ENDED_STATES else {}
             ids_update(Placement, ids, state=state, updated_at=now, **ends)
         jobs = {p.job_id: p.job for p in placements}
-        _jobs_advance(jobs, lost, failed, now)
+        _jobs_advance(jobs, lost, failed, now, node_gone)
 
 
 def _next_state(placement: Placement, pod: ObservedPod | None) -> str:
@@ -84,6 +96,7 @@ def _jobs_advance(
     lost: dict[int, Placement],
     failed: dict[int, tuple[Placement, ObservedPod]],
     now: datetime,
+    node_gone: set[int] = frozenset(),
 ) -> None:
     """Job statuses from the placements' states after this observation."""
     counts: dict[int, Counter] = defaultdict(Counter)
@@ -108,7 +121,8 @@ def _jobs_advance(
         elif job_id in lost and active + count[P.SUCCEEDED] < job.min_available:
             placement = lost[job_id]
             job.status = S.PREEMPTED
-            job.pending_reason = POD_LOST.format(pod=placement.pod_name, node=placement.node_name)
+            lost_how = NODE_GONE if job_id in node_gone else POD_LOST
+            job.pending_reason = lost_how.format(pod=placement.pod_name, node=placement.node_name)
             job.pending_reason_at = now
             release.append(job_id)
         elif job.status == S.PREEMPTED and active + count[P.RELEASING] == 0:

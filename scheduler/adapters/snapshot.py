@@ -23,6 +23,7 @@ from django.db.models import F, FloatField, Func, TextField
 from django.db.models.functions import Cast
 
 from portal.cluster.models import Node, Placement
+from portal.cluster.selectors import node_capacity_list
 from portal.jobs.limits import JobLimits, job_limits
 from portal.jobs.models import Job, JobTask
 from portal.queues.models import Queue
@@ -46,6 +47,7 @@ from scheduler.core.types import (
     JobInfo,
     NodeInfo,
     Snapshot,
+    Taint,
     TaskInfo,
     TaskStatus,
     Toleration,
@@ -78,6 +80,9 @@ NODE_COLUMNS = (
     "topology_labels",
     "schedulable",
     "pods_capacity",
+    "taints",
+    "ready",
+    "used_by_others",
 )
 
 
@@ -177,7 +182,10 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
     # REPEATABLE READ on PostgreSQL would be stricter; one transaction is what SQLite offers
     # and, with the cycle lock, nothing else writes placements while this runs.
     with transaction.atomic():
-        nodes = list(Node.objects.only(*NODE_COLUMNS).order_by("name"))
+        # NotReady and deleted nodes are no capacity (a pod there counts for its queue only),
+        # as in Volcano's cache Snapshot (pkg/scheduler/cache/cache.go skips a node whose
+        # NodeInfo is not Ready).
+        nodes = list(node_capacity_list().only(*NODE_COLUMNS).order_by("name"))
         queues = list(Queue.objects.select_related("tenant").order_by("name"))
         # Each set below is the UNION ALL of two index-friendly halves (each unordered:
         # SQLite refuses ORDER BY inside a compound query) rather than one `a OR b`, which
@@ -310,18 +318,33 @@ def node_info(node: Node) -> NodeInfo:
     labels = {**node.labels, **node.topology_labels}
     if node.gpu_model:
         labels.setdefault(GPU_MODEL_LABEL, node.gpu_model)
+    allocatable = Resources.of(
+        {
+            "cpu": node.cpu_millis,
+            "memory": node.memory_bytes,
+            node.gpu_resource_name: node.gpu_count,
+            "pods": node.pods_capacity,
+        }
+    )
+    if node.used_by_others:
+        # Other workloads' pods are not the core's to move: what they hold is simply not
+        # there for ours (Volcano counts them as the node's used; the same idle either way).
+        known = ("cpu", "memory", "pods", node.gpu_resource_name)
+        others = {k: v for k, v in node.used_by_others.items() if k in known}
+        allocatable = allocatable.sub(Resources.of(others)).clamp_non_negative()
     return NodeInfo(
         name=node.name,
-        allocatable=Resources.of(
-            {
-                "cpu": node.cpu_millis,
-                "memory": node.memory_bytes,
-                node.gpu_resource_name: node.gpu_count,
-                "pods": node.pods_capacity,
-            }
-        ),
+        allocatable=allocatable,
         labels=tuple(sorted(labels.items())),
         unschedulable=not node.schedulable,
+        taints=taints_of(node.taints),
+    )
+
+
+def taints_of(taints: list[dict[str, str]]) -> tuple[Taint, ...]:
+    return tuple(
+        Taint(key=t.get("key", ""), value=t.get("value") or "", effect=t.get("effect", ""))
+        for t in taints
     )
 
 

@@ -33,6 +33,11 @@ class ObservedNode:
     labels: dict[str, str] = field(default_factory=dict)
     unschedulable: bool = False
     taints: list[dict[str, str]] = field(default_factory=list)
+    # The kubelet's Ready condition: False when it is False or Unknown (node unreachable).
+    ready: bool = True
+    # What pods the portal does not own (DaemonSets, other schedulers' and other instances'
+    # pods, any namespace) request on this node, in allocatable's units; "pods" counts them.
+    used_by_others: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from scheduler.adapters.cluster.base import (
 )
 from scheduler.adapters.cluster.labels import MANAGED_SELECTOR, is_managed, replica_key
 from scheduler.adapters.cluster.manifests import (
-    observed_node_from,
+    nodes_observed,
     observed_pod_from,
     pod_manifest,
 )
@@ -146,8 +146,13 @@ class KubernetesBackend:
     # -- reads -------------------------------------------------------------------------------
 
     def list_nodes(self) -> list[ObservedNode]:
-        items = self._list_all("list nodes", self.core_v1.list_node)
-        return sorted((observed_node_from(node) for node in items), key=lambda n: n.name)
+        """Every node, with what pods the portal does not own hold on it: those pods are read
+        in every namespace (DaemonSets, other schedulers, other portal instances)."""
+        nodes = self._list_all("list nodes", self.core_v1.list_node)
+        pods = self._list_all(
+            "list pods in all namespaces", self.core_v1.list_pod_for_all_namespaces
+        )
+        return nodes_observed(nodes, pods, is_managed)
 
     def list_pods(self) -> list[ObservedPod]:
         items = self._list_all(

@@ -6,7 +6,7 @@ so the mapping is tested without a server.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
@@ -91,7 +91,9 @@ def observed_pod_from(pod: client.V1Pod) -> ObservedPod:
     )
 
 
-def observed_node_from(node: client.V1Node) -> ObservedNode:
+def observed_node_from(
+    node: client.V1Node, used_by_others: Mapping[str, int] | None = None
+) -> ObservedNode:
     status = node.status
     allocatable = status.allocatable if status is not None and status.allocatable else {}
     spec = node.spec
@@ -101,7 +103,83 @@ def observed_node_from(node: client.V1Node) -> ObservedNode:
         labels=dict(node.metadata.labels or {}),
         unschedulable=bool(spec.unschedulable) if spec is not None else False,
         taints=[_taint_dict(t) for t in (spec.taints or [])] if spec is not None else [],
+        ready=node_ready(node),
+        used_by_others=dict(used_by_others or {}),
     )
+
+
+def nodes_observed(
+    nodes: Iterable[client.V1Node],
+    pods: Iterable[client.V1Pod],
+    owns: Callable[[Mapping[str, str]], bool],
+) -> list[ObservedNode]:
+    """The cluster's nodes as the snapshot needs them, from every node and every pod of the
+    cluster (any namespace): what pods the portal does not own (`owns(labels)` is False) hold
+    on each node is taken off that node's idle. One translation for the list path and the
+    watch cache alike."""
+    usage = usage_by_others(pods, owns)
+    return sorted(
+        (observed_node_from(node, usage.get(node.metadata.name)) for node in nodes),
+        key=lambda n: n.name,
+    )
+
+
+def node_ready(node: client.V1Node) -> bool:
+    """The Ready condition is True. A node that reports no Ready condition has not been
+    heard from; like kube-scheduler and Volcano, nothing is placed there until it has."""
+    conditions = (node.status.conditions if node.status is not None else None) or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+def usage_by_others(
+    pods: Iterable[client.V1Pod], owns: Callable[[Mapping[str, str]], bool]
+) -> dict[str, dict[str, int]]:
+    """node name -> summed requests of the pods on it that the portal does not own."""
+    usage: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        if not occupies_node(pod) or owns(pod.metadata.labels or {}):
+            continue
+        held = usage.setdefault(pod.spec.node_name, {})
+        for name, amount in pod_requests(pod).items():
+            held[name] = held.get(name, 0) + amount
+    return usage
+
+
+def occupies_node(pod: client.V1Pod) -> bool:
+    """Bound and not finished: a terminating pod still holds its requests until it is gone,
+    and a Succeeded or Failed one holds nothing (kube-scheduler counts the same pods)."""
+    if pod.spec is None or not pod.spec.node_name:
+        return False
+    phase = pod.status.phase if pod.status is not None else None
+    return phase not in ("Succeeded", "Failed")
+
+
+def pod_requests(pod: client.V1Pod) -> dict[str, int]:
+    """The pod's effective requests, as the kubelet admits it and kube-scheduler counts it:
+    per resource the larger of the containers' sum and the largest init container, plus the
+    pod overhead; one "pods" slot. A limit stands in for an absent request (Kubernetes
+    defaults a container's requests to its limits)."""
+    spec = pod.spec
+    total: dict[str, int] = {}
+    for container in spec.containers or []:
+        for name, amount in _container_requests(container).items():
+            total[name] = total.get(name, 0) + amount
+    for container in spec.init_containers or []:
+        for name, amount in _container_requests(container).items():
+            total[name] = max(total.get(name, 0), amount)
+    for name, amount in parse_resources(spec.overhead or {}).items():
+        total[name] = total.get(name, 0) + amount
+    total["pods"] = 1
+    return total
+
+
+def _container_requests(container: client.V1Container) -> dict[str, int]:
+    resources = container.resources
+    if resources is None:
+        return {}
+    quantities = dict(resources.limits or {})
+    quantities.update(resources.requests or {})
+    return parse_resources(quantities)
 
 
 def parse_resources(quantities: Mapping[str, str]) -> dict[str, int]:

@@ -53,7 +53,7 @@ class TestDemoInventory:
 class TestNodeInventorySync:
     def test_creates_nodes(self):
         result = node_inventory_sync(nodes=[node_spec("a"), node_spec("b", gpu_model="A100")])
-        assert result == {"created": ["a", "b"], "updated": [], "unschedulable": []}
+        assert result == {"created": ["a", "b"], "updated": [], "unschedulable": [], "gone": []}
         node = Node.objects.get(name="b")
         assert (node.gpu_model, node.gpu_resource_name, node.schedulable) == (
             "A100",
@@ -66,7 +66,7 @@ class TestNodeInventorySync:
         node_inventory_sync(nodes=[node_spec("a")])
         before = Node.objects.get().updated_at
         result = node_inventory_sync(nodes=[node_spec("a")])
-        assert result == {"created": [], "updated": [], "unschedulable": []}
+        assert result == {"created": [], "updated": [], "unschedulable": [], "gone": []}
         assert Node.objects.get().updated_at == before
 
     def test_updates_changed_nodes(self):

@@ -19,8 +19,8 @@ timeout = int(os.environ.get("GUNICORN_TIMEOUT", 60))
 keepalive = 5  # gthread only: API clients reuse their connection instead of reconnecting
 # The workers' heartbeat files in memory, not on the container's overlay filesystem (a
 # stalled disk write would otherwise get busy workers killed as unresponsive).
-if Path("/dev/shm").is_dir():
-    worker_tmp_dir = "/dev/shm"
+if Path("/dev/shm").is_dir():  # noqa: S108 - gunicorn heartbeat files in memory
+    worker_tmp_dir = "/dev/shm"  # noqa: S108 - gunicorn heartbeat files in memory
 # "-" is stdout (the container log); GUNICORN_ACCESS_LOG="" turns it off.
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "-") or None
 errorlog = "-"

@@ -99,7 +99,7 @@ def instructions_per_request(argv: list[str], args: argparse.Namespace) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> None:  # noqa: C901, PLR0915 - a benchmark script read top to bottom
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     if args.instructions:

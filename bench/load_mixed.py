@@ -217,7 +217,7 @@ def kind_summary(stats: dict, statuses: Counter[int]) -> dict:
     }
 
 
-def run(argv: list[str] | None = None) -> dict:
+def run(argv: list[str] | None = None) -> dict:  # noqa: C901, PLR0912, PLR0915 - a benchmark script read top to bottom
     args = parse_args(argv)
     if not shutil.which(args.wrk):
         raise SystemExit("wrk not found (apt-get install -y wrk)")

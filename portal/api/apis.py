@@ -25,7 +25,7 @@ from .services import api_token_create, api_token_revoke, expiry_days_default
 from .throttling import ApiScopedRateThrottle
 
 BAD_CREDENTIALS = "Unable to log in with the given username and password."
-ENDPOINT_TOKEN_NAME = "token endpoint"
+ENDPOINT_TOKEN_NAME = "token endpoint"  # noqa: S105 - a message, not a secret
 
 
 class LoginLocked(exceptions.Throttled):

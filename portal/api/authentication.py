@@ -23,8 +23,8 @@ from .models import ApiToken
 from .services import api_token_use_due
 from .tokens import secret_digest
 
-TOKEN_EXPIRED = "Token expired on {date}; create a new one at /api/tokens/."
-TOKEN_REVOKED = "Token {reason}."
+TOKEN_EXPIRED = "Token expired on {date}; create a new one at /api/tokens/."  # noqa: S105 - a message, not a secret
+TOKEN_REVOKED = "Token {reason}."  # noqa: S105 - a message, not a secret
 
 
 class ApiTokenAuthentication(TokenAuthentication):
@@ -64,7 +64,7 @@ class ApiTokenAuthentication(TokenAuthentication):
 @functools.cache
 def _token_sql(vendor: str, user_model: type) -> str:
     return (
-        f"SELECT {select_list(ApiToken)}, {select_list(user_model)} FROM {table(ApiToken)}"
+        f"SELECT {select_list(ApiToken)}, {select_list(user_model)} FROM {table(ApiToken)}"  # noqa: S608 - quoted model names; values are bound parameters
         f" INNER JOIN {table(user_model)}"
         f" ON {column(ApiToken, 'user')} = {column(user_model, 'id')}"
         f" WHERE {column(ApiToken, 'digest')} = %s"

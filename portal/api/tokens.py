@@ -9,7 +9,7 @@ tokens apart on the token page without being usable.
 import hashlib
 import secrets
 
-SECRET_PREFIX = "gpq_"
+SECRET_PREFIX = "gpq_"  # noqa: S105 - a message, not a secret
 SHOWN_CHARACTERS = 12
 
 

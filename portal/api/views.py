@@ -15,8 +15,8 @@ from .forms import ApiTokenCreateForm
 from .selectors import api_token_get, api_token_list
 from .services import api_token_create, api_token_revoke, expiry_days_default, expiry_days_max
 
-TOKEN_REVOKED = "Token “{name}” was revoked; requests with it now get 401."
-TOKEN_ALREADY_REVOKED = "Token “{name}” was already revoked."
+TOKEN_REVOKED = "Token “{name}” was revoked; requests with it now get 401."  # noqa: S105 - a message, not a secret
+TOKEN_ALREADY_REVOKED = "Token “{name}” was already revoked."  # noqa: S105 - a message, not a secret
 
 
 class ApiTokenView(LoginRequiredMixin, View):

@@ -63,7 +63,7 @@ def node_seen_mark(
 
 
 @transaction.atomic
-def node_inventory_sync(
+def node_inventory_sync(  # noqa: C901, PLR0912 - one branch per field of the node form
     *, nodes: list[dict[str, Any]], seen_at: datetime | None = None, absent_gone: bool = False
 ) -> dict[str, list[str]]:
     """Upsert `nodes` by name and mark nodes missing from the list unschedulable, or, with

@@ -32,7 +32,7 @@ def seed_usage_history(
 
     from portal.scheduling.models import QueueUsageSample
 
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 - a seeded workload, not a secret
     steps = int(days * 24 * 60 / step_minutes)
     created = 0
     batch: list[QueueUsageSample] = []
@@ -63,7 +63,7 @@ def seed_usage_history(
 def seed_preemptions(*, jobs: list[Any], now: datetime, days: float, count: int, seed: int = 11):
     from portal.scheduling.models import PreemptionEvent
 
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 - a seeded workload, not a secret
     actions = ["reclaim", "reclaim", "preempt", "rescheduling"]
     events = []
     for _ in range(count):
@@ -99,7 +99,7 @@ def seed(*, n_jobs: int, days: int, n_queues: int, n_nodes: int = 40) -> dict[st
     from portal.queues.models import Queue
     from portal.tenants.models import Tenant
 
-    rng = random.Random(3)
+    rng = random.Random(3)  # noqa: S311 - a seeded workload, not a secret
     now = timezone.now()
     user_model = get_user_model()
     admin, _ = user_model.objects.get_or_create(

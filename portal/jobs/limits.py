@@ -74,7 +74,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "env_vars": ("JOB_MAX_ENV_VARS", "environment variables"),
     "env_chars": ("JOB_MAX_ENV_CHARS", "characters of environment names and values"),
 }
-assert set(SETTINGS) == {f.name for f in fields(JobLimits)}
+assert set(SETTINGS) == {f.name for f in fields(JobLimits)}  # noqa: S101 - checks this module's own two tables agree, at import
 
 # Task field -> the JobLimits field that bounds it (the per-pod and per-task numbers).
 _TASK_NUMBERS = {

@@ -224,7 +224,7 @@ class _Collector:
         return result
 
 
-def volcano_job_parse(
+def volcano_job_parse(  # noqa: C901, PLR0912 - one branch per field of a Volcano Job, in the manifest's order
     data: Any, *, too_many_tasks: Callable[[int], str | None] = lambda count: None
 ) -> VolcanoJobSpec:
     """Map a parsed Volcano Job manifest; raise ManifestError naming every path at fault.

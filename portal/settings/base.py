@@ -196,7 +196,7 @@ METRICS_OPEN = env.bool("METRICS_OPEN", default=False)
 CYCLE_MAX_AGE_SECONDS = env.float("CYCLE_MAX_AGE_SECONDS", default=120.0)
 # A worker's own exporter (/metrics, /healthz) on this port; 0: none (portal/ops/worker.py).
 WORKER_METRICS_PORT = env.int("WORKER_METRICS_PORT", default=0)
-WORKER_METRICS_ADDRESS = env.str("WORKER_METRICS_ADDRESS", default="0.0.0.0")
+WORKER_METRICS_ADDRESS = env.str("WORKER_METRICS_ADDRESS", default="0.0.0.0")  # noqa: S104 - the pod network; the setting narrows it
 # The cycle worker's /healthz fails after this long without finishing a cycle task; 0: off.
 WORKER_HEALTH_CYCLE_SECONDS = env.float("WORKER_HEALTH_CYCLE_SECONDS", default=0.0)
 # Retention (portal/ops/retention.py): per-minute usage samples older than this many days are

@@ -3,7 +3,7 @@
 from .base import *  # noqa: F403
 from .base import DATABASES, VAR_DIR, env
 
-SECRET_KEY = "test-only-not-a-secret"
+SECRET_KEY = "test-only-not-a-secret"  # noqa: S105 - the test settings' own key
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=True)

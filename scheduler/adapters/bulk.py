@@ -77,7 +77,7 @@ def rows_update(
             [f"{quote(f.column)} = v.{name}" for f, name in zip(columns[1:], names[1:])] + fixed
         )
         sql = (
-            f"UPDATE {table} SET {assignments} FROM unnest({arrays}) AS v({', '.join(names)}) "
+            f"UPDATE {table} SET {assignments} FROM unnest({arrays}) AS v({', '.join(names)}) "  # noqa: S608 - quoted model names; values are bound parameters
             f"WHERE {key} = v.c0"
         )
         with connection.cursor() as cursor:
@@ -104,7 +104,7 @@ def rows_update(
         for start in range(0, len(rows), per_batch):
             batch = rows[start : start + per_batch]
             cursor.execute(
-                f"UPDATE {table} SET {assignments} "
+                f"UPDATE {table} SET {assignments} "  # noqa: S608 - quoted model names; values are bound parameters
                 f"FROM (VALUES {', '.join([placeholder] * len(batch))}) AS v "
                 f"WHERE {key} = v.column1",
                 [
@@ -132,7 +132,7 @@ def rows_insert(model: type[models.Model], objs: Sequence[models.Model]) -> int:
     quote = connection.ops.quote_name
     names = ", ".join(quote(field.column) for field in columns)
     sql = (
-        f"INSERT INTO {quote(meta.db_table)} ({names}) "
+        f"INSERT INTO {quote(meta.db_table)} ({names}) "  # noqa: S608 - quoted model names; values are bound parameters
         f"SELECT {', '.join(f'r.{quote(f.column)}' for f in columns)} FROM {_recordset(columns)}"
     )
     rows = [[field.pre_save(obj, True) for field in columns] for obj in objs]

@@ -107,7 +107,7 @@ def _job_statuses_locked(ids: list[int]) -> dict[int, str]:
         table = connection.ops.quote_name(Job._meta.db_table)
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT id, status FROM {table} WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
+                f"SELECT id, status FROM {table} WHERE id = ANY(%s) ORDER BY id FOR UPDATE",  # noqa: S608 - quoted model names; values are bound parameters
                 [ids],
             )
             return dict(cursor.fetchall())

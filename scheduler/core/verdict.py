@@ -308,7 +308,7 @@ def _shares_a_tree(ssn: Session) -> bool:
 
 
 # waits ----------------------------------------------------------------------------------------
-def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:
+def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:  # noqa: PLR0912 - one branch per kind of conclusion
     """``8 GPUs needed at once > 4 left of its deserved share (14 - 10 allocated): 4 GPUs short;
     it fits once job 12 ends (expected 14:05 UTC)`` or ``""`` when the numbers do not bind."""
     found = quota_plugin(ssn, queue.name)

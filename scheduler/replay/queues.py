@@ -306,7 +306,7 @@ class QueueState:
     deserved: float | None = None
 
 
-def run_shared(
+def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
     jobs: list[Job],
     vcs: dict[str, int],
     step: float = 60.0,

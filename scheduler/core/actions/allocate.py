@@ -291,7 +291,7 @@ def _first_best(
     return best
 
 
-def allocate_tasks(
+def allocate_tasks(  # noqa: C901, PLR0912 - the loop of upstream allocate.go's allocateResourcesForTasks
     ssn: Session, queue: Queue, job: Job, tasks: deque[Task], jobs: PriorityQueue
 ) -> None:
     stmt = Statement(ssn)

@@ -33,7 +33,7 @@ from scheduler.core.types import PodGroupPhase, TaskStatus
 _PREEMPTABLE_STATUSES = frozenset({TaskStatus.RUNNING, TaskStatus.BOUND})
 
 
-def execute(ssn: Session) -> None:
+def execute(ssn: Session) -> None:  # noqa: C901, PLR0912 - the two phases of upstream preempt.go's Execute, one loop each
     preemptors: dict[str, PriorityQueue] = {}
     under_request: list[Job] = []
     queue_names: set[str] = set()

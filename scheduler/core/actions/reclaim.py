@@ -23,7 +23,7 @@ from scheduler.core.statement import Statement
 from scheduler.core.types import PodGroupPhase, TaskStatus
 
 
-def execute(ssn: Session) -> None:
+def execute(ssn: Session) -> None:  # noqa: C901, PLR0912, PLR0915 - upstream reclaim.go's Execute loop, its state shared by every step
     queue_names: set[str] = set()
     preemptors: dict[str, PriorityQueue] = {}
     task_queues: dict[str, PriorityQueue] = {}

@@ -7,6 +7,8 @@ inqueue + its min resources fit idle on the names it asks for.
 
 from __future__ import annotations
 
+import math
+
 from scheduler.core.config import ConfigError, number_arg
 from scheduler.core.plugins._quota import cluster_total
 from scheduler.core.resources import Resources
@@ -21,7 +23,7 @@ def build(arguments: dict) -> OvercommitPlugin:
     factor = number_arg(arguments, "overcommit-factor", 1.2)
     if factor < 1:
         factor = 1.2  # upstream falls back to the default below 1
-    if factor != factor:
+    if math.isnan(factor):
         raise ConfigError("overcommit-factor", "expected a number")
     return OvercommitPlugin(factor)
 

@@ -96,7 +96,7 @@ def run_cycle_timed(
 
 def close_session(ssn: Session) -> CycleResult:
     pipelined = tuple(
-        Pipeline(task.name, task.job, task.node)
+        Pipeline(task.name, task.job, task.node, task.gpus)
         for job in ssn.jobs.values()
         for task in job.tasks.values()
         if task.status is TaskStatus.PIPELINED and task.node is not None

@@ -1,7 +1,8 @@
 """Nodes grouped into classes whose members are interchangeable for one task.
 
 Two nodes are in the same class when they have the same labels, taints, schedulability,
-allocatable, used, releasing and pipelined resources. For a task without pod (anti-)affinity,
+allocatable, used, releasing and pipelined resources, and (once a card is shared) the same
+per-device books. For a task without pod (anti-)affinity,
 with only state-based scorers, every member of a class then gives the same fit, predicate and
 score answers, so allocate evaluates one representative per class instead of every node: a
 1,000-node cluster of a few node types in a few fill levels becomes a few dozen checks.
@@ -136,7 +137,12 @@ class NodeIndex:
 
     def update(self, node: Node) -> None:
         info = node.info
-        state = (_items(node.used), _items(node.releasing), _items(node.pipelined))
+        state = (
+            _items(node.used),
+            _items(node.releasing),
+            _items(node.pipelined),
+            node.device_key(),
+        )
         loose_key = (info.taints, info.unschedulable, node.shape, state)
         loose = self._loose_ids.get(loose_key)
         if loose is None:

@@ -6,8 +6,12 @@ Mirrors volcano-sh/volcano pkg/scheduler/api/resource_info.go: cpu (millicores) 
 that side's default: 0 for requests/allocations, infinity for caps such as a queue capability.
 
 GPU names (``gpu``, ``nvidia.com/gpu``, ``mars-tech.com/gpu``, ``*/gpu``) are folded into one
-``gpu`` dimension when parsed. Whole devices only for now; fractional GPUs would add a per-device
-ledger on NodeInfo rather than change this type.
+``gpu`` dimension when parsed. It counts cards (1 = one device) and may hold a fraction of one
+card in whole milli-GPU (0.25 = 250 milli-GPU). Volcano counts scalar resources in milli-units
+(``Quantity.MilliValue``), so its ``minResource`` tolerance of 0.1 is a ten-thousandth of a card
+there: comparisons on ``gpu`` use that tolerance (``GPU_TOLERANCE``), so a queue at 0.95 of a
+one-GPU cap cannot take 0.1 more. Per-device placement lives in ``scheduler.core.devices``
+(docs/design/gpu-sharing.md).
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ GPU = "gpu"
 PODS = "pods"
 INFINITY = math.inf
 MIN_RESOURCE = 0.1  # volcano api.minResource
+MILLI_PER_GPU = 1000
+# volcano's minResource on the milli-GPU values it compares, in cards
+GPU_TOLERANCE = MIN_RESOURCE / MILLI_PER_GPU
 _BASE = (CPU, MEMORY)
 
 
@@ -33,6 +40,28 @@ def canonical_name(name: str) -> str:
 
 def _le(left: float, right: float) -> bool:
     return left < right or abs(left - right) < MIN_RESOURCE
+
+
+def _le_gpu(left: float, right: float) -> bool:
+    return left < right or abs(left - right) < GPU_TOLERANCE
+
+
+def le_named(name: str, left: float, right: float) -> bool:
+    """Volcano's tolerant ``left <= right`` for the values of resource ``name``."""
+    return _le_gpu(left, right) if name == GPU else _le(left, right)
+
+
+def gpu_milli(cards: float) -> int:
+    """A ``gpu`` value in whole milli-GPU (the exact count at the core's edges)."""
+    return round(cards * MILLI_PER_GPU)
+
+
+def memory_cost_milli(memory: int, device_memory: int) -> int:
+    """What asking for ``memory`` bytes of one device costs: ceil(memory / device memory x
+    1000) milli-GPU, at least 1 and at most a whole card."""
+    if memory <= 0 or device_memory <= 0:
+        return 0
+    return max(1, min(MILLI_PER_GPU, -(-memory * MILLI_PER_GPU // device_memory)))
 
 
 class Resources:
@@ -76,7 +105,10 @@ class Resources:
 
     def is_empty(self) -> bool:
         """Volcano IsEmpty: no cpu, memory or scalar (the implicit pod slot does not count)."""
-        return not any(not v < MIN_RESOURCE and k != PODS for k, v in self._values.items())
+        return not any(
+            not v < (GPU_TOLERANCE if k == GPU else MIN_RESOURCE) and k != PODS
+            for k, v in self._values.items()
+        )
 
     # arithmetic -----------------------------------------------------------------------------
     @classmethod
@@ -141,7 +173,8 @@ class Resources:
         """Volcano LessEqual; ``missing`` overrides ``other``'s default for absent scalars.
 
         Hot path of every fit check, hence the flat loop: ``left - right >= MIN_RESOURCE`` is
-        Volcano's ``!(l < r || |l - r| < minResource)`` (and lets inf - inf pass).
+        Volcano's ``!(l < r || |l - r| < minResource)`` (and lets inf - inf pass); ``gpu``
+        takes the finer ``GPU_TOLERANCE``, tested only when the difference is positive.
         """
         values, right_values = self._values, other._values
         absent = other.default if missing is None else missing
@@ -155,7 +188,8 @@ class Resources:
             right = right_values.get(name)
             if right is None:
                 right = other.default if name in _BASE else absent
-            if left - right >= MIN_RESOURCE:
+            excess = left - right
+            if excess >= MIN_RESOURCE or (excess >= GPU_TOLERANCE and name == GPU):
                 return False
         return True
 
@@ -164,7 +198,7 @@ class Resources:
         for name, value in req._values.items():
             if value <= 0:
                 continue
-            if not _le(self.get(name), other.get(name)):
+            if not le_named(name, self.get(name), other.get(name)):
                 return False
         return True
 

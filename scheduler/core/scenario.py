@@ -7,6 +7,7 @@ field, e.g. ``jobs[3].tasks[0].requests.gpu: expected a non-negative integer``.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from scheduler.core.config import (
@@ -16,9 +17,20 @@ from scheduler.core.config import (
     parse_conf,
     parse_conf_text,
 )
-from scheduler.core.resources import CPU, GPU, MEMORY, PODS, Resources, canonical_name
+from scheduler.core.resources import (
+    CPU,
+    GPU,
+    MEMORY,
+    MILLI_PER_GPU,
+    PODS,
+    Resources,
+    canonical_name,
+    gpu_milli,
+    memory_cost_milli,
+)
 from scheduler.core.types import (
     CycleResult,
+    GpuDevice,
     JobInfo,
     NodeInfo,
     PodGroupPhase,
@@ -59,7 +71,7 @@ def load_scenario(data: Any) -> tuple[Snapshot, SchedulerConf]:
         raise ScenarioError(exc.field, exc.message) from exc
     nodes = _parse_nodes(_list(data, "nodes"))
     queues = _parse_queues(_list(data, "queues"))
-    jobs = _parse_jobs(_list(data, "jobs"))
+    jobs = _cost_gpu_memory(nodes, _parse_jobs(_list(data, "jobs")))
     now = _number(data.get("now", 0), "now")
     last = data.get("last_rescheduling")
     last = None if last is None else _number(last, "last_rescheduling")
@@ -113,21 +125,38 @@ def _number(value: Any, field: str) -> float:
     return value
 
 
-def _resources(value: Any, field: str, unlimited: bool = False) -> Resources:
+def _resources(
+    value: Any, field: str, unlimited: bool = False, gpu_share: bool = False
+) -> Resources:
+    """A resource map; with ``gpu_share`` (a pod's requests) ``gpu`` may also be a share of one
+    card in milli-GPU steps (0.25, 0.125), never a whole-and-a-part (1.5)."""
     raw = _mapping(value, field)
     values: dict[str, float] = {}
     for name, amount in raw.items():
         sub = f"{field}.{name}"
         if not isinstance(name, str) or not name:
             raise ScenarioError(field, "resource names must be non-empty strings")
+        key = canonical_name(name)
+        if (
+            gpu_share
+            and key == GPU
+            and isinstance(amount, float)
+            and 0 < amount < 1
+            and abs(gpu_milli(amount) - amount * MILLI_PER_GPU) < 1e-6
+        ):
+            values[key] = values.get(key, 0) + gpu_milli(amount) / MILLI_PER_GPU
+            continue
         if (
             isinstance(amount, bool)
             or not isinstance(amount, int | float)
             or amount < 0
             or amount != int(amount)
         ):
+            if gpu_share and key == GPU:
+                raise ScenarioError(
+                    sub, "expected whole GPUs or a share of one GPU in steps of 0.001"
+                )
             raise ScenarioError(sub, "expected a non-negative integer")
-        key = canonical_name(name)
         values[key] = values.get(key, 0) + int(amount)
     return Resources.unlimited(values) if unlimited else Resources(values)
 
@@ -164,17 +193,66 @@ def _parse_nodes(raw: list) -> tuple[NodeInfo, ...]:
             taints.append(
                 Taint(_str(taint.get("key"), f"{t_path}.key"), str(taint.get("value", "")), effect)
             )
+        allocatable = _resources(item.get("allocatable"), f"{path}.allocatable")
         nodes.append(
             NodeInfo(
                 name=_str(item.get("name"), f"{path}.name"),
-                allocatable=_resources(item.get("allocatable"), f"{path}.allocatable"),
+                allocatable=allocatable,
                 labels=_labels(item.get("labels"), f"{path}.labels"),
                 unschedulable=_bool(item.get("unschedulable", False), f"{path}.unschedulable"),
                 taints=tuple(taints),
+                gpus=_gpus(item, path, allocatable),
             )
         )
     _unique([n.name for n in nodes], "node", "nodes")
     return tuple(nodes)
+
+
+def _gpus(item: dict, path: str, allocatable: Resources) -> tuple[GpuDevice, ...]:
+    """``gpus: [{"index": 0, "model": "A100", "memory": bytes}]``, one per card of
+    ``allocatable.gpu``; absent: the cards are numbered from 0, memory unknown."""
+    devices = []
+    for d_index, raw in enumerate(_list(item, "gpus", path)):
+        d_path = f"{path}.gpus[{d_index}]"
+        raw = _mapping(raw, d_path)
+        devices.append(
+            GpuDevice(
+                index=_int(raw.get("index", d_index), f"{d_path}.index", 0),
+                model=str(raw.get("model") or ""),
+                memory=_int(raw.get("memory", 0), f"{d_path}.memory", 0),
+            )
+        )
+    if devices:
+        _unique([str(d.index) for d in devices], "GPU index", f"{path}.gpus")
+        if len(devices) != int(allocatable.get(GPU)):
+            raise ScenarioError(
+                f"{path}.gpus",
+                f"lists {len(devices)} GPUs but allocatable.gpu is {allocatable.get(GPU):g}",
+            )
+    return tuple(devices)
+
+
+def _cost_gpu_memory(nodes: tuple[NodeInfo, ...], jobs: tuple[JobInfo, ...]) -> tuple:
+    """A task asking GPU memory and no ``gpu`` costs ceil(memory / device memory x 1000)
+    milli-GPU of the smallest card any node lists (what quota counts; the device itself must
+    still have the memory free)."""
+    sizes = [d.memory for n in nodes for d in n.gpus if d.memory]
+    out = []
+    for j_index, job in enumerate(jobs):
+        tasks = []
+        for t_index, task in enumerate(job.tasks):
+            if task.gpu_memory and task.requests.get(GPU) <= 0:
+                if not sizes:
+                    raise ScenarioError(
+                        f"jobs[{j_index}].tasks[{t_index}].gpu_memory",
+                        "no node lists its GPUs' memory (nodes[].gpus[].memory)",
+                    )
+                milli = memory_cost_milli(task.gpu_memory, min(sizes))
+                requests = Resources({**task.requests.explicit(), GPU: milli / MILLI_PER_GPU})
+                task = replace(task, requests=requests)
+            tasks.append(task)
+        out.append(replace(job, tasks=tuple(tasks)))
+    return tuple(out)
 
 
 def _parse_queues(raw: list) -> tuple[QueueInfo, ...]:
@@ -293,7 +371,7 @@ def _parse_task(item: Any, path: str) -> TaskInfo:
     policy = item.get("preemption_policy") or "PreemptLowerPriority"
     return TaskInfo(
         name=_str(item.get("name"), f"{path}.name"),
-        requests=_resources(item.get("requests"), f"{path}.requests"),
+        requests=_resources(item.get("requests"), f"{path}.requests", gpu_share=True),
         status=_STATUSES[status],
         node=None if node is None else _str(node, f"{path}.node"),
         priority=_int(item.get("priority", 1), f"{path}.priority"),
@@ -304,6 +382,11 @@ def _parse_task(item: Any, path: str) -> TaskInfo:
         node_selector=_labels(item.get("node_selector"), f"{path}.node_selector"),
         tolerations=tuple(tolerations),
         affinity=affinity or None,
+        gpu_memory=_int(item.get("gpu_memory", 0), f"{path}.gpu_memory", 0),
+        gpu_indices=tuple(
+            _int(i, f"{path}.gpu_indices[{n}]", 0)
+            for n, i in enumerate(_list(item, "gpu_indices", path))
+        ),
     )
 
 
@@ -344,6 +427,8 @@ def result_to_dict(result: CycleResult) -> dict[str, Any]:
         "pending_kind": dict(sorted(result.pending_kinds.items())),
         "queues": queues,
         "phases": dict(sorted(result.phases.items())),
+        # the GPU cards each placed pod gets, by index on its node
+        "devices": {d.task: list(d.gpus) for d in (*result.binds, *result.pipelined) if d.gpus},
         "evictions": [
             {
                 "task": e.task,
@@ -353,6 +438,7 @@ def result_to_dict(result: CycleResult) -> dict[str, Any]:
                 "preemptor_task": e.preemptor_task,
                 "preemptor_job": e.preemptor_job,
                 "reason": e.reason,
+                "gpus": list(e.gpus),
             }
             for e in result.evictions
         ],

@@ -16,14 +16,15 @@ volcano-sh/volcano pkg/scheduler/framework/session_plugins.go:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cmp_to_key
 from operator import itemgetter
 from typing import Any
 
 from scheduler.core.config import SchedulerConf
+from scheduler.core.devices import DeviceLedger, GpuNeed, gpu_need, node_devices
 from scheduler.core.node_index import NodeIndex
-from scheduler.core.resources import PODS, Resources
+from scheduler.core.resources import GPU, PODS, Resources
 from scheduler.core.state import Job, Node, Queue, Task, natural_key
 from scheduler.core.types import (
     OCCUPYING_STATUSES,
@@ -165,15 +166,16 @@ class Session:
             allocatable = info.allocatable
             if PODS not in allocatable.explicit():
                 allocatable = Resources({**allocatable.explicit(), PODS: DEFAULT_MAX_PODS})
-                info = type(info)(
-                    info.name, allocatable, info.labels, info.unschedulable, info.taints
-                )
+                info = replace(info, allocatable=allocatable)
+            shape = tuple(sorted(allocatable.explicit().items()))
+            devices = node_devices(info)
             self.nodes[info.name] = Node(
                 info,
                 idle=allocatable,
                 used=Resources(),
                 labels=dict(info.labels),
-                shape=tuple(sorted(allocatable.explicit().items())),
+                shape=shape,
+                devices=DeviceLedger(devices) if devices else None,
             )
         self.node_list: list[Node] = list(self.nodes.values())
         self.queues: dict[str, Queue] = {}
@@ -189,6 +191,8 @@ class Session:
         # and equal vectors are interned, so memo keys built from them hash and compare once.
         requests: dict[int, tuple[Resources, bool]] = {}
         interned: dict[Resources, tuple[Resources, bool]] = {}
+        needs: dict[tuple[int, int], GpuNeed | None] = {}
+        unassigned: list[Task] = []  # occupying pods holding GPUs on unnamed devices
         for jinfo in sorted(snapshot.jobs, key=lambda j: (j.created, j.namespace, j.name)):
             tasks: dict[str, Task] = {}
             infos = jinfo.tasks
@@ -205,9 +209,14 @@ class Session:
                     if known is None:
                         known = interned[resreq] = (resreq, resreq.is_empty())
                     requests[id(tinfo.requests)] = known
-                tasks[tinfo.name] = Task(
+                task = tasks[tinfo.name] = Task(
                     tinfo, jinfo.name, known[0], tinfo.status, tinfo.node, sort_key, known[1]
                 )
+                if known[0].get(GPU) > 0 or tinfo.gpu_memory:
+                    need_key = (id(known[0]), tinfo.gpu_memory)
+                    if need_key not in needs:
+                        needs[need_key] = gpu_need(known[0].get(GPU), tinfo.gpu_memory)
+                    task.gpu = needs[need_key]
             min_available = len(tasks) if jinfo.min_available is None else jinfo.min_available
             phase = jinfo.phase or self._derive_phase(tasks, min_available)
             job = Job(jinfo, tasks, min_available, phase, {}, dict(jinfo.min_task_member))
@@ -218,10 +227,14 @@ class Session:
                 job.count_status(status, 1)
                 all_tasks[name] = task
                 if status in OCCUPYING_STATUSES:
-                    self._place_existing(task)
+                    self._place_existing(task, unassigned)
             self.jobs[jinfo.name] = job
             if jinfo.queue not in self.queues:
                 self.unknown_queue_jobs.append(job)
+        # Pods the snapshot gives no device indices get the lowest free ones, after every pod
+        # with named devices is booked, in job order (deterministic).
+        for task in unassigned:
+            self._book_devices(task, self.nodes[task.node], None)
 
     @staticmethod
     def _derive_phase(tasks: dict[str, Task], min_available: int) -> PodGroupPhase:
@@ -230,7 +243,7 @@ class Session:
             return PodGroupPhase.RUNNING
         return PodGroupPhase.INQUEUE if running else PodGroupPhase.PENDING
 
-    def _place_existing(self, task: Task) -> None:
+    def _place_existing(self, task: Task, unassigned: list[Task]) -> None:
         if task.status not in OCCUPYING_STATUSES or task.node is None:
             return
         node = self.nodes.get(task.node)
@@ -238,11 +251,31 @@ class Session:
             return  # a pod on a node we do not know: counts for its queue only
         node.idle = node.idle.sub(task.resreq)
         node.used = node.used.add(task.resreq)
+        if task.gpu is not None and node.devices is not None:
+            if task.info.gpu_indices:
+                self._book_devices(task, node, task.info.gpu_indices)
+            else:
+                unassigned.append(task)
         node.changed()
         if task.status is TaskStatus.RELEASING:
             node.releasing = node.releasing.add(task.resreq)
             node.changed()
         node.tasks[task.name] = task
+
+    @staticmethod
+    def _book_devices(task: Task, node: Node, indices: tuple[int, ...] | None) -> None:
+        """Book an occupying pod on its devices (the lowest free ones when not named)."""
+        ledger, need = node.devices, task.gpu
+        if ledger is None or need is None or need.invalid:
+            return
+        if indices is None:
+            # An over-full node (the snapshot disagrees with itself) books what it can.
+            indices = ledger.pick(need, False) or ledger.pick(need, True) or ()
+        task.gpus = tuple(indices)
+        ledger.hold(need, task.gpus)
+        if task.status is TaskStatus.RELEASING:
+            ledger.release(need, task.gpus)
+        node.changed()
 
     # registry ---------------------------------------------------------------------------------
     def add_fn(self, hook: str, plugin: str, fn: Callable, key: Callable | None = None) -> None:

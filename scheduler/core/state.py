@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.core.devices import DeviceLedger, GpuNeed
 from scheduler.core.resources import EMPTY, Resources
 from scheduler.core.types import (
     ALLOCATED_STATUSES,
@@ -47,6 +48,8 @@ class Task:
     _sort_key: tuple | None = None
     # Volcano's BestEffort: a request without cpu, memory or scalars; None = work it out
     best_effort: bool | None = None
+    gpu: GpuNeed | None = None  # what it asks of a node's GPU devices (None: no GPU)
+    gpus: tuple[int, ...] = ()  # the device indices it holds or is promised on ``node``
 
     def __post_init__(self) -> None:
         if self.best_effort is None:
@@ -225,6 +228,7 @@ class Node:
     _state_key: tuple | None = None
     shape: tuple = ()  # allocatable as a hashable key, set once
     index: Any = None  # the session's NodeIndex, told about every change
+    devices: DeviceLedger | None = None  # its GPU cards (None: it has none)
 
     @property
     def name(self) -> str:
@@ -247,8 +251,13 @@ class Node:
     def state_key(self) -> tuple:
         """Nodes with equal keys score the same for state-only scorers (binpack, nodeorder)."""
         if self._state_key is None:
-            self._state_key = (self.shape, tuple(sorted(self.used.explicit().items())))
+            devices = self.devices.key() if self.devices is not None else ()
+            self._state_key = (self.shape, tuple(sorted(self.used.explicit().items())), devices)
         return self._state_key
+
+    def device_key(self) -> tuple:
+        """The devices' books when some card is shared, else (): part of every class key."""
+        return self.devices.key() if self.devices is not None else ()
 
     def changed(self) -> None:
         self._future = None

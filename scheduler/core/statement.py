@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler.core.session import Session
-from scheduler.core.state import Task
+from scheduler.core.state import Node, Task
 from scheduler.core.types import Bind, Evict, Pipeline, TaskStatus
 
 
@@ -48,6 +48,7 @@ class Statement:
         task.node = node_name
         node.idle = node.idle.sub(task.resreq)
         node.used = node.used.add(task.resreq)
+        _take_devices(task, node, False)
         node.changed()
         node.tasks[task.name] = task
         ssn.fire_allocate(task)
@@ -59,6 +60,7 @@ class Statement:
         ssn.set_status(task, TaskStatus.PIPELINED)
         task.node = node_name
         node.pipelined = node.pipelined.add(task.resreq)
+        _take_devices(task, node, True)
         node.changed()
         node.tasks[task.name] = task
         ssn.fire_allocate(task)
@@ -71,6 +73,8 @@ class Statement:
         node = ssn.nodes.get(task.node) if task.node else None
         if node is not None:
             node.releasing = node.releasing.add(task.resreq)
+            if task.gpus and node.devices is not None:
+                node.devices.release(task.gpu, task.gpus)
             node.changed()
         ssn.fire_deallocate(task)
 
@@ -101,6 +105,8 @@ class Statement:
                 ssn.set_status(task, op.previous)
                 if node is not None:
                     node.releasing = node.releasing.sub(task.resreq)
+                    if task.gpus and node.devices is not None:
+                        node.devices.release(task.gpu, task.gpus, -1)
                     node.changed()
                 ssn.fire_allocate(task)
             else:
@@ -112,10 +118,15 @@ class Statement:
                     if op.kind == "allocate":
                         node.idle = node.idle.add(task.resreq)
                         node.used = node.used.sub(task.resreq)
-                        node.changed()
                     else:
                         node.pipelined = node.pipelined.sub(task.resreq)
-                        node.changed()
+                    if task.gpus and node.devices is not None:
+                        if op.kind == "allocate":
+                            node.devices.hold(task.gpu, task.gpus, -1)
+                        else:
+                            node.devices.promise(task.gpu, task.gpus, -1)
+                    node.changed()
+                task.gpus = ()
         if mark is not None:
             ssn.version, ssn.capacity_epoch = mark.version, mark.epoch
 
@@ -125,9 +136,9 @@ class Statement:
             task = op.task
             if op.kind == "allocate":
                 ssn.set_status(task, TaskStatus.BINDING)
-                ssn.binds.append(Bind(task.name, task.job, op.node))
+                ssn.binds.append(Bind(task.name, task.job, op.node, task.gpus))
             elif op.kind == "pipeline":
-                ssn.pipelines.append(Pipeline(task.name, task.job, op.node))
+                ssn.pipelines.append(Pipeline(task.name, task.job, op.node, task.gpus))
             else:
                 preemptor = op.preemptor
                 ssn.evictions.append(
@@ -139,6 +150,23 @@ class Statement:
                         preemptor.job if preemptor else None,
                         op.action,
                         op.reason,
+                        task.gpus,
                     )
                 )
         self.ops.clear()
+
+
+def _take_devices(task: Task, node: Node, future_only: bool) -> None:
+    """Give a pod placed on ``node`` its devices. Callers checked that they fit
+    (``devices_fit``); a pod whose devices do not fit anyway (a caller that checked only the
+    GPU count) gets none rather than a card someone else holds."""
+    ledger, need = node.devices, task.gpu
+    if ledger is None or need is None:
+        return
+    picked = ledger.pick(need, future_only)
+    task.gpus = picked or ()
+    if picked:
+        if future_only:
+            ledger.promise(need, picked)
+        else:
+            ledger.hold(need, picked)

@@ -72,12 +72,26 @@ class Toleration:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuDevice:
+    """One GPU card of a node: its device index (what the device plugin or the sharing stack
+    names it by), its model, and its memory in bytes (0: unknown, so no GPU-memory request
+    fits on it)."""
+
+    index: int
+    model: str = ""
+    memory: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class NodeInfo:
     name: str
     allocatable: Resources
     labels: tuple[tuple[str, str], ...] = ()
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
+    # The node's GPU cards. Empty: ``allocatable``'s whole GPU count, indices 0..n-1, no model
+    # and unknown memory (what every node was before devices existed).
+    gpus: tuple[GpuDevice, ...] = ()
 
     @property
     def label_map(self) -> dict[str, str]:
@@ -127,6 +141,12 @@ class TaskInfo:
     node_selector: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     affinity: Any = None  # Kubernetes Affinity as plain data (dicts/lists)
+    # GPU memory in bytes this pod needs on its one device (a shared GPU); its cost is already
+    # in ``requests`` (``gpu`` = ceil(memory / device memory x 1000) milli-GPU, at least).
+    gpu_memory: int = 0
+    # The devices an occupying pod holds (indices on its node). Empty for an occupying pod
+    # that asks for GPUs: the core gives it the lowest free devices at session open.
+    gpu_indices: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +194,7 @@ class Bind:
     task: str
     job: str
     node: str
+    gpus: tuple[int, ...] = ()  # device indices on ``node`` (empty: no GPU asked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +206,7 @@ class Evict:
     preemptor_job: str | None
     action: str  # preempt | reclaim | rescheduling
     reason: str
+    gpus: tuple[int, ...] = ()  # the devices the victim held on ``node``
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +214,7 @@ class Pipeline:
     task: str
     job: str
     node: str
+    gpus: tuple[int, ...] = ()  # device indices on ``node`` (empty: no GPU asked)
 
 
 @dataclass(frozen=True, slots=True)

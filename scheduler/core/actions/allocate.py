@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import deque
 
 from scheduler.core.actions._queue import PriorityQueue
+from scheduler.core.devices import devices_fit
 from scheduler.core.resources import CPU, GPU, MIN_RESOURCE
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Node, Queue, Task
@@ -152,8 +153,25 @@ def _misfit(ssn: Session, task: Task, node: Node) -> str | None:
         or not resreq.less_equal(future)
     ):
         return "insufficient resources"
+    if task.gpu is not None and not devices_fit(task.gpu, node.devices, True):
+        return "insufficient GPU devices"
     error = ssn.predicate(task, node)
     return None if error is None else error.reason
+
+
+def fits_idle(task: Task, node: Node) -> bool:
+    """Volcano's first gradient: the node's idle resources (and free devices) hold the task
+    now, without waiting for releasing pods."""
+    return task.resreq.less_equal(node.idle) and (
+        task.gpu is None or devices_fit(task.gpu, node.devices, False)
+    )
+
+
+def fits_future(task: Task, node: Node) -> bool:
+    """FutureIdle (and the devices once releasing pods leave) holds the task."""
+    return task.resreq.less_equal(node.future_idle()) and (
+        task.gpu is None or devices_fit(task.gpu, node.devices, True)
+    )
 
 
 def choose_node(ssn: Session, task: Task) -> tuple[Node | None, dict[str, int]]:
@@ -163,7 +181,7 @@ def choose_node(ssn: Session, task: Task) -> tuple[Node | None, dict[str, int]]:
     nodes, failures = predicate_nodes(ssn, task)
     if not nodes:
         return None, failures
-    idle = [n for n in nodes if task.resreq.less_equal(n.idle)]
+    idle = [n for n in nodes if fits_idle(task, n)]
     return (ssn.best_node(task, idle) if idle else ssn.best_node(task, nodes)), failures
 
 
@@ -246,7 +264,7 @@ def _class_answers(
             reason = _misfit(ssn, task, node)
             entry = memo[class_id] = [
                 reason,
-                reason is None and task.resreq.less_equal(node.idle),
+                reason is None and fits_idle(task, node),
                 None,
             ]
         if entry[0] is None:
@@ -318,7 +336,7 @@ def allocate_tasks(  # noqa: C901, PLR0912 - the loop of upstream allocate.go's 
             if job.need_continue_allocating():
                 continue
             break
-        if task.resreq.less_equal(node.idle):
+        if fits_idle(task, node):
             stmt.allocate(task, node.name)
         else:
             stmt.pipeline(task, node.name)

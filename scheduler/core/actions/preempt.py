@@ -24,7 +24,8 @@ from collections.abc import Callable
 
 from scheduler.core.actions._queue import PriorityQueue
 from scheduler.core.actions._victims import eviction_units, flatten
-from scheduler.core.resources import CPU, GPU, MEMORY, MIN_RESOURCE, Resources
+from scheduler.core.actions.allocate import fits_future
+from scheduler.core.resources import CPU, GPU, GPU_TOLERANCE, MEMORY, MIN_RESOURCE, Resources
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Task
 from scheduler.core.statement import Statement
@@ -223,7 +224,7 @@ def _fits(ssn: Session, queue, preemptor: Task, node) -> bool:
     evicted pod is gone)."""
     return (
         ssn.allocatable(queue, preemptor)
-        and preemptor.resreq.less_equal(node.future_idle())
+        and fits_future(preemptor, node)
         and ssn.predicate(preemptor, node) is None
     )
 
@@ -254,7 +255,9 @@ def validate_victims(preemptor: Task, node, victims: list[Task]) -> bool:
         total = 0
         for victim in victims:
             total += victim.resreq.get(name)
-        if request.get(name) - (future.get(name) + total) >= MIN_RESOURCE:
+        if request.get(name) - (future.get(name) + total) >= (
+            GPU_TOLERANCE if name == GPU else MIN_RESOURCE
+        ):
             return False
     return True
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from scheduler.core.actions._queue import PriorityQueue
 from scheduler.core.actions._victims import eviction_units, flatten
+from scheduler.core.actions.allocate import fits_future
 from scheduler.core.actions.preempt import validate_victims
 from scheduler.core.resources import GPU, MIN_RESOURCE
 from scheduler.core.session import Session
@@ -120,7 +121,7 @@ def execute(ssn: Session) -> None:  # noqa: C901, PLR0912, PLR0915 - upstream re
             # evicted, so no more pods go than the task needs (FutureIdle grows with each
             # eviction, the evicted pod's request moving to releasing).
             for unit in units:
-                if task.resreq.less_equal(node.future_idle()):
+                if fits_future(task, node):
                     break
                 for victim in unit:
                     stmt.evict(
@@ -129,10 +130,7 @@ def execute(ssn: Session) -> None:  # noqa: C901, PLR0912, PLR0915 - upstream re
                         _sentence(ssn, task, job.name, queue.name, ssn.jobs[victim.job].queue),
                         task,
                     )
-            if (
-                not task.resreq.less_equal(node.future_idle())
-                or ssn.predicate(task, node) is not None
-            ):
+            if not fits_future(task, node) or ssn.predicate(task, node) is not None:
                 stmt.discard(mark)
                 continue
             stmt.pipeline(task, node.name)

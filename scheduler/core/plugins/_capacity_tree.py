@@ -35,7 +35,15 @@ from dataclasses import dataclass, field
 from scheduler.core.plugins._quota import QueueAttr, account_job, cluster_total, new_attr
 from scheduler.core.plugins._tree import tree_problem
 from scheduler.core.reasons import describe, first_short_dimension
-from scheduler.core.resources import CPU, INFINITY, MEMORY, MIN_RESOURCE, PODS, Resources
+from scheduler.core.resources import (
+    CPU,
+    INFINITY,
+    MEMORY,
+    MIN_RESOURCE,
+    PODS,
+    Resources,
+    le_named,
+)
 from scheduler.core.session import EventHandler, Session
 from scheduler.core.state import Job, Queue, Task
 from scheduler.core.types import QueueInfo, Vote
@@ -478,7 +486,7 @@ def _fits_within(future: Dims, cap: Dims, request: Dims) -> bool:
 
 def _le_zero(left: Dims, right: Dims) -> bool:
     """LessEqual(right, Zero): every name of left, a missing right being 0."""
-    return all(_le(value, right.get(name, 0.0)) for name, value in left.items())
+    return all(le_named(name, value, right.get(name, 0.0)) for name, value in left.items())
 
 
 def _le(left: float, right: float) -> bool:

@@ -51,7 +51,7 @@ from scheduler.core.plugins.proportion import (
     nominal_share,
 )
 from scheduler.core.reasons import describe, first_short_dimension
-from scheduler.core.resources import EMPTY, INFINITY, MIN_RESOURCE, Resources, _le
+from scheduler.core.resources import EMPTY, INFINITY, MIN_RESOURCE, Resources, le_named
 from scheduler.core.session import EventHandler, Session
 from scheduler.core.state import Job, Queue, Task
 from scheduler.core.types import QueueInfo, TaskStatus, Vote
@@ -326,10 +326,10 @@ class ProportionTree:
             if value <= 0:
                 continue
             have, share = attr.allocated.get(name), attr.deserved.get(name)
-            if _le(have + value, share):
+            if le_named(name, have + value, share):
                 continue
-            if have >= share - MIN_RESOURCE or not _le(
-                have + value, attr.real_capability.get(name)
+            if have >= share - MIN_RESOURCE or not le_named(
+                name, have + value, attr.real_capability.get(name)
             ):
                 return False
             budget = total.get(name)
@@ -337,7 +337,7 @@ class ProportionTree:
                 # the parent may go one pod past its own share too
                 budget = max(budget, self.attrs[parent].allocated.get(name) + value)
             held = sum(self._claim(k, name) for k in siblings)
-            if not _le(held + have + value, budget):
+            if not le_named(name, held + have + value, budget):
                 return False
         return True
 
@@ -501,7 +501,7 @@ def _fits(attr: QueueAttr, request: Resources) -> bool:
     """allocated + request <= deserved on every name the request asks for."""
     allocated, deserved = attr.allocated, attr.deserved
     for name, value in request.explicit_items():
-        if value > 0 and not _le(allocated.get(name) + value, deserved.get(name)):
+        if value > 0 and not le_named(name, allocated.get(name) + value, deserved.get(name)):
             return False
     return True
 

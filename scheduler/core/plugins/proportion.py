@@ -25,7 +25,7 @@ from scheduler.core.plugins._quota import (
     new_attr,
 )
 from scheduler.core.reasons import describe, first_short_dimension
-from scheduler.core.resources import INFINITY, Resources, _le
+from scheduler.core.resources import INFINITY, Resources, le_named
 from scheduler.core.session import EventHandler, Session
 from scheduler.core.state import Job, Queue, Task
 from scheduler.core.types import QueueInfo, Vote
@@ -172,7 +172,7 @@ class ProportionPlugin:
         for name, value in task.resreq.explicit_items():
             if value <= 0:
                 continue
-            if not _le(allocated.get(name) + value, deserved.get(name)):
+            if not le_named(name, allocated.get(name) + value, deserved.get(name)):
                 return False
         return True
 

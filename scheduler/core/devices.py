@@ -1,0 +1,193 @@
+"""GPU devices: which cards of a node a pod gets, whole or a share of one.
+
+A node's ``gpu`` resource says how many cards are free in sum; this ledger says which. Whole
+cards go only to devices nothing holds; a share (milli-GPU, and/or GPU memory) goes to one
+device with that much left. Volcano keeps the same per-device books in its deviceshare plugin
+(pkg/scheduler/api/devices/nvidia/gpushare and vgpu: ``GPUDevice.UsedMem``/``UsedCore``),
+outside the node's resource vectors; here they sit beside ``Node.idle`` and change with it
+(statement allocate, pipeline, evict and their undo).
+
+Two books per device, in milli-GPU and bytes: ``now`` (what occupying pods hold, releasing ones
+included: they have not left yet) and ``future`` (what stays once releasing pods leave, plus
+what pipelined pods were promised): Volcano's Idle and FutureIdle, per device. Allocating needs
+room ``now`` and pipelining room in ``future``, exactly as the node's vectors are checked, so
+with whole cards only the device books always agree with the GPU counts (and are not asked).
+
+Departure from Volcano: upstream's gpushare picks the first device with enough memory; here
+a share goes to the device it fills most (then the lowest index), so shares pack onto cards
+already shared and whole cards stay whole. Whole-card pods take the lowest free indices, as
+the NVIDIA device plugin does by default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler.core.resources import GPU, MILLI_PER_GPU, gpu_milli
+from scheduler.core.types import GpuDevice, NodeInfo
+
+FULL = MILLI_PER_GPU
+
+
+@dataclass(frozen=True, slots=True)
+class GpuNeed:
+    """What one pod asks of a node's devices: ``whole`` cards, or one card's ``milli`` share
+    with ``memory`` bytes of it. ``invalid`` says why no device can ever hold it."""
+
+    whole: int = 0
+    milli: int = 0
+    memory: int = 0
+    invalid: str = ""
+
+    @property
+    def shared(self) -> bool:
+        return self.whole == 0
+
+
+def gpu_need(gpu: float, memory: int) -> GpuNeed | None:
+    """The device request of a pod asking ``gpu`` cards and ``memory`` bytes of GPU memory;
+    None when it asks for no GPU."""
+    if gpu <= 0 and memory <= 0:
+        return None
+    milli = gpu_milli(gpu)
+    if memory <= 0 and milli % FULL == 0:
+        return GpuNeed(whole=milli // FULL)
+    if milli > FULL:
+        return GpuNeed(invalid=f"{gpu:g} GPUs is neither whole cards nor a share of one card")
+    # A memory request's cost is in ``gpu`` already (the snapshot's edge works it out from
+    # the device memory); one without a cost still takes a milli-GPU of its card.
+    return GpuNeed(milli=max(milli, 1), memory=max(memory, 0))
+
+
+def node_devices(info: NodeInfo) -> tuple[GpuDevice, ...]:
+    """The node's cards: as listed, or ``allocatable``'s whole GPU count numbered from 0."""
+    if info.gpus:
+        return tuple(sorted(info.gpus, key=lambda d: d.index))
+    return tuple(GpuDevice(i) for i in range(int(info.allocatable.get(GPU) + 1e-9)))
+
+
+class DeviceLedger:
+    """Per-device milli-GPU and memory held on one node (positions follow ``devices``)."""
+
+    __slots__ = (
+        "devices",
+        "position",
+        "now",
+        "future",
+        "mem_now",
+        "mem_future",
+        "memories",
+        "memories_all",
+        "_key",
+        "_partial",
+    )
+
+    def __init__(self, devices: tuple[GpuDevice, ...]):
+        self.devices = devices
+        self.position = {device.index: i for i, device in enumerate(devices)}
+        count = len(devices)
+        self.now = [0] * count
+        self.future = [0] * count
+        self.mem_now = [0] * count
+        self.mem_future = [0] * count
+        self.memories_all = tuple(device.memory for device in devices)
+        self.memories = self.memories_all if any(self.memories_all) else ()
+        self._key: tuple | None = None
+        self._partial: bool | None = None
+
+    # questions ----------------------------------------------------------------------------
+    def shared(self) -> bool:
+        """Some card is partly held (now or later): GPU counts alone no longer tell fits."""
+        if self._partial is None:
+            self._partial = any(0 < v < FULL for v in self.now) or any(
+                0 < v < FULL for v in self.future
+            )
+        return self._partial
+
+    def key(self) -> tuple:
+        """What tells this node's cards apart from another's for any pod: their memories
+        (() when unknown) while no card is shared, else every card's books, sorted, so nodes
+        in equal states compare equal (node classes, score memos)."""
+        if self._key is None:
+            if not self.shared():
+                self._key = self.memories
+            else:
+                books = zip(
+                    self.now,
+                    self.future,
+                    self.mem_now,
+                    self.mem_future,
+                    self.memories_all,
+                    strict=True,
+                )
+                self._key = (self.memories, tuple(sorted(books)))
+        return self._key
+
+    def pick(self, need: GpuNeed, future_only: bool) -> tuple[int, ...] | None:
+        """Device indices for ``need`` (None: no fit). ``future_only``: room once releasing
+        pods leave (pipelining); otherwise room now (allocating)."""
+        if need.invalid:
+            return None
+        held = self.future if future_only else self.now
+        count = len(held)
+        if not need.shared:
+            free = [i for i in range(count) if held[i] == 0]
+            if len(free) < need.whole:
+                return None
+            return tuple(self.devices[i].index for i in free[: need.whole])
+        best, best_left = -1, FULL + 1
+        milli, memory = need.milli, need.memory
+        mem_held = self.mem_future if future_only else self.mem_now
+        for i in range(count):
+            left = FULL - held[i] - milli
+            if left < 0 or left >= best_left:
+                continue
+            if memory and mem_held[i] + memory > self.devices[i].memory:
+                continue
+            best, best_left = i, left
+        return None if best < 0 else (self.devices[best].index,)
+
+    def fits(self, need: GpuNeed, future_only: bool) -> bool:
+        return self.pick(need, future_only) is not None
+
+    # changes ----------------------------------------------------------------------------------
+    def _apply(self, need: GpuNeed, indices: tuple[int, ...], sign: int, now: bool, future: bool):
+        milli = FULL if not need.shared else need.milli
+        memory = need.memory if need.shared else 0
+        for index in indices:
+            i = self.position.get(index)
+            if i is None:
+                continue  # a device the node no longer lists: nothing to book
+            if now:
+                self.now[i] += sign * milli
+                self.mem_now[i] += sign * memory
+            if future:
+                self.future[i] += sign * milli
+                self.mem_future[i] += sign * memory
+        self._key = self._partial = None
+
+    def hold(self, need: GpuNeed, indices: tuple[int, ...], sign: int = 1) -> None:
+        """An occupying pod (allocated or running) on ``indices``; sign -1 takes it back."""
+        self._apply(need, indices, sign, True, True)
+
+    def promise(self, need: GpuNeed, indices: tuple[int, ...], sign: int = 1) -> None:
+        """A pipelined pod: held once the releasing pods leave."""
+        self._apply(need, indices, sign, False, True)
+
+    def release(self, need: GpuNeed, indices: tuple[int, ...], sign: int = 1) -> None:
+        """An occupying pod starts leaving: still held now, free later."""
+        self._apply(need, indices, -sign, False, True)
+
+
+def devices_fit(need: GpuNeed | None, ledger: DeviceLedger | None, future_only: bool) -> bool:
+    """Whether a pod's device request fits a node whose resource vectors already fit it.
+
+    Whole cards on a node where no card is shared fit exactly when the GPU count does (the
+    caller's vector check): the usual case answers without looking at the cards."""
+    if need is None:
+        return True
+    if ledger is None:
+        return False
+    if not need.shared and not need.invalid and not ledger.shared():
+        return True
+    return ledger.pick(need, future_only) is not None

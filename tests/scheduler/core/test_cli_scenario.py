@@ -31,7 +31,9 @@ def test_invalid_scenario_exits_2_with_one_line(tmp_path):
     )
     run = _run(bad)
     assert run.returncode == 2
-    assert run.stderr.strip() == "jobs[0].tasks[0].requests.gpu: expected a non-negative integer"
+    assert run.stderr.strip() == (
+        "jobs[0].tasks[0].requests.gpu: expected whole GPUs or a share of one GPU in steps of 0.001"
+    )
 
 
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])

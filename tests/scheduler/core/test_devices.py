@@ -63,9 +63,7 @@ def test_shares_pack_onto_a_shared_card_and_whole_cards_take_free_ones():
 
 def test_whole_cards_need_wholly_free_devices_not_just_a_free_count():
     # 2.0 GPUs are idle in sum, spread as halves over four cards: no whole card is free
-    running = [
-        _task(f"r-{i}", 0.5, status="Running", node="n1", gpu_indices=[i]) for i in range(4)
-    ]
+    running = [_task(f"r-{i}", 0.5, status="Running", node="n1", gpu_indices=[i]) for i in range(4)]
     out = _run([_job("r", *running), _job("w", _task("w-0", 1), created=1)])
     assert "w-0" not in out["bind"]
     assert "w" in out["pending"]

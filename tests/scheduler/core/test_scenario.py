@@ -45,11 +45,11 @@ def test_queue_usage_is_read_in_resource_seconds():
         pytest.param(
             {
                 "jobs": [
-                    {"name": "j", "queue": "q", "tasks": [{"name": "t", "requests": {"gpu": 0.5}}]}
+                    {"name": "j", "queue": "q", "tasks": [{"name": "t", "requests": {"gpu": 1.5}}]}
                 ]
             },
             "jobs[0].tasks[0].requests.gpu",
-            id="fractional-gpu",
+            id="whole-and-part-gpu",
         ),
         pytest.param(
             {"queues": [{"name": "q", "weight": 0}]}, "queues[0].weight", id="weight-range"

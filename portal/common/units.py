@@ -28,6 +28,20 @@ def gib(size: int | float | None) -> str:
     return f"{_number(size / GiB, 2)} GiB"
 
 
+def duration(seconds: int | float | None) -> str:
+    """45 -> "45 s", 2400 -> "40 min", 5400 -> "1 h 30 min", 90000 -> "25 h"."""
+    if seconds is None:
+        return "–"
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, rest = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min" + (f" {rest} s" if rest else "")
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h" + (f" {minutes} min" if minutes else "")
+
+
 def ago(moment: datetime | None, now: datetime) -> str:
     """How long before `now`, coarsely: "just now", "5 min ago", "3 h ago", "2 days ago"."""
     if moment is None:

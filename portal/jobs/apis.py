@@ -29,13 +29,14 @@ from portal.api.pagination import ApiPagination
 from portal.api.parsers import YAML_PARSERS, LimitedJSONParser
 from portal.api.throttling import ApiScopedRateThrottle
 from portal.cluster.selectors import placement_list_active
+from portal.common import units
 from portal.common.access import can_cancel_job, visible_queue_get, visible_tenants
 from portal.common.ids import parse_id
 from portal.queues.models import Queue
 
 from . import volcano
 from .limits import task_count_check
-from .models import Job
+from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES, Job
 from .selectors import job_get, job_queue_position, job_search, job_state
 from .services import job_cancel, job_quarantine_release, job_submit
 
@@ -372,8 +373,18 @@ class JobCreateApi(ApiView):
                 required=False,
             )
             gpus = serializers.IntegerField(min_value=0, required=False)
-            cpu_millis = serializers.IntegerField(min_value=0, required=False)
-            memory_bytes = serializers.IntegerField(min_value=0, required=False)
+            cpu_millis = serializers.IntegerField(
+                min_value=0,
+                required=False,
+                help_text=f"Millicores per pod; left out: {TASK_DEFAULT_CPU_MILLIS} "
+                f"({units.cores(TASK_DEFAULT_CPU_MILLIS)}).",
+            )
+            memory_bytes = serializers.IntegerField(
+                min_value=0,
+                required=False,
+                help_text=f"Bytes per pod; left out: {TASK_DEFAULT_MEMORY_BYTES} "
+                f"({units.gib(TASK_DEFAULT_MEMORY_BYTES)}).",
+            )
             node_selector = serializers.DictField(child=serializers.CharField(), required=False)
             tolerations = serializers.ListField(
                 child=serializers.DictField(),

@@ -10,6 +10,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
+from portal.common.units import cores, gib
 from portal.common.yamlsafe import UntrustedYAMLError, yaml_load_untrusted
 from portal.queues.models import Queue
 
@@ -23,6 +24,7 @@ from .limits import (
     job_limits,
     task_count_error,
 )
+from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES
 from .tolerations import tolerations_parse
 
 GPU_MODEL_LABEL = "gpu-model"
@@ -106,6 +108,15 @@ class CpuField(_QuantityField):
         return parse_cpu(text)
 
 
+def _cores_text(millis: int) -> str:
+    """8000 -> "8": the form's text for a number of millicores (as the user would type it)."""
+    return cores(millis).split()[0]
+
+
+def _gib_text(size: int) -> str:
+    return gib(size).replace(" GiB", "Gi")
+
+
 def _shows(field: forms.Field, **attrs: int) -> None:
     """Show a limit in the page (the form is `novalidate`: `job_submit` checks it)."""
     field.widget.attrs.update({key: str(value) for key, value in attrs.items()})
@@ -144,9 +155,18 @@ class TaskForm(forms.Form):
         required=False, help_text="Shell-style, e.g. python train.py --lr 3e-4"
     )
     gpus = forms.IntegerField(initial=1, label="GPUs / replica")
-    cpu = CpuField(required=False, initial="8", label="CPU / replica", help_text="Cores or 500m.")
+    cpu = CpuField(
+        required=False,
+        initial=_cores_text(TASK_DEFAULT_CPU_MILLIS),
+        label="CPU cores / replica",
+        help_text=f"e.g. 4 or 0.5 (500m also works). Empty: {cores(TASK_DEFAULT_CPU_MILLIS)}.",
+    )
     memory = MemoryField(
-        required=False, initial="64Gi", label="Memory / replica", help_text="16Gi, 512Mi or GiB."
+        required=False,
+        initial=_gib_text(TASK_DEFAULT_MEMORY_BYTES),
+        label="Memory / replica",
+        help_text=f"e.g. 16 GiB; accepts 16Gi, 512Mi, or a number of GiB. "
+        f"Empty: {gib(TASK_DEFAULT_MEMORY_BYTES)}.",
     )
     tolerations = forms.CharField(
         required=False,
@@ -192,10 +212,14 @@ class TaskForm(forms.Form):
             "image": data["image"],
             "command": data["command"],
             "gpus": data["gpus"],
-            "cpu_millis": data["cpu"] or 0,
-            "memory_bytes": data["memory"] or 0,
             "node_selector": {GPU_MODEL_LABEL: gpu_model} if gpu_model else {},
             "tolerations": data["tolerations"],
+            # Left empty: the job gets the one default (the model's), as from the API.
+            **{
+                key: data[field]
+                for key, field in (("cpu_millis", "cpu"), ("memory_bytes", "memory"))
+                if data[field] is not None
+            },
         }
 
 

@@ -11,6 +11,12 @@ from portal.tenants.models import Tenant
 from .limits import IMAGE_MAX_CHARS, NAME_MAX_CHARS
 from .tolerations import validate_tolerations
 
+GiB = 1024**3
+# What a pod asks for when its job does not say: one default for the form, the API, a Volcano
+# manifest without resources and the CLI alike (the form shows it as its initial value).
+TASK_DEFAULT_CPU_MILLIS = 8000
+TASK_DEFAULT_MEMORY_BYTES = 64 * GiB
+
 
 class Job(BaseModel):
     """A gang of pods (tasks x replicas) submitted to a queue."""
@@ -108,8 +114,8 @@ class JobTask(models.Model):
     command = models.JSONField(default=list, blank=True, validators=[validate_str_list])
     env = models.JSONField(default=dict, blank=True, validators=[validate_str_dict])
     gpus = models.PositiveIntegerField(default=0)
-    cpu_millis = models.PositiveBigIntegerField(default=0)
-    memory_bytes = models.PositiveBigIntegerField(default=0)
+    cpu_millis = models.PositiveBigIntegerField(default=TASK_DEFAULT_CPU_MILLIS)
+    memory_bytes = models.PositiveBigIntegerField(default=TASK_DEFAULT_MEMORY_BYTES)
     node_selector = models.JSONField(default=dict, blank=True, validators=[validate_str_dict])
     # Kubernetes tolerations of the task's pods (items with the API's field names).
     tolerations = models.JSONField(default=list, blank=True, validators=[validate_tolerations])

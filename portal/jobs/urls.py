@@ -9,6 +9,7 @@ urlpatterns = [
     path("new/", views.JobSubmitView.as_view(), name="job_submit"),
     path("upload/", views.JobUploadView.as_view(), name="job_upload"),
     path("<int:job_id>/", views.JobDetailView.as_view(), name="job_detail"),
+    path("<int:job_id>/live/", views.JobLiveView.as_view(), name="job_live"),
     path("<int:job_id>/cancel/", views.JobCancelView.as_view(), name="job_cancel"),
     path("<int:job_id>/release/", views.JobReleaseView.as_view(), name="job_release"),
 ]

@@ -96,6 +96,7 @@ def _job_list_columns(jobs):
             "status",
             "submitted_at",
             "pending_reason",
+            "pending_kind",
             "queue__id",
             "queue__name",
             "tenant__id",
@@ -124,33 +125,53 @@ class JobDetailView(LoginRequiredMixin, TemplateView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
-        job = job_get(user=self.request.user, job_id=kwargs["job_id"])
-        state = job_state(user=self.request.user, job=job)
-        timeline = [
-            _timeline_step(label, getattr(job, field), state)
-            for label, field in STATUS_TIMELINE
-            if field != "cancelled_at" or job.cancelled_at
-        ]
-        preemptions = list(preemption_event_list_for_job(job_id=job.pk)[:100])
-        involved = {e.victim_job_id for e in preemptions} | {
-            e.preemptor_job_id for e in preemptions
-        }
-        # Jobs of other tenants appear without their names (tenant scoping).
-        visible_ids = set(
-            visible_jobs(self.request.user).filter(pk__in=involved).values_list("pk", flat=True)
-        )
-        context.update(
-            job=job,
-            state=state,
-            tasks=job.tasks.all(),
-            placements=placement_list_for_job(job_id=job.pk),
-            preemptions=preemptions,
-            visible_job_ids=visible_ids,
-            timeline=timeline,
-            can_cancel=can_cancel_job(self.request.user, job) and not job.is_terminal,
-            can_release=job.status == Job.Status.QUARANTINED and is_site_admin(self.request.user),
-        )
+        context.update(_job_page(self.request, kwargs["job_id"]))
         return context
+
+
+class JobLiveView(LoginRequiredMixin, View):
+    """The parts of the job page that change (state, reason, placement, preemptions), for the
+    page to swap in every few seconds (static/js/job_live.js). `X-Job-Final: 1` once the job
+    has ended: nothing will change any more."""
+
+    http_method_names = ["get"]
+
+    def get(self, request: HttpRequest, job_id: int) -> HttpResponse:
+        context = _job_page(request, job_id)
+        response = render(request, "jobs/_job_live.html", context)
+        if context["job"].is_terminal:
+            response["X-Job-Final"] = "1"
+        return response
+
+
+def _job_page(request: HttpRequest, job_id: int) -> dict[str, Any]:
+    """What the job page shows; 404 for a job the user may not see."""
+    job = job_get(user=request.user, job_id=job_id)
+    state = job_state(user=request.user, job=job)
+    timeline = [
+        _timeline_step(label, getattr(job, field), state)
+        for label, field in STATUS_TIMELINE
+        if field != "cancelled_at" or job.cancelled_at
+    ]
+    preemptions = list(preemption_event_list_for_job(job_id=job.pk)[:100])
+    involved = {e.victim_job_id for e in preemptions} | {
+        e.preemptor_job_id for e in preemptions
+    }
+    # Jobs of other tenants appear without their names (tenant scoping).
+    visible_ids = set(
+        visible_jobs(request.user).filter(pk__in=involved).values_list("pk", flat=True)
+    )
+    return {
+        "job": job,
+        "state": state,
+        "tasks": job.tasks.all(),
+        "placements": placement_list_for_job(job_id=job.pk),
+        "preemptions": preemptions,
+        "visible_job_ids": visible_ids,
+        "timeline": timeline,
+        "can_cancel": can_cancel_job(request.user, job) and not job.is_terminal,
+        "can_release": job.status == Job.Status.QUARANTINED and is_site_admin(request.user),
+    }
 
 
 def _timeline_step(label: str, at: Any, state: JobState) -> dict[str, Any]:

@@ -352,7 +352,8 @@ def _task_parse(c: _Collector, raw: Any, path: str) -> dict[str, Any] | None:
     }
     if pod.get("tolerations") is not None:
         task["tolerations"] = pod["tolerations"]
-    totals = {"gpus": 0, "cpu_millis": 0, "memory_bytes": 0}
+    # CPU and memory no container states are left out: the job gets the portal's default.
+    totals = {"gpus": 0}
     for index, container in enumerate(containers):
         cpath = f"{containers_path}[{index}]"
         if not isinstance(container, dict):
@@ -365,7 +366,7 @@ def _task_parse(c: _Collector, raw: Any, path: str) -> dict[str, Any] | None:
             task["command"] = command + args
             task["env"] = _env_parse(c, container.get("env"), f"{cpath}.env")
         for key, amount in _resources_parse(c, container.get("resources"), f"{cpath}.resources"):
-            totals[key] += amount
+            totals[key] = totals.get(key, 0) + amount
     task.update(totals)
     return task
 
@@ -436,9 +437,10 @@ def _resources_parse(c: _Collector, raw: Any, path: str) -> list[tuple[str, int]
             f"{path}.requests",
             GPU_REQUEST_MISMATCH.format(request=requests["gpus"], limit=limits["gpus"]),
         )
-    return [
-        ("gpus", gpus),
-        ("cpu_millis", requests.get("cpu_millis", limits.get("cpu_millis", 0))),
-        ("memory_bytes", requests.get("memory_bytes", limits.get("memory_bytes", 0))),
+    stated = [
+        (key, requests.get(key, limits.get(key)))
+        for key in ("cpu_millis", "memory_bytes")
+        if key in requests or key in limits
     ]
+    return [("gpus", gpus), *stated]
 

@@ -2,9 +2,11 @@
 headless once per module."""
 
 import os
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 
 # Playwright's sync API runs an event loop in this thread; Django refuses ORM calls from a
 # thread with a running loop unless told it is fine (the tests call the ORM in between).
@@ -31,3 +33,39 @@ def browser():
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+DEMO_PASSWORD = "demo-pass-for-browser-tests"  # noqa: S105
+
+
+@pytest.fixture
+def demo(transactional_db, monkeypatch):
+    """A freshly seeded demo after one scheduling cycle (a module may define its own)."""
+    from scheduler.tasks import scheduling_cycle_run
+
+    monkeypatch.setenv("DEMO_PASSWORD", DEMO_PASSWORD)
+    call_command("seed_demo", stdout=StringIO())
+    scheduling_cycle_run()
+
+
+@pytest.fixture
+def open_as(browser, live_server):
+    """`open_as(role, path, ready)`: a page signed in as a demo user, at the desktop size
+    (or `viewport=PHONE`), once `ready` is on it."""
+    from tests.browser.chromium import DESKTOP, log_in
+
+    contexts = []
+
+    def open_page(role: str, path: str, ready: str = "main", viewport: dict | None = None):
+        context = browser.new_context(viewport=viewport or DESKTOP)
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(20000)
+        log_in(page, live_server.url, role, DEMO_PASSWORD)
+        page.goto(live_server.url + path)
+        page.wait_for_selector(ready)
+        return page
+
+    yield open_page
+    for context in contexts:
+        context.close()

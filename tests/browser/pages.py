@@ -30,8 +30,8 @@ class BrowserPage:
 PAGES = (
     BrowserPage("login", "login", "/accounts/login/", "#id_username", ("anonymous",), phone=True),
     BrowserPage("home", "home", "/", "#my-jobs", ALL, phone=True),
-    BrowserPage("job-list", "jobs:job_list", "/jobs/", "#jobs", ALL),
-    BrowserPage("job-detail", "jobs:job_detail", "/jobs/{job}/", "#placements", ALL),
+    BrowserPage("job-list", "jobs:job_list", "/jobs/", "#jobs", ALL, phone=True),
+    BrowserPage("job-detail", "jobs:job_detail", "/jobs/{job}/", "#placements", ALL, phone=True),
     BrowserPage("job-submit", "jobs:job_submit", "/jobs/new/", "#job-submit", ALL),
     BrowserPage("job-upload", "jobs:job_upload", "/jobs/upload/", "#job-upload", ALL),
     BrowserPage("queue-list", "queues:queue_list", "/queues/", "table", ALL),
@@ -89,6 +89,7 @@ NOT_PAGES = {
     "logout": "POST only",
     "jobs:job_cancel": "POST only",
     "jobs:job_release": "POST only (a quarantined job's release button, site admins)",
+    "jobs:job_live": "the job page's changing parts, swapped into it every few seconds",
     "queues:queue_preview": "JSON for the queue edit page",
     "tenants:tenant_preview": "JSON for the tenant edit page",
     "scheduling:preemption_csv": "CSV download",

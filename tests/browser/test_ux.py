@@ -3,44 +3,10 @@
 editor's errors, the nodes page, and the refusals and errors around them."""
 
 import json
-from io import StringIO
 
-import pytest
-from django.core.management import call_command
-
-from tests.browser.chromium import DESKTOP, log_in, needs_chromium
+from tests.browser.chromium import needs_chromium
 
 pytestmark = needs_chromium
-
-DEMO_PASSWORD = "demo-pass-for-browser-tests"  # noqa: S105
-
-
-@pytest.fixture
-def demo(transactional_db, monkeypatch):
-    from scheduler.tasks import scheduling_cycle_run
-
-    monkeypatch.setenv("DEMO_PASSWORD", DEMO_PASSWORD)
-    call_command("seed_demo", stdout=StringIO())
-    scheduling_cycle_run()
-
-
-@pytest.fixture
-def open_as(browser, live_server):
-    contexts = []
-
-    def open_page(role: str, path: str, ready: str = "main"):
-        context = browser.new_context(viewport=DESKTOP)
-        contexts.append(context)
-        page = context.new_page()
-        page.set_default_timeout(20000)
-        log_in(page, live_server.url, role, DEMO_PASSWORD)
-        page.goto(live_server.url + path)
-        page.wait_for_selector(ready)
-        return page
-
-    yield open_page
-    for context in contexts:
-        context.close()
 
 
 def _traces(page, chart: str) -> list[dict]:

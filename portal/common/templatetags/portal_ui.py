@@ -25,6 +25,11 @@ def gib(size):
 
 
 @register.filter
+def duration(seconds):
+    return units.duration(seconds)
+
+
+@register.filter
 def ago(moment):
     return units.ago(moment, timezone.now())
 

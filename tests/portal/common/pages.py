@@ -160,6 +160,7 @@ PAGES = [
     Page("jobs:job_submit", "", get=SUBMIT_GET, post=SUBMIT_POST, post_body="job_form"),
     Page("jobs:job_upload", "", get=SUBMIT_GET, post=SUBMIT_POST, post_body="job_manifest"),
     Page("jobs:job_detail", "", kwargs={"job_id": "a_job"}, get=a_object(OK)),
+    Page("jobs:job_live", "", kwargs={"job_id": "a_job"}, get=a_object(OK)),
     Page(
         "jobs:job_cancel",
         "own job",
@@ -285,6 +286,7 @@ LIST_PAGES = [
         ("alpha-queue",),
     ),
     ("jobs:job_detail", {"job_id": "a_job"}, {}, ("alpha-queue", "alpha-job")),
+    ("jobs:job_live", {"job_id": "a_job"}, {}, ()),
     ("tenants:tenant_list", {}, {}, ()),
     ("tenants:tenant_detail", {"tenant_id": "alpha"}, {}, ("alpha-queue",)),
 ]

@@ -1,0 +1,80 @@
+"""The job pages as a user meets them, in a real Chromium on a freshly seeded demo: the job page
+follows the scheduler without a reload, says one state, speaks cores and GiB; the job list fits a
+phone."""
+
+from tests.browser.chromium import PHONE, needs_chromium
+
+pytestmark = needs_chromium
+
+
+def test_the_job_page_follows_the_job_without_a_reload(demo, open_as, monkeypatch):
+    from portal.jobs.models import Job
+    from portal.jobs.services import job_submit
+    from portal.queues.models import Queue
+    from scheduler.tasks import scheduling_cycle_run
+
+    # The submission's own cycle waits: the page is open before the scheduler places the job.
+    monkeypatch.setattr("portal.jobs.services.scheduling_cycle_kick", lambda: None)
+    job = job_submit(
+        submitter=Job.objects.get(name="tokenizer-eval").submitter,
+        queue=Queue.objects.get(name="nlp-train"),
+        name="live-eval",
+        tasks=[{"name": "worker", "replicas": 1, "image": "trainer:1", "gpus": 1}],
+    )
+    page = open_as("researcher", f"/jobs/{job.pk}/", "#placements")
+    page.evaluate("window.__sameDocument = true")
+    assert page.inner_text("#job-status") == "Waiting"
+    assert "waiting for the next scheduling cycle" in page.inner_text("#pending-reason")
+    assert "Not placed yet" in page.inner_text("#placements")
+
+    scheduling_cycle_run()
+    page.wait_for_function(
+        "() => /gpu-worker-\\d/.test(document.getElementById('placements').innerText)"
+    )
+    assert page.inner_text("#job-status") in ("Admitted", "Running")
+    assert page.locator("#pending-reason").count() == 0
+    assert page.evaluate("window.__sameDocument") is True  # no reload happened
+
+    job.refresh_from_db()
+    Job.objects.filter(pk=job.pk).update(status=Job.Status.SUCCEEDED)
+    page.wait_for_selector("#job-status:has-text('Succeeded')")
+    page.wait_for_selector("#live-note:has-text('The job has ended.')")
+    assert page.locator("button:has-text('Cancel job')").count() == 0
+
+
+def test_a_job_that_can_never_run_says_only_that(demo, open_as):
+    from portal.jobs.models import Job
+
+    job = Job.objects.get(name="bert-pretrain")
+    page = open_as("researcher", f"/jobs/{job.pk}/", "#placements")
+    assert page.inner_text("#job-status") == "Never runnable as submitted"
+    reason = page.inner_text("#pending-reason")
+    assert reason.startswith("Why it cannot run:")
+    assert "capability is 24 GPUs" in reason
+    assert "Why it is waiting" not in page.inner_text("main")
+    started = page.locator("#timeline li", has_text="Started").inner_text()
+    assert "not yet" in started
+
+    roles = page.inner_text("#roles")
+    assert "64 cores" in roles
+    assert "512 GiB" in roles
+    assert "000m" not in roles
+    assert "GB" not in roles.replace("GiB", "")
+    # Nothing of the roles table is cut off: it fits its card at the desktop width.
+    assert page.evaluate(
+        "(() => { const t = document.getElementById('roles');"
+        " return t.scrollWidth <= t.parentElement.clientWidth + 1; })()"
+    )
+
+
+def test_the_job_list_is_a_stack_of_cards_on_a_phone(demo, open_as):
+    page = open_as("researcher", "/jobs/", "#jobs", viewport=PHONE)
+    assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1
+    box = page.locator("#jobs").evaluate("t => t.parentElement.scrollWidth - t.parentElement.clientWidth")
+    assert box <= 1  # the table does not scroll sideways either: each job is a card
+    card = page.locator("#jobs tbody tr", has_text="bert-pretrain")
+    assert card.bounding_box()["width"] <= PHONE["width"]
+    status = card.locator("td[data-label='Status']")
+    assert status.inner_text() == "Never runnable"
+    assert status.evaluate("td => getComputedStyle(td, '::before').content") == '"Status"'
+    assert page.evaluate("document.querySelector('header.topbar').offsetHeight") <= 130

@@ -176,6 +176,9 @@ SIMULATED_CLUSTER_FILE = env.str(
 # Extended resource names that count as GPUs; quotas count any of them.
 GPU_RESOURCE_NAMES = env.list("GPU_RESOURCE_NAMES", default=["nvidia.com/gpu", "mars-tech.com/gpu"])
 KUBERNETES_NAMESPACE = env.str("KUBERNETES_NAMESPACE", default="gpu-jobs")
+# Nodes and pods come from a list+watch cache kept by the cycle worker between cycles; off, every
+# cycle lists them all again.
+KUBERNETES_WATCH_CACHE = env.bool("KUBERNETES_WATCH_CACHE", default=True)
 SCHEDULER_CYCLE_SECONDS = env.float("SCHEDULER_CYCLE_SECONDS", default=5.0)
 # Expiry of the cluster-wide cycle lock; the holder renews it every third of this, so a
 # killed worker blocks scheduling for at most this long (scheduler/adapters/lock.py).

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from scheduler.adapters.cluster.base import ClusterBackend
+
+if TYPE_CHECKING:
+    from scheduler.adapters.cluster.kubernetes import KubernetesBackend
+    from scheduler.adapters.cluster.watch_cache import ClusterCache
 
 BACKENDS = ("simulated", "kubernetes")
 
@@ -19,7 +25,26 @@ def backend_from_settings() -> ClusterBackend:
     if name == "kubernetes":
         from scheduler.adapters.cluster.kubernetes import KubernetesBackend
 
-        return KubernetesBackend.from_config(
+        backend = KubernetesBackend.from_config(
             settings.KUBERNETES_NAMESPACE, settings.GPU_RESOURCE_NAMES
         )
+        if settings.KUBERNETES_WATCH_CACHE:
+            backend.cache = _shared_cache(backend)
+        return backend
     raise ImproperlyConfigured(f"CLUSTER_BACKEND must be one of {', '.join(BACKENDS)}: {name!r}")
+
+
+def _shared_cache(backend: KubernetesBackend) -> ClusterCache:
+    """One watch cache per process and API server, kept from cycle to cycle (the cycle worker
+    is one process); each cycle still gets a fresh backend, so its write breaker starts closed."""
+    from scheduler.adapters.cluster.watch_cache import (
+        ClusterCache,
+        manifests_translation,
+        shared_cache,
+    )
+
+    host = backend.core_v1.api_client.configuration.host
+    return shared_cache(
+        ("kubernetes", host),
+        lambda: ClusterCache(backend.core_v1, manifests_translation()),
+    )

@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import urllib3
 from kubernetes import client, config
@@ -37,6 +37,9 @@ from scheduler.adapters.cluster.manifests import (
     observed_pod_from,
     pod_manifest,
 )
+
+if TYPE_CHECKING:
+    from scheduler.adapters.cluster.watch_cache import ClusterCache
 
 T = TypeVar("T")
 
@@ -95,6 +98,8 @@ class KubernetesBackend:
         self.request_timeout = request_timeout
         self.breaker_threshold = breaker_threshold
         self._writes_failed_in_a_row = 0
+        # With a watch cache (watch_cache.ClusterCache), reads come from memory.
+        self.cache: ClusterCache | None = None
 
     @classmethod
     def from_config(
@@ -148,6 +153,8 @@ class KubernetesBackend:
     def list_nodes(self) -> list[ObservedNode]:
         """Every node, with what pods the portal does not own hold on it: those pods are read
         in every namespace (DaemonSets, other schedulers, other portal instances)."""
+        if self.cache is not None:
+            return self.cache.nodes()
         nodes = self._list_all("list nodes", self.core_v1.list_node)
         pods = self._list_all(
             "list pods in all namespaces", self.core_v1.list_pod_for_all_namespaces
@@ -155,6 +162,8 @@ class KubernetesBackend:
         return nodes_observed(nodes, pods, is_managed)
 
     def list_pods(self) -> list[ObservedPod]:
+        if self.cache is not None:
+            return [pod for pod in self.cache.owned_pods() if pod.namespace == self.namespace]
         items = self._list_all(
             f"list pods in {self.namespace}",
             self.core_v1.list_namespaced_pod,

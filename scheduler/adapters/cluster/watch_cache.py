@@ -1,0 +1,556 @@
+"""A list+watch cache of the cluster's nodes and pods, kept between cycles by the cycle worker.
+
+Each resource has a reflector thread, as client-go's Reflector: list in pages (`limit` +
+`continue`), then watch from the list's resourceVersion with bookmarks, resume the watch from
+the last resourceVersion seen when it ends, list again on 410 Gone. A steady-state cycle then
+reads memory: the nodes, the portal's own pods and the requests other pods hold per node.
+
+What is kept is small on purpose: an event's object is decoded into the client's model once,
+handed to the translation (manifests.py, one translation for the list path and this one), and
+dropped. A pod the portal owns keeps its ObservedPod; any other pod keeps only the node it is
+on and what it requests there, summed per node as events arrive. 100,000 pods of other
+workloads therefore cost a few tuples, not 100,000 decoded objects.
+
+Staleness is explicit: reads wait for the first full list, and fail (TransientClusterError,
+like an unreachable API server) when the watch has not heard from the server for
+`max_staleness` seconds, so a cycle never decides on a picture it cannot vouch for.
+
+The official client's informer module (kubernetes.informer.SharedInformer, in client 35+) is
+not used: it lists without `limit`/`continue`, decodes every object into a model on every
+list, does not ask for bookmarks, and tracks the resourceVersion only when it decodes, which
+is the 14-second decode this cache exists to avoid. `kubernetes.watch.Watch` is used for the
+stream itself, given a list function without a declared return type so that it yields the
+raw objects; the resourceVersion is tracked here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import urllib3
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+
+from scheduler.adapters.cluster.base import ObservedNode, ObservedPod, TransientClusterError
+
+logger = logging.getLogger(__name__)
+
+Raw = dict[str, Any]
+DEFAULT_PAGE_SIZE = 500
+# The server ends each watch after this long, so even a quiet cluster proves contact this often.
+DEFAULT_WATCH_SECONDS = 50
+DEFAULT_MAX_STALENESS = 90.0
+DEFAULT_SYNC_TIMEOUT = 60.0
+_RETRYABLE = frozenset({429, 500, 502, 503, 504})
+STALE = "cluster cache: no word from the API server about {what} for {seconds:.0f} s ({error})"
+NOT_SYNCED = "cluster cache: {what} not listed within {seconds:.0f} s ({error})"
+
+
+@dataclass(frozen=True)
+class Translation:
+    """How decoded objects become what the cycle reads (manifests.py's functions).
+
+    `usage(pod)`: what the pod holds on its node (None when it holds nothing: unbound or
+    finished); counted for pods the portal does not own (`owns(labels)` is False).
+    """
+
+    node: Callable[[client.V1Node, Mapping[str, int]], ObservedNode]
+    pod: Callable[[client.V1Pod], ObservedPod]
+    usage: Callable[[client.V1Pod], Mapping[str, int] | None]
+    owns: Callable[[Mapping[str, str]], bool]
+
+
+@dataclass(slots=True)
+class _Node:
+    rv: str
+    model: client.V1Node
+    observed: ObservedNode | None = None  # memo, cleared when the node or its usage changes
+
+
+@dataclass(frozen=True, slots=True)
+class _Pod:
+    rv: str
+    observed: ObservedPod | None  # pods the portal owns
+    node: str | None  # pods it does not own: where they hold `usage`
+    usage: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass
+class ReflectorStats:
+    lists: int = 0
+    relists_after_410: int = 0
+    watches: int = 0
+    events: int = 0
+    bookmarks: int = 0
+    errors: int = 0
+    last_error: str = ""
+    resource_version: str | None = None
+
+
+class Reflector:
+    """List then watch one resource into `replace(raws)` and `apply(type, raw)`.
+
+    `run(stop)` is the thread body; `list_once` and `watch_once` are its steps, public so the
+    tests can drive them one at a time.
+    """
+
+    def __init__(
+        self,
+        what: str,
+        list_fn: Callable[..., Any],
+        *,
+        replace: Callable[[list[Raw]], None],
+        apply: Callable[[str, Raw], None],
+        page_size: int = DEFAULT_PAGE_SIZE,
+        watch_seconds: int = DEFAULT_WATCH_SECONDS,
+        request_timeout: tuple[float, float] = (5.0, 30.0),
+        base_delay: float = 0.2,
+        max_delay: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.what = what
+        self._list_fn = list_fn
+        self._replace = replace
+        self._apply = apply
+        self.page_size = page_size
+        self.watch_seconds = watch_seconds
+        self.request_timeout = request_timeout
+        self.base_delay, self.max_delay = base_delay, max_delay
+        self.clock = clock
+        self.resource_version: str | None = None
+        self.last_contact: float | None = None
+        self.synced = threading.Event()
+        self.stats = ReflectorStats()
+        self._watch: watch.Watch | None = None
+
+    def run(self, stop: threading.Event) -> None:
+        failures = 0
+        while not stop.is_set():
+            try:
+                if self.resource_version is None:
+                    self.list_once()
+                self.watch_once()
+                failures = 0
+            except Exception as error:  # the thread must outlive any one failure
+                if stop.is_set():
+                    return  # stop() cut the connection: not a failure
+                failures += 1
+                self._failed(error)
+                delay = min(self.max_delay, self.base_delay * 2 ** min(failures, 16))
+                stop.wait(max(delay, _retry_after(error) or 0.0))
+
+    def stop_watch(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()
+
+    def list_once(self) -> None:
+        """A full list into `replace`. An expired continue token (the list took longer than
+        the server keeps its snapshot) starts the list again, once with pages and then in
+        one request, as client-go's pager does (FullListIfExpired)."""
+        for limit in (self.page_size, self.page_size, 0):
+            try:
+                items, rv = self._list_pages(limit)
+            except ApiException as error:
+                if error.status != 410:
+                    raise
+                self.stats.relists_after_410 += 1
+                logger.info("%s: list expired mid-way (410), listing again", self.what)
+                continue
+            self._replace(items)
+            self.resource_version = self.stats.resource_version = rv
+            self.stats.lists += 1
+            self.last_contact = self.clock()
+            self.synced.set()
+            return
+        raise TransientClusterError(f"{self.what}: every list expired before it finished")
+
+    def watch_once(self) -> None:
+        """One watch connection from the current resourceVersion, until the server ends it. On
+        410 (the version was compacted away) the next step lists again."""
+        self._watch = stream = watch.Watch()
+        self.stats.watches += 1
+        read_timeout = self.watch_seconds + self.request_timeout[1]
+        try:
+            for event in stream.stream(
+                _untyped(self._list_fn),
+                resource_version=self.resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=self.watch_seconds,
+                _request_timeout=(self.request_timeout[0], read_timeout),
+            ):
+                self._on_event(event)
+        except ApiException as error:
+            if error.status == 410:
+                logger.info("%s: watch version expired (410), listing again", self.what)
+                self.resource_version = None
+                return
+            raise
+        finally:
+            self._watch = None
+        self.last_contact = self.clock()  # ended by the server's timeout: it was there
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind, obj = event.get("type"), event.get("raw_object") or event.get("object") or {}
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if kind == "BOOKMARK":
+            self.stats.bookmarks += 1
+        elif kind in ("ADDED", "MODIFIED", "DELETED"):
+            self._apply(kind, obj)
+            self.stats.events += 1
+        if rv:
+            self.resource_version = self.stats.resource_version = rv
+        self.last_contact = self.clock()
+
+    def _list_pages(self, limit: int) -> tuple[list[Raw], str]:
+        items: list[Raw] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "_preload_content": False,
+                "_request_timeout": self.request_timeout,
+            }
+            if limit:
+                kwargs["limit"] = limit
+            if token:
+                kwargs["_continue"] = token
+            response = self._list_fn(**kwargs)
+            page = json.loads(response.data)
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                return items, str(meta.get("resourceVersion") or "")
+
+    def _failed(self, error: Exception) -> None:
+        self.stats.errors += 1
+        self.stats.last_error = _describe(error)
+        logger.warning("%s: %s; retrying", self.what, self.stats.last_error)
+
+
+class ClusterCache:
+    """Nodes and pods of the whole cluster, each kept by a Reflector thread.
+
+    Reads (`nodes`, `owned_pods`) start the threads on first use, wait for the first lists,
+    and refuse to answer from a picture older than `max_staleness` seconds.
+    """
+
+    def __init__(
+        self,
+        core_v1: client.CoreV1Api,
+        translation: Translation,
+        *,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        watch_seconds: int = DEFAULT_WATCH_SECONDS,
+        request_timeout: tuple[float, float] = (5.0, 30.0),
+        max_staleness: float = DEFAULT_MAX_STALENESS,
+        sync_timeout: float = DEFAULT_SYNC_TIMEOUT,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.translation = translation
+        self.max_staleness = max_staleness
+        self.sync_timeout = sync_timeout
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._nodes: dict[str, _Node] = {}
+        self._pods: dict[tuple[str, str], _Pod] = {}
+        self._usage: dict[str, dict[str, int]] = {}
+        self.decode_errors = 0
+        common = {
+            "page_size": page_size,
+            "watch_seconds": watch_seconds,
+            "request_timeout": request_timeout,
+            "clock": clock,
+        }
+        self.node_reflector = Reflector(
+            "nodes",
+            core_v1.list_node,
+            replace=self._replace_nodes,
+            apply=self._apply_node,
+            **common,
+        )
+        self.pod_reflector = Reflector(
+            "pods",
+            core_v1.list_pod_for_all_namespaces,
+            replace=self._replace_pods,
+            apply=self._apply_pod,
+            **common,
+        )
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._pid: int | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the reflector threads (again, in a process forked after they started)."""
+        if self._threads and self._pid == os.getpid():
+            return
+        self._pid = os.getpid()
+        self._stop.clear()
+        self._threads = [
+            threading.Thread(target=r.run, args=(self._stop,), name=f"watch-{r.what}", daemon=True)
+            for r in (self.node_reflector, self.pod_reflector)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        for reflector in (self.node_reflector, self.pod_reflector):
+            reflector.stop_watch()
+        for thread in self._threads:
+            thread.join(timeout=timeout)
+        self._threads = []
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def nodes(self) -> list[ObservedNode]:
+        self._ensure_current()
+        with self._lock:
+            observed = []
+            for name in sorted(self._nodes):
+                entry = self._nodes[name]
+                if entry.observed is None:
+                    entry.observed = self.translation.node(entry.model, self._usage.get(name, {}))
+                observed.append(entry.observed)
+            return observed
+
+    def owned_pods(self) -> list[ObservedPod]:
+        self._ensure_current()
+        with self._lock:
+            return [
+                entry.observed
+                for _key, entry in sorted(self._pods.items())
+                if entry.observed is not None
+            ]
+
+    def usage(self) -> dict[str, dict[str, int]]:
+        """node -> what pods the portal does not own request there (a copy)."""
+        with self._lock:
+            return {node: dict(held) for node, held in self._usage.items() if held}
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            counts = {
+                "nodes": len(self._nodes),
+                "pods": len(self._pods),
+                "owned_pods": sum(1 for p in self._pods.values() if p.observed),
+            }
+        return {
+            **counts,
+            "decode_errors": self.decode_errors,
+            "nodes_reflector": vars(self.node_reflector.stats),
+            "pods_reflector": vars(self.pod_reflector.stats),
+        }
+
+    def _ensure_current(self) -> None:
+        self.start()
+        for reflector in (self.node_reflector, self.pod_reflector):
+            if not reflector.synced.wait(self.sync_timeout):
+                raise TransientClusterError(
+                    NOT_SYNCED.format(
+                        what=reflector.what,
+                        seconds=self.sync_timeout,
+                        error=reflector.stats.last_error or "no answer yet",
+                    )
+                )
+            silent = self.clock() - (reflector.last_contact or 0.0)
+            if silent > self.max_staleness:
+                raise TransientClusterError(
+                    STALE.format(
+                        what=reflector.what,
+                        seconds=silent,
+                        error=reflector.stats.last_error or "watch silent",
+                    )
+                )
+
+    # -- writes from the reflectors ----------------------------------------------------------
+
+    def _replace_nodes(self, raws: list[Raw]) -> None:
+        with self._lock:
+            current = self._nodes
+        entries = {}
+        for raw in raws:
+            meta = raw.get("metadata") or {}
+            name, rv = meta.get("name"), str(meta.get("resourceVersion") or "")
+            old = current.get(name)
+            if old is not None and old.rv == rv:
+                entries[name] = _Node(rv, old.model)
+                continue
+            model = self._decode(client.V1Node, raw)
+            if model is not None:
+                entries[name] = _Node(rv, model)
+        with self._lock:
+            self._nodes = entries
+
+    def _apply_node(self, kind: str, raw: Raw) -> None:
+        meta = raw.get("metadata") or {}
+        name = meta.get("name")
+        if kind == "DELETED":
+            with self._lock:
+                self._nodes.pop(name, None)
+            return
+        model = self._decode(client.V1Node, raw)
+        if model is not None:
+            with self._lock:
+                self._nodes[name] = _Node(str(meta.get("resourceVersion") or ""), model)
+
+    def _replace_pods(self, raws: list[Raw]) -> None:
+        with self._lock:
+            old = self._pods
+        entries: dict[tuple[str, str], _Pod] = {}
+        for raw in raws:
+            key, rv = _pod_key(raw)
+            previous = old.get(key)
+            entry = previous if previous is not None and previous.rv == rv else self._pod(raw)
+            if entry is not None:
+                entries[key] = entry
+        usage: dict[str, dict[str, int]] = {}
+        for entry in entries.values():
+            _add_usage(usage, entry, +1)
+        with self._lock:
+            changed = {
+                n for n in set(usage) | set(self._usage) if usage.get(n) != self._usage.get(n)
+            }
+            self._pods, self._usage = entries, usage
+            self._forget_nodes(changed)
+
+    def _apply_pod(self, kind: str, raw: Raw) -> None:
+        key, _rv = _pod_key(raw)
+        entry = None if kind == "DELETED" else self._pod(raw)
+        with self._lock:
+            previous = self._pods.pop(key, None)
+            if previous is not None:
+                _add_usage(self._usage, previous, -1)
+            if entry is not None:
+                self._pods[key] = entry
+                _add_usage(self._usage, entry, +1)
+            self._forget_nodes({e.node for e in (previous, entry) if e is not None and e.node})
+
+    def _pod(self, raw: Raw) -> _Pod | None:
+        model = self._decode(client.V1Pod, raw)
+        if model is None:
+            return None
+        rv = str((raw.get("metadata") or {}).get("resourceVersion") or "")
+        if self.translation.owns((model.metadata.labels if model.metadata else None) or {}):
+            return _Pod(rv, self.translation.pod(model), None)
+        held = self.translation.usage(model)
+        if not held:
+            return _Pod(rv, None, None)
+        return _Pod(rv, None, model.spec.node_name, tuple(sorted(held.items())))
+
+    def _forget_nodes(self, names: Iterable[str]) -> None:
+        for name in names:
+            entry = self._nodes.get(name)
+            if entry is not None:
+                entry.observed = None
+
+    def _decode(self, model: Any, raw: Raw) -> Any:
+        try:
+            return model.from_dict(raw)
+        except Exception as error:  # one malformed object must not stop the cache
+            self.decode_errors += 1
+            logger.warning(
+                "cluster cache: cannot decode %s %s: %s",
+                model.__name__,
+                (raw.get("metadata") or {}).get("name"),
+                error,
+            )
+            return None
+
+
+def _add_usage(usage: dict[str, dict[str, int]], entry: _Pod, sign: int) -> None:
+    if not entry.node:
+        return
+    held = usage.setdefault(entry.node, {})
+    for name, amount in entry.usage:
+        held[name] = held.get(name, 0) + sign * amount
+        if held[name] == 0:
+            del held[name]
+    if not held:
+        del usage[entry.node]
+
+
+def _pod_key(raw: Raw) -> tuple[tuple[str, str], str]:
+    meta = raw.get("metadata") or {}
+    key = (meta.get("namespace") or "", meta.get("name") or "")
+    return key, str(meta.get("resourceVersion") or "")
+
+
+def _untyped(list_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The same call, without the declared return type: Watch then yields raw objects instead
+    of decoding each into a model (it finds the model through the return annotation)."""
+
+    def call(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - no annotation on purpose
+        return list_fn(*args, **kwargs)
+
+    return call
+
+
+def _retry_after(error: Exception) -> float | None:
+    if isinstance(error, ApiException) and error.status == 429:
+        try:
+            return float((error.headers or {}).get("Retry-After") or 0) or None
+        except ValueError:
+            return None
+    return None
+
+
+def _describe(error: Exception) -> str:
+    if isinstance(error, ApiException):
+        return f"HTTP {error.status} {error.reason}"
+    if isinstance(error, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError):
+        return f"{type(error).__name__}: {error}"
+    return f"{type(error).__name__}: {error}"
+
+
+def manifests_translation() -> Translation:
+    """The translation the list path uses (manifests.py), for the cache to hand objects to."""
+    from scheduler.adapters.cluster.labels import is_managed
+    from scheduler.adapters.cluster.manifests import (
+        observed_node_from,
+        observed_pod_from,
+        occupies_node,
+        pod_requests,
+    )
+
+    return Translation(
+        node=observed_node_from,
+        pod=observed_pod_from,
+        usage=lambda pod: pod_requests(pod) if occupies_node(pod) else None,
+        owns=is_managed,
+    )
+
+
+@dataclass
+class _Registry:
+    """One cache per process and API server: the cycle worker keeps it between tasks."""
+
+    caches: dict[Any, ClusterCache] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_registry = _Registry()
+
+
+def shared_cache(key: Any, build: Callable[[], ClusterCache]) -> ClusterCache:
+    with _registry.lock:
+        cache = _registry.caches.get(key)
+        if cache is None:
+            cache = _registry.caches[key] = build()
+        return cache
+
+
+def forget_shared_caches() -> None:
+    """Stop and drop every shared cache (tests; a settings change)."""
+    with _registry.lock:
+        caches, _registry.caches = list(_registry.caches.values()), {}
+    for cache in caches:
+        cache.stop()

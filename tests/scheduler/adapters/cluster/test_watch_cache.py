@@ -1,0 +1,264 @@
+"""The list+watch cache against the emulated API server: it answers what listing answers, reads
+memory in the steady state, and survives dropped watches, 410 Gone and API errors."""
+
+from __future__ import annotations
+
+import time
+
+import kmock
+import pytest
+from kubernetes import client
+
+from scheduler.adapters.cluster import labels
+from scheduler.adapters.cluster.base import TransientClusterError
+from scheduler.adapters.cluster.kubernetes import KubernetesBackend, RetryPolicy
+from scheduler.adapters.cluster.testing.emulator import NODES, PODS, foreign_pod_object
+from scheduler.adapters.cluster.watch_cache import ClusterCache, Reflector, manifests_translation
+
+NS = "gpu-jobs"
+GPU = "nvidia.com/gpu"
+
+
+def node(cluster, name, gpus=8, **kwargs):
+    cluster.add_node(
+        name, {"cpu": "64", "memory": "512Gi", "pods": "110", GPU: str(gpus)}, **kwargs
+    )
+
+
+def own_pod(name, node_name, *, job_id=1, gpus=1):
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": labels.replica_labels(
+                job_id=job_id, task="worker", replica=0, queue="q", tenant="t"
+            ),
+        },
+        "spec": {
+            "nodeName": node_name,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "train:1",
+                    "resources": {"requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}},
+                }
+            ],
+        },
+    }
+
+
+def make_backend(cluster, **cache_options):
+    configuration = client.Configuration(host=cluster.url)
+    backend = KubernetesBackend.from_configuration(
+        configuration,
+        NS,
+        (GPU,),
+        RetryPolicy(attempts=2, base_delay=0.01, sleep=lambda _: None),
+        request_timeout=(2.0, 5.0),
+    )
+    return backend
+
+
+@pytest.fixture
+def listing(cluster):
+    return make_backend(cluster)
+
+
+@pytest.fixture
+def cached(cluster):
+    backend = make_backend(cluster)
+    backend.cache = ClusterCache(
+        backend.core_v1, manifests_translation(), page_size=3, watch_seconds=5, sync_timeout=10
+    )
+    yield backend
+    backend.cache.stop()
+
+
+def eventually(check, timeout=10.0):
+    """The cache follows the server asynchronously: wait until `check()` holds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            check()
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def same_as_listing(cached, listing):
+    def check():
+        assert cached.list_nodes() == listing.list_nodes()
+        assert cached.list_pods() == listing.list_pods()
+
+    eventually(check)
+
+
+def seed(cluster):
+    for index in range(4):
+        node(cluster, f"n{index}")
+    for index in range(7):  # more than two pages of 3
+        cluster.add_pod(foreign_pod_object(index, f"n{index % 4}"))
+    cluster.add_pod(own_pod("gp-1-worker-0", "n0"))
+
+
+def test_the_cache_answers_what_listing_answers_as_the_cluster_changes(cluster, cached, listing):
+    seed(cluster)
+    same_as_listing(cached, listing)
+
+    cluster.add_pod(own_pod("gp-2-worker-0", "n1", job_id=2, gpus=4))
+    cluster.add_pod(foreign_pod_object(100, "n2", namespace="other-team"))
+    cluster.delete_pod("kube-system", "ds-000003", grace_seconds=0)
+    cluster.patch_pod("kube-system", "ds-000001", {"status": {"phase": "Succeeded"}})
+    cluster.set_node_ready("n3", False)
+    cluster.delete_node("n2")
+    node(cluster, "n9", taints=[{"key": "gpu", "effect": "NoSchedule"}])
+    cluster.advance(1)  # kubelets start the portal's pods
+
+    same_as_listing(cached, listing)
+    used_cpu = {n.name: n.used_by_others.get("cpu", 0) for n in cached.list_nodes()}
+    assert used_cpu["n1"] == 100  # ds-000005; ds-000001 finished
+    assert [p.phase for p in cached.list_pods()] == ["Running", "Running"]
+
+
+def test_a_steady_cycle_reads_memory_not_the_api(cluster, cached, listing):
+    seed(cluster)
+    same_as_listing(cached, listing)
+    lists_before = len(cluster.requests(kmock.action.LIST, PODS))
+    node_lists_before = len(cluster.requests(kmock.action.LIST, NODES))
+
+    for _ in range(3):
+        cached.list_nodes()
+        cached.list_pods()
+
+    assert len(cluster.requests(kmock.action.LIST, PODS)) == lists_before
+    assert len(cluster.requests(kmock.action.LIST, NODES)) == node_lists_before
+    assert cached.cache.node_reflector.stats.lists == 1  # 4 nodes: 2 pages of 3
+
+
+def test_a_dropped_watch_resumes_from_its_resource_version_without_listing_again(
+    cluster, cached, listing
+):
+    seed(cluster)
+    same_as_listing(cached, listing)
+    pod_lists = cached.cache.pod_reflector.stats.lists
+
+    eventually(lambda: _assert(cluster.watch_count() == 2))
+    cluster.drop_watches()
+    cluster.add_pod(own_pod("gp-3-worker-0", "n0", job_id=3))
+
+    same_as_listing(cached, listing)
+    assert cached.cache.pod_reflector.stats.lists == pod_lists
+    assert cached.cache.pod_reflector.stats.watches >= 2
+
+
+def test_a_watch_whose_version_was_compacted_lists_again(cluster, cached, listing):
+    seed(cluster)
+    same_as_listing(cached, listing)
+    eventually(lambda: _assert(cluster.watch_count() == 2))
+
+    def drop_write_compact():  # at once on the server's loop: no watch reconnects between
+        cluster.handler.drop_watches()
+        store = cluster.store
+        store.create("pods", NS, own_pod("gp-4-worker-0", "n1", job_id=4), validate=False)
+        store.delete("pods", "kube-system", "ds-000000", 0)
+        store.compact()  # the versions the watches would resume from are gone
+
+    cluster.on_loop(drop_write_compact)
+
+    same_as_listing(cached, listing)
+    assert cached.cache.pod_reflector.stats.lists >= 2
+
+
+def test_a_list_whose_continue_token_expired_starts_again_and_misses_nothing(cluster):
+    seed(cluster)
+    api = make_backend(cluster).core_v1
+    pages = []
+
+    def list_then_compact(**kwargs):
+        pages.append(kwargs.get("_continue"))
+        response = api.list_pod_for_all_namespaces(**kwargs)
+        if len(pages) == 1:
+            cluster.add_pod(foreign_pod_object(50, "n0"))  # written between two pages
+            cluster.compact()  # ... and the snapshot the token points at is gone
+        return response
+
+    got = []
+    reflector = Reflector(
+        "pods", list_then_compact, replace=got.extend, apply=lambda *_: None, page_size=3
+    )
+    reflector.list_once()
+
+    names = sorted(p["metadata"]["name"] for p in got)
+    assert names == sorted([f"ds-{i:06d}" for i in (*range(7), 50)] + ["gp-1-worker-0"])
+    assert reflector.stats.relists_after_410 == 1
+
+
+def test_server_errors_and_throttling_delay_the_first_list_but_lose_nothing(
+    cluster, cached, listing
+):
+    seed(cluster)
+    cluster.fail_next(
+        kmock.action.LIST, kmock.KubernetesError(status=503, reason="Unavailable"), times=2
+    )
+    cluster.fail_next(
+        kmock.action.LIST, kmock.KubernetesError(status=429, reason="TooMany"), resource=NODES
+    )
+
+    same_as_listing(cached, listing)
+    assert cached.cache.pod_reflector.stats.errors == 2
+    assert cached.cache.node_reflector.stats.errors == 1
+
+
+def test_reads_fail_when_the_first_list_never_succeeds(cluster):
+    backend = make_backend(cluster)
+    cluster.fail_next(
+        kmock.action.LIST,
+        kmock.KubernetesError(status=500, reason="etcd"),
+        times=1000,
+        resource=NODES,
+    )
+    backend.cache = ClusterCache(backend.core_v1, manifests_translation(), sync_timeout=0.5)
+    try:
+        with pytest.raises(TransientClusterError, match="nodes not listed within"):
+            backend.list_nodes()
+    finally:
+        backend.cache.stop()
+
+
+def test_reads_fail_once_the_server_has_been_silent_too_long(cluster):
+    seed(cluster)
+    now = [1000.0]
+    backend = make_backend(cluster)
+    backend.cache = ClusterCache(
+        backend.core_v1,
+        manifests_translation(),
+        max_staleness=90,
+        watch_seconds=600,
+        clock=lambda: now[0],
+    )
+    try:
+        assert len(backend.list_nodes()) == 4
+        eventually(lambda: _assert(cluster.watch_count() == 2))
+        now[0] += 91  # no event, bookmark or watch end for longer than allowed
+
+        with pytest.raises(TransientClusterError, match="no word from the API server"):
+            backend.list_pods()
+        cluster.bookmark()  # the server speaks again
+        cluster.add_pod(own_pod("gp-5-worker-0", "n0", job_id=5))
+        eventually(lambda: _assert(len(_pods_or_none(backend)) == 2))
+    finally:
+        backend.cache.stop()
+
+
+def _assert(condition):
+    assert condition
+
+
+def _pods_or_none(backend):
+    """Both watches must hear the bookmark before reads trust the cache again."""
+    try:
+        return backend.list_pods()
+    except TransientClusterError:
+        return []

@@ -15,6 +15,7 @@ DNS_LABEL_INVALID = (
 )
 STR_LIST_INVALID = "must be a list of strings"
 STR_DICT_INVALID = "must be a mapping of strings to strings"
+DICT_INVALID = "must be a mapping"
 # Times a client may ask about (query filters). Outside, arithmetic on them (a default span
 # subtracted from year 1, a bucket rounded up from year 9999) overflows Python's datetime.
 TIME_MIN = datetime(1970, 1, 1, tzinfo=UTC)
@@ -49,6 +50,11 @@ def validate_str_dict(value: object) -> None:
         raise ValidationError(STR_DICT_INVALID, code="str_dict")
     if any("\x00" in k or "\x00" in v for k, v in value.items()):
         raise ValidationError(STR_NUL, code="null_characters_not_allowed")
+
+
+def validate_dict(value: object) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError(DICT_INVALID, code="dict")
 
 
 def validate_time_in_range(value: datetime) -> None:

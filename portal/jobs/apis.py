@@ -35,7 +35,7 @@ from portal.common.ids import parse_id
 from portal.queues.models import Queue
 
 from . import volcano
-from .limits import task_count_check
+from .limits import host_path_allowed, task_count_check
 from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES, Job
 from .selectors import job_get, job_queue_position, job_search, job_state
 from .services import job_cancel, job_quarantine_release, job_submit
@@ -186,6 +186,10 @@ class JobDetailApi(ApiView):
             memory_bytes = serializers.IntegerField()
             node_selector = serializers.DictField(child=serializers.CharField())
             tolerations = serializers.ListField(child=serializers.DictField())
+            pod_template = serializers.DictField(
+                help_text="The task's pod template as stored ({} when built from the fields "
+                "above); env valueFrom stays a reference."
+            )
 
         class PlacementSerializer(ApiSerializer):
             task = serializers.CharField(source="task.name")
@@ -291,6 +295,7 @@ def job_detail_data(job: Job, *, user: Any, placements: Any = ()) -> dict[str, A
                 "memory_bytes": task.memory_bytes,
                 "node_selector": {str(k): str(v) for k, v in task.node_selector.items()},
                 "tolerations": [dict(toleration) for toleration in task.tolerations],
+                "pod_template": task.pod_template,
             }
             for task in tasks
         ],
@@ -363,7 +368,7 @@ class JobCreateApi(ApiView):
         class TaskSerializer(StrictSerializer):
             name = serializers.CharField()
             replicas = serializers.IntegerField(min_value=1)
-            image = serializers.CharField()
+            image = serializers.CharField(required=False)
             command = serializers.ListField(
                 child=serializers.CharField(allow_blank=True),
                 required=False,
@@ -391,6 +396,12 @@ class JobCreateApi(ApiView):
                 required=False,
                 help_text="Kubernetes tolerations: key, operator (Exists|Equal), value, "
                 "effect (NoSchedule|PreferNoSchedule|NoExecute), tolerationSeconds",
+            )
+            pod_template = serializers.DictField(
+                required=False,
+                help_text="A Kubernetes pod template ({metadata, spec}: several containers, "
+                "initContainers, volumes, env valueFrom, ...); instead of image, command, env, "
+                "gpus, cpu_millis, memory_bytes and node_selector, which it then gives.",
             )
 
         queue = serializers.CharField(max_length=63, help_text="Queue id or name")
@@ -465,7 +476,9 @@ class JobCreateApi(ApiView):
         ignored: list[str] = []
         if volcano.is_volcano_manifest(data):
             try:
-                spec = volcano.volcano_job_parse(data, too_many_tasks=task_count_check())
+                spec = volcano.volcano_job_parse(
+                    data, too_many_tasks=task_count_check(), allow_host_path=host_path_allowed()
+                )
             except volcano.ManifestError as error:
                 spec_part = data.get("spec")
                 ref = spec_part.get("queue") if isinstance(spec_part, dict) else None

@@ -111,6 +111,11 @@ def task_count_error(count: int, *, limits: JobLimits) -> str | None:
     return exceeded(limits, "tasks_per_job", count)
 
 
+def host_path_allowed() -> bool:
+    """Whether pod templates may mount a node's directory (the JOB_ALLOW_HOST_PATH setting)."""
+    return bool(settings.JOB_ALLOW_HOST_PATH)
+
+
 def task_count_check() -> Callable[[int], str | None]:
     """`task_count_error` with the limits in force, for a parser to call."""
     return functools.partial(task_count_error, limits=job_limits())
@@ -137,7 +142,14 @@ def task_limit_errors(task: Any, *, limits: JobLimits, prefix: str) -> dict[str,
     errors = _Errors()
     for field, name in _TASK_NUMBERS.items():
         errors.tunable(f"{prefix}{field}", getattr(task, field), limits, name)
-    command, env = getattr(task, "command", None), getattr(task, "env", None)
+    template = getattr(task, "pod_template", None)
+    if isinstance(template, Mapping) and template:
+        # The template's containers carry the command and environment the pod runs with;
+        # the task's command and env only summarise its first container.
+        errors.update(template_limit_errors(template, limits=limits, prefix=f"{prefix}pod_template."))
+        command = env = None
+    else:
+        command, env = getattr(task, "command", None), getattr(task, "env", None)
     if _is_str_list(command):
         key = f"{prefix}command"
         errors.tunable(key, len(command), limits, "command_items")
@@ -153,6 +165,34 @@ def task_limit_errors(task: Any, *, limits: JobLimits, prefix: str) -> dict[str,
                      "characters in a label key")  # fmt: skip
         errors.fixed(key, max(map(len, selector.values()), default=0), LABEL_VALUE_MAX_CHARS,
                      "characters in a label value")  # fmt: skip
+    return errors
+
+
+def template_limit_errors(
+    template: Mapping[str, Any], *, limits: JobLimits, prefix: str
+) -> dict[str, list[str]]:
+    """The command and environment limits applied to every container of a normalised pod
+    template (portal.jobs.podtemplate): per container for the command, per pod for the
+    environment (all containers' variables together, as they all end up in the pod object)."""
+    errors = _Errors()
+    spec = template.get("spec") or {}
+    env_vars = env_chars = 0
+    env_key = None  # the container at which the pod's environment crosses a limit
+    for section in ("containers", "initContainers"):
+        for index, container in enumerate(spec.get(section) or []):
+            path = f"{prefix}spec.{section}[{index}]"
+            command = [*container.get("command", []), *container.get("args", [])]
+            errors.tunable(f"{path}.command", len(command), limits, "command_items")
+            errors.tunable(f"{path}.command", _chars(command), limits, "command_chars")
+            env = container.get("env") or []
+            env_vars += len(env)
+            env_chars += sum(len(item["name"]) + len(item.get("value", "")) for item in env)
+            over = env_vars > limits.env_vars or env_chars > limits.env_chars
+            if over and env_key is None:
+                env_key = f"{path}.env"
+    if env_key is not None:
+        errors.tunable(env_key, env_vars, limits, "env_vars")
+        errors.tunable(env_key, env_chars, limits, "env_chars")
     return errors
 
 

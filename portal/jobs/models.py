@@ -4,7 +4,12 @@ from django.db import models
 from django.utils import timezone
 
 from portal.common.models import BaseModel
-from portal.common.validators import validate_dns_label, validate_str_dict, validate_str_list
+from portal.common.validators import (
+    validate_dict,
+    validate_dns_label,
+    validate_str_dict,
+    validate_str_list,
+)
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
 
@@ -67,6 +72,9 @@ class Job(BaseModel):
     )
     pending_reason_at = models.DateTimeField(null=True, blank=True)
     preemption_count = models.PositiveIntegerField(default=0)
+    # Volcano job plugins and their arguments (portal.jobs.plugins: svc, env, pytorch),
+    # e.g. {"svc": [], "pytorch": ["--master=master", "--port=23456"]}.
+    plugins = models.JSONField(default=dict, blank=True, validators=[validate_dict])
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
@@ -119,6 +127,11 @@ class JobTask(models.Model):
     node_selector = models.JSONField(default=dict, blank=True, validators=[validate_str_dict])
     # Kubernetes tolerations of the task's pods (items with the API's field names).
     tolerations = models.JSONField(default=list, blank=True, validators=[validate_tolerations])
+    # The task's pod template (portal.jobs.podtemplate, normalised; `valueFrom` stays a
+    # reference). Empty: the pod is built from the fields above, one container. When set, the
+    # fields above summarise it (first container's image and command, the pod's resources as
+    # the kubelet sums them) for the scheduler and the pages; the pod is built from it.
+    pod_template = models.JSONField(default=dict, blank=True, validators=[validate_dict])
 
     class Meta:
         ordering = ["job_id", "id"]

@@ -14,6 +14,7 @@ from scheduler.tasks import scheduling_cycle_kick
 
 from .limits import (
     JobLimits,
+    host_path_allowed,
     job_limit_errors,
     job_limits,
     pending_pods_error,
@@ -21,6 +22,7 @@ from .limits import (
     task_limit_errors,
 )
 from .models import Job, JobTask
+from .podtemplate import pod_template_parse
 from .selectors import tenant_pending_pods
 
 TASK_FIELDS = (
@@ -34,7 +36,19 @@ TASK_FIELDS = (
     "memory_bytes",
     "node_selector",
     "tolerations",
+    "pod_template",
 )
+# What a pod template gives a task (its summary); given alongside a template they conflict.
+TEMPLATE_SUMMARY_FIELDS = (
+    "image",
+    "command",
+    "env",
+    "gpus",
+    "cpu_millis",
+    "memory_bytes",
+    "node_selector",
+)
+JOB_SUBMIT_GIVEN_BY_TEMPLATE = "give this in pod_template, not beside it"
 
 JOB_SUBMIT_NOT_A_MEMBER = "you are not a member of tenant {tenant}, which owns queue {queue}"
 JOB_SUBMIT_QUEUE_CLOSED = "queue {queue} is closed to new jobs"
@@ -104,12 +118,26 @@ def _task_instances(
                 errors[f"{path}.{key}"] = [
                     JOB_SUBMIT_TASK_UNKNOWN_FIELD.format(expected=", ".join(TASK_FIELDS))
                 ]
-        task = JobTask(**{key: value for key, value in spec.items() if key in TASK_FIELDS})
+        template = spec.get("pod_template")
+        task = JobTask(
+            **{
+                key: value
+                for key, value in spec.items()
+                if key in TASK_FIELDS and key != "pod_template"
+            }
+        )
+        if template is not None and template != {}:
+            for key, messages in _template_applied(task, spec, template, path).items():
+                errors.setdefault(key, []).extend(messages)
         over = task_limit_errors(task, limits=limits, prefix=f"{path}.")
         try:
             # A field over its limit has its message already (the column's own range, if
             # any, would only say the same less clearly).
-            task.full_clean(exclude=["job", *(key.rsplit(".", 1)[1] for key in over)])
+            # A template's summary fields were checked as parts of the template.
+            derived = TEMPLATE_SUMMARY_FIELDS if task.pod_template else ()
+            task.full_clean(
+                exclude=["job", *derived, *(key.rsplit(".", 1)[1] for key in over)]
+            )
         except ValidationError as error:
             for key, messages in prefix_errors(error, f"{path}.").items():
                 errors.setdefault(key, []).extend(messages)
@@ -123,6 +151,48 @@ def _task_instances(
             names.add(task.name)
         instances.append(task)
     return instances, errors
+
+
+def _template_applied(
+    task: JobTask, spec: dict[str, Any], template: Any, path: str
+) -> dict[str, list[str]]:
+    """Check `template` (portal.jobs.podtemplate) and give `task` the normalised template and
+    its summary; the errors, keyed `<path>.pod_template.<template path>`."""
+    errors: dict[str, list[str]] = {}
+    for key in TEMPLATE_SUMMARY_FIELDS:
+        if key in spec:
+            errors[f"{path}.{key}"] = [JOB_SUBMIT_GIVEN_BY_TEMPLATE]
+    parsed = pod_template_parse(
+        template, allow_host_path=host_path_allowed(), prefix=f"{path}.pod_template."
+    )
+    errors.update(parsed.errors)
+    summary = parsed.summary
+    task.pod_template = parsed.template
+    if isinstance(parsed.template.get("spec"), dict):
+        parsed.template["spec"].pop("tolerations", None)  # one place: JobTask.tolerations
+    task.image = summary.image
+    task.command = summary.command
+    task.env = summary.env
+    task.gpus = summary.gpus
+    # A template that states no CPU (memory) gets the task's default, written into its first
+    # container, so that the pod asks the kubelet for what the scheduler counts.
+    for field, resource, stated in (
+        ("cpu_millis", "cpu", summary.cpu_millis),
+        ("memory_bytes", "memory", summary.memory_bytes),
+    ):
+        if stated is not None:
+            setattr(task, field, stated)
+        elif parsed.template.get("spec", {}).get("containers"):
+            amount = getattr(task, field)
+            first = parsed.template["spec"]["containers"][0]
+            requests = first.setdefault("resources", {}).setdefault("requests", {})
+            requests[resource] = f"{amount}m" if resource == "cpu" else str(amount)
+    task.node_selector = summary.node_selector
+    if summary.tolerations is not None:
+        if "tolerations" in spec:
+            errors[f"{path}.tolerations"] = [JOB_SUBMIT_GIVEN_BY_TEMPLATE]
+        task.tolerations = summary.tolerations
+    return errors
 
 
 def job_submit(

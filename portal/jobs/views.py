@@ -25,7 +25,7 @@ from portal.scheduling.selectors import preemption_event_list_for_job
 
 from . import volcano
 from .forms import JobSubmitForm, JobUploadForm, TaskFormSet, submit_errors_apply
-from .limits import task_count_check
+from .limits import host_path_allowed, task_count_check
 from .models import Job
 from .selectors import JobState, job_get, job_list, job_state
 from .services import job_cancel, job_quarantine_release, job_submit
@@ -289,6 +289,7 @@ class JobUploadView(RoleRequiredMixin, View):
             spec = volcano.volcano_job_parse(
                 form.cleaned_data["manifest"],
                 too_many_tasks=task_count_check(),
+                allow_host_path=host_path_allowed(),
             )
         except volcano.ManifestError as error:
             return self._render(request, form, _lines(error.errors))

@@ -9,26 +9,26 @@ What is mapped:
 - metadata.name -> job name; annotation `priority` (an integer) -> job priority;
   annotation `gpuq/expected-duration-seconds` -> expected duration.
 - spec.queue (required), spec.minAvailable; spec.priorityClassName, schedulerName,
-  policies, plugins, maxRetry, ... are ignored (the portal's scheduler decides).
-- spec.tasks[i].name, .replicas, .template.spec.nodeSelector, .template.spec.tolerations
-  (validated by the task's field, like every other way in); containers[0] gives image,
-  command (+ args) and env (name/value pairs); resources are summed over all containers:
-  cpu ("4", "500m", 0.5), memory ("16Gi", "512M", 1e9) and GPUs under any `*/gpu` name
-  (limits first, as Kubernetes requires GPUs in limits; requests must match if both).
+  policies, maxRetry, ... are ignored (the portal's scheduler decides).
+- spec.tasks[i].name, .replicas, and .template, the pod template, whole: `job_submit` checks
+  it (portal.jobs.podtemplate: several containers, init containers, volumes, env valueFrom,
+  ...) and sums its resources the way the kubelet does; `.template.spec.tolerations` become
+  the task's tolerations (JobTask.tolerations checks them).
 
 Shape only: how large a number may be (GPUs per pod, replicas, priority, ...) is the
 `job_submit` service's to say (portal.jobs.limits), with the same message as every other way a
 job comes in; its error paths are translated back to manifest paths by `manifest_path`.
 """
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from portal.common.validators import STR_NUL
+
+from .podtemplate import pod_template_parse
+from .quantity import BAD_QUANTITY, NEGATIVE_QUANTITY, parse_quantity  # noqa: F401 (re-exported)
 
 API_VERSION = "batch.volcano.sh/v1alpha1"
 KIND = "Job"
@@ -45,8 +45,6 @@ WRONG_API_VERSION = f"must be {API_VERSION}"
 WRONG_KIND = f"must be {KIND}"
 EMPTY_TASKS = "a job needs at least one task"
 NO_CONTAINERS = "a task needs at least one container"
-BAD_QUANTITY = 'not a Kubernetes quantity (examples: "4", "500m", "16Gi")'
-NEGATIVE_QUANTITY = "must not be negative"
 GPU_NOT_WHOLE = "GPUs must be a whole number"
 GPU_TWO_NAMES = "only one GPU resource name per container (found {names})"
 GPU_REQUEST_MISMATCH = "GPU request ({request}) differs from the limit ({limit})"
@@ -57,24 +55,6 @@ NOT_A_FIELD_NAME = (
     "unknown field {key!r} is not a field name (letters, digits, '_', '.', '-'; at most 63)"
 )
 _FIELD_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,63}")
-
-_QUANTITY_RE = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
-_SUFFIXES = {
-    None: Decimal(1),
-    "m": Decimal("0.001"),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
-}
 
 # Where the service's field paths come from in a manifest (for error messages).
 _JOB_FIELD_PATHS = {
@@ -96,6 +76,7 @@ _TASK_FIELD_PATHS = {
     "memory_bytes": "template.spec.containers[0].resources.requests.memory",
     "node_selector": "template.spec.nodeSelector",
     "tolerations": "template.spec.tolerations",
+    "pod_template": "template",
 }
 _TASK_PATH_RE = re.compile(r"^tasks\[(\d+)\](?:\.(\w+))?(.*)$")
 
@@ -135,36 +116,6 @@ def manifest_path(service_path: str) -> str:
             return base + rest
         return f"{base}.{_TASK_FIELD_PATHS.get(task_field, task_field)}{rest}"
     return _JOB_FIELD_PATHS.get(service_path, service_path)
-
-
-def parse_quantity(value: Any) -> Decimal:
-    """A Kubernetes resource quantity as a Decimal; ValueError with a message otherwise."""
-    if isinstance(value, bool):
-        raise ValueError(BAD_QUANTITY)
-    if isinstance(value, int):
-        number = Decimal(value)
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(BAD_QUANTITY)
-        number = Decimal(repr(value))
-    elif isinstance(value, str) and len(value) <= 64:
-        match = _QUANTITY_RE.match(value.strip())
-        if not match:
-            raise ValueError(BAD_QUANTITY)
-        try:
-            base = Decimal(match.group(1))
-        except InvalidOperation as error:
-            raise ValueError(BAD_QUANTITY) from error
-        if abs(base.adjusted()) > 30:
-            raise ValueError(BAD_QUANTITY)
-        number = base * _SUFFIXES[match.group(2)]
-    else:
-        raise ValueError(BAD_QUANTITY)
-    if not number.is_finite():
-        raise ValueError(BAD_QUANTITY)
-    if number < 0:
-        raise ValueError(NEGATIVE_QUANTITY)
-    return number
 
 
 class _Collector:
@@ -225,12 +176,16 @@ class _Collector:
 
 
 def volcano_job_parse(  # noqa: C901, PLR0912 - one branch per field of a Volcano Job, in the manifest's order
-    data: Any, *, too_many_tasks: Callable[[int], str | None] = lambda count: None
+    data: Any,
+    *,
+    too_many_tasks: Callable[[int], str | None] = lambda count: None,
+    allow_host_path: bool = False,
 ) -> VolcanoJobSpec:
     """Map a parsed Volcano Job manifest; raise ManifestError naming every path at fault.
 
     `too_many_tasks(count)` refuses a task count (portal.jobs.limits.task_count_error) before
-    any task is mapped, so a manifest of thousands of tasks costs nothing more."""
+    any task is mapped, so a manifest of thousands of tasks costs nothing more.
+    `allow_host_path`: the JOB_ALLOW_HOST_PATH setting (hostPath volumes)."""
     c = _Collector()
     if not isinstance(data, dict):
         raise ManifestError({"body": ["a Volcano Job manifest must be a mapping"]})
@@ -283,7 +238,9 @@ def volcano_job_parse(  # noqa: C901, PLR0912 - one branch per field of a Volcan
         c.add("spec.tasks", too_many)
     else:
         for index, raw_task in enumerate(raw_tasks):
-            task = _task_parse(c, raw_task, f"spec.tasks[{index}]")
+            task = _task_parse(
+                c, raw_task, f"spec.tasks[{index}]", allow_host_path=allow_host_path
+            )
             if task is not None:
                 tasks.append(task)
 
@@ -324,7 +281,9 @@ def _nul_paths(data: Any) -> list[str]:
     return sorted(found)
 
 
-def _task_parse(c: _Collector, raw: Any, path: str) -> dict[str, Any] | None:
+def _task_parse(
+    c: _Collector, raw: Any, path: str, *, allow_host_path: bool
+) -> dict[str, Any] | None:
     if not isinstance(raw, dict):
         c.add(path, NOT_A_MAPPING)
         return None
@@ -333,114 +292,14 @@ def _task_parse(c: _Collector, raw: Any, path: str) -> dict[str, Any] | None:
     if raw.get("replicas") is not None:
         replicas = c.integer(raw["replicas"], f"{path}.replicas")
     template = c.mapping(raw.get("template"), f"{path}.template", required=True)
-    pod = c.mapping(template.get("spec"), f"{path}.template.spec", required=bool(template))
-    node_selector = c.string_dict(pod.get("nodeSelector"), f"{path}.template.spec.nodeSelector")
-    containers_path = f"{path}.template.spec.containers"
-    containers = pod.get("containers")
-    if containers is None or containers == []:
-        if pod:
-            c.add(containers_path, NO_CONTAINERS)
+    if not template:
         return None
-    if not isinstance(containers, list):
-        c.add(containers_path, NOT_A_LIST)
-        return None
-
-    task: dict[str, Any] = {
-        "name": name or "",
-        "replicas": replicas,
-        "node_selector": node_selector,
-    }
-    if pod.get("tolerations") is not None:
-        task["tolerations"] = pod["tolerations"]
-    # CPU and memory no container states are left out: the job gets the portal's default.
-    totals = {"gpus": 0}
-    for index, container in enumerate(containers):
-        cpath = f"{containers_path}[{index}]"
-        if not isinstance(container, dict):
-            c.add(cpath, NOT_A_MAPPING)
-            continue
-        if index == 0:
-            task["image"] = c.string(container.get("image"), f"{cpath}.image", required=True) or ""
-            command = c.string_list(container.get("command"), f"{cpath}.command")
-            args = c.string_list(container.get("args"), f"{cpath}.args")
-            task["command"] = command + args
-            task["env"] = _env_parse(c, container.get("env"), f"{cpath}.env")
-        for key, amount in _resources_parse(c, container.get("resources"), f"{cpath}.resources"):
-            totals[key] = totals.get(key, 0) + amount
-    task.update(totals)
-    return task
-
-
-def _env_parse(c: _Collector, raw: Any, path: str) -> dict[str, str]:
-    env: dict[str, str] = {}
-    if raw is None:
-        return env
-    if not isinstance(raw, list):
-        c.add(path, NOT_A_LIST)
-        return env
-    for index, item in enumerate(raw):
-        ipath = f"{path}[{index}]"
-        if not isinstance(item, dict):
-            c.add(ipath, NOT_A_MAPPING)
-            continue
-        name = c.string(item.get("name"), f"{ipath}.name", required=True)
-        if "valueFrom" in item:
-            c.add(f"{ipath}.valueFrom", ENV_VALUE_FROM)
-            continue
-        value = item.get("value", "")
-        if isinstance(value, bool) or value is None or isinstance(value, dict | list):
-            c.add(f"{ipath}.value", NOT_A_STRING)
-            continue
-        if name is None:
-            continue
-        if name in env:
-            c.add(f"{ipath}.name", DUPLICATE_ENV.format(name=name))
-        env[name] = str(value)
-    return env
-
-
-def _resources_parse(c: _Collector, raw: Any, path: str) -> list[tuple[str, int]]:
-    resources = c.mapping(raw, path)
-    found: dict[str, dict[str, int]] = {}
-    for section in ("limits", "requests"):
-        spath = f"{path}.{section}"
-        values = c.mapping(resources.get(section), spath)
-        gpu_names = []
-        parsed: dict[str, int] = {}
-        for key, value in values.items():
-            kpath = f"{spath}.{key}"
-            if not isinstance(key, str):
-                c.add(spath, NOT_A_MAPPING)
-                continue
-            try:
-                number = parse_quantity(value)
-            except ValueError as error:
-                c.add(kpath, str(error))
-                continue
-            if key == "cpu":
-                parsed["cpu_millis"] = math.ceil(number * 1000)
-            elif key == "memory":
-                parsed["memory_bytes"] = math.ceil(number)
-            elif key.endswith("/gpu"):
-                if number != number.to_integral_value():
-                    c.add(kpath, GPU_NOT_WHOLE)
-                    continue
-                gpu_names.append(key)
-                parsed["gpus"] = int(number)
-        if len(gpu_names) > 1:
-            c.add(spath, GPU_TWO_NAMES.format(names=", ".join(sorted(gpu_names))))
-        found[section] = parsed
-    limits, requests = found.get("limits", {}), found.get("requests", {})
-    gpus = limits.get("gpus", requests.get("gpus", 0))
-    if "gpus" in limits and "gpus" in requests and limits["gpus"] != requests["gpus"]:
-        c.add(
-            f"{path}.requests",
-            GPU_REQUEST_MISMATCH.format(request=requests["gpus"], limit=limits["gpus"]),
-        )
-    stated = [
-        (key, requests.get(key, limits.get(key)))
-        for key in ("cpu_millis", "memory_bytes")
-        if key in requests or key in limits
-    ]
-    return [("gpus", gpus), *stated]
-
+    # The same check job_submit makes of a template given through the API, here so that a
+    # manifest's every fault is named by its manifest path before anything else is looked at.
+    parsed = pod_template_parse(
+        template, allow_host_path=allow_host_path, prefix=f"{path}.template."
+    )
+    for key, messages in parsed.errors.items():
+        for message in messages:
+            c.add(key, message)
+    return {"name": name or "", "replicas": replicas, "pod_template": parsed.template}

@@ -27,3 +27,7 @@ JOB_MAX_COMMAND_ITEMS = _int("JOB_MAX_COMMAND_ITEMS", 256)
 JOB_MAX_COMMAND_CHARS = _int("JOB_MAX_COMMAND_CHARS", 16 * 1024)
 JOB_MAX_ENV_VARS = _int("JOB_MAX_ENV_VARS", 128)
 JOB_MAX_ENV_CHARS = _int("JOB_MAX_ENV_CHARS", 32 * 1024)
+
+# Whether a job's pod template may mount a directory of the node (hostPath volume). Off: a
+# tenant's pod could otherwise read or write any file of the node it lands on.
+JOB_ALLOW_HOST_PATH = os.environ.get("JOB_ALLOW_HOST_PATH", "").lower() in ("1", "true", "yes")

@@ -27,6 +27,7 @@ COLUMNS = (
     "task__cpu_millis",
     "task__memory_bytes",
     "task__tolerations",
+    "task__pod_template",
 )
 
 
@@ -71,6 +72,7 @@ def _desired(row: tuple, namespace: str, gpu_resource_of: dict[str, str]) -> Des
         cpu_millis,
         memory_bytes,
         tolerations,
+        pod_template,
     ) = row
     requests = {"cpu": cpu_millis, "memory": memory_bytes}
     if gpus:
@@ -91,4 +93,5 @@ def _desired(row: tuple, namespace: str, gpu_resource_of: dict[str, str]) -> Des
         ),
         annotations=annotations,
         tolerations=list(tolerations),
+        template=pod_template or {},
     )

@@ -54,6 +54,9 @@ class DesiredPod:
     annotations: dict[str, str]
     # Kubernetes tolerations as the API spells them (key, operator, value, effect, ...).
     tolerations: list[dict[str, Any]] = field(default_factory=list)
+    # The task's pod template with what the job's plugins add for this pod (env, host names,
+    # the hosts volume), in Kubernetes' wire shape; empty: one container from the fields above.
+    template: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

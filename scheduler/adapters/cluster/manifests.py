@@ -6,6 +6,7 @@ so the mapping is tested without a server.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
@@ -14,19 +15,20 @@ from kubernetes import client
 from kubernetes.utils import parse_quantity
 
 from scheduler.adapters.cluster.base import DesiredPod, ObservedNode, ObservedPod
+from scheduler.adapters.cluster.podspec import (
+    CONTAINER_NAME,
+    pod_spec_body,
+    pod_template_annotations,
+    pod_template_labels,
+)
 
-CONTAINER_NAME = "main"
 _PHASES = {"Pending", "Running", "Succeeded", "Failed", "Unknown"}
-# Resources whose request the kubelet reads as-is; everything else in requests is an extended
-# resource (GPUs and friends), which Kubernetes only accepts with limits equal to requests.
-_NATIVE_RESOURCES = {"cpu", "memory", "ephemeral-storage", "pods"}
+_API = client.ApiClient()
 
 
 def pod_manifest(desired: DesiredPod, gpu_resource_names: Iterable[str]) -> client.V1Pod:
     """A V1Pod bound straight to the node our scheduler chose (spec.nodeName), so the default
-    scheduler never reconsiders it."""
-    requests = {name: _quantity(name, amount) for name, amount in sorted(desired.requests.items())}
-    limits = {name: qty for name, qty in requests.items() if name not in _NATIVE_RESOURCES}
+    scheduler never reconsiders it. The body (containers, volumes, ...) is podspec's."""
     gpu_names = set(gpu_resource_names)
     # GPU nodes are commonly tainted with their resource name; the ExtendedResourceToleration
     # admission plugin would add these tolerations for a scheduled pod, a bound pod needs them.
@@ -36,28 +38,22 @@ def pod_manifest(desired: DesiredPod, gpu_resource_names: Iterable[str]) -> clie
         for name in sorted(desired.requests)
         if name in gpu_names and desired.requests[name] > 0
     ]
-    container = client.V1Container(
-        name=CONTAINER_NAME,
-        image=desired.image,
-        command=list(desired.command) or None,
-        env=[client.V1EnvVar(name=k, value=v) for k, v in sorted(desired.env.items())] or None,
-        resources=client.V1ResourceRequirements(requests=requests, limits=limits or None),
-    )
+    spec = model_from_wire(pod_spec_body(desired, gpu_names), "V1PodSpec")
+    spec.node_name = desired.node_name
+    spec.tolerations = tolerations or None
+    # The portal's labels and annotations win over a template's own.
+    labels = {**pod_template_labels(desired), **desired.labels}
+    annotations = {**pod_template_annotations(desired), **desired.annotations}
     return client.V1Pod(
         api_version="v1",
         kind="Pod",
         metadata=client.V1ObjectMeta(
             name=desired.name,
             namespace=desired.namespace,
-            labels=dict(desired.labels),
-            annotations=dict(desired.annotations) or None,
+            labels=labels,
+            annotations=annotations or None,
         ),
-        spec=client.V1PodSpec(
-            node_name=desired.node_name,
-            restart_policy="Never",
-            containers=[container],
-            tolerations=tolerations or None,
-        ),
+        spec=spec,
     )
 
 
@@ -69,6 +65,12 @@ def _toleration(item: Mapping[str, Any]) -> client.V1Toleration:
         effect=item.get("effect") or None,
         toleration_seconds=item.get("tolerationSeconds"),
     )
+
+
+def model_from_wire(data: Any, model: str) -> Any:
+    """The client's model (`V1PodSpec`, ...) for an object in the API's JSON shape: the
+    client's own deserializer, so every camelCase field maps exactly as it does for a response."""
+    return _API.deserialize(json.dumps(data), model, "application/json")
 
 
 def observed_pod_from(pod: client.V1Pod) -> ObservedPod:
@@ -192,12 +194,6 @@ def parse_resources(quantities: Mapping[str, str]) -> dict[str, int]:
             value *= 1000
         parsed[name] = int(value.to_integral_value(rounding=ROUND_CEILING))
     return parsed
-
-
-def _quantity(name: str, amount: int) -> str:
-    if amount < 0:
-        raise ValueError(f"negative request {name}={amount}")
-    return f"{amount}m" if name == "cpu" else str(amount)
 
 
 def _main_container_outcome(status: Any) -> tuple[int | None, str | None]:

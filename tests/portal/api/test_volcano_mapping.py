@@ -63,18 +63,30 @@ def test_maps_a_full_manifest():
     assert master == {
         "name": "master",
         "replicas": 1,
-        "node_selector": {},
-        "image": "trainer:1",
-        "command": ["python", "train.py", "--epochs", "3"],
-        "env": {"A": "1", "B": "2"},
-        "gpus": 8,
-        "cpu_millis": 4000,
-        "memory_bytes": 16 * 2**30,
+        "pod_template": {
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "trainer:1",
+                        # command and args stay apart: args alone keep the image's ENTRYPOINT
+                        "command": ["python", "train.py"],
+                        "args": ["--epochs", "3"],
+                        "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+                        "resources": {
+                            "requests": {"cpu": "4", "memory": "16Gi"},
+                            "limits": {"nvidia.com/gpu": "8"},
+                        },
+                    }
+                ]
+            }
+        },
     }
-    assert worker["gpus"] == 4
-    assert worker["cpu_millis"] == 600  # summed over containers
-    assert worker["memory_bytes"] == 576 * 2**20
-    assert worker["node_selector"] == {"gpu-model": "H100"}
+    assert [c["image"] for c in worker["pod_template"]["spec"]["containers"]] == [
+        "trainer:1",
+        "sidecar:1",
+    ]
+    assert worker["pod_template"]["spec"]["nodeSelector"] == {"gpu-model": "H100"}
 
 
 @pytest.mark.parametrize(
@@ -195,7 +207,7 @@ def test_two_gpu_names_in_one_container_is_an_error():
     manifest = _set_raw("spec/tasks/0/template/spec/containers/0/resources/limits/amd.com~gpu", 1)
     with pytest.raises(ManifestError) as info:
         volcano_job_parse(manifest)
-    assert f"{C0}.resources.limits" in info.value.errors
+    assert f"{C0}.resources" in info.value.errors
 
 
 def test_reports_every_problem_at_once():

@@ -1,0 +1,110 @@
+"""The body of a job pod (containers, init containers, volumes, pull secrets, security context,
+host names) in Kubernetes' wire shape, from a DesiredPod. Pure.
+
+manifests.pod_manifest adds the metadata and the scheduling part (node, tolerations) and turns
+the result into the client's models; the dry-run render (portal.jobs.render) prints the same.
+A pod whose task has no template gets one container built from the task's fields, as before;
+a template (portal.jobs.podtemplate, already checked) is copied with one change: GPU resources
+are asked under the name the chosen node advertises (`nvidia.com/gpu` on one node,
+`mars-tech.com/gpu` on another), so a template written for one vendor runs on the other.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from scheduler.adapters.cluster.base import DesiredPod
+
+CONTAINER_NAME = "main"
+# Resources whose request the kubelet reads as-is; everything else in requests is an extended
+# resource (GPUs and friends), which Kubernetes only accepts with limits equal to requests.
+NATIVE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
+DEFAULT_RESTART_POLICY = "Never"
+# Pod spec keys a template may carry besides the containers (portal.jobs.podtemplate checked
+# them) plus the host names the svc plugin sets.
+_POD_KEYS = (
+    "volumes",
+    "imagePullSecrets",
+    "securityContext",
+    "nodeSelector",
+    "priorityClassName",
+    "terminationGracePeriodSeconds",
+    "hostname",
+    "subdomain",
+)
+
+
+def pod_spec_body(desired: DesiredPod, gpu_resource_names: Iterable[str]) -> dict[str, Any]:
+    """The pod spec without nodeName and tolerations, as the API server reads it (camelCase)."""
+    gpu_names = frozenset(gpu_resource_names)
+    template = desired.template.get("spec") if desired.template else None
+    if not template:
+        return {
+            "restartPolicy": DEFAULT_RESTART_POLICY,
+            "containers": [_simple_container(desired)],
+        }
+    node_gpu = next((name for name in sorted(desired.requests) if name in gpu_names), None)
+    body: dict[str, Any] = {
+        "restartPolicy": template.get("restartPolicy", DEFAULT_RESTART_POLICY),
+        "containers": [_with_gpu_name(c, gpu_names, node_gpu) for c in template["containers"]],
+    }
+    if template.get("initContainers"):
+        body["initContainers"] = [
+            _with_gpu_name(c, gpu_names, node_gpu) for c in template["initContainers"]
+        ]
+    for key in _POD_KEYS:
+        if template.get(key) not in (None, "", [], {}):
+            body[key] = copy.deepcopy(template[key])
+    return body
+
+
+def pod_template_labels(desired: DesiredPod) -> dict[str, str]:
+    """The template's own pod labels (the portal's labels are laid over them)."""
+    return dict((desired.template.get("metadata") or {}).get("labels") or {})
+
+
+def pod_template_annotations(desired: DesiredPod) -> dict[str, str]:
+    return dict((desired.template.get("metadata") or {}).get("annotations") or {})
+
+
+def _simple_container(desired: DesiredPod) -> dict[str, Any]:
+    requests = {name: _quantity(name, amount) for name, amount in sorted(desired.requests.items())}
+    limits = {name: qty for name, qty in requests.items() if name not in NATIVE_RESOURCES}
+    resources: dict[str, Any] = {"requests": requests}
+    if limits:
+        resources["limits"] = limits
+    container: dict[str, Any] = {"name": CONTAINER_NAME, "image": desired.image}
+    if desired.command:
+        container["command"] = list(desired.command)
+    if desired.env:
+        container["env"] = [{"name": k, "value": v} for k, v in sorted(desired.env.items())]
+    container["resources"] = resources
+    return container
+
+
+def _with_gpu_name(
+    container: Mapping[str, Any], gpu_names: frozenset[str], node_gpu: str | None
+) -> dict[str, Any]:
+    copied = copy.deepcopy(dict(container))
+    resources = copied.get("resources")
+    if not resources or node_gpu is None:
+        return copied
+    for section in ("limits", "requests"):
+        values = resources.get(section)
+        if not values:
+            continue
+        renamed = {}
+        for name, amount in values.items():
+            # Any */gpu name in a template means "GPUs" (the portal counts GPUs of any name).
+            is_gpu = name in gpu_names or name.endswith("/gpu")
+            renamed[node_gpu if is_gpu else name] = amount
+        resources[section] = renamed
+    return copied
+
+
+def _quantity(name: str, amount: int) -> str:
+    if amount < 0:
+        raise ValueError(f"negative request {name}={amount}")
+    return f"{amount}m" if name == "cpu" else str(amount)

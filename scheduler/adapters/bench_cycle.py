@@ -2,10 +2,21 @@
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/portal_bench \\
         python -m scheduler.adapters.bench_cycle --nodes 1000 --jobs 10000 --queues 50
+    ... --backend kubernetes --foreign-pods 10000 --cycles 5
 
 Prints one JSON object per cycle: snapshot/core/persist/reconcile milliseconds as the cycle
-records them, their parts (list_pods, observe, snapshot_build, decisions_persist,
-desired_pods), db_ms (everything but the core), binds and the (snapshot + persist) / core ratio.
+records them, their parts (list_nodes, list_pods, observe, snapshot_build, decisions_persist,
+desired_pods), db_ms (everything but the core), binds and the (snapshot + persist) / core ratio;
+then one summary line: first_cycle_seconds, steady_cycle_seconds (median of the cycles after
+the first), observe_seconds (median time to read the cluster, list_nodes + list_pods, after the
+first cycle) and, on kubernetes, cache_rss_mb.
+
+--backend kubernetes serves an emulated API server (scheduler.adapters.cluster.testing, a
+process of its own) with the same nodes and --foreign-pods running pods of other workloads,
+and reads it through the watch cache; between cycles --churn of those pods are replaced through
+the API, and the emulator's kubelets start the pods the cycle created. The simulated backend
+has no foreign pods and ignores both.
+
 The database is migrated and emptied first (--reset is required when it already holds jobs), so
 point it at a database of its own. DEBUG is off unless DJANGO_DEBUG says otherwise.
 """
@@ -13,13 +24,20 @@ point it at a database of its own. DEBUG is off unless DJANGO_DEBUG says otherwi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
+import socket
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 GANG_MIX = ((1, 30), (2, 20), (4, 20), (8, 15), (16, 10), (32, 5))  # (GPUs, weight %)
 GiB = 1024**3
@@ -40,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--reset", action="store_true", help="empty a database that has data")
+    parser.add_argument("--backend", choices=("simulated", "kubernetes"), default="simulated")
+    parser.add_argument("--foreign-pods", type=int, default=0, help="kubernetes: other pods")
+    parser.add_argument("--churn", type=int, default=5, help="kubernetes: pods replaced per cycle")
     args = parser.parse_args(argv)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.local")
@@ -59,9 +80,137 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         call_command("flush", interactive=False, verbosity=0)
     seed(nodes=args.nodes, jobs=args.jobs, queues=args.queues, rng=random.Random(args.seed))  # noqa: S311 - a seeded workload, not a secret
-    for number in range(1, args.cycles + 1):
-        print(json.dumps(run_once(number), sort_keys=True), flush=True)
+    with cluster(args) as (backend, between_cycles, extra):
+        lines = []
+        for number in range(1, args.cycles + 1):
+            lines.append(run_once(number, backend))
+            print(json.dumps(lines[-1], sort_keys=True), flush=True)
+            if number < args.cycles:
+                between_cycles()
+        print(json.dumps(summary(args.backend, lines, extra()), sort_keys=True), flush=True)
     return 0
+
+
+def summary(backend: str, lines: list[dict], extra: dict[str, Any]) -> dict[str, Any]:
+    steady = lines[1:] or lines
+    return {
+        "summary": True,
+        "backend": backend,
+        "cycles": len(lines),
+        "first_cycle_seconds": round(lines[0]["total_ms"] / 1000, 3),
+        "steady_cycle_seconds": round(statistics.median(x["total_ms"] for x in steady) / 1000, 3),
+        "observe_seconds": round(
+            statistics.median(
+                x.get("list_nodes_ms", 0.0) + x.get("list_pods_ms", 0.0) for x in steady
+            )
+            / 1000,
+            3,
+        ),
+        **extra,
+    }
+
+
+@contextlib.contextmanager
+def cluster(args: argparse.Namespace) -> Iterator[tuple[Any, Callable[[], None], Callable]]:
+    """(backend, what to do between two cycles, extra summary figures)."""
+    if args.backend == "simulated":
+        from django.conf import settings
+
+        from scheduler.adapters.cluster.simulated import SimulatedBackend
+
+        backend = SimulatedBackend(default_run_seconds=settings.SIMULATED_DEFAULT_RUN_SECONDS)
+        yield backend, lambda: None, dict
+        return
+    with emulated_api_server(args.nodes, args.foreign_pods) as kubeconfig:
+        yield from _kubernetes(kubeconfig, args)
+
+
+def _kubernetes(kubeconfig: Path, args: argparse.Namespace) -> Iterator:
+    from django.conf import settings
+    from kubernetes import client, config
+
+    from scheduler.adapters.cluster.kubernetes import KubernetesBackend
+    from scheduler.adapters.cluster.testing.emulator import foreign_pod_object
+    from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
+
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    backend = KubernetesBackend.from_configuration(
+        configuration, settings.KUBERNETES_NAMESPACE, settings.GPU_RESOURCE_NAMES
+    )
+    backend.cache = ClusterCache(backend.core_v1, manifests_translation())
+    figures: dict[str, Any] = {"foreign_pods": args.foreign_pods}
+    # Memory: RSS growth while the cache makes its first lists (the first list_nodes waits for
+    # both). An upper bound: it includes the decoding's transient peak.
+    first_read = backend.list_nodes
+
+    def measured_first_read():
+        if "cache_rss_mb" in figures:
+            return first_read()
+        before = _rss_mb()
+        try:
+            return first_read()
+        finally:
+            figures["cache_rss_mb"] = round(_rss_mb() - before, 1)
+
+    backend.list_nodes = measured_first_read
+    replaced = iter(range(args.foreign_pods, 10**9))
+    nodes = max(args.nodes, 1)
+
+    def churn() -> None:
+        api = backend.core_v1
+        for _ in range(min(args.churn, args.foreign_pods)):
+            index = next(replaced)
+            old = f"ds-{index - args.foreign_pods:06d}"
+            api.delete_namespaced_pod(old, "kube-system", grace_period_seconds=0)
+            new = foreign_pod_object(index, f"node-{index % nodes:05d}")
+            api.create_namespaced_pod("kube-system", new)
+        time.sleep(1.0)  # the time between two cycles: the watch delivers, the kubelets start pods
+
+    try:
+        yield backend, churn, lambda: {**figures, **_cache_counts(backend.cache)}
+    finally:
+        backend.cache.stop()
+
+
+def _cache_counts(cache: Any) -> dict[str, Any]:
+    stats = cache.stats()
+    return {
+        "cache_nodes": stats["nodes"],
+        "cache_pods": stats["pods"],
+        "cache_relists": stats["pods_reflector"]["lists"] - 1,
+    }
+
+
+@contextlib.contextmanager
+def emulated_api_server(nodes: int, foreign_pods: int) -> Iterator[Path]:
+    """The emulator in a process of its own, so serving does not share this one's GIL."""
+    with tempfile.TemporaryDirectory(prefix="bench-cycle-") as folder:
+        kubeconfig = Path(folder) / "kubeconfig"
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        process = subprocess.Popen(  # noqa: S603 - our own module, fixed arguments
+            [sys.executable, "-m", "scheduler.adapters.cluster.testing.emulator",
+             "--port", str(port), "--kubeconfig", str(kubeconfig), "--nodes", str(nodes),
+             "--foreign-pods", str(foreign_pods)],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            ready = process.stdout.readline() if process.stdout else ""
+            if "serving" not in ready:
+                raise RuntimeError(f"the emulated API server did not start: {ready!r}")
+            yield kubeconfig
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def seed(*, nodes: int, jobs: int, queues: int, rng: random.Random) -> None:
@@ -137,19 +286,17 @@ def seed(*, nodes: int, jobs: int, queues: int, rng: random.Random) -> None:
         )
 
 
-def run_once(number: int) -> dict:
-    from django.conf import settings
-
+def run_once(number: int, backend: Any) -> dict:
     from scheduler.adapters import cycle as cycle_module
-    from scheduler.adapters.cluster.simulated import SimulatedBackend
     from scheduler.adapters.cycle import scheduling_cycle_run
 
     # The cycle records snapshot_ms as listing the pods + observe + snapshot_build, persist_ms
     # as re-checking the decisions + decisions_persist, reconcile_ms as desired_pods + plan +
     # apply. The parts are timed here by wrapping them where the cycle looks them up.
     parts: dict[str, float] = {}
-    backend = SimulatedBackend(default_run_seconds=settings.SIMULATED_DEFAULT_RUN_SECONDS)
-    backend.list_pods = _timed(parts, "list_pods_ms", backend.list_pods)
+    reads = {name: getattr(backend, name) for name in ("list_nodes", "list_pods")}
+    for name, function in reads.items():
+        setattr(backend, name, _timed(parts, f"{name}_ms", function))
     originals = {name: getattr(cycle_module, name) for name in PARTS if hasattr(cycle_module, name)}
     try:
         for name, function in originals.items():
@@ -158,6 +305,8 @@ def run_once(number: int) -> dict:
     finally:
         for name, function in originals.items():
             setattr(cycle_module, name, function)
+        for name, function in reads.items():
+            setattr(backend, name, function)
     shell = run.snapshot_ms + run.persist_ms
     return {
         "cycle": number,

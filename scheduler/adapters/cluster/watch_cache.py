@@ -221,7 +221,10 @@ class Reflector:
             if token:
                 kwargs["_continue"] = token
             response = self._list_fn(**kwargs)
-            page = json.loads(response.data)
+            try:
+                page = json.loads(response.data)
+            finally:
+                response.release_conn()
             items.extend(page.get("items") or [])
             meta = page.get("metadata") or {}
             token = meta.get("continue")

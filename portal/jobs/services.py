@@ -76,6 +76,7 @@ JOB_RELEASE_FORBIDDEN = "Only a site admin may release a job from quarantine."
 JOB_RELEASE_NOT_QUARANTINED = "the job is {status}, not quarantined"
 JOB_RELEASED = "released from quarantine by {actor}; waiting for the next scheduling cycle"
 QUARANTINE_ERROR_CHARS = 300
+JOB_START_REASON_CHARS = 1000
 
 S = Job.Status
 # Allowed status changes. Terminal statuses (succeeded, failed, cancelled) have none.
@@ -446,6 +447,33 @@ def job_quarantine(*, job_id: int, phase: str, error: str, at: datetime | None =
             pending_reason_at=at,
         )
         # Its pods go, as a cancelled job's do: nothing of it is left for a cycle to trip on.
+        Placement.objects.filter(
+            job_id=job.pk, state__in=[Placement.State.BOUND, Placement.State.RUNNING]
+        ).update(state=Placement.State.RELEASING, updated_at=at)
+    return job
+
+
+def job_start_refused(*, job_id: int, reason: str, at: datetime | None = None) -> Job | None:
+    """The cluster refused the job's pods for good (403: a ResourceQuota, a policy; 422: an
+    invalid pod): the job fails with the API server's words as its reason, and its pods are
+    released, so no part of the gang runs and nothing retries the same refusal forever.
+
+    Returns the failed job, or None when it is gone or already finished."""
+    from portal.cluster.models import Placement
+
+    with transaction.atomic():
+        job = Job.objects.select_for_update().filter(pk=job_id).first()
+        if job is None or S.FAILED not in ALLOWED_TRANSITIONS[job.status]:
+            return None
+        at = at or timezone.now()
+        job = _transition(
+            job=job,
+            target=S.FAILED,
+            at=at,
+            validate=False,
+            pending_reason=reason[:JOB_START_REASON_CHARS],
+            pending_reason_at=at,
+        )
         Placement.objects.filter(
             job_id=job.pk, state__in=[Placement.State.BOUND, Placement.State.RUNNING]
         ).update(state=Placement.State.RELEASING, updated_at=at)

@@ -179,6 +179,9 @@ KUBERNETES_NAMESPACE = env.str("KUBERNETES_NAMESPACE", default="gpu-jobs")
 # Nodes and pods come from a list+watch cache kept by the cycle worker between cycles; off, every
 # cycle lists them all again.
 KUBERNETES_WATCH_CACHE = env.bool("KUBERNETES_WATCH_CACHE", default=True)
+# The portal's pods carry this spec.schedulerName, so kube-scheduler leaves them alone; the
+# portal binds them itself (pods/binding) once a gang's pods all exist.
+KUBERNETES_SCHEDULER_NAME = env.str("KUBERNETES_SCHEDULER_NAME", default="gpuportal")
 SCHEDULER_CYCLE_SECONDS = env.float("SCHEDULER_CYCLE_SECONDS", default=5.0)
 # Expiry of the cluster-wide cycle lock; the holder renews it every third of this, so a
 # killed worker blocks scheduling for at most this long (scheduler/adapters/lock.py).

@@ -26,7 +26,9 @@ def backend_from_settings() -> ClusterBackend:
         from scheduler.adapters.cluster.kubernetes import KubernetesBackend
 
         backend = KubernetesBackend.from_config(
-            settings.KUBERNETES_NAMESPACE, settings.GPU_RESOURCE_NAMES
+            settings.KUBERNETES_NAMESPACE,
+            settings.GPU_RESOURCE_NAMES,
+            scheduler_name=settings.KUBERNETES_SCHEDULER_NAME,
         )
         if settings.KUBERNETES_WATCH_CACHE:
             backend.cache = _shared_cache(backend)

@@ -30,9 +30,16 @@ from django.utils import timezone
 
 from portal.cluster.models import Node
 from portal.cluster.services import node_inventory_sync, node_seen_mark
+from portal.jobs.models import Job
+from portal.jobs.services import job_start_refused
 from portal.scheduling.models import CycleRun
 from scheduler.adapters import reconcile
-from scheduler.adapters.cluster.base import ClusterBackend, ObservedNode, ObservedPod
+from scheduler.adapters.cluster.base import (
+    ClusterBackend,
+    ObservedNode,
+    ObservedPod,
+    RefusedClusterError,
+)
 from scheduler.adapters.cluster.simulated import SimulatedBackend
 from scheduler.adapters.desired import desired_pods
 from scheduler.adapters.lock import CycleAbandoned, cycle_write_lock
@@ -51,6 +58,8 @@ GPU_MODEL_LABELS = ("gpu-model", "nvidia.com/gpu.product")
 TOPOLOGY_PREFIXES = ("topology.kubernetes.io/", "volcano.sh/hypernode", "network.topology/")
 ABANDONED = "did not finish: its worker died or lost the cycle lock"
 ABANDONED_LOOKBACK = 100  # cycles
+START_REFUSED = "the cluster refused the job's pods, so none of them runs: {error}"
+START_WAITING = "pods not started yet, retrying: {error}"
 SUPERSEDED = "cycle {newer} started after this one, which stopped before its {phase}"
 
 
@@ -115,6 +124,7 @@ def scheduling_cycle_run(
                 backend=_LeaseChecked(backend, checkpoint), observed=pods, faults=faults
             )
             isolation.quarantine(bundle, faults)
+            gang_start_failures(job_errors=report.job_errors, now=now())
             if notes or not report.ok or isolation.notes:
                 cycle.error = "; ".join([*isolation.notes, *notes, *report.errors])[:10_000]
     except CycleAbandoned as reason:
@@ -198,6 +208,22 @@ def cluster_reconcile(
     )
     plan = reconcile.plan(desired, observed, delete_finished=True)
     return reconcile.apply(plan, backend, grace_seconds=settings.EVICTION_GRACE_SECONDS)
+
+
+def gang_start_failures(*, job_errors: dict[str, Exception], now: datetime) -> None:
+    """A job whose pods the API server refused for good (403, 422) fails with the server's
+    words as its reason, instead of being created again every cycle; a job that only has to
+    wait (the server failed, a gang pod is still terminating) keeps its placements and says
+    why, so the reason is on the job, not only in the cycle record."""
+    for job_id, error in sorted(job_errors.items()):
+        if not job_id.isdigit():
+            continue
+        if isinstance(error, RefusedClusterError):
+            job_start_refused(job_id=int(job_id), reason=START_REFUSED.format(error=error), at=now)
+        else:
+            Job.objects.filter(
+                pk=int(job_id), status__in=[Job.Status.ADMITTED, Job.Status.RUNNING]
+            ).update(pending_reason=START_WAITING.format(error=error)[:1000], pending_reason_at=now)
 
 
 def nodes_sync(observed: list[ObservedNode]) -> None:

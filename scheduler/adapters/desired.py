@@ -28,6 +28,7 @@ COLUMNS = (
     "task__memory_bytes",
     "task__tolerations",
     "task__pod_template",
+    "job__min_available",
 )
 
 
@@ -73,6 +74,7 @@ def _desired(row: tuple, namespace: str, gpu_resource_of: dict[str, str]) -> Des
         memory_bytes,
         tolerations,
         pod_template,
+        min_available,
     ) = row
     requests = {"cpu": cpu_millis, "memory": memory_bytes}
     if gpus:
@@ -94,4 +96,5 @@ def _desired(row: tuple, namespace: str, gpu_resource_of: dict[str, str]) -> Des
         annotations=annotations,
         tolerations=list(tolerations),
         template=pod_template or {},
+        min_available=min_available,
     )

@@ -19,11 +19,20 @@ Rules `plan` follows, in the order they matter:
 (`ClusterBackend.create_pods`/`delete_pods`), isolates failures per pod and reports them;
 re-running plan + apply after a partial failure finishes the job, and re-running it on a
 converged cluster does nothing.
+
+Gangs start whole or not at all, as a secondary scheduler binds (Volcano's gang plugin waits
+for minAvailable before it binds any task): pods are created unbound, and a job's pods are
+bound only once at least its min_available pods exist. A create that fails leaves the job's
+pods unbound (nothing starts); a bind that fails undoes the binds of that job made in the
+same pass (those pods are deleted, and created again on a later pass). Either error is
+reported against the job (`ReconcileReport.job_errors`), for the cycle to turn into the job's
+reason, or its failure when the API server refused for good.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -31,10 +40,11 @@ from scheduler.adapters.cluster.base import (
     ClusterBackend,
     DesiredPod,
     ObservedPod,
+    pods_bind,
     pods_create,
     pods_delete,
 )
-from scheduler.adapters.cluster.labels import is_managed, replica_key
+from scheduler.adapters.cluster.labels import JOB_ID, is_managed, replica_key
 
 logger = logging.getLogger(__name__)
 
@@ -45,17 +55,24 @@ DEFAULT_GRACE_SECONDS = 30
 class ReconcilePlan:
     create: list[DesiredPod] = field(default_factory=list)
     delete: list[ObservedPod] = field(default_factory=list)
+    # Desired pods that exist unbound: bound with the rest of their gang.
+    bind: list[DesiredPod] = field(default_factory=list)
+    # job id -> how many of its desired pods exist (bound or not, not being deleted).
+    present: dict[str, int] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
-        return not self.create and not self.delete
+        return not self.create and not self.delete and not self.bind
 
 
 @dataclass(frozen=True)
 class ReconcileReport:
     created: list[str] = field(default_factory=list)  # "namespace/name"
     deleted: list[str] = field(default_factory=list)
+    bound: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # job id -> the first error that kept its gang from starting this pass.
+    job_errors: dict[str, Exception] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -88,9 +105,20 @@ def plan(
         for pod in managed
         if not _still_wanted(pod, wanted) and _deletable(pod, delete_finished=delete_finished)
     ]
+    bind: list[DesiredPod] = []
+    present: dict[str, int] = defaultdict(int)
+    for pod in managed:
+        target = wanted.get(_pod_key(pod))
+        if target is None or pod.deletion_requested or not _still_wanted(pod, wanted):
+            continue
+        present[_job_of(target)] += 1
+        if pod.node_name is None:
+            bind.append(target)
     return ReconcilePlan(
         create=sorted(create, key=_pod_key),
         delete=sorted(delete, key=_pod_key),
+        bind=sorted(bind, key=_pod_key),
+        present=dict(present),
     )
 
 
@@ -108,9 +136,58 @@ def apply(
     for pod, error in zip(deletes, outcomes, strict=True):
         _record(report.deleted, report.errors, "delete", pod, error)
     outcomes = _outcomes(lambda: pods_create(backend, creates), len(creates))
+    exists = defaultdict(int, reconcile_plan.present)
+    unbound: dict[str, list[DesiredPod]] = defaultdict(list)
+    for pod in reconcile_plan.bind:
+        unbound[_job_of(pod)].append(pod)
     for pod, error in zip(creates, outcomes, strict=True):
         _record(report.created, report.errors, "create", pod, error)
+        job = _job_of(pod)
+        if error is None:
+            exists[job] += 1
+            unbound[job].append(pod)
+        else:
+            report.job_errors.setdefault(job, error)
+    ready = [
+        pod
+        for job in sorted(unbound)
+        # Never start part of a gang: bind only once its min_available pods all exist.
+        if job not in report.job_errors
+        and exists[job] >= max(pod.min_available for pod in unbound[job])
+        for pod in unbound[job]
+    ]
+    _gangs_bind(ready, backend, report, grace_seconds)
     return report
+
+
+def _gangs_bind(
+    pods: list[DesiredPod], backend: ClusterBackend, report: ReconcileReport, grace_seconds: int
+) -> None:
+    """Bind `pods` (whole gangs) in one batch; a gang with a failed bind is taken back."""
+    refs = [(pod.name, pod.namespace, pod.node_name) for pod in pods]
+    outcomes = _outcomes(lambda: pods_bind(backend, refs), len(pods))
+    for pod, error in zip(pods, outcomes, strict=True):
+        _record(report.bound, report.errors, "bind", pod, error)
+        if error is not None:
+            report.job_errors.setdefault(_job_of(pod), error)
+    # Part of a gang is bound and would start: take it back. The next pass creates these pods
+    # again (once gone) and binds the whole gang, or the job fails if it was refused for good.
+    undo = [
+        pod
+        for pod, error in zip(pods, outcomes, strict=True)
+        if error is None and _job_of(pod) in report.job_errors
+    ]
+    if not undo:
+        return
+    refs_undo = [(pod.name, pod.namespace) for pod in undo]
+    outcomes = _outcomes(lambda: pods_delete(backend, refs_undo, grace_seconds), len(undo))
+    for pod, error in zip(undo, outcomes, strict=True):
+        report.bound.remove(f"{pod.namespace}/{pod.name}")
+        _record(report.deleted, report.errors, "undo the bind of", pod, error)
+
+
+def _job_of(pod: DesiredPod) -> str:
+    return pod.labels.get(JOB_ID, "")
 
 
 def _outcomes(call: Callable[[], list[Exception | None]], count: int) -> list[Exception | None]:

@@ -18,6 +18,16 @@ class ClusterError(Exception):
     """The cluster refused or failed an operation; retrying the same call will not help."""
 
 
+class RefusedClusterError(ClusterError):
+    """The API server refused this object for good (403 forbidden, e.g. a ResourceQuota;
+    422 invalid): the same request will be refused again. `message` is the server's."""
+
+    def __init__(self, where: str, status: int, message: str) -> None:
+        super().__init__(f"{where}: HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+
+
 class TransientClusterError(ClusterError):
     """The cluster could not be reached or asked us to back off; a later pass may succeed.
 
@@ -57,6 +67,8 @@ class DesiredPod:
     # The task's pod template with what the job's plugins add for this pod (env, host names,
     # the hosts volume), in Kubernetes' wire shape; empty: one container from the fields above.
     template: dict = field(default_factory=dict)
+    # The gang: pods of the job are bound only once this many of them exist.
+    min_available: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +111,10 @@ class ClusterBackend(Protocol):
         """Request graceful deletion; a pod that is already gone is success."""
         ...
 
+    def bind_pod(self, name: str, namespace: str, node_name: str) -> None:
+        """Assign the created pod to `node_name`; a pod already on that node is success."""
+        ...
+
     def create_pods(self, pods: Sequence[DesiredPod]) -> list[Exception | None]:
         """Create each pod as create_pod would; one outcome per pod, in order: None when it was
         created (or was already there), else the error. One failure must not stop the rest."""
@@ -128,6 +144,25 @@ def pods_delete(
     if delete_pods is None:
         return delete_each(backend, pods, grace_seconds)
     return delete_pods(pods, grace_seconds)
+
+
+def pods_bind(
+    backend: ClusterBackend, pods: Sequence[tuple[str, str, str]]
+) -> list[Exception | None]:
+    """`backend.bind_pods(pods)`, or bind_pod for each (name, namespace, node); one outcome
+    per pod, as in create_each."""
+    bind_pods = getattr(backend, "bind_pods", None)
+    if bind_pods is not None:
+        return bind_pods(pods)
+    outcomes: list[Exception | None] = []
+    for name, namespace, node_name in pods:
+        try:
+            backend.bind_pod(name, namespace, node_name)
+        except Exception as exc:  # same isolation boundary as in create_each
+            outcomes.append(exc)
+        else:
+            outcomes.append(None)
+    return outcomes
 
 
 def create_each(backend: ClusterBackend, pods: Sequence[DesiredPod]) -> list[Exception | None]:

@@ -13,6 +13,7 @@ against a hung API server would hold the cycle lock for hours of timeouts and re
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -29,6 +30,7 @@ from scheduler.adapters.cluster.base import (
     DesiredPod,
     ObservedNode,
     ObservedPod,
+    RefusedClusterError,
     TransientClusterError,
 )
 from scheduler.adapters.cluster.labels import MANAGED_SELECTOR, is_managed, replica_key
@@ -72,6 +74,7 @@ class RetryPolicy:
 # (connect, read) seconds: a hung API server must not hold the cycle lock forever.
 DEFAULT_REQUEST_TIMEOUT: tuple[float, float] = (5.0, 30.0)
 DEFAULT_BREAKER_THRESHOLD = 3
+DEFAULT_SCHEDULER_NAME = "gpuportal"
 BREAKER_OPEN = "{where}: skipped, the API server failed {count} writes in a row this pass"
 
 
@@ -90,7 +93,9 @@ class KubernetesBackend:
         *,
         request_timeout: float | tuple[float, float] = DEFAULT_REQUEST_TIMEOUT,
         breaker_threshold: int = DEFAULT_BREAKER_THRESHOLD,
+        scheduler_name: str = DEFAULT_SCHEDULER_NAME,
     ) -> None:
+        self.scheduler_name = scheduler_name
         self.core_v1 = core_v1
         self.namespace = namespace
         self.gpu_resource_names = tuple(gpu_resource_names)
@@ -110,6 +115,7 @@ class KubernetesBackend:
         *,
         context: str | None = None,
         request_timeout: float | tuple[float, float] = DEFAULT_REQUEST_TIMEOUT,
+        scheduler_name: str = DEFAULT_SCHEDULER_NAME,
     ) -> KubernetesBackend:
         """kubeconfig (KUBECONFIG or ~/.kube/config) when one exists, else the in-cluster
         service account. Uses its own Configuration so the process-wide default stays untouched."""
@@ -125,7 +131,12 @@ class KubernetesBackend:
         except ConfigException as exc:
             raise ClusterError(f"no usable Kubernetes configuration: {exc}") from exc
         return cls.from_configuration(
-            configuration, namespace, gpu_resource_names, retry, request_timeout=request_timeout
+            configuration,
+            namespace,
+            gpu_resource_names,
+            retry,
+            request_timeout=request_timeout,
+            scheduler_name=scheduler_name,
         )
 
     @classmethod
@@ -137,6 +148,7 @@ class KubernetesBackend:
         retry: RetryPolicy | None = None,
         *,
         request_timeout: float | tuple[float, float] = DEFAULT_REQUEST_TIMEOUT,
+        scheduler_name: str = DEFAULT_SCHEDULER_NAME,
     ) -> KubernetesBackend:
         """A backend on an explicit client Configuration (tests point its host at an emulator).
 
@@ -146,7 +158,14 @@ class KubernetesBackend:
         """
         configuration.retries = False
         api = client.CoreV1Api(client.ApiClient(configuration))
-        return cls(api, namespace, gpu_resource_names, retry, request_timeout=request_timeout)
+        return cls(
+            api,
+            namespace,
+            gpu_resource_names,
+            retry,
+            request_timeout=request_timeout,
+            scheduler_name=scheduler_name,
+        )
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -179,7 +198,7 @@ class KubernetesBackend:
     # -- writes ------------------------------------------------------------------------------
 
     def create_pod(self, pod: DesiredPod) -> None:
-        manifest = pod_manifest(pod, self.gpu_resource_names)
+        manifest = pod_manifest(pod, self.gpu_resource_names, self.scheduler_name)
         where = f"create pod {pod.namespace}/{pod.name}"
 
         def attempt() -> None:
@@ -208,6 +227,40 @@ class KubernetesBackend:
                 )
             except ApiException as exc:
                 if exc.status != 404:  # already gone: exactly what was asked for
+                    raise
+
+        self._write(where, attempt)
+
+    def bind_pod(self, name: str, namespace: str, node_name: str) -> None:
+        """POST pods/binding, as kube-scheduler and Volcano bind. A 409 because the pod is
+        already on `node_name` (an earlier attempt landed) is success; on another node, or
+        being deleted, it is refused."""
+        where = f"bind pod {namespace}/{name} to node {node_name}"
+        body = client.V1Binding(
+            api_version="v1",
+            kind="Binding",
+            metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+            target=client.V1ObjectReference(api_version="v1", kind="Node", name=node_name),
+        )
+
+        def attempt() -> None:
+            try:
+                # The generated client cannot decode the Status a bind answers with
+                # (kubernetes-client/python#825): skip decoding, the status code says it all.
+                self.core_v1.create_namespaced_pod_binding(
+                    name,
+                    namespace,
+                    body,
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                existing = self.core_v1.read_namespaced_pod(
+                    name, namespace, _request_timeout=self.request_timeout
+                )
+                if existing.spec is None or existing.spec.node_name != node_name:
                     raise
 
         self._write(where, attempt)
@@ -279,7 +332,7 @@ class KubernetesBackend:
                 hint = None
             except ApiException as exc:
                 if exc.status not in _RETRYABLE_STATUSES:
-                    raise ClusterError(f"{where}: HTTP {exc.status} {exc.reason}") from exc
+                    raise RefusedClusterError(where, exc.status, _api_message(exc)) from exc
                 error, hint = exc, _retry_after(exc)
             except (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError) as exc:
                 # Timeouts and dropped connections: the request may or may not have landed,
@@ -307,6 +360,16 @@ def _retry_after(exc: ApiException) -> float | None:
         return float(value) if value is not None else None
     except ValueError:
         return None
+
+
+def _api_message(exc: ApiException) -> str:
+    """The Status message the API server sent ("pods "x" is forbidden: exceeded quota: ..."),
+    else the HTTP reason."""
+    try:
+        message = json.loads(exc.body or "").get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return message or str(exc.reason)
 
 
 def _describe(exc: Exception) -> str:

@@ -22,13 +22,19 @@ from scheduler.adapters.cluster.podspec import (
     pod_template_labels,
 )
 
+TARGET_NODE = "gpuportal.io/target-node"
 _PHASES = {"Pending", "Running", "Succeeded", "Failed", "Unknown"}
 _API = client.ApiClient()
 
 
-def pod_manifest(desired: DesiredPod, gpu_resource_names: Iterable[str]) -> client.V1Pod:
-    """A V1Pod bound straight to the node our scheduler chose (spec.nodeName), so the default
-    scheduler never reconsiders it. The body (containers, volumes, ...) is podspec's."""
+def pod_manifest(
+    desired: DesiredPod, gpu_resource_names: Iterable[str], scheduler_name: str
+) -> client.V1Pod:
+    """An unbound V1Pod for `scheduler_name`: kube-scheduler ignores pods naming another
+    scheduler, and the kubelet starts nothing until the portal binds it (pods/binding) to
+    desired.node_name, once the whole gang exists. The node is also an annotation, so
+    `kubectl describe` shows where an unbound pod is headed. The body (containers, volumes,
+    ...) is podspec's."""
     gpu_names = set(gpu_resource_names)
     # GPU nodes are commonly tainted with their resource name; the ExtendedResourceToleration
     # admission plugin would add these tolerations for a scheduled pod, a bound pod needs them.
@@ -39,11 +45,15 @@ def pod_manifest(desired: DesiredPod, gpu_resource_names: Iterable[str]) -> clie
         if name in gpu_names and desired.requests[name] > 0
     ]
     spec = model_from_wire(pod_spec_body(desired, gpu_names), "V1PodSpec")
-    spec.node_name = desired.node_name
+    spec.scheduler_name = scheduler_name
     spec.tolerations = tolerations or None
     # The portal's labels and annotations win over a template's own.
     labels = {**pod_template_labels(desired), **desired.labels}
-    annotations = {**pod_template_annotations(desired), **desired.annotations}
+    annotations = {
+        **pod_template_annotations(desired),
+        **desired.annotations,
+        TARGET_NODE: desired.node_name,
+    }
     return client.V1Pod(
         api_version="v1",
         kind="Pod",

@@ -122,6 +122,28 @@ class SimulatedBackend:
         pod.delete_after = now + timedelta(seconds=grace_seconds)
         pod.save(update_fields=["delete_after"])
 
+    def bind_pod(self, name: str, namespace: str, node_name: str) -> None:
+        if (error := self.bind_pods([(name, namespace, node_name)])[0]) is not None:
+            raise error
+
+    def bind_pods(self, pods: Sequence[tuple[str, str, str]]) -> list[Exception | None]:
+        """Simulated pods are created on their node (there is no other scheduler to keep
+        away) and start at the next observation, after the whole gang was created: binding
+        only checks that each pod is there, in one query per BATCH."""
+        outcomes: list[Exception | None] = []
+        for start in range(0, len(pods), BATCH):
+            chunk = pods[start : start + BATCH]
+            there = set(
+                SimulatedPod.objects.filter(name__in={name for name, _, _ in chunk}).values_list(
+                    "name", "namespace", "node_name"
+                )
+            )
+            outcomes.extend(
+                None if pod in there else ClusterError(f"bind pod {pod[1]}/{pod[0]}: not found")
+                for pod in chunk
+            )
+        return outcomes
+
     def delete_pods(
         self, pods: Sequence[tuple[str, str]], grace_seconds: int
     ) -> list[Exception | None]:

@@ -4,11 +4,13 @@ runs unchanged against it over HTTP."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from kubernetes import client
 
+from portal.scheduling.models import CycleRun
 from scheduler.adapters.cluster.kubernetes import KubernetesBackend, RetryPolicy
 from scheduler.adapters.cluster.testing.emulator import NODES, PODS, EmulatedCluster
 
@@ -44,3 +46,31 @@ def backend(cluster: EmulatedCluster, sleeps: list[float]) -> KubernetesBackend:
         # enough that an ordinary answer on a loaded machine is not taken for a timeout.
         request_timeout=(2.0, 1.0),
     )
+
+
+class CycleClock:
+    """A clock for whole cycles: five seconds pass on every reading."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=5)
+        return self.now
+
+
+@pytest.fixture
+def kube_cycle(backend: KubernetesBackend) -> Callable[..., CycleRun]:
+    """One whole scheduling cycle against the emulated cluster; fails the test on a cycle
+    error unless `errors=True`."""
+    from scheduler.adapters.cycle import scheduling_cycle_run
+
+    clock = CycleClock()
+
+    def cycle(*, errors: bool = False) -> CycleRun:
+        finished = scheduling_cycle_run(backend=backend, now=clock)
+        if not errors:
+            assert not finished.error, finished.error
+        return finished
+
+    return cycle

@@ -138,7 +138,9 @@ def test_parses_kubernetes_quantities_into_our_units(name, quantity, expected):
 # -- creating pods ---------------------------------------------------------------------------
 
 
-def test_creates_pod_bound_to_the_chosen_node_with_labels_requests_and_limits(cluster, backend):
+def test_creates_an_unbound_pod_for_the_portal_scheduler_with_labels_requests_and_limits(
+    cluster, backend
+):
     desired = make_desired(node="gpu-b", gpus=4, gpu_name="mars-tech.com/gpu")
 
     backend.create_pod(desired)
@@ -153,8 +155,11 @@ def test_creates_pod_bound_to_the_chosen_node_with_labels_requests_and_limits(cl
         "gpuportal.io/tenant": "research",
     }
     assert stored["metadata"]["annotations"]["gpuportal.io/job-name"] == "llama ft #3"
+    assert stored["metadata"]["annotations"]["gpuportal.io/target-node"] == "gpu-b"
     spec = stored["spec"]
-    assert spec["nodeName"] == "gpu-b"
+    # kube-scheduler leaves pods of another scheduler alone; the kubelet starts nothing unbound.
+    assert "nodeName" not in spec
+    assert spec["schedulerName"] == backend.scheduler_name == "gpuportal"
     assert spec["restartPolicy"] == "Never"
     assert spec["tolerations"] == [
         {"key": "mars-tech.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -172,9 +177,10 @@ def test_creates_pod_bound_to_the_chosen_node_with_labels_requests_and_limits(cl
 
 
 def test_manifest_quantities_round_trip_through_the_official_parser():
-    manifest = pod_manifest(make_desired(), GPU_RESOURCE_NAMES)
+    manifest = pod_manifest(make_desired(), GPU_RESOURCE_NAMES, "portal-a")
     requests = manifest.spec.containers[0].resources.requests
-    assert client.ApiClient().sanitize_for_serialization(manifest)["spec"]["nodeName"] == "gpu-a"
+    spec = client.ApiClient().sanitize_for_serialization(manifest)["spec"]
+    assert spec["schedulerName"] == "portal-a"
     assert parse_resources(requests) == {"cpu": 16000, "memory": 64 * GiB, "nvidia.com/gpu": 8}
     assert Decimal(requests["cpu"][:-1]) / 1000 == 16
 
@@ -281,6 +287,7 @@ def test_reads_back_phase_exit_code_and_reason(cluster, backend):
     backend.create_pod(make_desired(replica=0))
     backend.create_pod(make_desired(replica=1))
     backend.create_pod(make_desired(replica=2))
+    backend.bind_pod("gp-7-worker-2", NAMESPACE, "gpu-a")
     cluster.patch_pod(NAMESPACE, "gp-7-worker-0", terminated_status("Succeeded", 0, "Completed"))
     cluster.patch_pod(NAMESPACE, "gp-7-worker-1", terminated_status("Failed", 137, "OOMKilled"))
     cluster.patch_pod(NAMESPACE, "gp-7-worker-2", {"status": {"phase": "Running"}})

@@ -4,7 +4,7 @@ against the emulated API server."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
@@ -12,7 +12,6 @@ from portal.cluster.models import Node, Placement
 from portal.jobs.models import Job
 from portal.tenants.models import Membership
 from scheduler.adapters.cluster import labels
-from scheduler.adapters.cycle import scheduling_cycle_run
 from scheduler.adapters.snapshot import snapshot_build
 from tests.factories import MembershipFactory, UserFactory
 from tests.scheduler.conftest import submit_job
@@ -24,15 +23,6 @@ NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}
 GPU_NODE = {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8", "pods": "110"}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        self.now += timedelta(seconds=5)
-        return self.now
-
-
 @pytest.fixture
 def user(nlp):
     researcher = UserFactory(username="alice")
@@ -41,15 +31,8 @@ def user(nlp):
 
 
 @pytest.fixture
-def run(backend):
-    clock = Clock()
-
-    def cycle():
-        finished = scheduling_cycle_run(backend=backend, now=clock)
-        assert not finished.error, finished.error
-        return finished
-
-    return cycle
+def run(kube_cycle):
+    return kube_cycle
 
 
 def foreign_pod(name: str, node: str, *, namespace: str = "kube-system", **extra) -> dict:

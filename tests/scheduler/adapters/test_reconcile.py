@@ -61,7 +61,9 @@ def test_plan_creates_missing_pods_and_deletes_undesired_ones_sorted():
 
     result = plan([new_b, keep, new_a], [observed(gone), observed(keep)])
 
-    assert result == ReconcilePlan(create=[new_a, new_b], delete=[observed(gone)])
+    assert result == ReconcilePlan(
+        create=[new_a, new_b], delete=[observed(gone)], present={"1": 1}
+    )
 
 
 def test_plan_is_empty_when_the_cluster_matches():
@@ -166,6 +168,10 @@ class RecordingBackend:
         self._maybe_fail(f"delete {name}")
         self.pods.pop(name, None)
 
+    def bind_pod(self, name: str, namespace: str, node_name: str) -> None:
+        self.calls.append(("bind", name, None))
+        self._maybe_fail(f"bind {name}")
+
     def _maybe_fail(self, operation: str) -> None:
         if operation in self.failures:
             raise self.failures.pop(operation)
@@ -177,7 +183,11 @@ def test_apply_deletes_before_creating_with_the_grace_period():
 
     report = apply(plan([desired(1)], fake.list_pods()), fake, grace_seconds=15)
 
-    assert fake.calls == [("delete", "gp-9-worker-0", 15), ("create", "gp-1-worker-0", None)]
+    assert fake.calls == [
+        ("delete", "gp-9-worker-0", 15),
+        ("create", "gp-1-worker-0", None),
+        ("bind", "gp-1-worker-0", None),
+    ]
     assert (report.created, report.deleted, report.errors) == (
         [f"{NAMESPACE}/gp-1-worker-0"],
         [f"{NAMESPACE}/gp-9-worker-0"],

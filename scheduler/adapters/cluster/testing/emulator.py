@@ -89,6 +89,8 @@ class StrictApiServer(kmock.KubernetesScaffold):
         self.bookmark_seconds: float | None = None
         # Pod name -> errors its next creates get, with nothing stored (admission, quota).
         self.rejections: dict[str, list[ApiError]] = {}
+        # Pod name -> errors its next binds get, with nothing changed.
+        self.bind_rejections: dict[str, list[ApiError]] = {}
         self._results: dict[int, Any] = {}
         self._watchers: set[_Watcher] = set()
         self.store.listeners.append(self._dispatch)
@@ -127,6 +129,8 @@ class StrictApiServer(kmock.KubernetesScaffold):
         store, action = self.store, request.action
         namespace, name = request.namespace, request.name
         if request.subresource == "binding" and request.method == kmock.method.POST:
+            if pending := self.bind_rejections.get(name or ""):
+                raise pending.pop(0)
             return store.bind(namespace or "", name or "", request.data)
         if action == kmock.action.LIST:
             return store.list(resource, namespace, dict(request.params))
@@ -407,6 +411,14 @@ class EmulatedCluster:
         reason = {403: "Forbidden", 422: "Invalid"}.get(status, "Rejected")
         error = ApiError(status, reason, f'pods "{name}" is forbidden: rejected')
         self.on_loop(lambda: self.handler.rejections.setdefault(name, []).extend([error] * times))
+
+    def reject_bind(self, name: str, *, status: int = 403, times: int = 1) -> None:
+        """Refuse the next `times` binds of pod `name`, changing nothing."""
+        reason = {403: "Forbidden", 422: "Invalid"}.get(status, "InternalError")
+        error = ApiError(status, reason, f'pods "{name}" binding refused')
+        self.on_loop(
+            lambda: self.handler.bind_rejections.setdefault(name, []).extend([error] * times)
+        )
 
     def fail_next(self, action: Any, *payload: Any, times: int = 1, resource: Any = PODS) -> None:
         """Answer the next `times` matching requests with `payload` instead of the emulator.

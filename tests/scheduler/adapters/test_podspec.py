@@ -79,10 +79,11 @@ def test_the_template_is_the_pod_body_with_the_nodes_gpu_name():
 
 
 def test_pod_manifest_carries_every_part_of_the_template():
-    pod = pod_manifest(_desired(), GPU_RESOURCE_NAMES)
+    pod = pod_manifest(_desired(), GPU_RESOURCE_NAMES, "gpuportal")
     wire = client.ApiClient().sanitize_for_serialization(pod)
     spec = wire["spec"]
-    assert spec["nodeName"] == "gpu-b"
+    assert "nodeName" not in spec  # bound later, through pods/binding
+    assert wire["metadata"]["annotations"]["gpuportal.io/target-node"] == "gpu-b"
     assert [c["name"] for c in spec["containers"]] == ["trainer", "sidecar"]
     assert spec["containers"][0]["env"] == [
         {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}

@@ -35,6 +35,9 @@ YAML_INVALID = "not valid YAML: {error}"
 UPLOAD_NOT_UTF8 = "the file is not UTF-8 text"
 YAML_NOT_A_MAPPING = "the file must hold one Volcano Job mapping"
 UPLOAD_TOO_LARGE = "the file is larger than {limit} KiB"
+PASTE_TOO_LARGE = "the text is larger than {limit} KiB"
+UPLOAD_NOTHING = "choose a file or paste a manifest"
+UPLOAD_BOTH = "choose a file or paste a manifest, not both"
 UPLOAD_LIMIT_BYTES = 256 * 1024
 
 _MEMORY_UNITS = {
@@ -131,7 +134,12 @@ class JobSubmitForm(forms.Form):
         label="Gang min available",
         help_text="Pods that must start together. Empty: all replicas.",
     )
-    expected_duration_seconds = forms.IntegerField(required=False, label="Expected duration (s)")
+    expected_duration_seconds = forms.IntegerField(
+        required=False,
+        label="Expected duration (seconds)",
+        help_text="e.g. 3600 for an hour. Tells waiting jobs when GPUs should free up; on the "
+        "simulated demo cluster the pods run this long. Empty: unknown.",
+    )
     gpu_model = forms.ChoiceField(
         required=False, label="GPU model", help_text="Node selector gpu-model; empty: any."
     )
@@ -182,6 +190,8 @@ class TaskForm(forms.Form):
         _shows(self.fields["replicas"], min=1, max=limits.replicas_per_task)
         _shows(self.fields["image"], maxlength=IMAGE_MAX_CHARS)
         _shows(self.fields["gpus"], min=0, max=limits.gpus_per_pod)
+        self.fields["replicas"].help_text = f"1 to {limits.replicas_per_task}."
+        self.fields["gpus"].help_text = f"0 to {limits.gpus_per_pod}."
         _shows(self.fields["command"], maxlength=command_line_max(limits))
 
     def has_changed(self) -> bool:
@@ -305,22 +315,57 @@ def submit_errors_apply(
 
 
 class JobUploadForm(forms.Form):
+    """A Volcano Job manifest, as a file or pasted text (one of the two); `document` is the
+    parsed mapping."""
+
     manifest = forms.FileField(
-        label="Volcano Job YAML", help_text="batch.volcano.sh/v1alpha1 Job, one document."
+        required=False,
+        label="Volcano Job YAML file",
+        help_text="batch.volcano.sh/v1alpha1 Job, one document.",
+    )
+    text = forms.CharField(
+        required=False,
+        strip=False,
+        label="Or paste the YAML",
+        widget=forms.Textarea(attrs={"rows": 16, "spellcheck": "false", "class": "code"}),
     )
 
-    def clean_manifest(self) -> dict[str, Any]:
+    def clean_manifest(self) -> str | None:
         upload = self.cleaned_data["manifest"]
+        if upload is None:
+            return None
         if upload.size > UPLOAD_LIMIT_BYTES:
             raise ValidationError(UPLOAD_TOO_LARGE.format(limit=UPLOAD_LIMIT_BYTES // 1024))
         try:
-            text = upload.read(UPLOAD_LIMIT_BYTES + 1).decode("utf-8")
+            return upload.read(UPLOAD_LIMIT_BYTES + 1).decode("utf-8")
         except UnicodeDecodeError as error:
             raise ValidationError(UPLOAD_NOT_UTF8) from error
+
+    def clean_text(self) -> str | None:
+        text = self.cleaned_data["text"]
+        if not text.strip():
+            return None
+        if len(text.encode("utf-8")) > UPLOAD_LIMIT_BYTES:
+            raise ValidationError(PASTE_TOO_LARGE.format(limit=UPLOAD_LIMIT_BYTES // 1024))
+        return text
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.errors:
+            return data
+        given = [field for field in ("manifest", "text") if data.get(field) is not None]
+        if not given:
+            raise ValidationError(UPLOAD_NOTHING)
+        if len(given) == 2:
+            raise ValidationError(UPLOAD_BOTH)
+        (field,) = given
         try:
-            document = yaml_load_untrusted(text)
+            document = yaml_load_untrusted(data[field])
         except UntrustedYAMLError as error:
-            raise ValidationError(YAML_INVALID.format(error=error.message)) from error
+            self.add_error(field, YAML_INVALID.format(error=error.message))
+            return data
         if not isinstance(document, dict):
-            raise ValidationError(YAML_NOT_A_MAPPING)
-        return document
+            self.add_error(field, YAML_NOT_A_MAPPING)
+            return data
+        data["document"] = document
+        return data

@@ -6,6 +6,7 @@ from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views import View
 from django.views.generic import TemplateView
 
@@ -25,8 +26,9 @@ from portal.scheduling.selectors import preemption_event_list_for_job
 
 from . import volcano
 from .forms import JobSubmitForm, JobUploadForm, TaskFormSet, submit_errors_apply
-from .limits import host_path_allowed, task_count_check
+from .limits import host_path_allowed, job_limits, task_count_check
 from .models import Job
+from .samples import SAMPLE_FILENAME, volcano_sample
 from .selectors import JobState, job_get, job_list, job_state
 from .services import job_cancel, job_quarantine_release, job_submit
 
@@ -231,7 +233,8 @@ class JobSubmitView(RoleRequiredMixin, View):
         return form, formset
 
     def _render(self, request: HttpRequest, form: JobSubmitForm, formset: Any) -> HttpResponse:
-        return render(request, self.template_name, {"form": form, "formset": formset})
+        context = {"form": form, "formset": formset, "limits": job_limits()}
+        return render(request, self.template_name, context)
 
     def get(self, request: HttpRequest) -> HttpResponse:
         form, formset = self._forms(request)
@@ -276,10 +279,14 @@ class JobUploadView(RoleRequiredMixin, View):
     template_name = "jobs/job_upload.html"
 
     def _render(self, request: HttpRequest, form: JobUploadForm, errors=None) -> HttpResponse:
-        return render(request, self.template_name, {"form": form, "errors": errors or []})
+        context = {"form": form, "errors": errors or [], "sample_url": reverse("jobs:job_sample")}
+        return render(request, self.template_name, context)
 
     def get(self, request: HttpRequest) -> HttpResponse:
-        return self._render(request, JobUploadForm())
+        initial = {}
+        if request.GET.get("sample") == "1":
+            initial["text"] = volcano_sample(queue=_sample_queue(request))
+        return self._render(request, JobUploadForm(initial=initial))
 
     def post(self, request: HttpRequest) -> HttpResponse:
         form = JobUploadForm(request.POST, request.FILES)
@@ -287,7 +294,7 @@ class JobUploadView(RoleRequiredMixin, View):
             return self._render(request, form)
         try:
             spec = volcano.volcano_job_parse(
-                form.cleaned_data["manifest"],
+                form.cleaned_data["document"],
                 too_many_tasks=task_count_check(),
                 allow_host_path=host_path_allowed(),
             )
@@ -314,6 +321,25 @@ class JobUploadView(RoleRequiredMixin, View):
         if spec.ignored:
             messages.info(request, UPLOAD_IGNORED.format(fields=", ".join(spec.ignored)))
         return redirect("jobs:job_detail", job_id=job.pk)
+
+
+class JobSampleView(LoginRequiredMixin, View):
+    """The upload page's sample manifest, as a file, for one of the user's queues."""
+
+    http_method_names = ["get"]
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        response = HttpResponse(
+            volcano_sample(queue=_sample_queue(request)), content_type="application/yaml"
+        )
+        response["Content-Disposition"] = f'attachment; filename="{SAMPLE_FILENAME}"'
+        return response
+
+
+def _sample_queue(request: HttpRequest) -> str:
+    """The first queue the user may submit to, so the sample is accepted as it is."""
+    queue = _submittable_queues(request).order_by("name").first()
+    return queue.name if queue else "your-queue"
 
 
 def _lines(errors: dict[str, list[str]]) -> list[str]:

@@ -32,8 +32,8 @@ PAGES = (
     BrowserPage("home", "home", "/", "#my-jobs", ALL, phone=True),
     BrowserPage("job-list", "jobs:job_list", "/jobs/", "#jobs", ALL, phone=True),
     BrowserPage("job-detail", "jobs:job_detail", "/jobs/{job}/", "#placements", ALL, phone=True),
-    BrowserPage("job-submit", "jobs:job_submit", "/jobs/new/", "#job-submit", ALL),
-    BrowserPage("job-upload", "jobs:job_upload", "/jobs/upload/", "#job-upload", ALL),
+    BrowserPage("job-submit", "jobs:job_submit", "/jobs/new/", "#job-submit", ALL, phone=True),
+    BrowserPage("job-upload", "jobs:job_upload", "/jobs/upload/", "#job-upload", ALL, phone=True),
     BrowserPage("queue-list", "queues:queue_list", "/queues/", "table", ALL),
     BrowserPage(
         "queue-edit", "queues:queue_edit", "/queues/{queue}/edit/", "#preview", ("lead", "admin")
@@ -89,6 +89,7 @@ NOT_PAGES = {
     "logout": "POST only",
     "jobs:job_cancel": "POST only",
     "jobs:job_release": "POST only (a quarantined job's release button, site admins)",
+    "jobs:job_sample": "the upload page's sample manifest, a YAML download",
     "jobs:job_live": "the job page's changing parts, swapped into it every few seconds",
     "queues:queue_preview": "JSON for the queue edit page",
     "tenants:tenant_preview": "JSON for the tenant edit page",

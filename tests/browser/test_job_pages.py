@@ -78,3 +78,57 @@ def test_the_job_list_is_a_stack_of_cards_on_a_phone(demo, open_as):
     assert status.inner_text() == "Never runnable"
     assert status.evaluate("td => getComputedStyle(td, '::before').content") == '"Status"'
     assert page.evaluate("document.querySelector('header.topbar').offsetHeight") <= 130
+
+
+def test_added_roles_get_names_of_their_own_and_the_form_submits(demo, open_as):
+    from portal.jobs.models import Job
+
+    page = open_as("researcher", "/jobs/new/", "#job-submit")
+    assert not page.locator("#roles fieldset").first.locator(".role-remove").is_visible()
+    page.fill("#id_name", "three-roles")
+    page.click("#add-role")
+    page.click("#add-role")
+    names = [page.input_value(f"#id_tasks-{i}-name") for i in range(3)]
+    assert names == ["worker", "worker-2", "worker-3"]
+    assert page.locator("#roles legend").all_inner_texts() == ["Role 1", "Role 2", "Role 3"]
+    assert page.locator("#roles .role-remove:visible").count() == 3
+
+    # Remove two: the last role kept cannot be removed as well.
+    page.check("#id_tasks-1-DELETE")
+    page.check("#id_tasks-2-DELETE")
+    assert not page.locator("#roles fieldset").first.locator(".role-remove").is_visible()
+    page.uncheck("#id_tasks-2-DELETE")
+    assert page.locator("#roles fieldset").first.locator(".role-remove").is_visible()
+
+    page.click("button:has-text('Submit job')")
+    page.wait_for_selector("text=was submitted to queue")
+    job = Job.objects.get(name="three-roles")
+    assert sorted(task.name for task in job.tasks.all()) == ["worker", "worker-3"]
+
+
+def test_the_add_button_stops_at_the_most_roles_a_job_may_have(demo, open_as, settings):
+    settings.JOB_MAX_TASKS = 2
+    page = open_as("researcher", "/jobs/new/", "#job-submit")
+    assert "at most 2 roles" in page.inner_text("#job-limits")
+    page.click("#add-role")
+    assert page.is_disabled("#add-role")
+    assert page.locator("#role-count-note").is_visible()
+    assert page.locator("#roles fieldset").count() == 2
+
+
+def test_a_new_user_submits_the_sample_manifest(demo, open_as):
+    page = open_as("researcher", "/jobs/upload/", "#job-upload")
+    with page.expect_download() as download:
+        page.click("text=Download a sample manifest")
+    assert download.value.suggested_filename == "sample-volcano-job.yaml"
+    page.click("#use-sample")
+    page.wait_for_function("document.getElementById('id_text').value.includes('sample-train')")
+    page.click("button:has-text('Submit the job')")
+    page.wait_for_selector("text=Job sample-train was submitted to queue")
+    assert page.inner_text("h1").startswith("Job sample-train")
+
+
+def test_the_submit_and_upload_pages_fit_a_phone(demo, open_as):
+    for path, ready in (("/jobs/new/", "#job-submit"), ("/jobs/upload/", "#job-upload")):
+        page = open_as("researcher", path, ready, viewport=PHONE)
+        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1

@@ -159,6 +159,7 @@ PAGES = [
     Page("jobs:job_list", "", get=per_role(OK)),
     Page("jobs:job_submit", "", get=SUBMIT_GET, post=SUBMIT_POST, post_body="job_form"),
     Page("jobs:job_upload", "", get=SUBMIT_GET, post=SUBMIT_POST, post_body="job_manifest"),
+    Page("jobs:job_sample", "", get=per_role(OK)),
     Page("jobs:job_detail", "", kwargs={"job_id": "a_job"}, get=a_object(OK)),
     Page("jobs:job_live", "", kwargs={"job_id": "a_job"}, get=a_object(OK)),
     Page(
@@ -266,6 +267,7 @@ LIST_PAGES = [
     ("home", {}, {}, ("alpha-queue",)),
     ("jobs:job_list", {}, {}, ("alpha-queue", "alpha-job")),
     ("jobs:job_submit", {}, {}, ("alpha-queue",)),
+    ("jobs:job_sample", {}, {}, ()),
     ("queues:queue_list", {}, {}, ("alpha-queue",)),
     ("api:tokens", {}, {}, ()),
     ("dashboards:overview", {}, {}, ()),

@@ -3,6 +3,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from portal.accounting import apis as accounting_apis
 from portal.cluster import apis as cluster_apis
 from portal.jobs import apis as job_apis
 from portal.queues import apis as queue_apis
@@ -56,6 +57,7 @@ v1 = [
     path("nodes/", cluster_apis.NodeListApi.as_view(), name="nodes"),
     path("nodes/<int:node_id>/", cluster_apis.NodeDetailApi.as_view(), name="node_detail"),
     path("preemptions/", scheduling_apis.PreemptionListApi.as_view(), name="preemptions"),
+    path("usage/report/", accounting_apis.UsageReportApi.as_view(), name="usage_report"),
     path(
         "scheduler-configs/",
         by_method(

@@ -9,6 +9,7 @@
     python -m portal.cli cancel 42
     python -m portal.cli queues
     python -m portal.cli tenants
+    python -m portal.cli report --group-by queue --month 2026-11
 """
 
 import argparse
@@ -92,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     queues = add_command("queues", help="queues and their shares")
     queues.add_argument("--tenant", type=int, help="tenant id")
     commands.add_parser("tenants", help="your tenants: quota, what their queues guarantee, use")
+    report = add_command("report", help="GPU-hours and CPU-core-hours of a month")
+    report.add_argument("--group-by", choices=["tenant", "queue", "user"], default="tenant")
+    report.add_argument("--month", help="YYYY-MM (UTC); default: the current month")
     return parser
 
 
@@ -344,7 +348,43 @@ def run(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:  # no
             file=out,
         )
         return None
+    if args.cmd == "report":
+        return _report(args, client, out)
     raise UsageError(f"unknown command {args.cmd}")
+
+
+def _report(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:
+    query = {"group_by": args.group_by}
+    if args.month:
+        query["month"] = args.month
+    body = client.get("/api/v1/usage/report/", **query)
+    if args.json:
+        return _print_json(body, out)
+    headers = [
+        args.group_by, "tenant", "gpu-hours", "within", "borrowed", "lost", "cpu-core-hours",
+    ]  # fmt: skip
+    rows = [*body["rows"], {**body["total"], "tenant": ""}]
+    status = "final" if body["complete"] else "so far: the month has not ended"
+    print(f"{body['month']} ({status})", file=out)
+    print(
+        table(
+            headers,
+            [
+                [
+                    r["name"],
+                    r["tenant"],
+                    r["gpu_hours"],
+                    r["gpu_hours_within"],
+                    r["gpu_hours_borrowed"],
+                    r["gpu_hours_lost"],
+                    r["cpu_core_hours"],
+                ]
+                for r in rows
+            ],
+        ),
+        file=out,
+    )
+    return None
 
 
 def _print_json(data: Any, out: TextIO) -> None:

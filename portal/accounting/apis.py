@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
@@ -20,6 +21,7 @@ from portal.common.csvsafe import CsvLines
 from .report import current_month, month_parse
 from .selectors import GROUP_BY, ReportRow, usage_report, usage_report_total
 
+FORMAT_UNKNOWN = "expected json or csv"
 HOURS = (
     "gpu_hours",
     "gpu_hours_within",
@@ -148,8 +150,16 @@ class UsageReportApi(ApiView):
             )
         return response
 
-    def handle_exception(self, exc: Exception) -> Response:
-        # Errors are JSON whatever format was asked for: the CSV renderer has no rows to write.
-        self.request.accepted_renderer = JSONRenderer()
-        self.request.accepted_media_type = JSONRenderer.media_type
-        return super().handle_exception(exc)
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        try:
+            return super().perform_content_negotiation(request, force=force)
+        except Http404 as error:  # DRF's answer to a ?format= no renderer has
+            raise serializers.ValidationError({"format": [FORMAT_UNKNOWN]}) from error
+
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any):
+        # Anything but a report (an error, OPTIONS' metadata) is JSON whatever format was
+        # asked for: the CSV renderer has only a report's rows to write.
+        if not (isinstance(response, Response) and "rows" in (response.data or {})):
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)

@@ -81,6 +81,7 @@ def test_csv_export_has_the_same_rows(staff_client):
         ({"month": "2026-11-01"}, "month", "expected a month as YYYY-MM"),
         ({"group_by": "node"}, "group_by", "is not a valid choice"),
         ({"group_by": "queue", "month": "9999-99", "format": "csv"}, "month", "YYYY-MM"),
+        ({"format": "xml"}, "format", "expected json or csv"),
     ],
 )
 def test_bad_parameters_are_a_400_naming_the_field(staff_client, params, field, message):
@@ -95,3 +96,9 @@ def test_bad_parameters_are_a_400_naming_the_field(staff_client, params, field, 
 
 def test_anonymous_requests_are_refused(client):
     assert client.get(URL).status_code == HTTPStatus.UNAUTHORIZED
+
+
+def test_options_with_csv_asked_answers_json(staff_client):
+    response = staff_client.options(URL + "?format=csv")
+    assert response.status_code == HTTPStatus.OK
+    assert response.json()["name"] == "Usage Report Api"

@@ -26,6 +26,7 @@ OPERATIONS = {
     ("/api/v1/nodes/", "get"),
     ("/api/v1/nodes/{node_id}/", "get"),
     ("/api/v1/preemptions/", "get"),
+    ("/api/v1/usage/report/", "get"),
     ("/api/v1/scheduler-configs/", "get"),
     ("/api/v1/scheduler-configs/", "post"),
     ("/api/v1/scheduler-configs/{config_id}/", "get"),

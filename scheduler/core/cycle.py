@@ -160,7 +160,8 @@ def share_of_queue(ssn: Session, name: str) -> QueueAttr | None:
     for plugin_name in ("proportion", "capacity"):
         plugin = ssn.plugins.get(plugin_name)
         if plugin is not None and plugin.share(name) is not None:
-            return plugin.share(name)
+            share: QueueAttr = plugin.share(name)
+            return share
     return None
 
 
@@ -217,7 +218,7 @@ def _quota_sentence(ssn: Session, job: Job) -> str:
     """The quota block from the final shares: the plugin's rule and numbers, then the
     arithmetic and what frees it."""
     queue = ssn.queues[job.queue]
-    rule = ssn.explain_allocatable(queue, job.quota_task)
+    rule = None if job.quota_task is None else ssn.explain_allocatable(queue, job.quota_task)
     head = job.reason if rule is None else f"{job_needs(job, ssn.needs_memo)}; {rule}"
     return _joined(head, quota_conclusion(ssn, job, queue))
 

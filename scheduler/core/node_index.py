@@ -24,11 +24,13 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Hashable
 from operator import itemgetter
+from typing import Any
 
+from scheduler.core.resources import Resources
 from scheduler.core.state import Node
 
 
-def _items(res) -> tuple:
+def _items(res: Resources) -> tuple[tuple[str, float], ...]:
     items = res.explicit_items()
     return tuple(sorted(items)) if items else ()
 
@@ -75,24 +77,24 @@ class _Grouping:
         class_id = self.ids.get(key)
         if class_id is None:
             class_id = self.ids[key] = len(self.ids)
-        members = self.classes.get(key)
-        if members is None:
+        joined = self.classes.get(key)
+        if joined is None:
             members = self.classes[key] = [entry]
             self._add_rep(key, members, class_id)
         else:
-            first = members[0][0]
-            bisect.insort(members, entry)
+            first = joined[0][0]
+            bisect.insort(joined, entry)
             if position < first:
                 self._drop_rep(key, first)
-                self._add_rep(key, members, class_id)
+                self._add_rep(key, joined, class_id)
 
-    def _drop_rep(self, key: Hashable, first_position: int) -> None:
+    def _drop_rep(self, key: Any, first_position: int) -> None:
         del self.reps[bisect.bisect_left(self.reps, first_position, key=_FIRST)]
         if self.part_reps is not None:
             reps = self.part_reps[key[0]]
             del reps[bisect.bisect_left(reps, first_position, key=_FIRST)]
 
-    def _add_rep(self, key: Hashable, members: list[tuple[int, Node]], class_id: int) -> None:
+    def _add_rep(self, key: Any, members: list[tuple[int, Node]], class_id: int) -> None:
         first_position, first = members[0]
         rep = (first_position, first, members, class_id)
         self.reps.insert(bisect.bisect_left(self.reps, first_position, key=_FIRST), rep)
@@ -178,7 +180,8 @@ class NodeIndex:
     ) -> list[tuple[int, Node, list, int]]:
         """Like ``class_representatives(False, split)``, only the classes whose nodes have
         ``split(node) == part`` (the live list)."""
-        return self._split_grouping(split).part_reps.get(part, [])
+        reps = self._split_grouping(split).part_reps
+        return [] if reps is None else reps.get(part, [])
 
     def _split_grouping(self, split: Callable[[Node], Hashable]) -> _Grouping:
         grouping = self.splits.get(split)

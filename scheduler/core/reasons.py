@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from scheduler.core.resources import CPU, GPU, MEMORY, PODS
+from scheduler.core.resources import CPU, GPU, MEMORY, PODS, Resources
+
+if TYPE_CHECKING:  # type-only: reasons sit below the session and the state
+    from scheduler.core.session import Session
+    from scheduler.core.state import Job, Task
 
 _GIB = 1024**3
 
@@ -44,22 +49,23 @@ def _num(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
-def first_short_dimension(need, have, req) -> str | None:
+def first_short_dimension(need: Resources, have: Resources, req: Resources) -> str | None:
     """The first resource (GPU first) where ``need`` exceeds ``have`` among those ``req`` asks for."""
     names = [n for n in req.names() if req.get(n) > 0]
     names.sort(key=lambda n: (n != GPU, n == PODS, n))
     for name in names:
         if need.get(name) > have.get(name) + 0.1:
-            return name
+            return str(name)
     return None
 
 
-def _free_blocks(ssn, task, name: str, size: float) -> tuple[int, str]:
+def _free_blocks(ssn: Session, task: Task, name: str, size: float) -> tuple[int, str]:
     """(usable nodes with ``size`` free, largest smaller block) for ``task``'s kind of pod.
 
     Only nodes the task may use (predicates pass) count. Memoised: called at close only.
     """
     key = (ssn.predicate_signature(task), name, size)
+    memo: dict[tuple[object, str, float], tuple[int, str]]
     memo = ssn.__dict__.setdefault("_free_blocks_memo", {})
     if key not in memo:
         usable = [n for n in ssn.node_list if ssn.predicate(task, n) is None]
@@ -70,7 +76,7 @@ def _free_blocks(ssn, task, name: str, size: float) -> tuple[int, str]:
     return memo[key]
 
 
-def explain_unplaced(ssn, job) -> str:
+def explain_unplaced(ssn: Session, job: Job) -> str:
     """Why a job found no room, from the nodes' state at the end of the cycle."""
     from scheduler.core.types import TaskStatus
 

@@ -17,7 +17,7 @@ one-GPU cap cannot take 0.1 more. Per-device placement lives in ``scheduler.core
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, ItemsView, Iterable, Mapping
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -99,7 +99,7 @@ class Resources:
     def explicit(self) -> dict[str, float]:
         return dict(self._values)
 
-    def explicit_items(self):
+    def explicit_items(self) -> ItemsView[str, float]:
         """The explicit (name, value) pairs, without copying (read only)."""
         return self._values.items()
 
@@ -120,7 +120,7 @@ class Resources:
         res._hash = None
         return res
 
-    def _combine(self, other: Resources, op) -> Resources:
+    def _combine(self, other: Resources, op: Callable[[float, float], float]) -> Resources:
         keys = set(self._values) | set(other._values)
         return Resources(
             {k: op(self.get(k), other.get(k)) for k in keys}, op(self.default, other.default)

@@ -112,11 +112,11 @@ def _bool(value: Any, field: str) -> bool:
 def _int(value: Any, field: str, minimum: int | None = None, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
         raise ScenarioError(field, "expected an integer")
-    value = int(value)
-    if minimum is not None and value < minimum or maximum is not None and value > maximum:
+    number = int(value)
+    if minimum is not None and number < minimum or maximum is not None and number > maximum:
         span = f"{minimum}..{maximum}" if maximum is not None else f">= {minimum}"
-        raise ScenarioError(field, f"expected an integer in {span}, got {value}")
-    return value
+        raise ScenarioError(field, f"expected an integer in {span}, got {number}")
+    return number
 
 
 def _number(value: Any, field: str) -> float:
@@ -391,13 +391,13 @@ def _parse_task(item: Any, path: str) -> TaskInfo:
 
 
 # output -------------------------------------------------------------------------------------
-def _num(value: float) -> float | int:
+def _num(value: float) -> float | int | None:
     if value in (math.inf, -math.inf):
         return None
     return int(value) if value == int(value) else round(value, 3)
 
 
-def _res_dict(res: Resources, names: list[str]) -> dict[str, float | int]:
+def _res_dict(res: Resources, names: list[str]) -> dict[str, float | int | None]:
     return {name: _num(res.get(name)) for name in names}
 
 

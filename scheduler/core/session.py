@@ -30,6 +30,7 @@ from scheduler.core.types import (
     OCCUPYING_STATUSES,
     PodGroupPhase,
     Snapshot,
+    TaskInfo,
     TaskStatus,
     Vote,
 )
@@ -130,7 +131,7 @@ class Session:
         self.fns: dict[str, dict[str, Callable]] = {hook: {} for hook in _HOOKS}
         self.keys: dict[str, dict[str, Callable]] = {hook: {} for hook in _ORDER_HOOKS}
         self._key_cache: dict[str, Callable | None] = {}
-        self._explain_memo: dict[tuple, str | None] = {}
+        self._explain_memo: dict[tuple[str, Resources, int], tuple[bool, str | None]] = {}
         self._enabled_cache: dict[str, list] = {}
         self._split_cache: tuple[tuple, Callable | None] | None = None
         self._tiers_cache: dict[str, list] = {}
@@ -196,6 +197,7 @@ class Session:
         for jinfo in sorted(snapshot.jobs, key=lambda j: (j.created, j.namespace, j.name)):
             tasks: dict[str, Task] = {}
             infos = jinfo.tasks
+            keyed: list[tuple[tuple[Any, ...] | None, TaskInfo]]
             if len(infos) > 1:
                 # (natural key, info): the key is the task's sort key later on
                 keyed = sorted(((natural_key(t.name), t) for t in infos), key=itemgetter(0))
@@ -321,7 +323,7 @@ class Session:
     # order dispatchers -----------------------------------------------------------------------
     def job_compare(self, left: Job, right: Job) -> int:
         for _, _, fn in self._enabled("job_order"):
-            result = fn(left, right)
+            result: int = fn(left, right)
             if result:
                 return result
         lkey = (left.info.created, left.uid)
@@ -330,7 +332,7 @@ class Session:
 
     def task_compare(self, left: Task, right: Task) -> int:
         for _, _, fn in self._enabled("task_order"):
-            result = fn(left, right)
+            result: int = fn(left, right)
             if result:
                 return result
         lkey = (-left.priority, left.sort_key)
@@ -339,7 +341,7 @@ class Session:
 
     def queue_compare(self, left: Queue, right: Queue) -> int:
         for _, _, fn in self._enabled("queue_order"):
-            result = fn(left, right)
+            result: int = fn(left, right)
             if result:
                 return result
         return -1 if left.name < right.name else (1 if left.name > right.name else 0)
@@ -437,7 +439,7 @@ class Session:
 
         def queue_compare(left: Queue, right: Queue) -> int:
             for _, _, fn in self._enabled("victim_queue_order"):
-                result = fn(left, right, mine)
+                result: int = fn(left, right, mine)
                 if result:
                     return result
             return -self.queue_compare(left, right)
@@ -455,7 +457,7 @@ class Session:
     # predicate and scoring --------------------------------------------------------------------
     def predicate(self, task: Task, node: Node) -> FitError | None:
         for _, _, fn in self._enabled("predicate"):
-            error = fn(task, node)
+            error: FitError | None = fn(task, node)
             if error is not None:
                 return error
         return None
@@ -465,7 +467,7 @@ class Session:
         is out only when its failure is one no eviction resolves (selector, taints, affinity
         to nodes); a conflict with pods that may be evicted keeps it a candidate."""
         for _, _, fn in self._enabled("predicate"):
-            error = fn(task, node)
+            error: FitError | None = fn(task, node)
             if error is not None and not error.resolvable:
                 return error
         return None
@@ -529,8 +531,8 @@ class Session:
         cached = self._keyed_cache
         if cached is None:
             fns = [fn for _, _, fn in self._enabled("batch_node_order")]
-            keyed = all(isinstance(fn, KeyedBatchScorer) for fn in fns)
-            cached = self._keyed_cache = (fns if keyed else None,)
+            keyed = [fn for fn in fns if isinstance(fn, KeyedBatchScorer)]
+            cached = self._keyed_cache = (keyed if len(keyed) == len(fns) else None,)
         return cached[0]
 
     def batch_split(self) -> Callable[[Node], Any] | None:
@@ -547,7 +549,9 @@ class Session:
             else:
                 keys = tuple(fn.node_key for fn in scorers)
 
-                def split(node: Node, keys=keys) -> tuple:
+                def split(
+                    node: Node, keys: tuple[Callable[[Node], Any], ...] = keys
+                ) -> tuple[Any, ...]:
                     return tuple(key(node) for key in keys)
 
             cached = self._split_cache = (ids, split)
@@ -616,7 +620,8 @@ class Session:
                     victims, initialised = list(chosen), True
                 else:
                     keep = {t.name for t in chosen}
-                    victims = [t for t in victims if t.name in keep]
+                    kept: list[Task] = victims or []
+                    victims = [t for t in kept if t.name in keep]
             if victims:
                 return victims
         return victims or []
@@ -658,7 +663,7 @@ class Session:
     def job_valid(self, job: Job) -> str | None:
         """None when valid, else the reason."""
         for _, _, fn in self._enabled("job_valid"):
-            reason = fn(job)
+            reason: str | None = fn(job)
             if reason is not None:
                 return reason
         return None

@@ -78,7 +78,8 @@ class Job:
     phase: PodGroupPhase
     counts: dict[TaskStatus, int] = field(default_factory=dict)
     task_min_available: dict[str, int] = field(default_factory=dict)
-    fit_errors: dict[str, str] = field(default_factory=dict)  # task name -> why it did not fit
+    # task name -> why it did not fit: nodes refused, by reason
+    fit_errors: dict[str, dict[str, int]] = field(default_factory=dict)
     failed_roles: set[str] = field(default_factory=set)
     reason: str | None = None  # the latest thing that blocked this job in this cycle
     unplaced: bool = False  # blocked by room on the nodes; explained at close from final state

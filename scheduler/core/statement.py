@@ -136,8 +136,10 @@ class Statement:
             task = op.task
             if op.kind == "allocate":
                 ssn.set_status(task, TaskStatus.BINDING)
+                assert op.node is not None  # noqa: S101 - allocations always name their node
                 ssn.binds.append(Bind(task.name, task.job, op.node, task.gpus))
             elif op.kind == "pipeline":
+                assert op.node is not None  # noqa: S101 - pipelines always name their node
                 ssn.pipelines.append(Pipeline(task.name, task.job, op.node, task.gpus))
             else:
                 preemptor = op.preemptor

@@ -24,11 +24,13 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
+from collections.abc import Callable
 
+from scheduler.core.plugins._quota import QueueAttr
 from scheduler.core.reasons import amount, describe
 from scheduler.core.resources import CPU, GPU, MIN_RESOURCE, PODS, Resources
-from scheduler.core.session import Session
-from scheduler.core.state import Job, Queue, Task
+from scheduler.core.session import FitError, Session
+from scheduler.core.state import Job, Node, Queue, Task
 from scheduler.core.types import ALLOCATED_STATUSES, TaskStatus
 
 NEVER_PREFIX = "can never run as submitted: "
@@ -51,6 +53,7 @@ def never_reason(ssn: Session, job: Job) -> str | None:
         need,
         tuple((t.resreq, ssn.predicate_signature(t), t.info.role) for t in tasks),
     )
+    memo: dict[tuple[object, ...], str | None]
     memo = ssn.__dict__.setdefault("_never_memo", {})
     if key not in memo:
         memo[key] = _never(ssn, job, ssn.queues[job.queue], tasks, need)
@@ -93,7 +96,7 @@ def _shape(ssn: Session, task: Task) -> tuple:
     return (task.resreq, ssn.predicate_signature(task))
 
 
-def _lasting_filter(ssn: Session):
+def _lasting_filter(ssn: Session) -> Callable[[Task, Node], FitError | None] | None:
     """The predicates plugin's filters that no eviction or uncordon resolves, or None when it
     is not enabled (then nothing but resources keeps a pod off a node)."""
     plugin = ssn.plugins.get("predicates")
@@ -117,7 +120,9 @@ def _node_fits(ssn: Session, tasks: list[Task]) -> dict[tuple, tuple[list, list,
 
 def _fits_of(ssn: Session, task: Task) -> tuple[list, list, Counter]:
     lasting = _lasting_filter(ssn)
-    matching, holding, refusals = [], [], Counter()
+    matching: list[Node] = []
+    holding: list[Node] = []
+    refusals: Counter[str] = Counter()
     for node in ssn.node_list:
         error = lasting(task, node) if lasting is not None else None
         if error is not None:
@@ -219,6 +224,7 @@ def _packing_sentence(
 
 def _capacity(ssn: Session, shape: tuple, request: Resources, holding: list) -> int:
     """How many pods of ``request`` the ``holding`` nodes hold at once (by allocatable)."""
+    memo: dict[tuple[object, ...], int]
     memo = ssn.__dict__.setdefault("_capacity", {})
     if shape not in memo:
         by_kind = Counter(node.shape for node in holding)
@@ -237,7 +243,7 @@ def _copies(request: Resources, allocatable: Resources) -> int:
     return min(counts) if counts else 0
 
 
-def quota_plugin(ssn: Session, queue: str):
+def quota_plugin(ssn: Session, queue: str) -> tuple[str, QueueAttr] | None:
     """(plugin name, queue attributes) of the quota plugin whose allocatable hook limits this
     queue, or None (then capability and shares do not bind)."""
     from scheduler.core.cycle import share_of_queue
@@ -422,6 +428,7 @@ def _holdings(ssn: Session, name: str) -> dict[str, list[tuple[float, str, float
     """Per queue, (expected end, job, amount of ``name`` held) of its running jobs with an
     expected end, soonest first; built once per session and resource (read at close, when
     nothing moves any more)."""
+    memo: dict[str, dict[str, list[tuple[float, str, float]]]]
     memo = ssn.__dict__.setdefault("_holdings", {})
     if name not in memo:
         ends = _expected_ends(ssn)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 
@@ -25,7 +25,12 @@ class _Entry:
 
 
 class PriorityQueue:
-    def __init__(self, compare: Callable[[Any, Any], int], items=(), key: Callable | None = None):
+    def __init__(
+        self,
+        compare: Callable[[Any, Any], int],
+        items: Iterable[Any] = (),
+        key: Callable[[Any], Any] | None = None,
+    ) -> None:
         self._compare = compare
         self._key = key
         self._counter = itertools.count()

@@ -42,9 +42,9 @@ def eviction_units(ssn: Session, victims: list[Task]) -> list[list[Task]]:
         if task.name in spare[task.job]:
             units.append([task])
             continue
-        rest = tail.pop(task.job, None)
-        if rest:
-            units.append(rest)
+        leftover = tail.pop(task.job, None)
+        if leftover:
+            units.append(leftover)
     return units
 
 

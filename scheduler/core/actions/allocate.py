@@ -67,8 +67,8 @@ def execute(ssn: Session) -> None:
             for job in jobs.items():
                 if not job.reason:
                     job.reason = overused_reason(ssn, queue)
-                    waiting = job.pending_tasks()
-                    job.quota_task = waiting[0] if waiting else None
+                    pods = job.pending_tasks()
+                    job.quota_task = pods[0] if pods else None
             queue = queues.pop() if queues else None
             continue
         if not jobs:
@@ -76,8 +76,8 @@ def execute(ssn: Session) -> None:
             continue
         job = jobs.pop()
         if job.name not in pending:
-            tasks = [t for t in job.pending_tasks() if not t.best_effort]
-            pending[job.name] = deque(ssn.sorted_tasks(tasks))
+            pods = [t for t in job.pending_tasks() if not t.best_effort]
+            pending[job.name] = deque(ssn.sorted_tasks(pods))
         tasks = pending[job.name]
         if tasks:
             allocate_tasks(ssn, queue, job, tasks, jobs)

@@ -10,6 +10,7 @@ from collections import deque
 
 from scheduler.core.actions._queue import PriorityQueue
 from scheduler.core.session import Session
+from scheduler.core.state import Job, Queue
 from scheduler.core.types import PodGroupPhase
 
 
@@ -43,14 +44,14 @@ def execute(ssn: Session) -> None:
             active.remove(queue)
 
 
-def _admit(ssn: Session, job) -> None:
+def _admit(ssn: Session, job: Job) -> None:
     if job.info.min_resources is None or ssn.job_enqueueable(job):
         ssn.job_enqueued(job)
         job.phase = PodGroupPhase.INQUEUE
         job.reason = None
 
 
-def min_queue(ssn: Session, queues: list):
+def min_queue(ssn: Session, queues: list[Queue]) -> Queue:
     """The queue a priority queue ordered by QueueOrderFn would pop next."""
     best = queues[0]
     for queue in queues[1:]:

@@ -27,7 +27,7 @@ from scheduler.core.actions._victims import eviction_units, flatten
 from scheduler.core.actions.allocate import fits_future
 from scheduler.core.resources import CPU, GPU, GPU_TOLERANCE, MEMORY, MIN_RESOURCE, Resources
 from scheduler.core.session import Session
-from scheduler.core.state import Job, Task
+from scheduler.core.state import Job, Node, Queue, Task
 from scheduler.core.statement import Statement
 from scheduler.core.types import PodGroupPhase, TaskStatus
 
@@ -133,7 +133,15 @@ def _job_key(ssn: Session, job: Job) -> str | None:
     return job.name if any(n == "drf" for _, n, _ in ssn._enabled("preemptable")) else None
 
 
-def _attempt(ssn, stmt, preemptor: Task, allowed, nodes, failed: dict, scope: tuple) -> bool:
+def _attempt(
+    ssn: Session,
+    stmt: Statement,
+    preemptor: Task,
+    allowed: Callable[[Task], bool],
+    nodes: list[Node] | None,
+    failed: dict[tuple[object, ...], int],
+    scope: tuple[object, ...],
+) -> bool:
     """preempt(), skipping a task shape that already failed while nothing has changed since.
 
     A failed attempt changes nothing, so the same shape in the same scope keeps failing until
@@ -148,7 +156,7 @@ def _attempt(ssn, stmt, preemptor: Task, allowed, nodes, failed: dict, scope: tu
     return False
 
 
-def _shape_key(ssn: Session, scope: tuple, preemptor: Task) -> tuple:
+def _shape_key(ssn: Session, scope: tuple[object, ...], preemptor: Task) -> tuple[object, ...]:
     """What a preempt attempt depends on besides the session's state."""
     return (*scope, preemptor.resreq, preemptor.priority, ssn.predicate_signature(preemptor))
 
@@ -166,7 +174,13 @@ def _same_job(preemptor: Task) -> Callable[[Task], bool]:
     return lambda task: task.job == preemptor.job
 
 
-def preempt(ssn: Session, stmt: Statement, preemptor: Task, allowed, hosts=None) -> bool:
+def preempt(
+    ssn: Session,
+    stmt: Statement,
+    preemptor: Task,
+    allowed: Callable[[Task], bool],
+    hosts: list[Node] | None = None,
+) -> bool:
     """Try to make room for ``preemptor`` on one node; ``hosts`` limits the nodes to look at."""
     if preemptor.info.preemption_policy == "Never":
         return False
@@ -218,7 +232,7 @@ def preempt(ssn: Session, stmt: Statement, preemptor: Task, allowed, hosts=None)
     return False
 
 
-def _fits(ssn: Session, queue, preemptor: Task, node) -> bool:
+def _fits(ssn: Session, queue: Queue, preemptor: Task, node: Node) -> bool:
     """Upstream preemptorFitsOnNode: the queue may take it, FutureIdle holds it, and the
     predicates pass now that some pods are leaving (a pod anti-affinity conflict with an
     evicted pod is gone)."""
@@ -242,7 +256,7 @@ def _same_pod(victim: Task, preemptor: Task) -> bool:
     )
 
 
-def validate_victims(preemptor: Task, node, victims: list[Task]) -> bool:
+def validate_victims(preemptor: Task, node: Node, victims: list[Task]) -> bool:
     """Volcano util.ValidateVictims: the victims plus FutureIdle must hold the preemptor.
 
     Summed per requested resource with plain floats: it runs for every node and preemptor.
@@ -252,7 +266,7 @@ def validate_victims(preemptor: Task, node, victims: list[Task]) -> bool:
     future = node.future_idle()
     request = preemptor.resreq
     for name in _checked_names(request):
-        total = 0
+        total = 0.0
         for victim in victims:
             total += victim.resreq.get(name)
         if request.get(name) - (future.get(name) + total) >= (

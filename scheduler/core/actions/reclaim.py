@@ -20,6 +20,7 @@ from scheduler.core.actions.allocate import fits_future
 from scheduler.core.actions.preempt import validate_victims
 from scheduler.core.resources import GPU, MIN_RESOURCE
 from scheduler.core.session import Session
+from scheduler.core.state import Node, Task
 from scheduler.core.statement import Statement
 from scheduler.core.types import PodGroupPhase, TaskStatus
 
@@ -149,13 +150,13 @@ def execute(ssn: Session) -> None:  # noqa: C901, PLR0912, PLR0915 - upstream re
         statements[name].discard()
 
 
-def _shape_key(ssn: Session, queue: str, task) -> tuple:
+def _shape_key(ssn: Session, queue: str, task: Task) -> tuple[object, ...]:
     """What a reclaim attempt for ``task`` depends on besides the session's state: equal keys
     fail alike until the session's version moves."""
     return (queue, task.resreq, ssn.predicate_signature(task))
 
 
-def _sentence(ssn: Session, task, job: str, mine: str, theirs: str) -> str:
+def _sentence(ssn: Session, task: Task, job: str, mine: str, theirs: str) -> str:
     """Why the victim goes, naming the two queues where their paths part in a hierarchical
     conf (two tenants, when the queues belong to different ones)."""
     head = f"reclaimed for {task.name} of job {job}: "
@@ -201,7 +202,7 @@ def _hosts(ssn: Session) -> dict[str, set[str]]:
     return found
 
 
-def _candidate_nodes(ssn: Session, hosts: dict[str, set[str]], own_queue: str):
+def _candidate_nodes(ssn: Session, hosts: dict[str, set[str]], own_queue: str) -> list[Node]:
     """Nodes (in name order) that run pods of some queue other than ``own_queue``."""
     names: set[str] = set()
     for queue_name, nodes in hosts.items():

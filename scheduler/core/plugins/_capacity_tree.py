@@ -289,7 +289,7 @@ class CapacityTree:
                 return True
         return False
 
-    def reclaimable(self, reclaimer: Task, candidates: list[Task]):
+    def reclaimable(self, reclaimer: Task, candidates: list[Task]) -> tuple[list[Task], int]:
         if not self.ready:
             return [], Vote.REJECT
         jobs = self.ssn.jobs

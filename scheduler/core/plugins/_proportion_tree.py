@@ -349,7 +349,7 @@ class ProportionTree:
             return share
         return have
 
-    def reclaimable(self, reclaimer: Task, candidates: list[Task]):
+    def reclaimable(self, reclaimer: Task, candidates: list[Task]) -> tuple[list[Task], int]:
         jobs = self.ssn.jobs
         reclaimer_path = self.paths.get(jobs[reclaimer.job].queue)
         request = reclaimer.resreq
@@ -453,8 +453,8 @@ class ProportionTree:
         if node == queue.name:
             cap = self.caps.get(queue.name)
             sentence = explain_share(queue.info, attr, self.cluster, task, cap)
-            capped = self._capped_ancestor(queue.name, task)
-            return sentence if sentence is None or capped is None else f"{sentence}; {capped}"
+            ancestor = self._capped_ancestor(queue.name, task)
+            return sentence if sentence is None or ancestor is None else f"{sentence}; {ancestor}"
         future = attr.allocated.add(task.resreq)
         name = first_short_dimension(future, attr.deserved, task.resreq) or "gpu"
         deserved, allocated = attr.deserved.get(name), attr.allocated.get(name)

@@ -56,7 +56,9 @@ def build(arguments: dict) -> BinpackPlugin:
     return BinpackPlugin(weight, weights)
 
 
-def resource_binpacking_score(requested: float, capacity: float, used: float, weight: int):
+def resource_binpacking_score(
+    requested: float, capacity: float, used: float, weight: int
+) -> float | None:
     """Score of one resource, or None when it does not fit (Volcano returns an error)."""
     if capacity == 0 or weight == 0:
         return 0.0
@@ -85,4 +87,4 @@ def binpacking_score(task: Task, node: Node, weight: int, weights: dict[str, int
     return score * MAX_NODE_SCORE * weight
 
 
-BinpackPlugin.score.state_only = True  # lets the session score identical nodes once
+BinpackPlugin.score.state_only = True  # type: ignore[attr-defined]  # lets the session score identical nodes once

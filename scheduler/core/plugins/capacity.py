@@ -14,6 +14,8 @@ included.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from scheduler.core.plugins._quota import (
     QueueAttr,
     account_job,
@@ -27,6 +29,9 @@ from scheduler.core.session import EventHandler, Session
 from scheduler.core.state import Job, Queue, Task
 from scheduler.core.types import Vote
 
+if TYPE_CHECKING:
+    from scheduler.core.plugins._capacity_tree import CapacityTree
+
 PLUGIN_NAME = "capacity"
 
 
@@ -39,7 +44,7 @@ class CapacityPlugin:
 
     def __init__(self, arguments: dict | None = None):
         self.arguments = arguments or {}
-        self.tree = None
+        self.tree: CapacityTree | None = None
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
@@ -105,10 +110,11 @@ class CapacityPlugin:
             for name in _relevant(task.resreq)
         )
 
-    def reclaimable(self, reclaimer: Task, candidates: list[Task]):
+    def reclaimable(self, reclaimer: Task, candidates: list[Task]) -> tuple[list[Task], int]:
         """Victims from queues above deserved on a resource the victim uses (or whose deserved
         does not cover what the victim uses at all), never below the queue's guarantee."""
-        victims, allocations = [], {}
+        victims: list[Task] = []
+        allocations: dict[str, Resources] = {}
         wanted = set(_relevant(reclaimer.resreq))
         for task in candidates:
             uses = set(_relevant(task.resreq))

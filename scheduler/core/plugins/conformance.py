@@ -23,7 +23,7 @@ class ConformancePlugin:
     name = PLUGIN_NAME
 
     def on_session_open(self, ssn: Session) -> None:
-        def evictable(preemptor: Task, candidates: list[Task]):
+        def evictable(preemptor: Task, candidates: list[Task]) -> tuple[list[Task], int]:
             victims = [
                 task
                 for task in candidates

@@ -50,7 +50,7 @@ class DrfPlugin:
             ls, rs = self.share[left.name], self.share[right.name]
             return -1 if ls < rs else (1 if ls > rs else 0)
 
-        def preemptable(preemptor: Task, candidates: list[Task]):
+        def preemptable(preemptor: Task, candidates: list[Task]) -> tuple[list[Task], int]:
             after = self.allocated[preemptor.job].add(preemptor.resreq)
             lshare = share_of(after, self.cluster)
             remaining: dict[str, Resources] = {}

@@ -22,6 +22,7 @@ Arguments: ``fairshare.halfLifeHours`` (default 168, a week). Put the plugin in 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from scheduler.core.config import ConfigError, number_arg
 from scheduler.core.plugins._tree import effective_parents, paths
@@ -41,7 +42,7 @@ def build(arguments: dict) -> FairSharePlugin:
     return FairSharePlugin(hours * 3600.0)
 
 
-def decayed(records, now: float, half_life: float) -> dict[str, float]:
+def decayed(records: Any, now: float, half_life: float) -> dict[str, float]:
     """Resource-seconds, each period weighted by 0.5 ** (age / half-life); future periods
     count in full."""
     total: dict[str, float] = {}

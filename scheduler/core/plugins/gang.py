@@ -38,7 +38,7 @@ class GangPlugin:
                 return 0
             return 1 if lready else -1
 
-        def victims(preemptor: Task, candidates: list[Task]):
+        def victims(preemptor: Task, candidates: list[Task]) -> tuple[list[Task], int]:
             # A victim job keeps at least min_available running pods.
             chosen, occupied = [], {}
             for task in candidates:

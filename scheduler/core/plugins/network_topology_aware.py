@@ -141,9 +141,9 @@ class NetworkTopologyPlugin:
         self._dirty.clear()
         order = self._order
         for domain in changed_domains:
-            old = free.get(domain)
-            if old is not None:
-                del order[bisect.bisect_left(order, (old.get(GPU), old.get(CPU), domain))]
+            previous = free.get(domain)
+            if previous is not None:
+                del order[bisect.bisect_left(order, (previous.get(GPU), previous.get(CPU), domain))]
             new = free[domain] = Resources(sums[domain])
             bisect.insort(order, (new.get(GPU), new.get(CPU), domain))
         self._free_cache = (futures, sums, free)

@@ -97,4 +97,4 @@ class NodeOrderPlugin:
         return float(score)
 
 
-NodeOrderPlugin.score.state_only = True  # lets the session score identical nodes once
+NodeOrderPlugin.score.state_only = True  # type: ignore[attr-defined]  # lets the session score identical nodes once

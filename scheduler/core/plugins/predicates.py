@@ -22,6 +22,7 @@ is cached per (signature, node): identical pods of a large job pay for them once
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from scheduler.core.session import EventHandler, FitError, Session
@@ -79,7 +80,7 @@ def match_label_selector(labels: dict[str, str], selector: dict | None) -> bool:
     return all(match_expression(labels, e) for e in selector.get("matchExpressions") or [])
 
 
-def _tolerated(tolerations: tuple[Toleration, ...], taint) -> bool:
+def _tolerated(tolerations: tuple[Toleration, ...], taint: Any) -> bool:
     return any(t.tolerates(taint) for t in tolerations)
 
 
@@ -227,7 +228,7 @@ class PredicatesPlugin:
                 return FitError("pod affinity rules do not match", resolvable=False)
         return None
 
-    def _pods_in_domain(self, node: Node, topology_key: str):
+    def _pods_in_domain(self, node: Node, topology_key: str) -> Iterator[Task]:
         if topology_key not in node.labels:
             return
         value = node.labels[topology_key]

@@ -33,7 +33,7 @@ class PriorityPlugin:
         ssn.add_fn("task_order", self.name, task_order, key=lambda task: -task.priority)
         ssn.add_fn("job_order", self.name, job_order, key=lambda job: -job.priority)
 
-        def preemptable(preemptor: Task, candidates: list[Task]):
+        def preemptable(preemptor: Task, candidates: list[Task]) -> tuple[list[Task], int]:
             preemptor_job = ssn.jobs[preemptor.job]
             victims = []
             for task in candidates:

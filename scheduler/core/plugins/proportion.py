@@ -116,12 +116,12 @@ class ProportionPlugin:
         # pods up)
         self._give_memo: dict[str, tuple[Resources, Resources, dict[Resources, bool]]] = {}
         for job in ssn.jobs.values():
-            queue = ssn.queues.get(job.queue)
-            if queue is None:
+            job_queue = ssn.queues.get(job.queue)
+            if job_queue is None:
                 continue
-            attr = self.attrs.get(queue.name)
+            attr = self.attrs.get(job_queue.name)
             if attr is None:
-                attr = self.attrs[queue.name] = new_attr(queue)
+                attr = self.attrs[job_queue.name] = new_attr(job_queue)
             account_job(attr, job)
         for attr in self.attrs.values():
             real = self.cluster.exceeded_part(guarantees).add(attr.guarantee)
@@ -190,8 +190,9 @@ class ProportionPlugin:
             answer = answers[request] = _gives(attr.allocated, attr.deserved, request)
         return answer
 
-    def reclaimable(self, reclaimer: Task, candidates: list[Task]):
-        victims, allocations = [], {}
+    def reclaimable(self, reclaimer: Task, candidates: list[Task]) -> tuple[list[Task], int]:
+        victims: list[Task] = []
+        allocations: dict[str, Resources] = {}
         jobs, request = self.ssn.jobs, reclaimer.resreq
         for task in candidates:
             queue_name = jobs[task.job].queue

@@ -48,7 +48,7 @@ _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 
-def parse_duration(value, field: str) -> float:
+def parse_duration(value: object, field: str) -> float:
     if isinstance(value, bool):
         raise ConfigError(field, f"expected a duration such as '5m', got {value!r}")
     if isinstance(value, int | float):
@@ -59,7 +59,7 @@ def parse_duration(value, field: str) -> float:
     return float(match.group(1)) * _UNIT[match.group(2)]
 
 
-def _percentages(raw, field: str, default: dict[str, float]) -> dict[str, float]:
+def _percentages(raw: object, field: str, default: dict[str, float]) -> dict[str, float]:
     if raw is None:
         return dict(default)
     if not isinstance(raw, dict):

@@ -151,7 +151,9 @@ class DeviceLedger:
         return self.pick(need, future_only) is not None
 
     # changes ----------------------------------------------------------------------------------
-    def _apply(self, need: GpuNeed, indices: tuple[int, ...], sign: int, now: bool, future: bool):
+    def _apply(
+        self, need: GpuNeed, indices: tuple[int, ...], sign: int, now: bool, future: bool
+    ) -> None:
         milli = FULL if not need.shared else need.milli
         memory = need.memory if need.shared else 0
         for index in indices:

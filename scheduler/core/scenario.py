@@ -428,7 +428,10 @@ def result_to_dict(result: CycleResult) -> dict[str, Any]:
         "queues": queues,
         "phases": dict(sorted(result.phases.items())),
         # the GPU cards each placed pod gets, by index on its node
-        "devices": {d.task: list(d.gpus) for d in (*result.binds, *result.pipelined) if d.gpus},
+        "devices": {
+            **{b.task: list(b.gpus) for b in result.binds if b.gpus},
+            **{p.task: list(p.gpus) for p in result.pipelined if p.gpus},
+        },
         "evictions": [
             {
                 "task": e.task,

@@ -73,7 +73,7 @@ class Statement:
         node = ssn.nodes.get(task.node) if task.node else None
         if node is not None:
             node.releasing = node.releasing.add(task.resreq)
-            if task.gpus and node.devices is not None:
+            if task.gpu is not None and task.gpus and node.devices is not None:
                 node.devices.release(task.gpu, task.gpus)
             node.changed()
         ssn.fire_deallocate(task)
@@ -105,7 +105,7 @@ class Statement:
                 ssn.set_status(task, op.previous)
                 if node is not None:
                     node.releasing = node.releasing.sub(task.resreq)
-                    if task.gpus and node.devices is not None:
+                    if task.gpu is not None and task.gpus and node.devices is not None:
                         node.devices.release(task.gpu, task.gpus, -1)
                     node.changed()
                 ssn.fire_allocate(task)
@@ -120,7 +120,7 @@ class Statement:
                         node.used = node.used.sub(task.resreq)
                     else:
                         node.pipelined = node.pipelined.sub(task.resreq)
-                    if task.gpus and node.devices is not None:
+                    if task.gpu is not None and task.gpus and node.devices is not None:
                         if op.kind == "allocate":
                             node.devices.hold(task.gpu, task.gpus, -1)
                         else:

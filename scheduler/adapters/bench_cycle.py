@@ -15,7 +15,10 @@ first cycle) and, on kubernetes, cache_rss_mb.
 process of its own) with the same nodes and --foreign-pods running pods of other workloads,
 and reads it through the watch cache; between cycles --churn of those pods are replaced through
 the API, and the emulator's kubelets start the pods the cycle created. The simulated backend
-has no foreign pods and ignores both.
+has no foreign pods and ignores --foreign-pods and --churn. --backend both runs the simulated
+backend, then the kubernetes one on the same seed, and ends with a comparison line: the
+kubernetes / simulated steady cycle ratios, in wall time and in this process's CPU time (the
+emulator's own work runs in its process and is not counted).
 
 The database is migrated and emptied first (--reset is required when it already holds jobs), so
 point it at a database of its own. DEBUG is off unless DJANGO_DEBUG says otherwise.
@@ -41,6 +44,7 @@ from typing import Any
 
 GANG_MIX = ((1, 30), (2, 20), (4, 20), (8, 15), (16, 10), (32, 5))  # (GPUs, weight %)
 GiB = 1024**3
+BOTH = ("simulated", "kubernetes")
 # Functions the cycle module calls, timed apart: cycle module attribute -> JSON key.
 PARTS = {
     "cluster_observe": "observe_ms",
@@ -58,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--reset", action="store_true", help="empty a database that has data")
-    parser.add_argument("--backend", choices=("simulated", "kubernetes"), default="simulated")
+    parser.add_argument("--backend", choices=(*BOTH, "both"), default="simulated")
     parser.add_argument("--foreign-pods", type=int, default=0, help="kubernetes: other pods")
     parser.add_argument("--churn", type=int, default=5, help="kubernetes: pods replaced per cycle")
     args = parser.parse_args(argv)
@@ -74,21 +78,40 @@ def main(argv: list[str] | None = None) -> int:
     from portal.jobs.models import Job
 
     call_command("migrate", verbosity=0)
-    if Job.objects.exists():
-        if not args.reset:
-            print("bench_cycle: the database holds jobs; pass --reset to empty it", file=sys.stderr)
-            return 2
+    if Job.objects.exists() and not args.reset:
+        print("bench_cycle: the database holds jobs; pass --reset to empty it", file=sys.stderr)
+        return 2
+    summaries = {}
+    for backend_name in BOTH if args.backend == "both" else (args.backend,):
         call_command("flush", interactive=False, verbosity=0)
-    seed(nodes=args.nodes, jobs=args.jobs, queues=args.queues, rng=random.Random(args.seed))  # noqa: S311 - a seeded workload, not a secret
-    with cluster(args) as (backend, between_cycles, extra):
-        lines = []
-        for number in range(1, args.cycles + 1):
-            lines.append(run_once(number, backend))
-            print(json.dumps(lines[-1], sort_keys=True), flush=True)
-            if number < args.cycles:
-                between_cycles()
-        print(json.dumps(summary(args.backend, lines, extra()), sort_keys=True), flush=True)
+        seed(nodes=args.nodes, jobs=args.jobs, queues=args.queues, rng=random.Random(args.seed))  # noqa: S311 - a seeded workload, not a secret
+        with cluster(backend_name, args) as (backend, between_cycles, extra):
+            lines = []
+            for number in range(1, args.cycles + 1):
+                lines.append(run_once(number, backend))
+                print(json.dumps(lines[-1], sort_keys=True), flush=True)
+                if number < args.cycles:
+                    between_cycles()
+            summaries[backend_name] = summary(backend_name, lines, extra())
+            print(json.dumps(summaries[backend_name], sort_keys=True), flush=True)
+    if len(summaries) == 2:
+        print(json.dumps(comparison(*summaries.values()), sort_keys=True), flush=True)
     return 0
+
+
+def comparison(simulated: dict[str, Any], kubernetes: dict[str, Any]) -> dict[str, Any]:
+    """kubernetes / simulated at the same sizes, in wall and in this process's CPU time."""
+    return {
+        "comparison": True,
+        "steady_cycle_ratio": _ratio(kubernetes["steady_cycle_seconds"],
+                                     simulated["steady_cycle_seconds"]),
+        "steady_cycle_cpu_ratio": _ratio(kubernetes["steady_cycle_cpu_seconds"],
+                                         simulated["steady_cycle_cpu_seconds"]),
+    }  # fmt: skip
+
+
+def _ratio(numerator: float, denominator: float) -> float | None:
+    return round(numerator / denominator, 2) if denominator else None
 
 
 def summary(backend: str, lines: list[dict], extra: dict[str, Any]) -> dict[str, Any]:
@@ -99,6 +122,10 @@ def summary(backend: str, lines: list[dict], extra: dict[str, Any]) -> dict[str,
         "cycles": len(lines),
         "first_cycle_seconds": round(lines[0]["total_ms"] / 1000, 3),
         "steady_cycle_seconds": round(statistics.median(x["total_ms"] for x in steady) / 1000, 3),
+        # CPU of this process only (not the emulator's): steadier than wall time under load.
+        "steady_cycle_cpu_seconds": round(
+            statistics.median(x.get("cpu_ms", 0.0) for x in steady) / 1000, 3
+        ),
         "observe_seconds": round(
             statistics.median(
                 x.get("list_nodes_ms", 0.0) + x.get("list_pods_ms", 0.0) for x in steady
@@ -111,9 +138,11 @@ def summary(backend: str, lines: list[dict], extra: dict[str, Any]) -> dict[str,
 
 
 @contextlib.contextmanager
-def cluster(args: argparse.Namespace) -> Iterator[tuple[Any, Callable[[], None], Callable]]:
+def cluster(
+    name: str, args: argparse.Namespace
+) -> Iterator[tuple[Any, Callable[[], None], Callable]]:
     """(backend, what to do between two cycles, extra summary figures)."""
-    if args.backend == "simulated":
+    if name == "simulated":
         from django.conf import settings
 
         from scheduler.adapters.cluster.simulated import SimulatedBackend
@@ -301,7 +330,9 @@ def run_once(number: int, backend: Any) -> dict:
     try:
         for name, function in originals.items():
             setattr(cycle_module, name, _timed(parts, PARTS[name], function))
+        cpu_before = time.process_time()
         run = scheduling_cycle_run(backend=backend)
+        cpu_ms = (time.process_time() - cpu_before) * 1000
     finally:
         for name, function in originals.items():
             setattr(cycle_module, name, function)
@@ -318,6 +349,7 @@ def run_once(number: int, backend: Any) -> dict:
         # Everything but the core: what the database side of the cycle costs.
         "db_ms": round(shell + run.reconcile_ms, 1),
         "total_ms": round(shell + run.core_ms + run.reconcile_ms, 1),
+        "cpu_ms": round(cpu_ms, 1),
         "binds": run.binds,
         "evictions": run.evictions,
         "pending_jobs": run.pending_jobs,

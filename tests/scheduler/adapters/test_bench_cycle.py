@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.adapters.bench_cycle import summary
+from scheduler.adapters.bench_cycle import comparison, summary
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_steady_figures_are_medians_of_the_cycles_after_the_first():
     lines = [
-        {"total_ms": 9000.0, "list_nodes_ms": 4000.0, "list_pods_ms": 1000.0},
-        {"total_ms": 300.0, "list_nodes_ms": 1.0, "list_pods_ms": 2.0},
-        {"total_ms": 500.0, "list_nodes_ms": 3.0, "list_pods_ms": 4.0},
-        {"total_ms": 400.0, "list_nodes_ms": 2.0, "list_pods_ms": 1.0},
+        {"total_ms": 9000.0, "cpu_ms": 8000.0, "list_nodes_ms": 4000.0, "list_pods_ms": 1000.0},
+        {"total_ms": 300.0, "cpu_ms": 200.0, "list_nodes_ms": 1.0, "list_pods_ms": 2.0},
+        {"total_ms": 500.0, "cpu_ms": 400.0, "list_nodes_ms": 3.0, "list_pods_ms": 4.0},
+        {"total_ms": 400.0, "cpu_ms": 300.0, "list_nodes_ms": 2.0, "list_pods_ms": 1.0},
     ]
 
     result = summary("kubernetes", lines, {"cache_rss_mb": 12.5})
@@ -31,14 +31,25 @@ def test_steady_figures_are_medians_of_the_cycles_after_the_first():
         "cycles": 4,
         "first_cycle_seconds": 9.0,
         "steady_cycle_seconds": 0.4,
+        "steady_cycle_cpu_seconds": 0.3,
         "observe_seconds": 0.003,
         "cache_rss_mb": 12.5,
     }
 
 
+def test_the_comparison_divides_kubernetes_by_simulated():
+    simulated = {"steady_cycle_seconds": 2.0, "steady_cycle_cpu_seconds": 1.0}
+    kubernetes = {"steady_cycle_seconds": 2.5, "steady_cycle_cpu_seconds": 1.2}
+
+    assert comparison(simulated, kubernetes) == {
+        "comparison": True,
+        "steady_cycle_ratio": 1.25,
+        "steady_cycle_cpu_ratio": 1.2,
+    }
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["simulated", "kubernetes"])
-def test_a_tiny_run_prints_one_line_per_cycle_then_the_summary(backend, tmp_path):
+def test_a_tiny_run_of_both_backends_prints_cycles_summaries_and_the_comparison(tmp_path):
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "portal.settings.local",
@@ -46,20 +57,23 @@ def test_a_tiny_run_prints_one_line_per_cycle_then_the_summary(backend, tmp_path
         "PORTAL_VAR_DIR": str(tmp_path),
     }
     command = [sys.executable, "-m", "scheduler.adapters.bench_cycle", "--nodes", "3",
-               "--jobs", "6", "--queues", "2", "--cycles", "3", "--backend", backend,
+               "--jobs", "6", "--queues", "2", "--cycles", "3", "--backend", "both",
                "--foreign-pods", "12", "--churn", "2"]  # fmt: skip
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300, check=False)  # fmt: skip
 
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert [line.get("cycle") for line in lines[:-1]] == [1, 2, 3]
-    assert all(not line["error"] for line in lines[:-1])
-    assert lines[0]["binds"] > 0
-    last = lines[-1]
-    assert last["summary"] is True
-    assert last["steady_cycle_seconds"] > 0
-    if backend == "kubernetes":
-        assert last["cache_nodes"] == 3
-        assert last["cache_pods"] >= 12  # the other workloads' pods and the portal's own
-        assert last["cache_rss_mb"] >= 0
+    simulated, kubernetes, compared = lines[3], lines[7], lines[8]
+    for cycles in (lines[0:3], lines[4:7]):
+        assert [line["cycle"] for line in cycles] == [1, 2, 3]
+        assert all(not line["error"] for line in cycles)
+        assert cycles[0]["binds"] > 0
+    assert (simulated["backend"], kubernetes["backend"]) == ("simulated", "kubernetes")
+    assert simulated["summary"] is kubernetes["summary"] is True
+    assert kubernetes["steady_cycle_seconds"] > 0
+    assert kubernetes["cache_nodes"] == 3
+    assert kubernetes["cache_pods"] >= 12  # the other workloads' pods and the portal's own
+    assert kubernetes["cache_relists"] == 0
+    assert compared["comparison"] is True
+    assert compared["steady_cycle_ratio"] > 0

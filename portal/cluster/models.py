@@ -121,6 +121,10 @@ class SimulatedPod(models.Model):
     # When a pod whose deletion was requested disappears (end of its grace period).
     delete_after = models.DateTimeField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
+    # The pod's body as the Kubernetes backend would send it (containers with their env,
+    # volumes, host names: scheduler/adapters/cluster/podspec.py), so what a job's pods would
+    # run with can be seen without a cluster.
+    spec = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["name"]

@@ -207,6 +207,10 @@ class JobDetailApi(ApiView):
         cancelled_at = serializers.DateTimeField(allow_null=True)
         pending_reason_at = serializers.DateTimeField(allow_null=True)
         preemption_count = serializers.IntegerField()
+        plugins = serializers.DictField(
+            child=serializers.ListField(child=serializers.CharField()),
+            help_text="Volcano job plugins the portal runs for this job, with their flags.",
+        )
         tasks = TaskSerializer(many=True, source="tasks.all")
         placements = serializers.SerializerMethodField()
         can_cancel = serializers.SerializerMethodField()
@@ -283,6 +287,7 @@ def job_detail_data(job: Job, *, user: Any, placements: Any = ()) -> dict[str, A
         "cancelled_at": stamp(job.cancelled_at),
         "pending_reason_at": stamp(job.pending_reason_at),
         "preemption_count": job.preemption_count,
+        "plugins": {str(name): [str(arg) for arg in args] for name, args in job.plugins.items()},
         "tasks": [
             {
                 "name": task.name,
@@ -412,6 +417,12 @@ class JobCreateApi(ApiView):
             min_value=1, required=False, allow_null=True
         )
         tasks = TaskSerializer(many=True, allow_empty=False)
+        plugins = serializers.DictField(
+            child=serializers.ListField(child=serializers.CharField(), allow_empty=True),
+            required=False,
+            help_text="Volcano job plugins and their flags: svc, env, pytorch "
+            '(e.g. {"pytorch": ["--master=master", "--port=23456"]}).',
+        )
 
     OutputSerializer = JobDetailApi.OutputSerializer
 
@@ -542,6 +553,7 @@ class JobCreateApi(ApiView):
                 priority=data.get("priority") or 0,
                 min_available=data.get("min_available"),
                 expected_duration_seconds=data.get("expected_duration_seconds"),
+                plugins=data.get("plugins"),
             )
         except DjangoValidationError as error:
             errors = django_validation_errors(error)

@@ -22,6 +22,7 @@ from .limits import (
     task_limit_errors,
 )
 from .models import Job, JobTask
+from .plugins import plugins_parse
 from .podtemplate import pod_template_parse
 from .selectors import tenant_pending_pods
 
@@ -205,6 +206,7 @@ def job_submit(
     priority: int = 0,
     min_available: int | None = None,
     expected_duration_seconds: int | None = None,
+    plugins: Any = None,
 ) -> Job:
     """Validate and store a pending job with its tasks; the job comes back with its tasks
     loaded (`job.tasks.all()` reads no rows).
@@ -233,6 +235,10 @@ def job_submit(
     )
     for key, messages in over.items():
         errors.setdefault(key, []).extend(messages)
+    stored_plugins, plugin_errors = plugins_parse(
+        plugins, task_names=[task.name for task in task_instances], path="plugins"
+    )
+    errors.update(plugin_errors)
 
     total_replicas = sum(task.replicas for task in task_instances if isinstance(task.replicas, int))
     job = Job(
@@ -243,6 +249,7 @@ def job_submit(
         priority=priority,
         min_available=(total_replicas or 1) if min_available is None else min_available,
         expected_duration_seconds=expected_duration_seconds,
+        plugins=stored_plugins,
         status=Job.Status.PENDING,
         submitted_at=timezone.now(),
         pending_reason=JOB_PENDING_REASON_SUBMITTED,

@@ -313,6 +313,7 @@ class JobUploadView(RoleRequiredMixin, View):
                 priority=spec.priority,
                 min_available=spec.min_available,
                 expected_duration_seconds=spec.expected_duration_seconds,
+                plugins=spec.plugins,
             )
         except ValidationError as error:
             errors = {volcano.manifest_path(k): v for k, v in error.message_dict.items()}

@@ -100,6 +100,7 @@ class VolcanoJobSpec:
     priority: int = 0
     expected_duration_seconds: int | None = None
     ignored: list[str] = field(default_factory=list)
+    plugins: Any = None  # spec.plugins as given; job_submit checks it (portal.jobs.plugins)
 
 
 def is_volcano_manifest(data: Any) -> bool:
@@ -115,6 +116,8 @@ def manifest_path(service_path: str) -> str:
         if task_field is None:
             return base + rest
         return f"{base}.{_TASK_FIELD_PATHS.get(task_field, task_field)}{rest}"
+    if service_path == "plugins" or service_path.startswith("plugins."):
+        return f"spec.{service_path}"
     return _JOB_FIELD_PATHS.get(service_path, service_path)
 
 
@@ -219,7 +222,7 @@ def volcano_job_parse(  # noqa: C901, PLR0912 - one branch per field of a Volcan
     ignored = sorted(
         key
         for key in spec
-        if key not in ("queue", "minAvailable", "tasks") and isinstance(key, str)
+        if key not in ("queue", "minAvailable", "tasks", "plugins") and isinstance(key, str)
     )
     for key in ignored:
         if not _FIELD_NAME_RE.fullmatch(key):
@@ -254,6 +257,7 @@ def volcano_job_parse(  # noqa: C901, PLR0912 - one branch per field of a Volcan
         priority=priority,
         expected_duration_seconds=duration,
         ignored=ignored,
+        plugins=spec.get("plugins"),
     )
 
 

@@ -103,6 +103,9 @@ class KubernetesBackend:
         self.request_timeout = request_timeout
         self.breaker_threshold = breaker_threshold
         self._writes_failed_in_a_row = 0
+        # Job objects (svc plugin: Service, ConfigMap, NetworkPolicy) known to exist, so each
+        # is created once per process rather than before every pod of its job.
+        self._objects_made: set[tuple[str, str, str]] = set()
         # With a watch cache (watch_cache.ClusterCache), reads come from memory.
         self.cache: ClusterCache | None = None
 
@@ -199,6 +202,8 @@ class KubernetesBackend:
 
     def create_pod(self, pod: DesiredPod) -> None:
         manifest = pod_manifest(pod, self.gpu_resource_names, self.scheduler_name)
+        for obj in pod.job_objects:
+            self._ensure_object(obj)
         where = f"create pod {pod.namespace}/{pod.name}"
 
         def attempt() -> None:
@@ -264,6 +269,32 @@ class KubernetesBackend:
                     raise
 
         self._write(where, attempt)
+
+    def _ensure_object(self, obj: dict[str, Any]) -> None:
+        """Create one of a job's objects before its pods (they mount and resolve it); an
+        existing one (409) is success: its name is the job's id, so it is this job's."""
+        kind, meta = obj["kind"], obj["metadata"]
+        key = (kind, meta["namespace"], meta["name"])
+        if key in self._objects_made:
+            return
+        create = {
+            "ConfigMap": self.core_v1.create_namespaced_config_map,
+            "Service": self.core_v1.create_namespaced_service,
+            "NetworkPolicy": lambda namespace, body, **kw: client.NetworkingV1Api(
+                self.core_v1.api_client
+            ).create_namespaced_network_policy(namespace, body, **kw),
+        }[kind]
+        where = f"create {kind} {meta['namespace']}/{meta['name']}"
+
+        def attempt() -> None:
+            try:
+                create(meta["namespace"], obj, _request_timeout=self.request_timeout)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+
+        self._write(where, attempt)
+        self._objects_made.add(key)
 
     # -- internals ---------------------------------------------------------------------------
 

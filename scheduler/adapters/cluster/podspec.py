@@ -38,7 +38,10 @@ _POD_KEYS = (
 
 def pod_spec_body(desired: DesiredPod, gpu_resource_names: Iterable[str]) -> dict[str, Any]:
     """The pod spec without nodeName and tolerations, as the API server reads it (camelCase)."""
-    gpu_names = frozenset(gpu_resource_names)
+    return with_additions(_body(desired, frozenset(gpu_resource_names)), desired.additions)
+
+
+def _body(desired: DesiredPod, gpu_names: frozenset[str]) -> dict[str, Any]:
     template = desired.template.get("spec") if desired.template else None
     if not template:
         return {
@@ -57,6 +60,33 @@ def pod_spec_body(desired: DesiredPod, gpu_resource_names: Iterable[str]) -> dic
     for key in _POD_KEYS:
         if template.get(key) not in (None, "", [], {}):
             body[key] = copy.deepcopy(template[key])
+    return body
+
+
+def with_additions(body: dict[str, Any], additions: Mapping[str, Any]) -> dict[str, Any]:
+    """`body` with what the job's plugins add (portal.jobs.plugins.PodAdditions): appended
+    after the template's own, as upstream's plugins append (a later duplicate env name wins)."""
+    if not additions:
+        return body
+    for section, env_key in (("containers", "env"), ("initContainers", "initEnv")):
+        for container in body.get(section, []):
+            if additions.get(env_key):
+                container["env"] = [*container.get("env", []), *additions[env_key]]
+            if additions.get("volumeMounts"):
+                container["volumeMounts"] = [
+                    *container.get("volumeMounts", []),
+                    *additions["volumeMounts"],
+                ]
+    for container in body["containers"]:
+        have = {port.get("containerPort") for port in container.get("ports", [])}
+        extra = [p for p in additions.get("ports", []) if p["containerPort"] not in have]
+        if extra:
+            container["ports"] = [*container.get("ports", []), *extra]
+    if additions.get("volumes"):
+        body["volumes"] = [*body.get("volumes", []), *additions["volumes"]]
+    for key in ("hostname", "subdomain"):
+        if additions.get(key):
+            body[key] = additions[key]
     return body
 
 

@@ -27,6 +27,7 @@ from scheduler.adapters.cluster.base import (
     create_each,
 )
 from scheduler.adapters.cluster.labels import is_managed, replica_key
+from scheduler.adapters.cluster.podspec import pod_spec_body
 
 # Annotations the portal sets on a desired pod for the simulation's benefit.
 RUN_SECONDS = "gpuportal.io/expected-duration-seconds"
@@ -109,6 +110,7 @@ class SimulatedBackend:
             requests=dict(pod.requests),
             phase="Pending",
             run_seconds=run_seconds,
+            spec=pod_spec_body(pod, (name for name in pod.requests if name.endswith("/gpu"))),
         )
 
     def delete_pod(self, name: str, namespace: str, grace_seconds: int) -> None:

@@ -49,6 +49,9 @@ _DECLARED = {
     kmock.resource("v1/services"): kmock.ResourceInfo(kind="Service", namespaced=True),
     kmock.resource("v1/configmaps"): kmock.ResourceInfo(kind="ConfigMap", namespaced=True),
     kmock.resource("v1/events"): kmock.ResourceInfo(kind="Event", namespaced=True),
+    kmock.resource("networking.k8s.io/v1/networkpolicies"): kmock.ResourceInfo(
+        kind="NetworkPolicy", namespaced=True
+    ),
 }
 _BINDING_PATH = re.compile(r"/api/v1/namespaces/[^/]+/pods/[^/]+/binding")
 _DROP = object()

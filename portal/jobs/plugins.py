@@ -1,0 +1,332 @@
+"""Volcano job plugins the portal runs: `svc`, `env` and `pytorch`. Pure.
+
+Each follows upstream volcano-sh/volcano pkg/controllers/job/plugins (the file and line cited at
+each rule), so a training script written for Volcano finds the same variables and files:
+
+- env: `VK_TASK_INDEX` and `VC_TASK_INDEX`, the pod's index within its task, in every container
+  and init container (plugins/env/env.go:45-59, const.go).
+- svc: a headless Service per job, each pod's `hostname` and `subdomain` set so that
+  `<hostname>.<subdomain>` resolves to it, a ConfigMap of host lists mounted at `/etc/volcano`
+  (`<task>.host`, one host a line), `VC_<TASK>_HOSTS` (comma-separated) and `VC_<TASK>_NUM` in
+  every container from that ConfigMap, and a NetworkPolicy letting only the job's own pods in
+  (plugins/svc/svc.go:76-131 OnPodCreate, 133-157 OnJobAdd, 194-217 mountConfigmap, 219-303
+  the Service and NetworkPolicy, 309-345 GenerateHosts; const.go). Flags:
+  `--publish-not-ready-addresses`, `--disable-network-policy`, `--inject-hosts-env`.
+- pytorch: `MASTER_ADDR` (master pod 0's `<hostname>.<subdomain>`), `MASTER_PORT`,
+  `WORLD_SIZE` (master + worker replicas) and `RANK` (0 for the master, index + 1 for a worker),
+  and the port opened in every container (distributed-framework/pytorch/pytorch.go:91-206).
+  Flags: `--master`, `--worker`, `--port`. Like upstream's admission webhook
+  (webhooks/admission/jobs/mutate/mutate_job.go:244-254) it turns `svc` on.
+
+Where the portal departs from upstream, and why:
+- Object names are id-based (a job's name is not unique in the namespace, see
+  portal.cluster.naming): the Service (and so the subdomain) and NetworkPolicy are
+  `gp-<job id>`, the ConfigMap `gp-<job id>-svc`. Host names keep upstream's
+  `<job name>-<task>-<index>` (jobhelpers.MakePodName), set explicitly since the pods' own
+  names are id-based; a name longer than a DNS label is shortened with a hash.
+- A pytorch job without its master task is refused (upstream logs an error and starts the
+  pods without the variables, which then cannot rendezvous); so is an unknown flag (upstream
+  logs it and ignores it). Other plugins (ssh, mpi, tensorflow, ray, ...) are refused naming
+  `spec.plugins.<name>`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+SVC, ENV, PYTORCH = "svc", "env", "pytorch"
+SUPPORTED = (ENV, PYTORCH, SVC)
+HOSTS_MOUNT_PATH = "/etc/volcano"  # svc/const.go ConfigMapMountPath
+TASK_INDEX_VARS = ("VK_TASK_INDEX", "VC_TASK_INDEX")  # env/const.go
+PYTORCH_PORT_NAME = "pytorchjob-port"  # pytorch.go openContainerPort
+PYTORCH_DEFAULT_PORT = 23456
+ARGS_MAX = 16
+
+NOT_SUPPORTED = "plugin {name} is not supported; the portal runs: " + ", ".join(SUPPORTED)
+NOT_A_MAPPING = "must be a mapping of plugin names to lists of arguments"
+NOT_ARGS = "must be a list of arguments (strings)"
+UNKNOWN_FLAG = "unknown flag {flag}; {name} takes: {flags}"
+BAD_BOOL = "flag {flag} takes true or false"
+BAD_PORT = "flag --port takes a port number (1-65535)"
+BAD_TASK_NAME = "flag {flag} takes a task name"
+NO_MASTER_TASK = "the pytorch plugin needs a task named {master} (set --master=<task>)"
+
+_FLAG = re.compile(r"--?([a-z][a-z-]*)(?:=(.*))?", re.S)
+_BOOL_FLAGS = {
+    SVC: {
+        "publish-not-ready-addresses": False,
+        "disable-network-policy": False,
+        "inject-hosts-env": True,
+    },
+    ENV: {},
+    PYTORCH: {},
+}
+_VALUE_FLAGS = {SVC: set(), ENV: set(), PYTORCH: {"master", "worker", "port"}}
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """What the plugins read of a job: its id and name, and its tasks' names and replicas in
+    the job's order."""
+
+    job_id: int | str
+    name: str
+    tasks: Sequence[tuple[str, int]]
+
+
+@dataclass(frozen=True)
+class Plugins:
+    svc: bool = False
+    env: bool = False
+    pytorch: bool = False
+    publish_not_ready_addresses: bool = False
+    network_policy: bool = True
+    inject_hosts_env: bool = True
+    master: str = "master"
+    worker: str = "worker"
+    port: int = PYTORCH_DEFAULT_PORT
+
+
+def plugins_parse(
+    raw: Any, *, task_names: Sequence[str], path: str = "spec.plugins"
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Check a job's `plugins` mapping; (the mapping to store, errors keyed by path). The stored
+    mapping has `svc` added when `pytorch` needs it."""
+    errors: dict[str, list[str]] = {}
+    if raw is None or raw == {}:
+        return {}, errors
+    if not isinstance(raw, dict):
+        return {}, {path: [NOT_A_MAPPING]}
+    stored: dict[str, list[str]] = {}
+    for name, args in raw.items():
+        ppath = f"{path}.{name}"
+        if name not in SUPPORTED:
+            errors.setdefault(ppath, []).append(NOT_SUPPORTED.format(name=name))
+            continue
+        args = [] if args is None else args
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args) or len(
+            args
+        ) > ARGS_MAX:
+            errors.setdefault(ppath, []).append(NOT_ARGS)
+            continue
+        for index, arg in enumerate(args):
+            if message := _flag_error(name, arg):
+                errors.setdefault(f"{ppath}[{index}]", []).append(message)
+        stored[name] = list(args)
+    if PYTORCH in stored and not errors:
+        config = plugins_config(stored)
+        if config.master not in task_names:
+            errors.setdefault(f"{path}.{PYTORCH}", []).append(
+                NO_MASTER_TASK.format(master=config.master)
+            )
+        stored.setdefault(SVC, [])
+    return (stored if not errors else {}), errors
+
+
+def _flag_error(plugin: str, arg: str) -> str | None:
+    match = _FLAG.fullmatch(arg)
+    flags = sorted({*_BOOL_FLAGS[plugin], *_VALUE_FLAGS[plugin]})
+    known = ", ".join(f"--{flag}" for flag in flags) or "no flags"
+    if match is None:
+        return UNKNOWN_FLAG.format(flag=arg[:40], name=plugin, flags=known)
+    flag, value = match.groups()
+    if flag in _BOOL_FLAGS[plugin]:
+        if value is not None and value.lower() not in ("true", "false", "1", "0"):
+            return BAD_BOOL.format(flag=f"--{flag}")
+        return None
+    if flag not in _VALUE_FLAGS[plugin]:
+        return UNKNOWN_FLAG.format(flag=f"--{flag}", name=plugin, flags=known)
+    if flag == "port":
+        if value is None or not value.isdigit() or not 1 <= int(value) <= 65535:
+            return BAD_PORT
+        return None
+    if not value or not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", value):
+        return BAD_TASK_NAME.format(flag=f"--{flag}")
+    return None
+
+
+def plugins_config(stored: Mapping[str, Sequence[str]]) -> Plugins:
+    """The checked mapping (plugins_parse) as settings; flags as Go's flag package reads them."""
+    values: dict[str, Any] = {name: True for name in stored if name in SUPPORTED}
+    for name, args in stored.items():
+        for arg in args:
+            match = _FLAG.fullmatch(arg)
+            if match is None:
+                continue
+            flag, value = match.groups()
+            if flag in _BOOL_FLAGS.get(name, {}):
+                values[flag.replace("-", "_")] = value is None or value.lower() in ("true", "1")
+            elif flag == "port" and value:
+                values["port"] = int(value)
+            elif value:
+                values[flag] = value
+    if "disable_network_policy" in values:
+        values["network_policy"] = not values.pop("disable_network_policy")
+    return Plugins(**values)
+
+
+def service_name(job_id: int | str) -> str:
+    return f"gp-{job_id}"
+
+
+def hosts_config_map_name(job_id: int | str) -> str:
+    return f"gp-{job_id}-svc"  # upstream: <job name>-svc (svc.go cmName)
+
+
+def hostname(job_name: str, task: str, index: int) -> str:
+    """Upstream's pod name `<job>-<task>-<index>` (helpers.MakePodName) as the pod's host name;
+    shortened with a hash of the three when longer than a DNS label."""
+    plain = f"{job_name}-{task}-{index}"
+    if len(plain) <= 63:
+        return plain
+    digest = hashlib.sha256(f"{job_name}\0{task}\0{index}".encode()).hexdigest()[:10]
+    tail = f"-{task}-{index}"[-40:]
+    return f"{job_name[: 63 - len(tail) - 11].rstrip('-')}-{digest}{tail}".lstrip("-")
+
+
+def _env_key(task: str) -> str:
+    return task.replace("-", "_").upper()  # svc.go:104 and :331
+
+
+def hosts_data(job: JobShape) -> dict[str, str]:
+    """The ConfigMap data: GenerateHosts (svc.go:309-345) with the portal's host names."""
+    data: dict[str, str] = {}
+    subdomain = service_name(job.job_id)
+    for task, replicas in job.tasks:
+        hosts = [f"{hostname(job.name, task, i)}.{subdomain}" for i in range(replicas)]
+        key = task.replace("-", "_")
+        data[f"{key}.host"] = "\n".join(hosts)
+        data[f"VC_{_env_key(task)}_HOSTS"] = ",".join(hosts)
+        data[f"VC_{_env_key(task)}_NUM"] = str(len(hosts))
+    return data
+
+
+@dataclass(frozen=True)
+class PodAdditions:
+    """What the plugins add to one pod, in Kubernetes' wire shape."""
+
+    env: tuple[dict[str, Any], ...] = ()  # to every container
+    init_env: tuple[dict[str, Any], ...] = ()  # to every init container
+    volumes: tuple[dict[str, Any], ...] = ()
+    mounts: tuple[dict[str, Any], ...] = ()  # to every container and init container
+    ports: tuple[dict[str, Any], ...] = ()  # to every container that lacks the port
+    hostname: str = ""
+    subdomain: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "env": list(self.env),
+            "initEnv": list(self.init_env),
+            "volumes": list(self.volumes),
+            "volumeMounts": list(self.mounts),
+            "ports": list(self.ports),
+            "hostname": self.hostname,
+            "subdomain": self.subdomain,
+        }
+
+
+def pod_additions(
+    stored: Mapping[str, Sequence[str]], job: JobShape, task: str, index: int
+) -> PodAdditions:
+    config = plugins_config(stored)
+    env: list[dict[str, Any]] = []
+    init_env: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    ports: list[dict[str, Any]] = []
+    host = subdomain = ""
+    if config.env:
+        index_env = [{"name": name, "value": str(index)} for name in TASK_INDEX_VARS]
+        env += index_env
+        init_env += index_env
+    if config.svc:
+        host, subdomain = hostname(job.name, task, index), service_name(job.job_id)
+        config_map = hosts_config_map_name(job.job_id)
+        if config.inject_hosts_env:
+            for name, _ in job.tasks:
+                for suffix in ("HOSTS", "NUM"):
+                    key = f"VC_{_env_key(name)}_{suffix}"
+                    ref = {"configMapKeyRef": {"name": config_map, "key": key}}
+                    env.append({"name": key, "valueFrom": ref})
+                    init_env.append({"name": key, "valueFrom": ref})
+        volumes.append({"name": config_map, "configMap": {"name": config_map}})
+        mounts.append({"name": config_map, "mountPath": HOSTS_MOUNT_PATH})
+    if config.pytorch:
+        replicas = dict(job.tasks)
+        if config.master in replicas:
+            master = f"{hostname(job.name, config.master, 0)}.{service_name(job.job_id)}"
+            world = replicas.get(config.master, 0) + replicas.get(config.worker, 0)
+            env += [
+                {"name": "MASTER_ADDR", "value": master},
+                {"name": "MASTER_PORT", "value": str(config.port)},
+                {"name": "WORLD_SIZE", "value": str(world)},
+            ]
+            if task == config.worker:
+                env.append({"name": "RANK", "value": str(index + 1)})
+            elif task == config.master:
+                env.append({"name": "RANK", "value": "0"})
+            ports.append({"name": PYTORCH_PORT_NAME, "containerPort": config.port})
+    return PodAdditions(
+        env=tuple(env),
+        init_env=tuple(init_env),
+        volumes=tuple(volumes),
+        mounts=tuple(mounts),
+        ports=tuple(ports),
+        hostname=host,
+        subdomain=subdomain,
+    )
+
+
+def job_objects(
+    stored: Mapping[str, Sequence[str]],
+    job: JobShape,
+    *,
+    namespace: str,
+    labels: Mapping[str, str],
+    selector: Mapping[str, str],
+) -> list[dict[str, Any]]:
+    """The objects a job needs besides its pods (the svc plugin's), in the order to create
+    them. `labels` mark them as the portal's; `selector` picks the job's pods."""
+    config = plugins_config(stored)
+    if not config.svc:
+        return []
+
+    def meta(name: str) -> dict[str, Any]:
+        return {"name": name, "namespace": namespace, "labels": dict(labels)}
+
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": meta(hosts_config_map_name(job.job_id)),
+            "data": hosts_data(job),
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": meta(service_name(job.job_id)),
+            "spec": {
+                "clusterIP": "None",
+                "selector": dict(selector),
+                "publishNotReadyAddresses": config.publish_not_ready_addresses,
+            },
+        },
+    ]
+    if config.network_policy:
+        objects.append(
+            {
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "NetworkPolicy",
+                "metadata": meta(service_name(job.job_id)),
+                "spec": {
+                    "podSelector": {"matchLabels": dict(selector)},
+                    "ingress": [{"from": [{"podSelector": {"matchLabels": dict(selector)}}]}],
+                    "policyTypes": ["Ingress"],
+                },
+            }
+        )
+    return objects

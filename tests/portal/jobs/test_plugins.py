@@ -1,0 +1,117 @@
+"""portal.jobs.plugins: Volcano's svc, env and pytorch job plugins (pure).
+
+Expected values are derived from upstream volcano-sh/volcano pkg/controllers/job/plugins:
+env/env.go:45-59, svc/svc.go:76-131 and 309-345, pytorch/pytorch.go:91-157."""
+
+import pytest
+
+from portal.jobs.plugins import (
+    JobShape,
+    hostname,
+    hosts_data,
+    job_objects,
+    plugins_config,
+    plugins_parse,
+    pod_additions,
+)
+
+JOB = JobShape(job_id=42, name="ddp", tasks=(("master", 1), ("worker", 3)))
+PLUGINS = {"pytorch": [], "svc": [], "env": []}
+
+
+def _env(additions):
+    return {item["name"]: item.get("value", item.get("valueFrom")) for item in additions.env}
+
+
+def test_pytorch_gives_each_pod_its_rank_and_the_same_master():
+    master = _env(pod_additions(PLUGINS, JOB, "master", 0))
+    workers = [_env(pod_additions(PLUGINS, JOB, "worker", i)) for i in range(3)]
+    assert master["RANK"] == "0"
+    assert [w["RANK"] for w in workers] == ["1", "2", "3"]  # pytorch.go:117 index + 1
+    assert {e["MASTER_ADDR"] for e in [master, *workers]} == {"ddp-master-0.gp-42"}
+    assert {e["MASTER_PORT"] for e in [master, *workers]} == {"23456"}
+    assert {e["WORLD_SIZE"] for e in [master, *workers]} == {"4"}
+
+
+def test_env_gives_the_task_index_under_both_names():
+    env = _env(pod_additions({"env": []}, JOB, "worker", 2))
+    assert env == {"VK_TASK_INDEX": "2", "VC_TASK_INDEX": "2"}
+
+
+def test_svc_sets_host_names_mounts_the_hosts_and_refers_to_them():
+    additions = pod_additions({"svc": []}, JOB, "worker", 1)
+    assert (additions.hostname, additions.subdomain) == ("ddp-worker-1", "gp-42")
+    assert additions.volumes == ({"name": "gp-42-svc", "configMap": {"name": "gp-42-svc"}},)
+    assert additions.mounts == ({"name": "gp-42-svc", "mountPath": "/etc/volcano"},)
+    env = _env(additions)
+    assert env["VC_WORKER_HOSTS"] == {"configMapKeyRef": {"name": "gp-42-svc", "key": "VC_WORKER_HOSTS"}}
+    assert set(env) == {"VC_MASTER_HOSTS", "VC_MASTER_NUM", "VC_WORKER_HOSTS", "VC_WORKER_NUM"}
+
+
+def test_svc_inject_hosts_env_false_leaves_the_variables_out():
+    additions = pod_additions({"svc": ["--inject-hosts-env=false"]}, JOB, "worker", 0)
+    assert additions.env == ()
+    assert additions.mounts  # the files are still mounted
+
+
+def test_the_hosts_config_map_is_generate_hosts():
+    job = JobShape(job_id=7, name="tf", tasks=(("ps", 1), ("my-worker", 2)))
+    assert hosts_data(job) == {
+        "ps.host": "tf-ps-0.gp-7",
+        "VC_PS_HOSTS": "tf-ps-0.gp-7",
+        "VC_PS_NUM": "1",
+        "my_worker.host": "tf-my-worker-0.gp-7\ntf-my-worker-1.gp-7",
+        "VC_MY_WORKER_HOSTS": "tf-my-worker-0.gp-7,tf-my-worker-1.gp-7",
+        "VC_MY_WORKER_NUM": "2",
+    }
+
+
+def test_job_objects_are_a_config_map_a_headless_service_and_a_network_policy():
+    selector = {"gpuportal.io/job-id": "42"}
+    objects = job_objects(PLUGINS, JOB, namespace="jobs", labels={"a": "b"}, selector=selector)
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
+        ("ConfigMap", "gp-42-svc"),
+        ("Service", "gp-42"),
+        ("NetworkPolicy", "gp-42"),
+    ]
+    service = objects[1]["spec"]
+    assert service == {"clusterIP": "None", "selector": selector, "publishNotReadyAddresses": False}
+    flags = {"svc": ["--disable-network-policy=true", "--publish-not-ready-addresses"]}
+    objects = job_objects(flags, JOB, namespace="jobs", labels={}, selector=selector)
+    assert [o["kind"] for o in objects] == ["ConfigMap", "Service"]
+    assert objects[1]["spec"]["publishNotReadyAddresses"] is True
+
+
+def test_pytorch_turns_svc_on_like_the_admission_webhook():
+    stored, errors = plugins_parse({"pytorch": ["--port=29500"]}, task_names=["master", "worker"])
+    assert errors == {}
+    assert stored == {"pytorch": ["--port=29500"], "svc": []}
+    assert plugins_config(stored).port == 29500
+
+
+@pytest.mark.parametrize(
+    ("raw", "path", "message"),
+    [
+        ({"ssh": []}, "spec.plugins.ssh", "not supported"),
+        ({"mpi": ["--port=22"]}, "spec.plugins.mpi", "not supported"),
+        ({"svc": ["--bogus"]}, "spec.plugins.svc[0]", "unknown flag --bogus"),
+        ({"svc": ["--inject-hosts-env=maybe"]}, "spec.plugins.svc[0]", "true or false"),
+        ({"pytorch": ["--port=99999"]}, "spec.plugins.pytorch[0]", "port"),
+        ({"pytorch": ["--master=chief"]}, "spec.plugins.pytorch", "task named chief"),
+        ({"env": "yes"}, "spec.plugins.env", "list of arguments"),
+        (["svc"], "spec.plugins", "mapping"),
+    ],
+)
+def test_what_the_portal_cannot_run_is_refused_naming_the_plugin(raw, path, message):
+    stored, errors = plugins_parse(raw, task_names=["master", "worker"])
+    assert stored == {}
+    assert path in errors, errors
+    assert any(message in text for text in errors[path])
+
+
+def test_host_names_stay_dns_labels():
+    long = hostname("j" * 63, "t" * 63, 12)
+    assert len(long) <= 63
+    assert long.endswith("-12")
+    assert long != hostname("j" * 63, "t" * 63, 13)
+    assert hostname("ddp", "worker", 0) == "ddp-worker-0"

@@ -1,0 +1,65 @@
+"""The svc plugin's objects reach the cluster before the job's pods (emulated API server)."""
+
+from __future__ import annotations
+
+import kmock
+
+from portal.jobs.plugins import JobShape, job_objects, pod_additions
+from scheduler.adapters.cluster import labels
+from scheduler.adapters.cluster.base import DesiredPod
+
+NAMESPACE = "gpu-jobs"
+JOB = JobShape(job_id=7, name="ddp", tasks=(("master", 1), ("worker", 1)))
+PLUGINS = {"pytorch": [], "svc": []}
+
+
+def _desired(task: str) -> DesiredPod:
+    selector = {labels.MANAGED: "true", labels.JOB_ID: "7"}
+    objects = job_objects(PLUGINS, JOB, namespace=NAMESPACE, labels=selector, selector=selector)
+    return DesiredPod(
+        name=labels.pod_name(7, task, 0),
+        namespace=NAMESPACE,
+        node_name="gpu-a",
+        image="trainer:1",
+        command=[],
+        env={},
+        requests={"cpu": 1000, "memory": 2**30},
+        labels=labels.replica_labels(job_id=7, task=task, replica=0, queue="q", tenant="t"),
+        annotations={},
+        additions=pod_additions(PLUGINS, JOB, task, 0).as_dict(),
+        job_objects=tuple(objects),
+    )
+
+
+def _stored(cluster, resource: str) -> dict:
+    return cluster.on_loop(lambda: dict(cluster.store.table(resource)))
+
+
+def test_the_jobs_service_config_map_and_network_policy_are_created_once(cluster, backend):
+    cluster.add_node("gpu-a", {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"})
+    backend.create_pod(_desired("master"))
+    backend.create_pod(_desired("worker"))
+
+    assert set(_stored(cluster, "services")) == {(NAMESPACE, "gp-7")}
+    config_map = _stored(cluster, "configmaps")[(NAMESPACE, "gp-7-svc")]
+    assert config_map["data"]["master.host"] == "ddp-master-0.gp-7"
+    assert set(_stored(cluster, "networkpolicies.networking.k8s.io")) == {(NAMESPACE, "gp-7")}
+    service = kmock.resource("v1/services")
+    assert len(cluster.requests(kmock.action.CREATE, service)) == 1
+    master = cluster.pod(NAMESPACE, labels.pod_name(7, "master", 0))
+    assert (master["spec"]["hostname"], master["spec"]["subdomain"]) == ("ddp-master-0", "gp-7")
+    env = {e["name"]: e.get("value") for e in master["spec"]["containers"][0]["env"]}
+    assert env["MASTER_ADDR"] == "ddp-master-0.gp-7"
+
+
+def test_an_existing_object_of_the_job_is_success(cluster, backend):
+    cluster.add_node("gpu-a", {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"})
+    cluster.on_loop(
+        lambda: cluster.store.create(
+            "services", NAMESPACE, {"apiVersion": "v1", "kind": "Service",
+                                    "metadata": {"name": "gp-7", "namespace": NAMESPACE},
+                                    "spec": {"clusterIP": "None"}},
+        )
+    )  # fmt: skip
+    backend.create_pod(_desired("master"))
+    assert cluster.pod_names() == [labels.pod_name(7, "master", 0)]

@@ -142,10 +142,6 @@ class UsageError(Exception):
     pass
 
 
-def _gpus(queue: dict[str, Any], prefix: str) -> Any:
-    return queue.get(f"{prefix}_gpus")
-
-
 def run(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:  # noqa: C901, PLR0911, PLR0912 - one branch per subcommand
     if args.cmd == "submit":
         if args.file:

@@ -212,9 +212,6 @@ class Resources:
         left_default = self.default
         return any(left_default < v for k, v in right.items() if k not in left)
 
-    def fits_in(self, idle: Resources) -> bool:
-        return self.less_equal(idle)
-
     def __eq__(self, other: object) -> bool:
         if self is other:
             return True

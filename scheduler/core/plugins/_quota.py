@@ -104,9 +104,3 @@ def cluster_total(ssn: Session) -> Resources:
         add_into(acc, node.allocatable)
     return Resources(acc)
 
-
-def fmt_resources(res: Resources, names: list[str] | None = None) -> str:
-    from scheduler.core.reasons import describe
-
-    names = names or [n for n in res.names() if n != "pods"]
-    return ", ".join(describe(n, res.get(n)) for n in names)

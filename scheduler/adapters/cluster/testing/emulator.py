@@ -58,7 +58,7 @@ _DROP = object()
 
 
 class _Watcher:
-    __slots__ = ("bookmarks", "fields", "labels", "namespace", "queue", "resource")
+    __slots__ = ("bookmarks", "fields", "labels", "namespace", "queue", "resource", "stalled")
 
     def __init__(self, resource: str, namespace: str | None, params: dict[str, str]) -> None:
         self.resource = resource
@@ -67,6 +67,7 @@ class _Watcher:
         self.fields = params.get("fieldSelector") or ""
         self.bookmarks = params.get("allowWatchBookmarks") == "true"
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.stalled = False  # the connection stays open and says nothing more
 
     def wants(self, event: WatchEvent) -> bool:
         obj = event.object
@@ -202,6 +203,9 @@ class StrictApiServer(kmock.KubernetesScaffold):
                     item = ("BOOKMARK", self.store.rv)  # queue empty: everything was sent
                 if item is _DROP:
                     return
+                if watcher.stalled:
+                    deadline = None  # a hung proxy: not even the server's timeout ends it
+                    continue
                 if isinstance(item, tuple):
                     yield _bookmark(resource, item[1])
                 else:
@@ -225,6 +229,12 @@ class StrictApiServer(kmock.KubernetesScaffold):
         """End every open watch stream, as an API server restart or a proxy timeout does."""
         for watcher in self._watchers:
             watcher.queue.put_nowait(_DROP)
+        return len(self._watchers)
+
+    def stall_watches(self) -> int:
+        """Every open watch goes silent without closing, as behind a hung proxy."""
+        for watcher in self._watchers:
+            watcher.stalled = True
         return len(self._watchers)
 
     @property
@@ -405,6 +415,9 @@ class EmulatedCluster:
 
     def bookmark(self) -> None:
         self.on_loop(self.handler.bookmark)
+
+    def stall_watches(self) -> int:
+        return self.on_loop(self.handler.stall_watches)
 
     def watch_count(self) -> int:
         return self.on_loop(lambda: self.handler.watch_count)

@@ -262,3 +262,24 @@ def _pods_or_none(backend):
         return backend.list_pods()
     except TransientClusterError:
         return []
+
+
+def test_a_stalled_watch_is_given_up_after_its_read_timeout_and_resumed(cluster):
+    seed(cluster)
+    backend = make_backend(cluster)
+    # The server ends each watch after 1 s; a stream silent for 1 + 1 s is taken as hung.
+    backend.cache = ClusterCache(
+        backend.core_v1, manifests_translation(), watch_seconds=1, request_timeout=(2.0, 1.0)
+    )
+    try:
+        assert len(backend.list_pods()) == 1
+        eventually(lambda: _assert(cluster.watch_count() == 2))
+        cluster.stall_watches()
+        cluster.add_pod(own_pod("gp-6-worker-0", "n2", job_id=6))
+
+        eventually(lambda: _assert(len(_pods_or_none(backend)) == 2))
+        stats = backend.cache.pod_reflector.stats
+        assert "Timeout" in stats.last_error or "timed out" in stats.last_error
+        assert stats.lists == 1  # resumed from its resourceVersion, not listed again
+    finally:
+        backend.cache.stop()

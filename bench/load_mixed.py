@@ -1,6 +1,6 @@
 """Mixed load: clients submitting and listing jobs at once, with the scheduler running.
 
-Issue 8, item 6. Creates a fresh PostgreSQL database, migrates, seeds tenants, queues,
+Creates a fresh PostgreSQL database, migrates, seeds tenants, queues,
 researchers with tokens and the demo cluster's nodes, then starts what a deployment runs:
 gunicorn (portal.settings.production), a Celery worker and Celery beat on Redis, with the
 simulated cluster backend. Two wrk processes share the clients: one half POSTs

@@ -1,4 +1,4 @@
-"""Trace-replay benchmarks for the scheduler (issue 7, items 2-4).
+"""Trace-replay benchmarks for the scheduler.
 
 ``openb``: the FGD methodology (Weng et al., ATC '23) on the Alibaba cluster-trace-gpu-v2023
 with a per-device ledger of its own (fractional GPUs are not in the core yet).

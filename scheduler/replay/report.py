@@ -124,7 +124,7 @@ def table(results: list[dict]) -> str:
         "",
         CITATION,
         "",
-        "## Targets (issue 7)",
+        "## Targets",
         "| list | ours | mean ± std (seeds) | target | margin | met |",
         "|---|---|---|---|---|---|",
     ]

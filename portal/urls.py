@@ -29,6 +29,7 @@ urlpatterns = [
     path("api/", include("portal.api.urls")),
     path("cluster/", include("portal.cluster.urls")),
     path("dashboards/", include("portal.dashboards.urls")),
+    path("usage/", include("portal.accounting.urls")),
     path("favicon.ico", favicon),
 ]
 

@@ -46,6 +46,7 @@ PAGES = (
         ALL,
         phone=True,
     ),
+    BrowserPage("usage", "accounting:report", "/usage/", "#usage", ("lead", "admin"), phone=True),
     BrowserPage(
         "preemptions",
         "scheduling:preemption_list",

@@ -1,0 +1,45 @@
+"""The usage page: leads and site admins, their own tenants' figures, errors on the form."""
+
+from http import HTTPStatus
+
+import pytest
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("frozen", "ledger")]
+URL = "/usage/"
+
+
+def test_an_admin_sees_every_queue_with_its_colour_and_the_total(staff_client):
+    response = staff_client.get(URL, {"group_by": "queue", "month": "2026-11"})
+
+    assert response.status_code == HTTPStatus.OK
+    page = response.content.decode()
+    assert [row.name for row in response.context["rows"]] == [
+        "nlp-train",
+        "vision-train",
+        "nlp-dev",
+    ]
+    assert "2026-11: final" in page
+    assert 'class="swatch"' in page
+    assert '<th class="num">26.0</th>' in page  # the total's GPU-hours
+    assert "format=csv" in page
+
+
+def test_a_lead_sees_the_tenants_they_belong_to_only(lead_client):
+    response = lead_client.get(URL, {"month": "2026-11"})
+    assert [row.name for row in response.context["rows"]] == ["nlp", "vision"]
+    assert "your tenants only" in response.content.decode()
+
+
+def test_researchers_may_not_open_the_page(researcher_client):
+    assert researcher_client.get(URL).status_code == HTTPStatus.FORBIDDEN
+
+
+def test_the_current_month_by_default_and_a_future_month_is_refused(staff_client):
+    response = staff_client.get(URL)
+    assert response.status_code == HTTPStatus.OK
+    assert "2026-12: so far" in response.content.decode()
+
+    response = staff_client.get(URL, {"month": "2027-02"})
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    assert "2027-02 has not started yet" in response.content.decode()
+    assert response.context["rows"] == []

@@ -122,6 +122,7 @@ class NodeFactory(factory.django.DjangoModelFactory):
     name = factory.Sequence(lambda n: f"node-{n}")
     gpu_count = 8
     gpu_model = "H100"
+    gpu_memory_mib = 81920
     cpu_millis = 96000
     memory_bytes = 1024 * GiB
     labels = factory.LazyAttribute(lambda o: {"gpu-model": o.gpu_model})

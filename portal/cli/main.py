@@ -15,9 +15,12 @@
 import argparse
 import functools
 import json
+import math
 import os
+import re
 import shlex
 import sys
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -62,7 +65,15 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--name", help="job name (DNS label)")
     submit.add_argument("--task-name", default="worker")
     submit.add_argument("--replicas", type=int, default=1)
-    submit.add_argument("--gpus", type=int, default=0, help="GPUs per replica")
+    submit.add_argument(
+        "--gpus",
+        type=_gpus_flag,
+        default=Decimal(0),
+        help="GPUs per replica: whole (2) or a share of one GPU (0.25)",
+    )
+    submit.add_argument(
+        "--gpu-memory", help='GPU memory of one GPU per replica, e.g. "10Gi" (a share of it)'
+    )
     submit.add_argument("--gpu-resource", default="nvidia.com/gpu")
     submit.add_argument("--cpu", help='CPU per replica, e.g. "4" or "500m"')
     submit.add_argument("--memory", help='memory per replica, e.g. "16Gi"')
@@ -104,9 +115,7 @@ def manifest_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     missing = [flag for flag in ("queue", "name", "image") if not getattr(args, flag)]
     if missing:
         raise UsageError("submit needs -f FILE or " + ", ".join(f"--{m}" for m in missing))
-    limits: dict[str, Any] = {}
-    if args.gpus:
-        limits[args.gpu_resource] = args.gpus
+    limits = _gpu_limits(args)
     if args.cpu:
         limits["cpu"] = args.cpu
     if args.memory:
@@ -140,6 +149,51 @@ def manifest_from_flags(args: argparse.Namespace) -> dict[str, Any]:
 
 class UsageError(Exception):
     pass
+
+
+VGPU_NUMBER = "volcano.sh/vgpu-number"
+VGPU_CORES = "volcano.sh/vgpu-cores"
+VGPU_MEMORY = "volcano.sh/vgpu-memory"
+_MIB = {"": 1024, "gi": 1024, "mi": 1, "ti": 1024 * 1024, "g": 1000**3 / 2**20, "m": 1000**2 / 2**20}
+
+
+def _gpu_limits(args: argparse.Namespace) -> dict[str, Any]:
+    """The container's GPU limits: whole GPUs under --gpu-resource, a share of one device
+    (--gpus 0.25, --gpu-memory 10Gi) in Volcano's deviceshare names (the server maps them)."""
+    gpus = args.gpus
+    if not args.gpu_memory and gpus == gpus.to_integral_value():
+        return {args.gpu_resource: int(gpus)} if gpus else {}
+    limits: dict[str, Any] = {VGPU_NUMBER: 1}
+    if gpus:
+        limits[VGPU_CORES] = _decimal_text(gpus * 100)
+    if args.gpu_memory:
+        limits[VGPU_MEMORY] = _mib(args.gpu_memory)
+    return limits
+
+
+def _gpus_flag(text: str) -> Decimal:
+    """--gpus: a number of GPUs, whole or a fraction (the server says what it allows)."""
+    try:
+        number = Decimal(text)
+    except InvalidOperation as error:
+        raise argparse.ArgumentTypeError(f"not a number of GPUs: {text!r}") from error
+    if not number.is_finite() or number < 0:
+        raise argparse.ArgumentTypeError(f"not a number of GPUs: {text!r}")
+    return number
+
+
+def _mib(text: str) -> int:
+    """--gpu-memory "10Gi" / "512Mi" / "10" (GiB) as MiB, rounded up."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
+    unit = match.group(2).lower() if match else ""
+    if not match or unit not in _MIB:
+        raise UsageError(f'--gpu-memory: use a size such as "10Gi" or "512Mi", not {text!r}')
+    return math.ceil(Decimal(match.group(1)) * Decimal(str(_MIB[unit])))
+
+
+def _decimal_text(number: Decimal) -> str:
+    text = f"{number:f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def run(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:  # noqa: C901, PLR0911, PLR0912 - one branch per subcommand

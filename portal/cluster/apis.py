@@ -1,7 +1,8 @@
 """Nodes over REST: read-only inventory and GPU occupancy, for members of any tenant and admins."""
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -9,7 +10,7 @@ from rest_framework.response import Response
 from portal.api.base import ApiSerializer, ApiView, error_responses
 from portal.api.pagination import ApiPagination
 
-from .selectors import node_list_with_usage
+from .selectors import node_gpus_free, node_gpus_used, node_list_with_usage
 
 
 class NodeOutputSerializer(ApiSerializer):
@@ -19,7 +20,8 @@ class NodeOutputSerializer(ApiSerializer):
     gpu_resource_name = serializers.CharField()
     gpu_model = serializers.CharField()
     gpu_count = serializers.IntegerField()
-    gpus_used = serializers.IntegerField()
+    gpu_memory_mib = serializers.IntegerField(help_text="memory of each GPU (0: not reported)")
+    gpus_used = serializers.SerializerMethodField()
     gpus_free = serializers.SerializerMethodField()
     pods_active = serializers.IntegerField()
     cpu_millis = serializers.IntegerField()
@@ -28,8 +30,13 @@ class NodeOutputSerializer(ApiSerializer):
     topology_labels = serializers.DictField(child=serializers.CharField())
     last_seen_at = serializers.DateTimeField(allow_null=True)
 
-    def get_gpus_free(self, node) -> int:
-        return max(node.gpu_count - node.gpus_used, 0)
+    @extend_schema_field(OpenApiTypes.NUMBER)
+    def get_gpus_used(self, node) -> int | float:
+        return node_gpus_used(node)
+
+    @extend_schema_field(OpenApiTypes.NUMBER)
+    def get_gpus_free(self, node) -> int | float:
+        return node_gpus_free(node)
 
 
 class NodeListApi(ApiView):

@@ -2,11 +2,13 @@ from datetime import datetime
 
 from django.core.validators import MinValueValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from portal.common.models import BaseModel
-from portal.common.validators import validate_str_dict
+from portal.common.validators import validate_str_dict, validate_str_list
+from portal.jobs.gpushare import MILLI_PER_GPU, gpus_number
 from portal.jobs.models import Job, JobTask
 
 DEFAULT_GPU_RESOURCE_NAME = "nvidia.com/gpu"
@@ -27,6 +29,10 @@ class Node(BaseModel):
     gpu_resource_name = models.CharField(max_length=253, default=DEFAULT_GPU_RESOURCE_NAME)
     gpu_count = models.PositiveIntegerField(default=0)
     gpu_model = models.CharField(max_length=100, blank=True)
+    # Memory of each GPU device (MiB; 0: not reported) and the devices' UUIDs by index (empty:
+    # not reported), for shared GPUs: a memory request's cost and the sharing annotations.
+    gpu_memory_mib = models.PositiveIntegerField(default=0)
+    gpu_uuids = models.JSONField(default=list, blank=True, validators=[validate_str_list])
     cpu_millis = models.PositiveBigIntegerField(default=0)
     memory_bytes = models.PositiveBigIntegerField(default=0)
     labels = models.JSONField(default=dict, blank=True, validators=[validate_str_dict])
@@ -74,7 +80,11 @@ class Placement(BaseModel):
     state = models.CharField(
         max_length=16, choices=State.choices, default=State.BOUND, db_index=True
     )
-    gpus = models.PositiveIntegerField(default=0)
+    gpus = models.PositiveIntegerField(default=0)  # whole GPUs (0 for a share of one)
+    # What the pod holds: milli-GPU in all (1000 per whole GPU; a share costs its fraction)
+    # and the device indices on its node (empty: not known, e.g. before devices existed).
+    gpu_milli = models.PositiveIntegerField(default=0)
+    gpu_devices = models.JSONField(default=list, blank=True)
     # Whole seconds, so that the usage ledger's integer amounts add up to these durations
     # exactly. Held from the bind (the node's GPUs are reserved from then on) until the
     # placement leaves the active states.
@@ -95,6 +105,21 @@ class Placement(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.pod_name} on {self.node_name} ({self.state})"
+
+    @property
+    def milli_held(self) -> int:
+        """Milli-GPU the pod holds (a row from before fractions has only `gpus`)."""
+        return max(self.gpu_milli, self.gpus * MILLI_PER_GPU)
+
+    @property
+    def gpus_held(self) -> int | float:
+        return gpus_number(self.milli_held)
+
+
+def placement_milli(prefix: str = "") -> Greatest:
+    """The milli-GPU a placement holds, as a query expression (`prefix`: the relation path
+    to the placement, e.g. "placements__"); see Placement.milli_held."""
+    return Greatest(F(f"{prefix}gpu_milli"), F(f"{prefix}gpus") * MILLI_PER_GPU)
 
 
 class SimulatedPod(models.Model):

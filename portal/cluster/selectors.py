@@ -1,11 +1,12 @@
 from dataclasses import dataclass
 
-from django.db.models import QuerySet, Sum
+from django.db.models import Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
 from portal.common.access import AnyUser, visible_nodes
+from portal.jobs.gpushare import MILLI_PER_GPU, gpus_number
 
-from .models import Node, Placement
+from .models import Node, Placement, placement_milli
 
 
 @dataclass(frozen=True)
@@ -78,36 +79,52 @@ def placement_list_for_job(*, job_id: int) -> QuerySet[Placement]:
 
 
 def node_list_with_usage(*, user: AnyUser) -> QuerySet[Node]:
-    """The nodes `user` may see, annotated with `gpus_used` (active placements) and
-    `pods_active`."""
+    """The nodes `user` may see, annotated with `gpu_milli_used` (milli-GPU held by active
+    placements: shares of a device counted exactly) and `pods_active`."""
     from django.db.models import Count, Q
 
     active = Q(placements__state__in=Placement.ACTIVE_STATES)
     return (
         visible_nodes(user)
         .annotate(
-            gpus_used=Coalesce(Sum("placements__gpus", filter=active), 0),
+            gpu_milli_used=Coalesce(Sum(placement_milli("placements__"), filter=active), 0),
             pods_active=Count("placements", filter=active),
         )
         .order_by("name")
     )
 
 
-def placement_gpu_rows_active() -> list[tuple[str, str, int, int]]:
-    """(node name, queue name, job id, gpus) of every active placement holding GPUs."""
+def node_gpus_used(node: Node) -> int | float:
+    """GPUs in use on a node of `node_list_with_usage` (0.25 for a quarter of a card)."""
+    return gpus_number(node.gpu_milli_used)
+
+
+def node_gpus_free(node: Node) -> int | float:
+    """GPUs not held on a node of `node_list_with_usage`: whole cards and the rest of shared
+    ones (a card three quarters shared leaves 0.25)."""
+    return gpus_number(max(node.gpu_count * MILLI_PER_GPU - node.gpu_milli_used, 0))
+
+
+def placement_gpu_rows_active() -> list[tuple[str, str, int, int, list[int]]]:
+    """(node name, queue name, job id, milli-GPU, device indices) of every active placement
+    holding GPUs (whole or a share of one device)."""
     rows = (
-        Placement.objects.filter(state__in=Placement.ACTIVE_STATES, gpus__gt=0)
+        Placement.objects.filter(state__in=Placement.ACTIVE_STATES)
+        .filter(Q(gpus__gt=0) | Q(gpu_milli__gt=0))
         .order_by("node_name", "id")
-        .values_list("node_name", "job__queue__name", "job_id", "gpus")
+        .values_list("node_name", "job__queue__name", "job_id", "gpus", "gpu_milli", "gpu_devices")
     )
-    return list(rows)
+    return [
+        (node, queue, job, max(milli, gpus * MILLI_PER_GPU), list(devices or []))
+        for node, queue, job, gpus, milli, devices in rows
+    ]
 
 
-def gpus_allocated_per_queue(queue_ids: list[int] | None = None) -> dict[int, int]:
-    """Queue id -> GPUs held by active placements now (one aggregate query); every queue, or
-    only `queue_ids`."""
+def gpus_allocated_per_queue(queue_ids: list[int] | None = None) -> dict[int, int | float]:
+    """Queue id -> GPUs held by active placements now, shares counted exactly (one aggregate
+    query); every queue, or only `queue_ids`."""
     placements = Placement.objects.filter(state__in=Placement.ACTIVE_STATES)
     if queue_ids is not None:
         placements = placements.filter(job__queue_id__in=queue_ids)
-    rows = placements.values("job__queue_id").annotate(gpus=Sum("gpus"))
-    return {row["job__queue_id"]: int(row["gpus"] or 0) for row in rows}
+    rows = placements.values("job__queue_id").annotate(milli=Sum(placement_milli()))
+    return {row["job__queue_id"]: gpus_number(row["milli"] or 0) for row in rows}

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from portal.common.services import model_update, prefix_errors
+from portal.jobs.gpushare import milli_cost
 from portal.jobs.models import JobTask
 
 from .models import Node, Placement
@@ -165,6 +166,12 @@ def placement_create(
         pod_name=placement_pod_name(job=job, task=task, replica=replica, attempt=attempt),
         state=state,
         gpus=task.gpus,
+        gpu_milli=milli_cost(
+            gpus=task.gpus,
+            gpu_milli=task.gpu_milli,
+            gpu_memory_mib=task.gpu_memory_mib,
+            device_memory_mib=node.gpu_memory_mib,
+        ),
     )
     placement.full_clean()
     placement.save()

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from portal.jobs.gpushare import MILLI_PER_GPU, gpus_text
+
 from .palette import FREE as FREE_COLOUR
 from .palette import INK, INK_MUTED, OTHER_TENANTS
 
@@ -266,27 +268,64 @@ def quota_bars(
 
 # node x GPU occupancy -----------------------------------------------------------------------
 def occupancy(
-    nodes: Sequence[tuple[str, int]], placements: Iterable[tuple[str, str, int, int]]
+    nodes: Sequence[tuple[str, int]],
+    placements: Iterable[tuple[str, str, int | None, int, Sequence[int]]],
 ) -> dict[str, Any]:
-    """Per node, who holds each GPU index (devices are filled in placement order).
+    """Per node, who holds each GPU index and how much of it (milli-GPU).
 
-    `nodes`: (name, gpu_count); `placements`: (node name, queue name, job id, gpus).
-    Returns {"cells": {node: [queue or FREE, ...]}, "jobs": {node: [job id or None, ...]}}.
+    `nodes`: (name, gpu_count); `placements`: (node name, queue name, job id, milli-GPU,
+    device indices). A placement with its device indices holds those devices (a share of one
+    device holds its fraction of it); one without (stored before devices were tracked) fills
+    devices in placement order, a share going to the first device with room.
+    Returns {"cells": {node: [queue or FREE, ...]}, "jobs": {node: [job id or None, ...]},
+    "milli": {node: [milli-GPU in use, ...]}, "holders": {node: [pods on it, ...]}}: a device
+    is shared when it holds less than a card or more than one pod.
     """
     cells = {name: [FREE] * count for name, count in nodes}
     jobs: dict[str, list[int | None]] = {name: [None] * count for name, count in nodes}
-    cursor = dict.fromkeys(cells, 0)
-    for node, queue, job_id, gpus in placements:
-        if node not in cells:
-            continue
-        for _ in range(gpus):
-            index = cursor[node]
-            if index >= len(cells[node]):
-                break
+    milli: dict[str, list[int]] = {name: [0] * count for name, count in nodes}
+    holders: dict[str, list[int]] = {name: [0] * count for name, count in nodes}
+
+    def take(node: str, index: int, queue: str, job_id: int | None, amount: int) -> None:
+        if cells[node][index] == FREE:
             cells[node][index] = queue
             jobs[node][index] = job_id
-            cursor[node] = index + 1
-    return {"cells": cells, "jobs": jobs}
+        milli[node][index] += amount
+        holders[node][index] += 1
+
+    for node, queue, job_id, held, devices in placements:
+        if node not in cells:
+            continue
+        count = len(cells[node])
+        known = [index for index in devices if 0 <= index < count]
+        if held < MILLI_PER_GPU:  # a share of one device
+            if known:
+                index = known[0]
+            else:
+                room = [i for i in range(count) if milli[node][i] > 0 and
+                        milli[node][i] + held <= MILLI_PER_GPU]  # fmt: skip
+                empty = [i for i in range(count) if milli[node][i] == 0]
+                if not room and not empty:
+                    continue
+                index = (room or empty)[0]
+            take(node, index, queue, job_id, held)
+            continue
+        whole = held // MILLI_PER_GPU
+        if not known:
+            known = [i for i in range(count) if milli[node][i] == 0][:whole]
+        for index in known[:whole]:
+            take(node, index, queue, job_id, MILLI_PER_GPU)
+    return {"cells": cells, "jobs": jobs, "milli": milli, "holders": holders}
+
+
+def shared_devices(result: Mapping[str, Any]) -> int:
+    """How many devices of an `occupancy` result are shared (part of a card, or two pods)."""
+    return sum(
+        1
+        for node, used in result.get("milli", {}).items()
+        for index, amount in enumerate(used)
+        if amount and (amount < MILLI_PER_GPU or result["holders"][node][index] > 1)
+    )
 
 
 def free_blocks(cells: Mapping[str, Sequence[str]]) -> dict[int, int]:
@@ -328,6 +367,8 @@ def occupancy_heatmap(
     jobs: Mapping[str, Sequence[int | None]] | None = None,
     *,
     colours: Mapping[str, str],
+    milli: Mapping[str, Sequence[int]] | None = None,
+    holders: Mapping[str, Sequence[int]] | None = None,
     title: str = "GPU occupancy (rows: nodes, columns: their GPUs)",
 ) -> dict[str, Any]:
     """Heatmap: one row per node, one column per GPU index, colour by queue (grey: free).
@@ -352,7 +393,15 @@ def occupancy_heatmap(
             owner = devices[index]
             row_z.append(codes[owner])
             job = owners[index] if index < len(owners) else None
-            row_text.append(owner if job is None else f"{owner} (job {job})")
+            label = owner if job is None else f"{owner} (job {job})"
+            used = (milli or {}).get(node, [])
+            pods = (holders or {}).get(node, [])
+            amount = used[index] if index < len(used) else 0
+            sharing = pods[index] if index < len(pods) else 0
+            if amount and (amount < MILLI_PER_GPU or sharing > 1):
+                others = f" and {sharing - 1} more" if sharing > 1 else ""
+                label += f"{others}: shared, {gpus_text(amount)} of the GPU in use"
+            row_text.append(label)
         z.append(row_z)
         text.append(row_text)
     steps = len(codes)

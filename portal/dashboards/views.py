@@ -109,16 +109,23 @@ def occupancy_data(request: HttpRequest) -> dict[str, Any]:
     scope = _scope(request)
     nodes = [(node.name, node.gpu_count) for node in node_list(user=request.user, schedulable=True)]
     placements = [
-        (node, queue, job, gpus) if _allowed(scope, queue) else (node, OTHER_TENANTS, None, gpus)
-        for node, queue, job, gpus in placement_gpu_rows_active()
+        (node, queue, job, milli, devices)
+        if _allowed(scope, queue)
+        else (node, OTHER_TENANTS, None, milli, devices)
+        for node, queue, job, milli, devices in placement_gpu_rows_active()
     ]
     result = charts.occupancy(nodes, placements)
     blocks = charts.free_blocks(result["cells"])
     labels = charts.free_block_labels(max((gpus for _, gpus in nodes), default=0))
     return {
         "figure": charts.occupancy_heatmap(
-            result["cells"], result["jobs"], colours=_colours(request)
+            result["cells"],
+            result["jobs"],
+            colours=_colours(request),
+            milli=result["milli"],
+            holders=result["holders"],
         ),
+        "shared_gpus": charts.shared_devices(result),
         "free_blocks": {str(size): count for size, count in blocks.items()},
         "free_block_labels": {str(size): label for size, label in labels.items()},
     }

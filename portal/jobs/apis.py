@@ -35,6 +35,7 @@ from portal.common.ids import parse_id
 from portal.queues.models import Queue
 
 from . import volcano
+from .gpushare import gpus_decimal, gpus_number, milli_asked
 from .limits import host_path_allowed, task_count_check
 from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES, Job
 from .selectors import job_get, job_queue_position, job_search, job_state
@@ -45,6 +46,36 @@ TENANT_NOT_FOUND = "no tenant {ref} that you can see"
 YAML_NEEDS_MANIFEST = f"a YAML body must be a Volcano Job manifest ({volcano.API_VERSION})"
 MANIFEST_IGNORED_HEADER = "X-Manifest-Ignored-Fields"
 
+
+
+@extend_schema_field(OpenApiTypes.NUMBER)
+class GpusField(serializers.Field):
+    """GPUs per pod: a whole number (2), or a fraction of one GPU (0.25) with at most three
+    decimals. Shape and sign here; what a pod may ask for is `job_submit`'s to say."""
+
+    default_error_messages = {
+        "invalid": "A number of GPUs is required: whole (2) or a fraction of one GPU (0.25).",
+        "negative": "Ensure this value is greater than or equal to 0.",
+    }
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, bool):
+            self.fail("invalid")
+        if isinstance(data, int):
+            if data < 0:
+                self.fail("negative")
+            return data
+        if not isinstance(data, float | str) or (isinstance(data, str) and len(data) > 64):
+            self.fail("invalid")
+        number = gpus_decimal(data)
+        if number is None:
+            self.fail("invalid")
+        if number < 0:
+            self.fail("negative")
+        return number
+
+    def to_representation(self, value: Any) -> Any:
+        return value
 
 
 def resolve_queue(*, user: Any, ref: str) -> Queue | None:
@@ -87,7 +118,9 @@ class JobListApi(ApiView):
         priority = serializers.IntegerField()
         min_available = serializers.IntegerField()
         replicas = serializers.IntegerField(source="total_replicas")
-        gpus = serializers.IntegerField(source="total_gpus")
+        gpus = GpusField(
+            source="total_gpus", help_text="GPUs the job asks for in all (0.25: a quarter card)"
+        )
         submitted_at = serializers.DateTimeField()
         pending_reason = serializers.CharField()
         url = serializers.SerializerMethodField()
@@ -181,7 +214,9 @@ class JobDetailApi(ApiView):
             image = serializers.CharField()
             command = serializers.ListField(child=serializers.CharField())
             env = serializers.DictField(child=serializers.CharField())
-            gpus = serializers.IntegerField()
+            gpus = GpusField(source="gpus_requested", help_text="per pod: 2, or 0.25")
+            gpu_milli = serializers.IntegerField()
+            gpu_memory_mib = serializers.IntegerField()
             cpu_millis = serializers.IntegerField()
             memory_bytes = serializers.IntegerField()
             node_selector = serializers.DictField(child=serializers.CharField())
@@ -197,7 +232,11 @@ class JobDetailApi(ApiView):
             node = serializers.CharField(source="node_name")
             pod = serializers.CharField(source="pod_name")
             state = serializers.CharField()
-            gpus = serializers.IntegerField()
+            gpus = GpusField(source="gpus_held", help_text="GPUs the pod holds: 2, or 0.25")
+            gpu_milli = serializers.IntegerField(source="milli_held")
+            gpu_devices = serializers.ListField(
+                child=serializers.IntegerField(), help_text="GPU device indices on the node"
+            )
 
         url = None  # the detail has `links.self` instead
         expected_duration_seconds = serializers.IntegerField(allow_null=True)
@@ -277,7 +316,7 @@ def job_detail_data(job: Job, *, user: Any, placements: Any = ()) -> dict[str, A
         "priority": job.priority,
         "min_available": job.min_available,
         "replicas": sum(task.replicas for task in tasks),
-        "gpus": sum(task.replicas * task.gpus for task in tasks),
+        "gpus": gpus_number(sum(task.replicas * milli_asked(task) for task in tasks)),
         "submitted_at": stamp(job.submitted_at),
         "pending_reason": job.pending_reason,
         "expected_duration_seconds": job.expected_duration_seconds,
@@ -295,7 +334,9 @@ def job_detail_data(job: Job, *, user: Any, placements: Any = ()) -> dict[str, A
                 "image": task.image,
                 "command": [str(part) for part in task.command],
                 "env": {str(key): str(value) for key, value in task.env.items()},
-                "gpus": task.gpus,
+                "gpus": task.gpus_requested,
+                "gpu_milli": task.gpu_milli,
+                "gpu_memory_mib": task.gpu_memory_mib,
                 "cpu_millis": task.cpu_millis,
                 "memory_bytes": task.memory_bytes,
                 "node_selector": {str(k): str(v) for k, v in task.node_selector.items()},
@@ -311,7 +352,9 @@ def job_detail_data(job: Job, *, user: Any, placements: Any = ()) -> dict[str, A
                 "node": placement.node_name,
                 "pod": placement.pod_name,
                 "state": placement.state,
-                "gpus": placement.gpus,
+                "gpus": placement.gpus_held,
+                "gpu_milli": placement.milli_held,
+                "gpu_devices": list(placement.gpu_devices),
             }
             for placement in placements
         ],
@@ -382,7 +425,23 @@ class JobCreateApi(ApiView):
                 child=serializers.CharField(allow_blank=True),
                 required=False,
             )
-            gpus = serializers.IntegerField(min_value=0, required=False)
+            gpus = GpusField(
+                required=False,
+                help_text="GPUs per pod: whole (2) or a share of one GPU (0.25; at most "
+                "three decimals). A share needs the cluster's GPU sharing stack.",
+            )
+            gpu_milli = serializers.IntegerField(
+                min_value=0,
+                required=False,
+                help_text="A share of one GPU in thousandths (250 = 0.25 GPU); instead of gpus.",
+            )
+            gpu_memory_mib = serializers.IntegerField(
+                min_value=0,
+                required=False,
+                help_text="GPU memory of one device, in MiB (10240 = 10 GiB); with or instead "
+                "of a share, never with whole GPUs. It costs ceil(memory / device memory x "
+                "1000) milli-GPU of the device it gets.",
+            )
             cpu_millis = serializers.IntegerField(
                 min_value=0,
                 required=False,
@@ -616,7 +675,7 @@ class JobWhyApi(ApiView):
             name = serializers.CharField()
             tenant = serializers.CharField(source="tenant.name")
             priority = serializers.IntegerField()
-            gpus = serializers.IntegerField(source="gpus_asked")
+            gpus = GpusField(source="gpus_asked")
             submitted_at = serializers.DateTimeField()
 
         id = serializers.IntegerField()

@@ -104,6 +104,16 @@ class MemoryField(_QuantityField):
         return parse_memory(text)
 
 
+class GpuMemoryField(_QuantityField):
+    """GPU memory of one device: a size as for memory ("10Gi", a bare number in GiB), kept in
+    MiB (rounded up)."""
+
+    invalid = MEMORY_INVALID
+
+    def parse(self, text: str) -> int:
+        return -(-parse_memory(text) // 1024**2)
+
+
 class CpuField(_QuantityField):
     invalid = CPU_INVALID
 
@@ -162,7 +172,17 @@ class TaskForm(forms.Form):
     command = forms.CharField(
         required=False, help_text="Shell-style, e.g. python train.py --lr 3e-4"
     )
-    gpus = forms.IntegerField(initial=1, label="GPUs / replica")
+    gpus = forms.DecimalField(
+        initial=1,
+        decimal_places=3,
+        label="GPUs / replica",
+        help_text="Whole GPUs, or a share of one such as 0.25.",
+    )
+    gpu_memory = GpuMemoryField(
+        required=False,
+        label="GPU memory / replica",
+        help_text="A share of one GPU by its memory, e.g. 10Gi (with GPUs 0 or below 1).",
+    )
     cpu = CpuField(
         required=False,
         initial=_cores_text(TASK_DEFAULT_CPU_MILLIS),
@@ -191,7 +211,8 @@ class TaskForm(forms.Form):
         _shows(self.fields["image"], maxlength=IMAGE_MAX_CHARS)
         _shows(self.fields["gpus"], min=0, max=limits.gpus_per_pod)
         self.fields["replicas"].help_text = f"1 to {limits.replicas_per_task}."
-        self.fields["gpus"].help_text = f"0 to {limits.gpus_per_pod}."
+        self.fields["gpus"].help_text = f"0 to {limits.gpus_per_pod}, or a share of one GPU such as 0.25."
+        self.fields["gpus"].widget.attrs["step"] = "any"  # 0.25 as well as 8
         _shows(self.fields["command"], maxlength=command_line_max(limits))
 
     def has_changed(self) -> bool:
@@ -222,6 +243,7 @@ class TaskForm(forms.Form):
             "image": data["image"],
             "command": data["command"],
             "gpus": data["gpus"],
+            "gpu_memory_mib": data["gpu_memory"] or 0,
             "node_selector": {GPU_MODEL_LABEL: gpu_model} if gpu_model else {},
             "tolerations": data["tolerations"],
             # Left empty: the job gets the one default (the model's), as from the API.
@@ -275,6 +297,8 @@ TASK_FIELD_FOR_KEY = {
     "image": "image",
     "command": "command",
     "gpus": "gpus",
+    "gpu_milli": "gpus",
+    "gpu_memory_mib": "gpu_memory",
     "cpu_millis": "cpu",
     "memory_bytes": "memory",
     "tolerations": "tolerations",

@@ -18,6 +18,9 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from .gpushare import MILLI_PER_GPU, SHARING_NONE, SHARING_STACKS, gpus_decimal, mib_text
 
 # Fixed limits: the columns, labels and annotations these values end up in.
 NAME_MAX_CHARS = 63  # job and task names are DNS labels (they become Kubernetes label values)
@@ -39,6 +42,37 @@ COMMAND_LINE_TOO_LONG = (
     "a command line of {length} characters is longer than any command within the limits "
     "needs (at most {limit}, from JOB_MAX_COMMAND_CHARS and JOB_MAX_COMMAND_ITEMS)"
 )
+# Fractional GPUs (portal.jobs.gpushare): a share of ONE device.
+GPU_MILLI_MAX = MILLI_PER_GPU - 1  # a whole card is `gpus: 1`
+GPUS_NOT_A_NUMBER = "must be a number of GPUs: whole (2) or a fraction of one GPU (0.25)"
+GPUS_TOO_LARGE = "is too large a number of GPUs"
+GPUS_PRINTABLE_MAX = 10**18  # a whole number past this is not read into an int at all
+GPUS_NEGATIVE = "must not be negative; this asks for {asked}"
+GPUS_TOO_PRECISE = "at most 3 decimal places (GPUs are counted in thousandths); this asks for {asked}"
+GPUS_FRACTION_ABOVE_ONE = (
+    "a fraction of a GPU is a share of one device: {asked} is more than one GPU and not whole; "
+    "ask for {whole} whole GPUs, or for a fraction below 1"
+)
+GPU_FRACTION_AND_WHOLE = (
+    "a fraction of a GPU is a share of one device and cannot be added to whole GPUs "
+    "(this asks for {gpus} GPUs and {share}); ask for one or the other"
+)
+GPU_MILLI_ABOVE_MAX = (
+    f"at most {GPU_MILLI_MAX} milli-GPU, a share of one device ({FIXED}); this asks for "
+    "{asked}: ask for whole GPUs (gpus) instead"
+)
+GPU_SHARING_OFF = (
+    "this cluster runs no GPU sharing stack (GPU_SHARING=none), so a pod gets whole GPUs "
+    "only: ask for gpus 1 or more, or ask an admin to set GPU_SHARING to volcano or hami"
+)
+GPU_MEMORY_UNKNOWN = (
+    "no GPU in the cluster reports its memory, so a GPU memory request cannot be placed; "
+    "ask for a fraction of a GPU (gpus 0.25) instead"
+)
+GPU_MEMORY_ABOVE_LARGEST = (
+    "at most {limit} of GPU memory, the largest GPU in the cluster; this asks for {asked}"
+)
+GPU_SHARING_INVALID = "GPU_SHARING must be one of {choices}; it is {value!r}"
 # Beyond this a number is not worth printing (and past ~4,300 digits str() refuses it).
 _PRINTABLE_BITS = 64
 
@@ -256,3 +290,82 @@ def _is_str_mapping(value: Any) -> bool:
     return isinstance(value, Mapping) and all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     )
+
+
+def gpu_sharing() -> str:
+    """The GPU sharing stack the cluster runs (settings.GPU_SHARING, read at call time)."""
+    value = getattr(settings, "GPU_SHARING", SHARING_NONE)
+    if value not in SHARING_STACKS:
+        raise ImproperlyConfigured(
+            GPU_SHARING_INVALID.format(choices=", ".join(SHARING_STACKS), value=value)
+        )
+    return value
+
+
+def gpus_number_error(value: Any) -> str | None:
+    """Why `value` is not a number of GPUs a pod may ask for (whole, or below one with at
+    most three decimals), or None."""
+    number = gpus_decimal(value)
+    if number is None:
+        return GPUS_NOT_A_NUMBER
+    if number < 0:
+        return GPUS_NEGATIVE.format(asked=_decimal_text(number))
+    if number >= GPUS_PRINTABLE_MAX:
+        return GPUS_TOO_LARGE
+    if number == number.to_integral_value():
+        return None
+    milli = number * MILLI_PER_GPU
+    if milli != milli.to_integral_value():
+        return GPUS_TOO_PRECISE.format(asked=_decimal_text(number))
+    if number > 1:
+        return GPUS_FRACTION_ABOVE_ONE.format(
+            asked=_decimal_text(number), whole=int(number.to_integral_value(rounding="ROUND_CEILING"))
+        )
+    return None
+
+
+def task_gpu_errors(
+    task: Any, *, sharing: str, largest_device_mib: int, prefix: str
+) -> dict[str, list[str]]:
+    """The GPU rules one task breaks, keyed `<prefix><field>`: a share of one device is not
+    added to whole GPUs, stays below one card, fits the largest device's memory, and needs a
+    sharing stack. Signs and types are the model's to refuse."""
+    errors = _Errors()
+    gpus = _int(getattr(task, "gpus", 0)) or 0
+    milli = _int(getattr(task, "gpu_milli", 0)) or 0
+    memory = _int(getattr(task, "gpu_memory_mib", 0)) or 0
+    if milli > GPU_MILLI_MAX:
+        errors.add(f"{prefix}gpu_milli", GPU_MILLI_ABOVE_MAX.format(asked=shown(milli)))
+    if milli <= 0 and memory <= 0:
+        return errors
+    key = f"{prefix}gpu_milli" if milli > 0 else f"{prefix}gpu_memory_mib"
+    if gpus > 0:
+        share = " and ".join(
+            part
+            for part in (
+                f"{milli} milli-GPU" if milli > 0 else "",
+                f"{mib_text(memory)} of GPU memory" if memory > 0 else "",
+            )
+            if part
+        )
+        errors.add(key, GPU_FRACTION_AND_WHOLE.format(gpus=shown(gpus), share=share))
+    if sharing == SHARING_NONE:
+        errors.add(key, GPU_SHARING_OFF)
+    if memory > 0:
+        if largest_device_mib <= 0:
+            errors.add(f"{prefix}gpu_memory_mib", GPU_MEMORY_UNKNOWN)
+        elif memory > largest_device_mib:
+            errors.add(
+                f"{prefix}gpu_memory_mib",
+                GPU_MEMORY_ABOVE_LARGEST.format(
+                    limit=mib_text(largest_device_mib), asked=mib_text(memory)
+                ),
+            )
+    return errors
+
+
+def _decimal_text(number: Any) -> str:
+    text = f"{number:f}"
+    if len(text) > 40:
+        return "a number too long to print"
+    return text.rstrip("0").rstrip(".") if "." in text else text

@@ -13,6 +13,7 @@ from portal.common.validators import (
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
 
+from .gpushare import gpus_number, milli_asked, request_text
 from .limits import IMAGE_MAX_CHARS, NAME_MAX_CHARS
 from .tolerations import validate_tolerations
 
@@ -108,8 +109,10 @@ class Job(BaseModel):
         return sum(task.replicas for task in self.tasks.all())
 
     @property
-    def total_gpus(self) -> int:
-        return sum(task.replicas * task.gpus for task in self.tasks.all())
+    def total_gpus(self) -> int | float:
+        """GPUs the job asks for in all (0.25 for a quarter of a card; a GPU-memory request
+        counts once it is placed, on the device it gets)."""
+        return gpus_number(sum(task.replicas * milli_asked(task) for task in self.tasks.all()))
 
 
 class JobTask(models.Model):
@@ -121,7 +124,11 @@ class JobTask(models.Model):
     image = models.CharField(max_length=IMAGE_MAX_CHARS)
     command = models.JSONField(default=list, blank=True, validators=[validate_str_list])
     env = models.JSONField(default=dict, blank=True, validators=[validate_str_dict])
+    # Whole GPUs per pod, or a share of one device (portal.jobs.gpushare): thousandths of its
+    # compute and/or MiB of its memory. Never both; portal.jobs.limits says why not.
     gpus = models.PositiveIntegerField(default=0)
+    gpu_milli = models.PositiveIntegerField(default=0)
+    gpu_memory_mib = models.PositiveIntegerField(default=0)
     cpu_millis = models.PositiveBigIntegerField(default=TASK_DEFAULT_CPU_MILLIS)
     memory_bytes = models.PositiveBigIntegerField(default=TASK_DEFAULT_MEMORY_BYTES)
     node_selector = models.JSONField(default=dict, blank=True, validators=[validate_str_dict])
@@ -141,3 +148,14 @@ class JobTask(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job.name}/{self.name} x{self.replicas}"
+
+    @property
+    def gpus_requested(self) -> int | float:
+        """GPUs per pod as a number: 2, or 0.25 for a share of one device."""
+        return gpus_number(milli_asked(self))
+
+    @property
+    def gpu_request_text(self) -> str:
+        return request_text(
+            gpus=self.gpus, gpu_milli=self.gpu_milli, gpu_memory_mib=self.gpu_memory_mib
+        )

@@ -24,6 +24,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from .gpushare import (
+    GPU_MEMORY_NAMES,
+    PERCENT_ABOVE_100,
+    SHARE_NAMES,
+    is_gpu_count_name,
+    share_from_resources,
+)
 from .quantity import parse_quantity
 
 CONTAINERS_MAX = 16  # app containers, and separately init containers, per pod
@@ -54,7 +61,11 @@ OUT_OF_RANGE = "must be between {low} and {high}"
 GPU_NOT_WHOLE = "GPUs must be a whole number"
 GPU_TWO_NAMES = "only one GPU resource name per container (found {names})"
 GPU_REQUEST_MISMATCH = "GPU request ({request}) differs from the limit ({limit})"
-UNKNOWN_RESOURCE = "unknown resource; the portal accepts cpu, memory, ephemeral-storage and */gpu"
+UNKNOWN_RESOURCE = (
+    "unknown resource; the portal accepts cpu, memory, ephemeral-storage, */gpu and a share "
+    "of one GPU (volcano.sh/vgpu-number, -memory, -memory-percentage, -cores; "
+    "nvidia.com/gpumem, gpumem-percentage, gpucores)"
+)
 ENV_NOT_ONE_SOURCE = "give exactly one of value or valueFrom"
 VALUE_FROM_NOT_ONE = (
     "valueFrom needs exactly one of secretKeyRef, configMapKeyRef, fieldRef, resourceFieldRef"
@@ -110,6 +121,9 @@ class TaskSummary:
     command: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     gpus: int = 0
+    # A share of one device (portal.jobs.gpushare), from Volcano's or HAMi's share resources.
+    gpu_milli: int = 0
+    gpu_memory_mib: int = 0
     # None: no container states it (the task's default applies, see job_submit).
     cpu_millis: int | None = None
     memory_bytes: int | None = None
@@ -545,7 +559,9 @@ def _resources(w: _Walk, raw: Any, path: str) -> dict[str, dict[str, str]]:
         values: dict[str, str] = {}
         for key, value in spec[section].items():
             kpath = f"{spath}.{key}"
-            if not isinstance(key, str) or not (key in _NATIVE or key.endswith("/gpu")):
+            if not isinstance(key, str) or not (
+                key in _NATIVE or is_gpu_count_name(key) or key in SHARE_NAMES
+            ):
                 w.add(kpath, UNKNOWN_RESOURCE)
                 continue
             try:
@@ -553,8 +569,11 @@ def _resources(w: _Walk, raw: Any, path: str) -> dict[str, dict[str, str]]:
             except ValueError as error:
                 w.add(kpath, str(error))
                 continue
-            if key.endswith("/gpu") and number != number.to_integral_value():
+            if is_gpu_count_name(key) and number != number.to_integral_value():
                 w.add(kpath, GPU_NOT_WHOLE)
+                continue
+            if key in SHARE_NAMES and key not in GPU_MEMORY_NAMES and number > 100:
+                w.add(kpath, PERCENT_ABOVE_100)
                 continue
             values[key] = value if isinstance(value, str) else _plain(number)
         if values:
@@ -771,9 +790,9 @@ def _sum_resources(
     if len(names) > 1:
         w.add("spec", GPU_TWO_NAMES.format(names=", ".join(sorted(names))))
     summary.gpu_resource = min(names) if names else None
-    for key in ("gpus", "cpu_millis", "memory_bytes"):
+    for key in ("gpus", "gpu_milli", "gpu_memory_mib", "cpu_millis", "memory_bytes"):
         stated = [amounts[key] for amounts, _ in app + starts if key in amounts]
-        if not stated and key != "gpus":
+        if not stated and key not in ("gpus", "gpu_milli", "gpu_memory_mib"):
             setattr(summary, key, None)  # no container says: the portal's default applies
             continue
         total = sum(amounts.get(key, 0) for amounts, _ in app)
@@ -788,7 +807,7 @@ def _container_amounts(
     it gives none (Kubernetes defaults a missing request to the limit)."""
     resources = container.get("resources", {})
     limits, requests = resources.get("limits", {}), resources.get("requests", {})
-    gpu_names = sorted({key for key in (*limits, *requests) if key.endswith("/gpu")})
+    gpu_names = sorted({key for key in (*limits, *requests) if is_gpu_count_name(key)})
     if len(gpu_names) > 1:
         w.add(f"{path}.resources", GPU_TWO_NAMES.format(names=", ".join(gpu_names)))
     amounts = {"gpus": 0}
@@ -805,6 +824,16 @@ def _container_amounts(
                 GPU_REQUEST_MISMATCH.format(request=request, limit=limit),
             )
         amounts["gpus"] = int(parse_quantity(limit if limit is not None else request))
+    shares = {
+        name: parse_quantity(limits.get(name, requests.get(name)))
+        for name in SHARE_NAMES
+        if name in limits or name in requests
+    }
+    (amounts["gpus"], amounts["gpu_milli"], amounts["gpu_memory_mib"]), refusal = (
+        share_from_resources(amounts["gpus"], shares)
+    )
+    if refusal:
+        w.add(f"{path}.resources.limits", refusal)
     for key, resource, scale in (("cpu_millis", "cpu", 1000), ("memory_bytes", "memory", 1)):
         value = requests.get(resource, limits.get(resource))
         if value is not None:

@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404
 
 from portal.common.access import visible_jobs
 
+from .gpushare import MILLI_PER_GPU, gpus_number
 from .models import Job
 
 # A job waits for a cycle in these statuses (a preempted one until its pods are gone).
@@ -42,9 +43,10 @@ def job_get(*, user: AbstractBaseUser | AnonymousUser, job_id: int) -> Job:
 # --- pages and dashboards -------------------------------------------------------------------
 
 
-def pending_demand_per_queue() -> dict[str, int]:
-    """GPUs asked by pending jobs, per queue name (one aggregate query, grouped by queue id:
-    no join to the queues over every task; names attached afterwards)."""
+def pending_demand_per_queue() -> dict[str, int | float]:
+    """GPUs asked by pending jobs, per queue name, fractions counted exactly (one aggregate
+    query, grouped by queue id: no join to the queues over every task; names attached
+    afterwards)."""
     from django.db.models import F, FloatField, Sum
     from django.db.models.functions import Cast
 
@@ -57,13 +59,17 @@ def pending_demand_per_queue() -> dict[str, int]:
         .values("job__queue_id")
         # In floating point: whatever a stored job holds, the product and the sum cannot
         # overflow the database's integers (SQLite's SUM raises, PostgreSQL's int4 too).
-        .annotate(gpus=Sum(Cast("replicas", FloatField()) * F("gpus")))
+        .annotate(
+            milli=Sum(
+                Cast("replicas", FloatField()) * (F("gpus") * MILLI_PER_GPU + F("gpu_milli"))
+            )
+        )
         .order_by()
-        .values_list("job__queue_id", "gpus")
+        .values_list("job__queue_id", "milli")
     )
     rows = list(rows)
     names = dict(Queue.objects.filter(pk__in=[pk for pk, _ in rows]).values_list("pk", "name"))
-    return {names[pk]: int(gpus or 0) for pk, gpus in rows if pk in names}
+    return {names[pk]: gpus_number(milli or 0) for pk, milli in rows if pk in names}
 
 
 # Statuses whose jobs the scheduler still places pods for (the cycle's snapshot reads the same).
@@ -143,9 +149,19 @@ def job_queue_position(
     total = ahead.count()
     visible = list(
         ahead.filter(pk__in=visible_jobs(user).values("pk"))
-        .annotate(gpus_asked=Coalesce(Sum(F("tasks__replicas") * F("tasks__gpus")), 0))
+        .annotate(
+            milli_asked=Coalesce(
+                Sum(
+                    F("tasks__replicas")
+                    * (F("tasks__gpus") * MILLI_PER_GPU + F("tasks__gpu_milli"))
+                ),
+                0,
+            )
+        )
         .order_by("-priority", "submitted_at", "pk")
     )
+    for other in visible:
+        other.gpus_asked = gpus_number(other.milli_asked)
     return visible, total - len(visible)
 
 

@@ -12,13 +12,17 @@ from portal.queues.models import Queue
 from portal.tenants.models import Tenant
 from scheduler.tasks import scheduling_cycle_kick
 
+from .gpushare import gpus_decimal, gpus_split
 from .limits import (
     JobLimits,
+    gpu_sharing,
+    gpus_number_error,
     host_path_allowed,
     job_limit_errors,
     job_limits,
     pending_pods_error,
     task_count_error,
+    task_gpu_errors,
     task_limit_errors,
 )
 from .models import Job, JobTask
@@ -33,6 +37,8 @@ TASK_FIELDS = (
     "command",
     "env",
     "gpus",
+    "gpu_milli",
+    "gpu_memory_mib",
     "cpu_millis",
     "memory_bytes",
     "node_selector",
@@ -45,6 +51,8 @@ TEMPLATE_SUMMARY_FIELDS = (
     "command",
     "env",
     "gpus",
+    "gpu_milli",
+    "gpu_memory_mib",
     "cpu_millis",
     "memory_bytes",
     "node_selector",
@@ -100,7 +108,10 @@ ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
 def _task_instances(
     *, tasks: Any, limits: JobLimits
 ) -> tuple[list[JobTask], dict[str, list[str]]]:
-    """Build unsaved JobTasks from dicts; errors are keyed `tasks[<i>].<field>`."""
+    """Build unsaved JobTasks from dicts; errors are keyed `tasks[<i>].<field>`.
+
+    `gpus` may be a fraction of one GPU (0.25, a Decimal, a float or its text): it is stored
+    as `gpu_milli`; a task may also give `gpu_milli` and `gpu_memory_mib` itself."""
     errors: dict[str, list[str]] = {}
     if not isinstance(tasks, list):
         return [], {"tasks": [JOB_SUBMIT_TASKS_NOT_A_LIST]}
@@ -110,6 +121,7 @@ def _task_instances(
         return [], {"tasks": [too_many]}
     instances: list[JobTask] = []
     names: set[str] = set()
+    gpu_check = _GpuCheck(sharing=gpu_sharing())
     for index, spec in enumerate(tasks):
         path = f"tasks[{index}]"
         if not isinstance(spec, dict):
@@ -121,17 +133,16 @@ def _task_instances(
                     JOB_SUBMIT_TASK_UNKNOWN_FIELD.format(expected=", ".join(TASK_FIELDS))
                 ]
         template = spec.get("pod_template")
-        task = JobTask(
-            **{
-                key: value
-                for key, value in spec.items()
-                if key in TASK_FIELDS and key != "pod_template"
-            }
-        )
+        fields = {
+            key: value for key, value in spec.items() if key in TASK_FIELDS and key != "pod_template"
+        }
+        gpus_error = _gpus_fields(fields)
+        task = JobTask(**fields)
         if template is not None and template != {}:
             for key, messages in _template_applied(task, spec, template, path).items():
                 errors.setdefault(key, []).extend(messages)
         over = task_limit_errors(task, limits=limits, prefix=f"{path}.")
+        gpu_check.add(over, task=task, gpus_error=gpus_error, prefix=f"{path}.")
         try:
             # A field over its limit has its message already (the column's own range, if
             # any, would only say the same less clearly).
@@ -176,6 +187,8 @@ def _template_applied(
     task.command = summary.command
     task.env = summary.env
     task.gpus = summary.gpus
+    task.gpu_milli = summary.gpu_milli
+    task.gpu_memory_mib = summary.gpu_memory_mib
     # A template that states no CPU (memory) gets the task's default, written into its first
     # container, so that the pod asks the kubelet for what the scheduler counts.
     for field, resource, stated in (
@@ -195,6 +208,58 @@ def _template_applied(
             errors[f"{path}.tolerations"] = [JOB_SUBMIT_GIVEN_BY_TEMPLATE]
         task.tolerations = summary.tolerations
     return errors
+
+
+def _gpus_fields(fields: dict[str, Any]) -> str | None:
+    """Store a fractional `gpus` as `gpu_milli` (in place); the refusal of a `gpus` that is
+    no number of GPUs (negative, 1.5, 0.0001), or None. Integers are the model's to check."""
+    value = fields.get("gpus")
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return None
+    if isinstance(value, bool):
+        return None  # the model refuses it
+    if error := gpus_number_error(value):
+        fields["gpus"] = 0
+        return error
+    number = gpus_decimal(value)
+    if number is None:  # gpus_number_error said so already
+        return None
+    whole, milli = gpus_split(number)
+    fields["gpus"] = whole
+    if milli:
+        fields["gpu_milli"] = milli
+    return None
+
+
+class _GpuCheck:
+    """The GPU rules of each task of one submission (portal.jobs.limits.task_gpu_errors),
+    reading the cluster's largest device memory once, if a task asks for GPU memory."""
+
+    def __init__(self, *, sharing: str) -> None:
+        self.sharing = sharing
+        self.largest: int | None = None
+
+    def add(
+        self, over: dict[str, list[str]], *, task: JobTask, gpus_error: str | None, prefix: str
+    ) -> None:
+        if gpus_error:
+            over.setdefault(f"{prefix}gpus", []).insert(0, gpus_error)
+        if self.largest is None and task.gpu_memory_mib:
+            self.largest = largest_device_mib()
+        errors = task_gpu_errors(
+            task, sharing=self.sharing, largest_device_mib=self.largest or 0, prefix=prefix
+        )
+        for key, messages in errors.items():
+            over.setdefault(key, []).extend(messages)
+
+
+def largest_device_mib() -> int:
+    """The largest GPU memory (MiB) of any node's device, 0 when none reports it."""
+    from django.db.models import Max
+
+    from portal.cluster.models import Node
+
+    return Node.objects.aggregate(largest=Max("gpu_memory_mib"))["largest"] or 0
 
 
 def job_submit(

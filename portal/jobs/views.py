@@ -108,7 +108,7 @@ def _job_list_columns(jobs):
         )
         .prefetch_related(None)
         .prefetch_related(
-            Prefetch("tasks", queryset=JobTask.objects.only("id", "job_id", "replicas", "gpus")),
+            Prefetch("tasks", queryset=JobTask.objects.only("id", "job_id", "replicas", "gpus", "gpu_milli")),
         )
     )
 

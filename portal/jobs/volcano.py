@@ -72,6 +72,8 @@ _TASK_FIELD_PATHS = {
     "command": "template.spec.containers[0].command",
     "env": "template.spec.containers[0].env",
     "gpus": "template.spec.containers[0].resources.limits",
+    "gpu_milli": "template.spec.containers[0].resources.limits",
+    "gpu_memory_mib": "template.spec.containers[0].resources.limits",
     "cpu_millis": "template.spec.containers[0].resources.requests.cpu",
     "memory_bytes": "template.spec.containers[0].resources.requests.memory",
     "node_selector": "template.spec.nodeSelector",

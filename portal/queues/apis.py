@@ -74,8 +74,8 @@ class QueueOutputSerializer(ApiSerializer):
     def _sample(self, queue: Queue) -> Any:
         return self.context.get("usage", {}).get(queue.pk)
 
-    @extend_schema_field(serializers.IntegerField())
-    def get_gpus_allocated(self, queue: Queue) -> int:
+    @extend_schema_field(serializers.FloatField())
+    def get_gpus_allocated(self, queue: Queue) -> int | float:
         # Live, like the dashboard and the jobs' pending reasons: a usage sample is written once
         # a minute, and showing its figure contradicted jobs placed since.
         return self.context.get("allocated", {}).get(queue.pk, 0)

@@ -15,6 +15,7 @@ from django.db.models import F, Sum
 from portal.cluster.models import Node
 from portal.cluster.selectors import node_capacity_list, node_gpus_offered
 from portal.common.access import OTHER_TENANTS, visible_tenants
+from portal.jobs.gpushare import MILLI_PER_GPU
 from portal.jobs.models import Job, JobTask
 from portal.scheduling.selectors import scheduler_config_get_active
 from portal.tenants.models import Tenant
@@ -118,14 +119,14 @@ def current_demand() -> dict[str, Resources]:
         JobTask.objects.filter(job__status__in=DEMAND_STATUSES)
         .values("job__queue__name")
         .annotate(
-            gpus=Sum(F("replicas") * F("gpus")),
+            milli=Sum(F("replicas") * (F("gpus") * MILLI_PER_GPU + F("gpu_milli"))),
             cpu=Sum(F("replicas") * F("cpu_millis")),
             memory=Sum(F("replicas") * F("memory_bytes")),
         )
     )
     return {
         row["job__queue__name"]: Resources.of(
-            gpu=row["gpus"] or 0, cpu=row["cpu"] or 0, memory=row["memory"] or 0
+            gpu=(row["milli"] or 0) / MILLI_PER_GPU, cpu=row["cpu"] or 0, memory=row["memory"] or 0
         )
         for row in rows
     }

@@ -175,6 +175,14 @@ SIMULATED_CLUSTER_FILE = env.str(
 )
 # Extended resource names that count as GPUs; quotas count any of them.
 GPU_RESOURCE_NAMES = env.list("GPU_RESOURCE_NAMES", default=["nvidia.com/gpu", "mars-tech.com/gpu"])
+# The GPU sharing stack the cluster runs, which fractional GPU requests (0.25 GPU, 10 GiB of
+# GPU memory) need: none (whole GPUs only: fractional jobs are refused at submit), volcano
+# (Volcano's deviceshare vGPU: volcano.sh/vgpu-* resources and annotations) or hami (HAMi:
+# nvidia.com/gpumem, gpucores; devices from its hami.io/node-nvidia-register annotation).
+# The simulated cluster emulates devices, so the embedded default shares them.
+GPU_SHARING = env.str(
+    "GPU_SHARING", default="volcano" if CLUSTER_BACKEND == "simulated" else "none"
+)
 KUBERNETES_NAMESPACE = env.str("KUBERNETES_NAMESPACE", default="gpu-jobs")
 # Nodes and pods come from a list+watch cache kept by the cycle worker between cycles; off, every
 # cycle lists them all again.

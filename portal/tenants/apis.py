@@ -107,7 +107,8 @@ class TenantOutputSerializer(QuotaOutputFields):
     def get_queues_guarantee_gpus(self, tenant: Tenant) -> int:
         return self._summary(tenant).queues_guarantee_gpus
 
-    def get_gpus_allocated(self, tenant: Tenant) -> int:
+    @extend_schema_field(serializers.FloatField())
+    def get_gpus_allocated(self, tenant: Tenant) -> int | float:
         return self._summary(tenant).gpus_allocated
 
     @extend_schema_field(serializers.FloatField(allow_null=True))

@@ -41,16 +41,18 @@ def tenant_usage_latest(*, tenant_ids: list[int]) -> dict[int, TenantUsageSample
     return latest
 
 
-def gpus_allocated_per_tenant(*, tenant_ids: list[int]) -> dict[int, int]:
-    """Tenant id -> GPUs held by its active placements now (one aggregate query)."""
-    from portal.cluster.models import Placement
+def gpus_allocated_per_tenant(*, tenant_ids: list[int]) -> dict[int, int | float]:
+    """Tenant id -> GPUs held by its active placements now, shares of a device counted
+    exactly (one aggregate query)."""
+    from portal.cluster.models import Placement, placement_milli
+    from portal.jobs.gpushare import gpus_number
 
     rows = (
         Placement.objects.filter(state__in=Placement.ACTIVE_STATES, job__tenant_id__in=tenant_ids)
         .values("job__tenant_id")
-        .annotate(gpus=Sum("gpus"))
+        .annotate(milli=Sum(placement_milli()))
     )
-    return {row["job__tenant_id"]: int(row["gpus"] or 0) for row in rows}
+    return {row["job__tenant_id"]: gpus_number(row["milli"] or 0) for row in rows}
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ class TenantQuota:
 
     tenant: Tenant
     queues_guarantee_gpus: int
-    gpus_allocated: int
+    gpus_allocated: int | float  # shares of a device counted exactly
     gpus_deserved: float | None  # from the latest cycle's sample; None before the first
 
     @property

@@ -28,6 +28,7 @@ PLACEMENT_COLUMNS = (
     "started_at",
     "ended_at",
     "gpus",
+    "gpu_milli",
     "task__cpu_millis",
 )
 
@@ -49,10 +50,11 @@ def ledger_book(
             user_id=user_id,
             started_at=whole_second(started_at),
             ended_at=whole_second(ended_at) if ended_at is not None else None,
-            gpu_milli=gpus * MILLI,
+            # A share of a device holds its milli-GPU; rows from before shares, whole GPUs.
+            gpu_milli=max(gpu_milli, gpus * MILLI),
             cpu_milli=cpu_millis,
         )
-        for pk, tenant_id, queue_id, user_id, started_at, ended_at, gpus, cpu_millis in (
+        for pk, tenant_id, queue_id, user_id, started_at, ended_at, gpus, gpu_milli, cpu_millis in (
             Placement.objects.filter(open_now).values_list(*PLACEMENT_COLUMNS).order_by()
         )
     ]

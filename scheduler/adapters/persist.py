@@ -17,12 +17,13 @@ from django.db.models import Count
 
 from portal.cluster.models import Placement, whole_second
 from portal.cluster.services import placement_pod_name
+from portal.jobs.gpushare import milli_cost
 from portal.jobs.models import Job
 from portal.scheduling.models import CycleRun, PreemptionEvent, QueueUsageSample
 from portal.scheduling.rollups import usage_rollups_refresh
 from scheduler.adapters.bulk import ids_update, rows_update
 from scheduler.adapters.ledger import ledger_book
-from scheduler.adapters.snapshot import JobRow, PlacementRow, SnapshotBundle
+from scheduler.adapters.snapshot import JobRow, PlacementRow, SnapshotBundle, task_requests
 from scheduler.adapters.tenant_usage import tenant_usage_persist
 from scheduler.core.types import CycleResult, Evict, PendingKind
 
@@ -84,6 +85,12 @@ def _persist_binds(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
                 ),
                 state=Placement.State.BOUND,
                 gpus=task.gpus,
+                gpu_milli=milli_cost(
+                    gpus=task.gpus,
+                    gpu_milli=task.gpu_milli,
+                    gpu_memory_mib=task.gpu_memory_mib,
+                    device_memory_mib=node.gpu_memory_mib if node is not None else 0,
+                ),
                 started_at=whole_second(now),
             )
         )
@@ -214,10 +221,11 @@ def _persist_usage(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
     since = now - timedelta(seconds=settings.USAGE_SAMPLE_SECONDS)
     if QueueUsageSample.objects.filter(at__gt=since).exists():
         return
-    bound_gpus: dict[str, int] = defaultdict(int)
+    bound_gpus: dict[str, float] = defaultdict(float)
     for bind in result.binds:
         queue = bundle.index.jobs[bind.job].queue.name
-        bound_gpus[queue] += bundle.index.pending[bind.task].task.gpus
+        task = bundle.index.pending[bind.task].task
+        bound_gpus[queue] += task_requests(task, bundle.index.largest_device_mib).get("gpu")
     samples = []
     for name, queue in sorted(bundle.index.queues.items()):
         share = result.queues.get(name)

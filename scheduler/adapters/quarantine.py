@@ -228,7 +228,10 @@ def placements_held(
         if placement.state not in Placement.ACTIVE_STATES:
             continue
         task = tasks.get(placement.task_id)
-        requests = task_requests(task) if task is not None else Resources.of(gpu=placement.gpus)
+        gpus = max(placement.gpu_milli / 1000, placement.gpus)  # what it holds on its node
+        requests = Resources.of(
+            {**(task_requests(task).explicit() if task is not None else {}), "gpu": gpus}
+        )
         node = placement.node_name
         held[node] = held.get(node, Resources()).add(_one_pod(requests))
     return held
@@ -245,7 +248,7 @@ def index_forget(index: SnapshotIndex, job_id: int) -> None:
             del index.pending[name]
             job = index.jobs.get(str(job_id))
             if job is not None and job.queue is not None:
-                index.pending_gpus[job.queue.name] -= replica.task.gpus
+                index.pending_gpus[job.queue.name] -= _gpus_asked(index, replica.task)
     for name, placement in list(index.placements.items()):
         if placement.job_id == job_id:
             del index.placements[name]
@@ -267,13 +270,20 @@ def bundle_without(bundle: SnapshotBundle, drop: set[str]) -> SnapshotBundle:
     )
 
 
-def _pending_gpus(index: SnapshotIndex, drop: set[str]) -> dict[str, int]:
-    gpus: dict[str, int] = defaultdict(int, index.pending_gpus)
+def _pending_gpus(index: SnapshotIndex, drop: set[str]) -> dict[str, float]:
+    gpus: dict[str, float] = defaultdict(float, index.pending_gpus)
     for replica in index.pending.values():
         key = str(replica.task.job_id)
         if key in drop and (job := index.jobs.get(key)) is not None and job.queue is not None:
-            gpus[job.queue.name] -= replica.task.gpus
+            gpus[job.queue.name] -= _gpus_asked(index, replica.task)
     return gpus
+
+
+def _gpus_asked(index: SnapshotIndex, task: TaskRow) -> float:
+    """A pending replica's GPUs as the snapshot counted them in `pending_gpus`."""
+    from scheduler.adapters.snapshot import task_requests
+
+    return task_requests(task, index.largest_device_mib).get("gpu")
 
 
 def bundle_copy_of(bundle: SnapshotBundle, keep: Sequence[str]) -> SnapshotBundle:

@@ -24,6 +24,7 @@ from django.db.models.functions import Cast
 
 from portal.cluster.models import Node, Placement
 from portal.cluster.selectors import node_capacity_list
+from portal.jobs.gpushare import MILLI_PER_GPU, milli_cost
 from portal.jobs.limits import JobLimits, job_limits
 from portal.jobs.models import Job, JobTask
 from portal.queues.models import Queue
@@ -74,6 +75,8 @@ NODE_COLUMNS = (
     "gpu_resource_name",
     "gpu_count",
     "gpu_model",
+    "gpu_memory_mib",
+    "gpu_uuids",
     "cpu_millis",
     "memory_bytes",
     "labels",
@@ -120,6 +123,8 @@ class TaskRow:
     name: str
     replicas: int
     gpus: int
+    gpu_milli: int  # a share of one device (portal.jobs.gpushare)
+    gpu_memory_mib: int
     cpu_millis: int
     memory_bytes: int
     node_selector: dict[str, str]
@@ -135,6 +140,8 @@ class PlacementRow:
     node_name: str
     state: str
     gpus: int
+    gpu_milli: int  # what the pod holds on its node (a memory request's cost is the node's)
+    gpu_devices: list[int]
 
 
 def _read_columns(row: type) -> tuple[str, ...]:
@@ -166,7 +173,10 @@ class SnapshotIndex:
     # change when a replica is placed again after a preemption.
     placements: dict[str, PlacementRow]  # active placements
     pending: dict[str, PendingReplica]  # replicas without a placement
-    pending_gpus: dict[str, int]  # queue name -> GPUs asked by pending replicas
+    pending_gpus: dict[str, float]  # queue name -> GPUs asked by pending replicas (0.25 ...)
+    # The largest GPU memory (MiB) of any node's devices: what a GPU-memory request costs at
+    # least (portal.jobs.gpushare.milli_cost).
+    largest_device_mib: int = 0
 
 
 @dataclasses.dataclass
@@ -270,7 +280,8 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
         nodes={node.name: node for node in nodes},
         placements={},
         pending={},
-        pending_gpus=defaultdict(int),
+        pending_gpus=defaultdict(float),
+        largest_device_mib=max((node.gpu_memory_mib for node in nodes), default=0),
     )
     # A job whose rows break its JobInfo is left out and reported, the others go on; so are
     # quarantined jobs. Their active placements' resources are held off their nodes.
@@ -365,13 +376,31 @@ def tolerations_of(text: str | None) -> tuple[Toleration, ...]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _requests(cpu_millis: int, memory_bytes: int, gpus: int) -> Resources:
+def _requests(cpu_millis: int, memory_bytes: int, gpu_milli: int) -> Resources:
     # Resources is immutable, and most tasks share a handful of shapes.
-    return Resources.of(cpu=cpu_millis, memory=memory_bytes, gpu=gpus)
+    return Resources.of(cpu=cpu_millis, memory=memory_bytes, gpu=gpu_milli / MILLI_PER_GPU)
 
 
-def task_requests(task: TaskRow) -> Resources:
-    return _requests(task.cpu_millis, task.memory_bytes, task.gpus)
+def task_requests(task: TaskRow, largest_device_mib: int = 0) -> Resources:
+    """The pod's requests; `gpu` in cards, a share of one as its fraction (0.25). A GPU-memory
+    request costs at least its share of the largest device (more on a smaller one)."""
+    milli = milli_cost(
+        gpus=task.gpus,
+        gpu_milli=task.gpu_milli,
+        gpu_memory_mib=task.gpu_memory_mib,
+        device_memory_mib=largest_device_mib,
+    )
+    return _requests(task.cpu_millis, task.memory_bytes, milli)
+
+
+def _held(requests: Resources, placement: PlacementRow) -> Resources:
+    """A placed pod's requests with the GPUs it holds on its node: a GPU-memory request costs
+    that node's device's share, which may be more than the snapshot's lower bound."""
+    if not placement.gpu_milli or placement.gpu_milli / MILLI_PER_GPU == requests.get("gpu"):
+        return requests
+    return _requests(
+        int(requests.get("cpu")), int(requests.get("memory")), placement.gpu_milli
+    )
 
 
 def _new_job_info(
@@ -398,7 +427,7 @@ def _job_info(
     queue = job.queue
     tasks = []
     for task in job_tasks:
-        requests = task_requests(task)
+        requests = task_requests(task, index.largest_device_mib)
         selector = tuple(sorted(task.node_selector.items())) if task.node_selector else ()
         for replica in range(task.replicas):
             name = task_key(job.id, task.name, replica)
@@ -407,7 +436,7 @@ def _job_info(
                 continue
             if placement is None:
                 index.pending[name] = PendingReplica(task=task, replica=replica)
-                index.pending_gpus[queue.name] += task.gpus
+                index.pending_gpus[queue.name] += requests.get("gpu")
                 status, node = TaskStatus.PENDING, None
             else:
                 status, node = _PLACEMENT_TASK_STATUS[placement.state], placement.node_name
@@ -416,7 +445,7 @@ def _job_info(
             tasks.append(
                 TaskInfo(
                     name=name,
-                    requests=requests,
+                    requests=requests if placement is None else _held(requests, placement),
                     status=status,
                     node=node,
                     role=task.name,

@@ -47,6 +47,7 @@
         setText("#free-blocks [data-size='" + size + "']", payload.free_blocks[size]);
         setText("#free-blocks [data-label='" + size + "']", (payload.free_block_labels || {})[size]);
       });
+      setText("#shared-gpus", payload.shared_gpus);
     }
   }
 

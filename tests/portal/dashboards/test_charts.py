@@ -102,15 +102,39 @@ def test_quota_bars_without_queues_say_so():
 def test_occupancy_fills_devices_in_order_and_counts_free_blocks():
     nodes = [("n1", 8), ("n2", 8), ("n3", 4), ("n4", 2)]
     placements = [
-        ("n1", "nlp", 1, 4),
-        ("n1", "cv", 2, 3),
-        ("n3", "nlp", 3, 2),
-        ("ghost", "x", 4, 1),
+        ("n1", "nlp", 1, 4000, []),
+        ("n1", "cv", 2, 3000, []),
+        ("n3", "nlp", 3, 2000, []),
+        ("ghost", "x", 4, 1000, []),
     ]
     result = charts.occupancy(nodes, placements)
     assert result["cells"]["n1"] == ["nlp"] * 4 + ["cv"] * 3 + [charts.FREE]
     assert result["jobs"]["n1"][:5] == [1, 1, 1, 1, 2]
     assert charts.free_blocks(result["cells"]) == {8: 1, 4: 0, 2: 2, 1: 1}
+    assert charts.shared_devices(result) == 0
+
+
+def test_occupancy_shows_shared_devices_where_the_placements_say():
+    nodes = [("n1", 4)]
+    placements = [
+        ("n1", "nlp", 1, 2000, [2, 3]),  # whole cards at known indices
+        ("n1", "cv", 2, 250, [0]),
+        ("n1", "nlp", 3, 500, [0]),  # a second pod on device 0
+        ("n1", "cv", 4, 300, []),  # no index stored: a device with room (0 has 0.25 left)
+        ("n1", "cv", 5, 100, []),  # ... and now 0 has 0.15 left
+    ]
+    result = charts.occupancy(nodes, placements)
+    assert result["cells"]["n1"] == ["cv", "cv", "nlp", "nlp"]
+    assert result["milli"]["n1"] == [850, 300, 1000, 1000]
+    assert result["holders"]["n1"] == [3, 1, 1, 1]
+    assert charts.shared_devices(result) == 2
+    # a partly used device is not free for whole-GPU pods
+    assert charts.free_blocks(result["cells"]) == {8: 0, 4: 0, 2: 0, 1: 0}
+    figure = charts.occupancy_heatmap(
+        result["cells"], result["jobs"], colours=COLOURS, milli=result["milli"],
+        holders=result["holders"],
+    )  # fmt: skip
+    assert figure["data"][0]["text"][0][0] == "cv (job 2) and 2 more: shared, 0.85 of the GPU in use"
 
 
 def test_free_block_labels_fit_the_node_size():

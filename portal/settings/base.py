@@ -138,6 +138,12 @@ PERMISSIONS_POLICY = ""
 # ------------------------------------------------------------------------------
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    # vendor/plotly.min.js from the plotly package (portal/dashboards/staticfiles.py)
+    "portal.dashboards.staticfiles.PlotlyFinder",
+]
 STATIC_ROOT = env.str("STATIC_ROOT", default=str(VAR_DIR / "staticfiles"))
 
 # TEMPLATES

@@ -2,7 +2,7 @@
 local.py switch them on; the test settings leave them off unless a test sets them).
 
 Scripts come only from the portal's own static files: no inline script, no eval. The pages
-load their data as JSON; plotly.js is served from static/vendor/, Swagger UI from
+load their data as JSON; plotly.js is served as /static/vendor/ (the plotly package's copy), Swagger UI from
 drf-spectacular-sidecar through the split view (its init script is a separate request).
 Inline styles stay allowed: plotly.js and Swagger UI set style attributes, and a style cannot
 run code.

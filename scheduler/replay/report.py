@@ -6,8 +6,9 @@ Each JSON is an output of ``python -m scheduler replay-openb`` (has ``workload``
   standard deviation over seeds) next to the FGD authors' published mean, then the issue's
   targets, each marked met or NOT met with its margin;
 - openb_<list>.html: Plotly chart of allocation ratio vs arrived load, ours solid and the
-  published curves dotted. plotly.js comes from the repository's static/vendor copy through a
-  relative path (no CDN: the page works offline and from a checkout);
+  published curves dotted. plotly.js is copied from the plotly package beside the pages (no
+  CDN: the page works offline; not committed: ``python -m scheduler.replay.report OUT_DIR``
+  with no JSON copies only it);
 - openb_<list>.svg: the same curves zoomed on the saturated part (80% arrived and up),
   drawn here as plain SVG so no browser or image exporter is needed;
 - queues_table.md: one row per mode of every replay-queues JSON, then a per-queue table of
@@ -21,14 +22,20 @@ from __future__ import annotations
 
 import json
 import math
-import os
+import shutil
 import sys
 from html import escape
 from pathlib import Path
 
 from scheduler.replay.openb import PUBLISHED_NAMES
 
-PLOTLY_FILE = Path(__file__).resolve().parents[2] / "static" / "vendor" / "plotly.min.js"
+PLOTLY_NAME = "plotly.min.js"
+
+
+def plotly_file() -> Path:
+    import plotly
+
+    return Path(plotly.__file__).resolve().parent / "package_data" / PLOTLY_NAME
 OWN_POLICIES = (
     "fgd-fill",
     "fgd-pack",
@@ -184,7 +191,12 @@ def curves(result: dict) -> list[dict]:
 
 
 def plotly_src(out_dir: Path) -> str:
-    return Path(os.path.relpath(PLOTLY_FILE, out_dir.resolve())).as_posix()
+    """The pages load plotly.js from their own folder (see ``copy_plotly``)."""
+    return PLOTLY_NAME
+
+
+def copy_plotly(out_dir: Path) -> None:
+    shutil.copyfile(plotly_file(), out_dir / PLOTLY_NAME)
 
 
 def html(result: dict, src: str) -> str:
@@ -355,9 +367,9 @@ def _num(value, fmt: str = "{:,.0f}") -> str:
 
 # entry point ------------------------------------------------------------------------------------
 def main(argv: list[str]) -> int:
-    if len(argv) < 2:
+    if len(argv) < 1:
         print(
-            "usage: python -m scheduler.replay.report OUT_DIR RESULT.json [RESULT.json ...]",
+            "usage: python -m scheduler.replay.report OUT_DIR [RESULT.json ...]",
             file=sys.stderr,
         )
         return 2
@@ -393,6 +405,8 @@ def main(argv: list[str]) -> int:
         files[out_dir / "queues_table.md"] = queues_table(queue_results)
     for path, text in files.items():
         path.write_text(text)
+    if openb_results or len(argv) == 1:
+        copy_plotly(out_dir)
     return 0
 
 

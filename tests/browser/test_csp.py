@@ -90,7 +90,7 @@ def test_researcher_pages_run_their_scripts_under_the_policy(world, signed_in, l
         _clean(page)
 
     _open(page, f"{base}/dashboards/")
-    # Each chart loads its JSON and is drawn by plotly.js (static/vendor/) on arrival. (Not
+    # Each chart loads its JSON and is drawn by plotly.js (/static/vendor/, from the plotly package) on arrival. (Not
     # wait_for_function: Playwright evaluates its string, which this very policy refuses.)
     charts = page.locator(".chart").count()
     assert charts >= 5

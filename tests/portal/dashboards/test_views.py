@@ -54,6 +54,22 @@ def test_dashboard_page_serves_local_plotly(researcher_client):
     assert "cdn" not in body.lower()
 
 
+def test_plotly_js_is_the_plotly_packages_own(client):
+    from portal.dashboards.staticfiles import plotly_js
+
+    response = client.get("/static/vendor/plotly.min.js")
+    assert response.status_code == HTTPStatus.OK
+    assert b"".join(response.streaming_content) == plotly_js().read_bytes()
+
+
+def test_collectstatic_copies_plotly_js(settings, tmp_path):
+    from django.core.management import call_command
+
+    settings.STATIC_ROOT = tmp_path
+    call_command("collectstatic", "--noinput", verbosity=0)
+    assert (tmp_path / "vendor" / "plotly.min.js").stat().st_size > 1_000_000
+
+
 def test_usage_chart_aggregates_by_bucket_and_range(staff_client, busy):
     payload = _data(staff_client, "usage", range="hour")
     names = {trace["name"] for trace in payload["figure"]["data"]}

@@ -50,11 +50,11 @@ def test_table_shows_mean_and_std_and_marks_unmet_targets():
     assert "| fgd | 95.30% ± 0.10 | 95.39% | -0.09 |" in text
 
 
-def test_html_loads_plotly_from_the_repository_by_a_relative_path():
+def test_html_loads_plotly_from_its_own_folder():
     src = report.plotly_src(REPO / "docs" / "replay")
-    assert src == "../../static/vendor/plotly.min.js"
+    assert src == "plotly.min.js"
     page = report.html(openb_result(fgd_pack=95.5), src)
-    assert "<script src='../../static/vendor/plotly.min.js'>" in page
+    assert "<script src='plotly.min.js'>" in page
     assert "http" not in page.split("<body>")[0]
     assert "published: 06-FGD" in page
     assert "ours: fgd-pack" in page
@@ -124,3 +124,10 @@ def test_main_writes_every_output_and_nothing_on_bad_input(tmp_path):
         "queues_table.md",
     ]
     assert report.main([str(tmp_path / "missing"), str(good)]) == 2
+
+
+def test_report_copies_plotly_from_the_package_beside_the_pages(tmp_path):
+    assert report.main([str(tmp_path)]) == 0
+    copied = tmp_path / "plotly.min.js"
+    assert copied.read_bytes() == report.plotly_file().read_bytes()
+    assert b"plotly.js v" in copied.read_bytes()[:200]

@@ -171,7 +171,7 @@ def parse_conf(data: Any, path: str = "config") -> SchedulerConf:
     return SchedulerConf(tuple(actions), tuple(tiers), configurations)
 
 
-def _parse_plugin(plugin: Any, path: str, registry: dict) -> PluginOption:
+def _parse_plugin(plugin: Any, path: str, registry: dict[str, Any]) -> PluginOption:
     if not isinstance(plugin, dict):
         raise ConfigError(path, f"expected a mapping, got {_kind(plugin)}")
     name = plugin.get("name")

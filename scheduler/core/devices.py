@@ -22,6 +22,7 @@ the NVIDIA device plugin does by default.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from scheduler.core.resources import GPU, MILLI_PER_GPU, gpu_milli
 from scheduler.core.types import GpuDevice, NodeInfo
@@ -92,7 +93,7 @@ class DeviceLedger:
         self.mem_future = [0] * count
         self.memories_all = tuple(device.memory for device in devices)
         self.memories = self.memories_all if any(self.memories_all) else ()
-        self._key: tuple | None = None
+        self._key: tuple[Any, ...] | None = None
         self._partial: bool | None = None
 
     # questions ----------------------------------------------------------------------------
@@ -104,7 +105,7 @@ class DeviceLedger:
             )
         return self._partial
 
-    def key(self) -> tuple:
+    def key(self) -> tuple[Any, ...]:
         """What tells this node's cards apart from another's for any pod: their memories
         (() when unknown) while no card is shared, else every card's books, sorted, so nodes
         in equal states compare equal (node classes, score memos)."""

@@ -79,7 +79,7 @@ def load_scenario(data: Any) -> tuple[Snapshot, SchedulerConf]:
 
 
 # helpers ------------------------------------------------------------------------------------
-def _list(data: dict, key: str, path: str = "") -> list:
+def _list(data: dict[str, Any], key: str, path: str = "") -> list[Any]:
     value = data.get(key, [])
     field = f"{path}.{key}" if path else key
     if value is None:
@@ -89,7 +89,7 @@ def _list(data: dict, key: str, path: str = "") -> list:
     return value
 
 
-def _mapping(value: Any, field: str) -> dict:
+def _mapping(value: Any, field: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -178,7 +178,7 @@ def _unique(names: list[str], what: str, path: str) -> None:
 
 
 # sections -----------------------------------------------------------------------------------
-def _parse_nodes(raw: list) -> tuple[NodeInfo, ...]:
+def _parse_nodes(raw: list[Any]) -> tuple[NodeInfo, ...]:
     nodes = []
     for index, item in enumerate(raw):
         path = f"nodes[{index}]"
@@ -208,7 +208,7 @@ def _parse_nodes(raw: list) -> tuple[NodeInfo, ...]:
     return tuple(nodes)
 
 
-def _gpus(item: dict, path: str, allocatable: Resources) -> tuple[GpuDevice, ...]:
+def _gpus(item: dict[str, Any], path: str, allocatable: Resources) -> tuple[GpuDevice, ...]:
     """``gpus: [{"index": 0, "model": "A100", "memory": bytes}]``, one per card of
     ``allocatable.gpu``; absent: the cards are numbered from 0, memory unknown."""
     devices = []
@@ -232,7 +232,7 @@ def _gpus(item: dict, path: str, allocatable: Resources) -> tuple[GpuDevice, ...
     return tuple(devices)
 
 
-def _cost_gpu_memory(nodes: tuple[NodeInfo, ...], jobs: tuple[JobInfo, ...]) -> tuple:
+def _cost_gpu_memory(nodes: tuple[NodeInfo, ...], jobs: tuple[JobInfo, ...]) -> tuple[Any, ...]:
     """A task asking GPU memory and no ``gpu`` costs ceil(memory / device memory x 1000)
     milli-GPU of the smallest card any node lists (what quota counts; the device itself must
     still have the memory free)."""
@@ -255,7 +255,7 @@ def _cost_gpu_memory(nodes: tuple[NodeInfo, ...], jobs: tuple[JobInfo, ...]) -> 
     return tuple(out)
 
 
-def _parse_queues(raw: list) -> tuple[QueueInfo, ...]:
+def _parse_queues(raw: list[Any]) -> tuple[QueueInfo, ...]:
     queues = []
     for index, item in enumerate(raw):
         path = f"queues[{index}]"
@@ -287,7 +287,7 @@ def _parse_queues(raw: list) -> tuple[QueueInfo, ...]:
     return tuple(queues)
 
 
-def _usage(raw: list, path: str) -> tuple[UsageRecord, ...]:
+def _usage(raw: list[Any], path: str) -> tuple[UsageRecord, ...]:
     """``[{"at": seconds, "gpu": GPU-seconds, ...}]``: past use for the fairshare plugin."""
     records = []
     for index, item in enumerate(raw):
@@ -298,7 +298,7 @@ def _usage(raw: list, path: str) -> tuple[UsageRecord, ...]:
     return tuple(records)
 
 
-def _parse_jobs(raw: list) -> tuple[JobInfo, ...]:
+def _parse_jobs(raw: list[Any]) -> tuple[JobInfo, ...]:
     jobs = []
     task_names: list[str] = []
     for index, item in enumerate(raw):

@@ -128,30 +128,30 @@ class Session:
         self.snapshot = snapshot
         self.conf = conf
         self.now = snapshot.now
-        self.fns: dict[str, dict[str, Callable]] = {hook: {} for hook in _HOOKS}
-        self.keys: dict[str, dict[str, Callable]] = {hook: {} for hook in _ORDER_HOOKS}
-        self._key_cache: dict[str, Callable | None] = {}
+        self.fns: dict[str, dict[str, Callable[..., Any]]] = {hook: {} for hook in _HOOKS}
+        self.keys: dict[str, dict[str, Callable[..., Any]]] = {hook: {} for hook in _ORDER_HOOKS}
+        self._key_cache: dict[str, Callable[..., Any] | None] = {}
         self._explain_memo: dict[tuple[str, Resources, int], tuple[bool, str | None]] = {}
-        self._enabled_cache: dict[str, list] = {}
-        self._split_cache: tuple[tuple, Callable | None] | None = None
-        self._tiers_cache: dict[str, list] = {}
+        self._enabled_cache: dict[str, list[Any]] = {}
+        self._split_cache: tuple[tuple[Any, ...], Callable[..., Any] | None] | None = None
+        self._tiers_cache: dict[str, list[Any]] = {}
         self._equivalent_cache: bool | None = None
         self._keyed_cache: tuple[list[KeyedBatchScorer] | None] | None = None
         self.event_handlers: list[EventHandler] = []
         self.plugins: dict[str, Any] = {}
-        self.binds: list = []
-        self.evictions: list = []
-        self.pipelines: list = []
+        self.binds: list[Any] = []
+        self.evictions: list[Any] = []
+        self.pipelines: list[Any] = []
         self.unknown_queue_jobs: list[Job] = []
         # Bumped whenever resources are given back, so cached "fits nowhere" answers expire.
         self.capacity_epoch = 0
         # Bumped by every tentative operation: "nothing changed since" checks compare it.
         self.version = 0
-        self.infeasible: dict[tuple, tuple[int, dict[str, int]]] = {}
+        self.infeasible: dict[tuple[Any, ...], tuple[int, dict[str, int]]] = {}
         # allocate's per-class answers: (labels used, request, signature) -> class id -> answer
-        self.class_memo: dict[tuple, dict[int, list]] = {}
+        self.class_memo: dict[tuple[Any, ...], dict[int, list[Any]]] = {}
         # allocate's "job needs ..." sentences by pending requests
-        self.needs_memo: dict[tuple, str] = {}
+        self.needs_memo: dict[tuple[Any, ...], str] = {}
         # Tasks some predicate judges by the pod itself (not only its scheduling signature):
         # no class shortcut or signature-keyed cache may answer for them.
         self.unique_predicates: set[str] = set()
@@ -280,7 +280,9 @@ class Session:
         node.changed()
 
     # registry ---------------------------------------------------------------------------------
-    def add_fn(self, hook: str, plugin: str, fn: Callable, key: Callable | None = None) -> None:
+    def add_fn(
+        self, hook: str, plugin: str, fn: Callable[..., Any], key: Callable[..., Any] | None = None
+    ) -> None:
         """Register ``fn``; an order hook may add ``key``, a sort key that orders exactly as
         ``fn`` compares (equal keys iff ``fn`` says 0), so sorting needs no compare calls."""
         self.fns[hook][plugin] = fn
@@ -296,7 +298,7 @@ class Session:
     def add_event_handler(self, handler: EventHandler) -> None:
         self.event_handlers.append(handler)
 
-    def _enabled(self, hook: str) -> list[tuple[int, str, Callable]]:
+    def _enabled(self, hook: str) -> list[tuple[int, str, Callable[..., Any]]]:
         """(tier index, plugin name, fn) for every enabled registration, in conf order."""
         cached = self._enabled_cache.get(hook)
         if cached is None:
@@ -311,10 +313,10 @@ class Session:
             self._enabled_cache[hook] = cached
         return cached
 
-    def _tiers(self, hook: str) -> list[list[Callable]]:
+    def _tiers(self, hook: str) -> list[list[Callable[..., Any]]]:
         cached = self._tiers_cache.get(hook)
         if cached is None:
-            by_tier: dict[int, list[Callable]] = {}
+            by_tier: dict[int, list[Callable[..., Any]]] = {}
             for t_index, _, fn in self._enabled(hook):
                 by_tier.setdefault(t_index, []).append(fn)
             cached = self._tiers_cache[hook] = [by_tier[i] for i in sorted(by_tier)]
@@ -349,7 +351,7 @@ class Session:
     # sort keys: the compare chains above as one tuple, when every enabled plugin gives a key.
     # A key is read once per item, so it is only valid while the items' state stays put: any
     # sort, and a heap whose members do not change while queued (allocate's queues and jobs).
-    def _key_fn(self, hook: str, fallback: Callable) -> Callable | None:
+    def _key_fn(self, hook: str, fallback: Callable[..., Any]) -> Callable[..., Any] | None:
         if hook in self._key_cache:
             return self._key_cache[hook]
         keys = self.keys[hook]
@@ -361,13 +363,13 @@ class Session:
         self._key_cache[hook] = built
         return built
 
-    def job_key_fn(self) -> Callable | None:
+    def job_key_fn(self) -> Callable[..., Any] | None:
         return self._key_fn("job_order", lambda job: (job.info.created, job.uid))
 
-    def task_key_fn(self) -> Callable | None:
+    def task_key_fn(self) -> Callable[..., Any] | None:
         return self._key_fn("task_order", lambda task: (-task.priority, task.sort_key))
 
-    def queue_key_fn(self) -> Callable | None:
+    def queue_key_fn(self) -> Callable[..., Any] | None:
         return self._key_fn("queue_order", lambda queue: queue.name)
 
     def sorted_jobs(self, jobs: list[Job]) -> list[Job]:
@@ -416,7 +418,7 @@ class Session:
             # reverse task order (keys are unique, so reversing keeps nothing to tie-break).
             by_job: dict[str, Any] = {}
 
-            def key(task: Task) -> tuple:
+            def key(task: Task) -> tuple[Any, ...]:
                 found = by_job.get(task.job)
                 if found is None:
                     found = by_job[task.job] = job_key(self.jobs[task.job])
@@ -481,7 +483,7 @@ class Session:
                 scores[name] += score
         if map_fns:
             state_only = all(getattr(fn, "state_only", False) for fn in map_fns)
-            by_state: dict[tuple, float] = {}
+            by_state: dict[tuple[Any, ...], float] = {}
             for node in nodes:
                 if state_only:
                     # Identical nodes in identical states score alike: score each state once.
@@ -557,7 +559,7 @@ class Session:
             cached = self._split_cache = (ids, split)
         return cached[1]
 
-    def predicate_signature(self, task: Task) -> tuple:
+    def predicate_signature(self, task: Task) -> tuple[Any, ...]:
         """Everything predicates look at besides the node (pod affinity makes it unique)."""
         info = task.info
         if info.affinity or info.name in self.unique_predicates:
@@ -730,7 +732,9 @@ class Session:
                 delattr(self, name)
 
 
-def _chain_key(parts: tuple[Callable, ...], fallback: Callable) -> Callable:
+def _chain_key(
+    parts: tuple[Callable[..., Any], ...], fallback: Callable[..., Any]
+) -> Callable[..., Any]:
     """One tuple of the parts' keys and the fallback's. Spelled out for the usual one to three
     plugins: a key is read for every job of a sort or a push, and the generic form's generator
     cost as much as the keys themselves."""

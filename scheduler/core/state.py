@@ -30,7 +30,7 @@ VALID_STATUSES = READY_STATUSES | {TaskStatus.PIPELINED, TaskStatus.PENDING}
 _PIPELINED_OR_READY = READY_STATUSES | {TaskStatus.PIPELINED}
 
 
-def natural_key(name: str) -> tuple:
+def natural_key(name: str) -> tuple[Any, ...]:
     """Order ``p-2`` before ``p-10``; the raw name breaks ties (``n1`` and ``n01`` read alike),
     so sorting never depends on the order the snapshot listed things in."""
     parts = tuple(int(part) if part.isdigit() else part for part in _DIGITS.split(name))
@@ -45,7 +45,7 @@ class Task:
     status: TaskStatus
     node: str | None
     # natural_key of the name, computed when first compared (most tasks never are)
-    _sort_key: tuple | None = None
+    _sort_key: tuple[Any, ...] | None = None
     # Volcano's BestEffort: a request without cpu, memory or scalars; None = work it out
     best_effort: bool | None = None
     gpu: GpuNeed | None = None  # what it asks of a node's GPU devices (None: no GPU)
@@ -56,7 +56,7 @@ class Task:
             self.best_effort = self.resreq.is_empty()
 
     @property
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[Any, ...]:
         if self._sort_key is None:
             self._sort_key = natural_key(self.info.name)
         return self._sort_key
@@ -146,14 +146,14 @@ class Job:
             return 0
         return sum(1 for t in self.pending_tasks() if t.best_effort)
 
-    def _occupied_by_role(self, statuses: frozenset | set) -> dict[str, int]:
+    def _occupied_by_role(self, statuses: frozenset[Any] | set[Any]) -> dict[str, int]:
         occupied: dict[str, int] = {}
         for task in self.tasks.values():
             if task.status in statuses or (task.status is TaskStatus.PENDING and task.best_effort):
                 occupied[task.info.role] = occupied.get(task.info.role, 0) + 1
         return occupied
 
-    def _check_roles(self, statuses: frozenset | set) -> bool:
+    def _check_roles(self, statuses: frozenset[Any] | set[Any]) -> bool:
         if not self.task_min_available or self.min_available < self.task_min_available_total:
             return True
         occupied = self._occupied_by_role(statuses)
@@ -226,8 +226,8 @@ class Node:
     tasks: dict[str, Task] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     _future: Resources | None = None
-    _state_key: tuple | None = None
-    shape: tuple = ()  # allocatable as a hashable key, set once
+    _state_key: tuple[Any, ...] | None = None
+    shape: tuple[Any, ...] = ()  # allocatable as a hashable key, set once
     index: Any = None  # the session's NodeIndex, told about every change
     devices: DeviceLedger | None = None  # its GPU cards (None: it has none)
 
@@ -249,14 +249,14 @@ class Node:
                 self._future = self.idle.add(self.releasing).sub(self.pipelined)
         return self._future
 
-    def state_key(self) -> tuple:
+    def state_key(self) -> tuple[Any, ...]:
         """Nodes with equal keys score the same for state-only scorers (binpack, nodeorder)."""
         if self._state_key is None:
             devices = self.devices.key() if self.devices is not None else ()
             self._state_key = (self.shape, tuple(sorted(self.used.explicit().items())), devices)
         return self._state_key
 
-    def device_key(self) -> tuple:
+    def device_key(self) -> tuple[Any, ...]:
         """The devices' books when some card is shared, else (): part of every class key."""
         return self.devices.key() if self.devices is not None else ()
 

@@ -8,6 +8,7 @@ change the session at once (so later choices see them) but become decisions only
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from scheduler.core.session import Session
 from scheduler.core.state import Node, Task
@@ -37,7 +38,7 @@ class Statement:
         self.session = session
         self.ops: list[_Op] = []
         # "fits nowhere" answers learnt while this statement held resources; stale on discard
-        self.infeasible_keys: list[tuple] = []
+        self.infeasible_keys: list[tuple[Any, ...]] = []
 
     # operations -------------------------------------------------------------------------------
     def allocate(self, task: Task, node_name: str) -> None:

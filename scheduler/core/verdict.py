@@ -25,6 +25,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 from scheduler.core.plugins._quota import QueueAttr
 from scheduler.core.reasons import amount, describe
@@ -32,6 +33,9 @@ from scheduler.core.resources import CPU, GPU, MIN_RESOURCE, PODS, Resources
 from scheduler.core.session import FitError, Session
 from scheduler.core.state import Job, Node, Queue, Task
 from scheduler.core.types import ALLOCATED_STATUSES, TaskStatus
+
+# per task shape: (nodes its rules allow, those whose allocatable holds one pod, refusals)
+Fits = tuple[list[Node], list[Node], Counter[str]]
 
 NEVER_PREFIX = "can never run as submitted: "
 _DONE = (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
@@ -92,7 +96,7 @@ def _pods(count: int) -> str:
     return "pod" if count == 1 else "pods"
 
 
-def _shape(ssn: Session, task: Task) -> tuple:
+def _shape(ssn: Session, task: Task) -> tuple[Any, ...]:
     return (task.resreq, ssn.predicate_signature(task))
 
 
@@ -104,11 +108,11 @@ def _lasting_filter(ssn: Session) -> Callable[[Task, Node], FitError | None] | N
     return plugin.lasting_misfit if plugin is not None and enabled else None
 
 
-def _node_fits(ssn: Session, tasks: list[Task]) -> dict[tuple, tuple[list, list, Counter]]:
+def _node_fits(ssn: Session, tasks: list[Task]) -> dict[tuple[Any, ...], Fits]:
     """Per task shape: (nodes its placement rules allow, of those the ones whose allocatable
     holds one pod, why the others refuse it). Memoised per shape for the session."""
     memo = ssn.__dict__.setdefault("_node_fits", {})
-    out: dict[tuple, tuple[list, list, Counter]] = {}
+    out: dict[tuple[Any, ...], Fits] = {}
     for task in tasks:
         shape = _shape(ssn, task)
         if shape not in out:
@@ -118,7 +122,7 @@ def _node_fits(ssn: Session, tasks: list[Task]) -> dict[tuple, tuple[list, list,
     return out
 
 
-def _fits_of(ssn: Session, task: Task) -> tuple[list, list, Counter]:
+def _fits_of(ssn: Session, task: Task) -> Fits:
     lasting = _lasting_filter(ssn)
     matching: list[Node] = []
     holding: list[Node] = []
@@ -134,7 +138,7 @@ def _fits_of(ssn: Session, task: Task) -> tuple[list, list, Counter]:
     return matching, holding, refusals
 
 
-def _no_node_sentence(ssn: Session, tasks: list[Task], fits: dict) -> str:
+def _no_node_sentence(ssn: Session, tasks: list[Task], fits: dict[tuple[Any, ...], Fits]) -> str:
     total = len(ssn.node_list)
     if not total:
         return f"{NEVER_PREFIX}the cluster has no nodes"
@@ -166,7 +170,7 @@ def _no_node_sentence(ssn: Session, tasks: list[Task], fits: dict) -> str:
     return f"{NEVER_PREFIX}not enough of its pods fit on any node"
 
 
-def _too_big(request: Resources, nodes: list) -> tuple[str, float]:
+def _too_big(request: Resources, nodes: list[Any]) -> tuple[str, float]:
     """The resource (GPUs first) no node holds, with the largest allocatable of it."""
     for name in _dimensions(request):
         largest = max(node.allocatable.get(name) for node in nodes)
@@ -190,7 +194,7 @@ def _gang_minimum(tasks: list[Task], need: int) -> Resources:
 
 
 def _packing_sentence(
-    ssn: Session, tasks: list[Task], fits: dict, need: int, gang: Resources
+    ssn: Session, tasks: list[Task], fits: dict[tuple[Any, ...], Fits], need: int, gang: Resources
 ) -> str | None:
     """Never when the nodes the pods may use cannot hold the gang at once."""
     shapes = {_shape(ssn, task) for task in tasks}
@@ -222,7 +226,7 @@ def _packing_sentence(
     return None
 
 
-def _capacity(ssn: Session, shape: tuple, request: Resources, holding: list) -> int:
+def _capacity(ssn: Session, shape: tuple[Any, ...], request: Resources, holding: list[Any]) -> int:
     """How many pods of ``request`` the ``holding`` nodes hold at once (by allocatable)."""
     memo: dict[tuple[object, ...], int]
     memo = ssn.__dict__.setdefault("_capacity", {})

@@ -39,7 +39,7 @@ class PriorityQueue:
             # one would. Compare functions may read state that changes while items wait
             # (queue shares), so there the heap's shape matters: push one by one, as upstream.
             counter = self._counter
-            self._heap: list = [(key(item), next(counter), item) for item in items]
+            self._heap: list[Any] = [(key(item), next(counter), item) for item in items]
             heapq.heapify(self._heap)
         else:
             self._heap = []

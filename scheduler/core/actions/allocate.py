@@ -17,6 +17,7 @@ again at once until some resource is given back (an eviction bumps the session's
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from scheduler.core.actions._queue import PriorityQueue
 from scheduler.core.devices import devices_fit
@@ -101,7 +102,7 @@ def overused_reason(ssn: Session, queue: Queue) -> str:
     return f"queue {queue.name} is using its whole deserved share ({'; '.join(parts)})"
 
 
-def job_needs(job: Job, memo: dict[tuple, str] | None = None) -> str:
+def job_needs(job: Job, memo: dict[tuple[Any, ...], str] | None = None) -> str:
     """``job needs 32 GPUs (4 pods x 8)``: what its pending pods ask for, in GPUs or cpu.
 
     ``memo`` (one per session) keys the sentence by the pending requests, which are interned:
@@ -116,7 +117,7 @@ def job_needs(job: Job, memo: dict[tuple, str] | None = None) -> str:
     return _needs_sentence(pending)
 
 
-def _needs_sentence(pending: list) -> str:
+def _needs_sentence(pending: list[Any]) -> str:
     from scheduler.core.reasons import amount, describe
 
     name, values = GPU, [resreq.get(GPU) for resreq in pending]
@@ -243,7 +244,7 @@ def _choose_by_class(ssn: Session, task: Task) -> tuple[Node | None, dict[str, i
     return _first_best(ssn, task, idle_fits or fits, scorers), failures
 
 
-def _class_memo(ssn: Session, key: tuple) -> dict[int, list]:
+def _class_memo(ssn: Session, key: tuple[Any, ...]) -> dict[int, list[Any]]:
     memo = ssn.class_memo.get(key)
     if memo is None:
         memo = ssn.class_memo[key] = {}
@@ -251,13 +252,13 @@ def _class_memo(ssn: Session, key: tuple) -> dict[int, list]:
 
 
 def _class_answers(
-    ssn: Session, task: Task, reps: list, memo: dict[int, list], count_failures: bool
-) -> tuple[dict[str, int], list[tuple[Node, list]], list[tuple[Node, list]]]:
+    ssn: Session, task: Task, reps: list[Any], memo: dict[int, list[Any]], count_failures: bool
+) -> tuple[dict[str, int], list[tuple[Node, list[Any]]], list[tuple[Node, list[Any]]]]:
     """(failures by reason, idle-fitting classes, fitting classes) of ``reps``, in their
     order; each memo entry is [misfit reason, fits on idle, map score or None]."""
     failures: dict[str, int] = {}
-    idle_fits: list[tuple[Node, list]] = []
-    fits: list[tuple[Node, list]] = []
+    idle_fits: list[tuple[Node, list[Any]]] = []
+    fits: list[tuple[Node, list[Any]]] = []
     for _, node, members, class_id in reps:
         entry = memo.get(class_id)
         if entry is None:
@@ -279,9 +280,9 @@ def _class_answers(
 def _first_best(
     ssn: Session,
     task: Task,
-    candidates: list[tuple[Node, list]],
-    scorers: list,
-    batch: list | None = None,
+    candidates: list[tuple[Node, list[Any]]],
+    scorers: list[Any],
+    batch: list[Any] | None = None,
 ) -> Node | None:
     """``Session.best_node`` over class representatives (in name order): the first highest."""
     if not candidates:

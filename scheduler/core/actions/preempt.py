@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 from scheduler.core.actions._queue import PriorityQueue
 from scheduler.core.actions._victims import eviction_units, flatten
@@ -58,7 +59,7 @@ def execute(ssn: Session) -> None:  # noqa: C901, PLR0912 - the two phases of up
             if jobs is None:
                 jobs = preemptors[job.queue] = PriorityQueue(ssn.job_compare)
             jobs.push(job)
-    failed: dict[tuple, int] = {}
+    failed: dict[tuple[Any, ...], int] = {}
     under_request_by_queue: dict[str, list[Job]] = {}
     for job in under_request:
         under_request_by_queue.setdefault(job.queue, []).append(job)
@@ -116,9 +117,9 @@ def execute(ssn: Session) -> None:  # noqa: C901, PLR0912 - the two phases of up
     evict_victim_tasks(ssn)
 
 
-def _hosts(ssn: Session) -> dict[tuple, list]:
+def _hosts(ssn: Session) -> dict[tuple[Any, ...], list[Any]]:
     """Nodes holding preemptable pods, per queue and per job: victims can only be there."""
-    found: dict[tuple, dict[str, object]] = {}
+    found: dict[tuple[Any, ...], dict[str, object]] = {}
     for node in ssn.node_list:
         for task in node.tasks.values():
             if task.status in _PREEMPTABLE_STATUSES:
@@ -187,7 +188,7 @@ def preempt(
     job = ssn.jobs[preemptor.job]
     queue = ssn.queues[job.queue]
     pool = ssn.node_list if hosts is None else hosts
-    viable: list[tuple] = []
+    viable: list[tuple[Any, ...]] = []
     for node in pool:
         if ssn.predicate_for_preempt(preemptor, node) is not None:
             continue

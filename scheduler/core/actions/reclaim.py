@@ -14,6 +14,8 @@ there; a job's evictions commit once it is pipelined.
 
 from __future__ import annotations
 
+from typing import Any
+
 from scheduler.core.actions._queue import PriorityQueue
 from scheduler.core.actions._victims import eviction_units, flatten
 from scheduler.core.actions.allocate import fits_future
@@ -53,8 +55,8 @@ def execute(ssn: Session) -> None:  # noqa: C901, PLR0912, PLR0915 - upstream re
     )
     statements: dict[str, Statement] = {}
     hosts_gpu, hosts_total = _gpus_by_queue(ssn)
-    candidate_nodes: dict[str, list] = {}  # hosts only shrink during reclaim: compute once
-    failed: dict[tuple, int] = {}
+    candidate_nodes: dict[str, list[Any]] = {}  # hosts only shrink during reclaim: compute once
+    failed: dict[tuple[Any, ...], int] = {}
     while queues:
         queue = queues.pop()
         if ssn.overused(queue):

@@ -31,6 +31,7 @@ deserved share names a resource. ``pods`` is ignored where upstream ignores it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from scheduler.core.plugins._quota import QueueAttr, account_job, cluster_total, new_attr
 from scheduler.core.plugins._tree import tree_problem
@@ -89,7 +90,7 @@ class Node:
 class CapacityTree:
     """The hooks of a hierarchical capacity session (registered under the plugin's name)."""
 
-    def __init__(self, ssn: Session, plugin_name: str, arguments: dict):
+    def __init__(self, ssn: Session, plugin_name: str, arguments: dict[str, Any]):
         self.ssn = ssn
         self.name = plugin_name
         level = arguments.get(RECLAIM_LEVEL, 0)
@@ -329,7 +330,7 @@ class CapacityTree:
         return victims, Vote.PERMIT
 
     def _ancestors_give(
-        self, mine: Node, node: Node, used: Dims, allocations: dict[str, Dims], touched: list
+        self, mine: Node, node: Node, used: Dims, allocations: dict[str, Dims], touched: list[Any]
     ) -> bool:
         for level in range(1, self.level + 1):
             theirs = _ancestor_at(node, level)

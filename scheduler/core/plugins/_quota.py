@@ -103,4 +103,3 @@ def cluster_total(ssn: Session) -> Resources:
     for node in ssn.node_list:
         add_into(acc, node.allocatable)
     return Resources(acc)
-

@@ -9,6 +9,8 @@ ResourceBinPackingScore). Arguments: ``binpack.weight`` (1), ``binpack.cpu`` (1)
 
 from __future__ import annotations
 
+from typing import Any
+
 from scheduler.core.config import ConfigError, int_arg, str_arg
 from scheduler.core.resources import CPU, MEMORY, canonical_name
 from scheduler.core.session import Session
@@ -34,7 +36,7 @@ class BinpackPlugin:
         return binpacking_score(task, node, self.weight, self.resource_weights)
 
 
-def build(arguments: dict) -> BinpackPlugin:
+def build(arguments: dict[str, Any]) -> BinpackPlugin:
     weight = int_arg(arguments, "binpack.weight", 1)
     weights = {
         CPU: int_arg(arguments, "binpack.cpu", 1),

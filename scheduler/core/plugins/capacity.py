@@ -14,7 +14,7 @@ included.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scheduler.core.plugins._quota import (
     QueueAttr,
@@ -35,14 +35,14 @@ if TYPE_CHECKING:
 PLUGIN_NAME = "capacity"
 
 
-def build(arguments: dict) -> CapacityPlugin:
+def build(arguments: dict[str, Any]) -> CapacityPlugin:
     return CapacityPlugin(arguments)
 
 
 class CapacityPlugin:
     name = PLUGIN_NAME
 
-    def __init__(self, arguments: dict | None = None):
+    def __init__(self, arguments: dict[str, Any] | None = None):
         self.arguments = arguments or {}
         self.tree: CapacityTree | None = None
 

@@ -7,6 +7,8 @@ the namespace is the test).
 
 from __future__ import annotations
 
+from typing import Any
+
 from scheduler.core.session import Session
 from scheduler.core.state import Task
 from scheduler.core.types import Vote
@@ -15,7 +17,7 @@ PLUGIN_NAME = "conformance"
 _PROTECTED_NAMESPACES = frozenset({"kube-system"})
 
 
-def build(arguments: dict) -> ConformancePlugin:
+def build(arguments: dict[str, Any]) -> ConformancePlugin:
     return ConformancePlugin()
 
 

@@ -7,6 +7,8 @@ preemptor's share after the move is not above the victim's share after it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from scheduler.core.resources import Resources, total
 from scheduler.core.session import EventHandler, Session
 from scheduler.core.state import Job, Task
@@ -16,7 +18,7 @@ PLUGIN_NAME = "drf"
 _SHARE_DELTA = 0.000001
 
 
-def build(arguments: dict) -> DrfPlugin:
+def build(arguments: dict[str, Any]) -> DrfPlugin:
     return DrfPlugin()
 
 

@@ -35,7 +35,7 @@ HALF_LIFE = "fairshare.halfLifeHours"
 DEFAULT_HALF_LIFE_HOURS = 168
 
 
-def build(arguments: dict) -> FairSharePlugin:
+def build(arguments: dict[str, Any]) -> FairSharePlugin:
     hours = number_arg(arguments, HALF_LIFE, DEFAULT_HALF_LIFE_HOURS)
     if not math.isfinite(hours) or hours <= 0:
         raise ConfigError(HALF_LIFE, f"expected a number of hours above 0, got {hours!r}")
@@ -96,7 +96,7 @@ class FairSharePlugin:
         }
         ssn.add_fn("queue_order", self.name, self.queue_order, key=self.queue_key)
 
-    def queue_key(self, queue: Queue) -> tuple:
+    def queue_key(self, queue: Queue) -> tuple[Any, ...]:
         return self._keys[queue.name]
 
     def queue_order(self, left: Queue, right: Queue) -> int:

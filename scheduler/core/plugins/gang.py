@@ -6,6 +6,8 @@ Source: volcano-sh/volcano pkg/scheduler/plugins/gang/gang.go and api/job_info.g
 
 from __future__ import annotations
 
+from typing import Any
+
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Task
 from scheduler.core.types import Vote
@@ -13,7 +15,7 @@ from scheduler.core.types import Vote
 PLUGIN_NAME = "gang"
 
 
-def build(arguments: dict) -> GangPlugin:
+def build(arguments: dict[str, Any]) -> GangPlugin:
     return GangPlugin()
 
 

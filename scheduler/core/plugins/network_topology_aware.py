@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from typing import Any
 
 from scheduler.core.config import ConfigError, int_arg
 from scheduler.core.resources import CPU, GPU, MIN_RESOURCE, Resources, add_into, total
@@ -27,7 +28,7 @@ DEFAULT_KEYS = ("volcano.sh/hypernode", "topology.kubernetes.io/zone")
 _HOLDING = OCCUPYING_STATUSES | {TaskStatus.PIPELINED}
 
 
-def build(arguments: dict) -> NetworkTopologyPlugin:
+def build(arguments: dict[str, Any]) -> NetworkTopologyPlugin:
     weight = int_arg(arguments, "weight", 1)
     raw = arguments.get("topology-keys", ",".join(DEFAULT_KEYS))
     if isinstance(raw, str):

@@ -10,6 +10,8 @@ and topology spread scores are not computed (they add the same amount to every n
 
 from __future__ import annotations
 
+from typing import Any
+
 from scheduler.core.config import ConfigError, int_arg
 from scheduler.core.resources import CPU, MEMORY
 from scheduler.core.session import Session
@@ -31,7 +33,7 @@ _WEIGHTS = {
 }
 
 
-def build(arguments: dict) -> NodeOrderPlugin:
+def build(arguments: dict[str, Any]) -> NodeOrderPlugin:
     weights = {}
     for key, default in _WEIGHTS.items():
         weights[key] = int_arg(arguments, key, default)

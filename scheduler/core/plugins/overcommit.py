@@ -8,6 +8,7 @@ inqueue + its min resources fit idle on the names it asks for.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from scheduler.core.config import ConfigError, number_arg
 from scheduler.core.plugins._quota import cluster_total
@@ -19,7 +20,7 @@ from scheduler.core.types import ALLOCATED_STATUSES, PodGroupPhase, Vote
 PLUGIN_NAME = "overcommit"
 
 
-def build(arguments: dict) -> OvercommitPlugin:
+def build(arguments: dict[str, Any]) -> OvercommitPlugin:
     factor = number_arg(arguments, "overcommit-factor", 1.2)
     if factor < 1:
         factor = 1.2  # upstream falls back to the default below 1

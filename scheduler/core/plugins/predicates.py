@@ -35,11 +35,11 @@ _EVICTABLE = frozenset({TaskStatus.RUNNING, TaskStatus.BOUND})
 _UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 
-def build(arguments: dict) -> PredicatesPlugin:
+def build(arguments: dict[str, Any]) -> PredicatesPlugin:
     return PredicatesPlugin()
 
 
-def _signature(task: Task) -> tuple:
+def _signature(task: Task) -> tuple[Any, ...]:
     info = task.info
     return (info.node_selector, info.tolerations, repr(_node_affinity(info.affinity)))
 
@@ -51,7 +51,7 @@ def _node_affinity(affinity: Any) -> Any:
     return node.get("requiredDuringSchedulingIgnoredDuringExecution")
 
 
-def match_expression(labels: dict[str, str], expr: dict) -> bool:
+def match_expression(labels: dict[str, str], expr: dict[str, Any]) -> bool:
     key, operator = expr.get("key", ""), expr.get("operator", "In")
     values = expr.get("values") or []
     if operator == "In":
@@ -71,7 +71,7 @@ def match_expression(labels: dict[str, str], expr: dict) -> bool:
     return False
 
 
-def match_label_selector(labels: dict[str, str], selector: dict | None) -> bool:
+def match_label_selector(labels: dict[str, str], selector: dict[str, Any] | None) -> bool:
     if not selector:
         return False  # a nil selector matches nothing in pod affinity terms
     for key, value in (selector.get("matchLabels") or {}).items():
@@ -84,7 +84,7 @@ def _tolerated(tolerations: tuple[Toleration, ...], taint: Any) -> bool:
     return any(t.tolerates(taint) for t in tolerations)
 
 
-def _pod_terms(affinity: Any, kind: str) -> list[dict]:
+def _pod_terms(affinity: Any, kind: str) -> list[dict[Any, Any]]:
     if not isinstance(affinity, dict):
         return []
     section = affinity.get(kind) or {}
@@ -96,7 +96,7 @@ class PredicatesPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
-        self.cache: dict[tuple, FitError | None] = {}
+        self.cache: dict[tuple[Any, ...], FitError | None] = {}
         # Only pods that carry anti-affinity can reject a newcomer; usually there are none.
         self.anti_affine = [
             task for task in ssn.tasks.values() if _pod_terms(task.info.affinity, "podAntiAffinity")

@@ -5,6 +5,8 @@ Source: volcano-sh/volcano pkg/scheduler/plugins/priority/priority.go.
 
 from __future__ import annotations
 
+from typing import Any
+
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Task
 from scheduler.core.types import Vote
@@ -12,7 +14,7 @@ from scheduler.core.types import Vote
 PLUGIN_NAME = "priority"
 
 
-def build(arguments: dict) -> PriorityPlugin:
+def build(arguments: dict[str, Any]) -> PriorityPlugin:
     return PriorityPlugin()
 
 

@@ -17,6 +17,8 @@ flat; so does this one when no queue names a parent.
 
 from __future__ import annotations
 
+from typing import Any
+
 from scheduler.core.plugins._quota import (
     QueueAttr,
     account_job,
@@ -33,7 +35,7 @@ from scheduler.core.types import QueueInfo, Vote
 PLUGIN_NAME = "proportion"
 
 
-def build(arguments: dict) -> ProportionPlugin:
+def build(arguments: dict[str, Any]) -> ProportionPlugin:
     return ProportionPlugin()
 
 
@@ -152,7 +154,7 @@ class ProportionPlugin:
         rs = ra.share if ra else 0.0
         return -1 if ls < rs else (1 if ls > rs else 0)
 
-    def queue_key(self, queue: Queue) -> tuple:
+    def queue_key(self, queue: Queue) -> tuple[Any, ...]:
         """Sorts like ``queue_order``: higher priority first, then the smaller share."""
         attr = self.attrs.get(queue.name)
         return (-queue.info.priority, attr.share if attr else 0.0)

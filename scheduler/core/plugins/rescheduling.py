@@ -32,6 +32,7 @@ With the guards, a departure from upstream:
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from scheduler.core.config import ConfigError
 from scheduler.core.resources import CPU, MEMORY, MIN_RESOURCE, PODS
@@ -72,7 +73,7 @@ def _percentages(raw: object, field: str, default: dict[str, float]) -> dict[str
     return out
 
 
-def build(arguments: dict) -> ReschedulingPlugin:
+def build(arguments: dict[str, Any]) -> ReschedulingPlugin:
     interval = parse_duration(arguments.get("interval", DEFAULT_INTERVAL), "interval")
     guards = arguments.get("loopGuards", False)
     if not isinstance(guards, bool):

@@ -27,6 +27,7 @@ v1 = [
         by_method("JobsApi", get=job_apis.JobListApi, post=job_apis.JobCreateApi),
         name="jobs",
     ),
+    path("jobs/render/", job_apis.JobRenderApi.as_view(), name="job_render"),
     path("jobs/<int:job_id>/", job_apis.JobDetailApi.as_view(), name="job_detail"),
     path("jobs/<int:job_id>/cancel/", job_apis.JobCancelApi.as_view(), name="job_cancel"),
     path("jobs/<int:job_id>/why/", job_apis.JobWhyApi.as_view(), name="job_why"),

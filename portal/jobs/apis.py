@@ -38,6 +38,7 @@ from . import volcano
 from .gpushare import gpus_decimal, gpus_number, milli_asked
 from .limits import host_path_allowed, task_count_check
 from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES, Job
+from .rendering import job_render
 from .selectors import job_get, job_queue_position, job_search, job_state
 from .services import job_cancel, job_quarantine_release, job_submit
 
@@ -631,6 +632,43 @@ def _job_acted(request: Request, job_id: int, action: Callable[..., Job]) -> Res
     job = job_get(user=request.user, job_id=job_id)
     placements = placement_list_active(job_id=job.pk)
     return Response(job_detail_data(job, user=request.user, placements=placements))
+
+
+class JobRenderApi(ApiView):
+    """Dry run: every Kubernetes object the portal would create for a Volcano Job manifest
+    (JSON or YAML), as `python -m portal.jobs.render` prints them; nothing is stored, the
+    cluster is not asked. Errors name the manifest's fields (400)."""
+
+    parser_classes = [LimitedJSONParser, *YAML_PARSERS]
+    throttle_classes = [ApiScopedRateThrottle]
+    throttle_scope = "job_create"
+
+    class OutputSerializer(ApiSerializer):
+        objects = serializers.ListField(
+            child=serializers.DictField(),
+            help_text="ConfigMap, Service and NetworkPolicy of the job's plugins, then its pods "
+            "(no node yet; `new` stands for the job id the portal assigns on submit).",
+        )
+        warnings = serializers.ListField(child=serializers.CharField())
+
+    @extend_schema(
+        operation_id="jobs_render",
+        tags=["jobs"],
+        request={
+            "application/yaml": OpenApiRequest(
+                OpenApiTypes.STR, examples=[OpenApiExample("Volcano Job", value=VOLCANO_EXAMPLE)]
+            ),
+            "application/json": OpenApiTypes.OBJECT,
+        },
+        responses={200: OutputSerializer, **error_responses(400, 401, 413, 415, 429)},
+    )
+    def post(self, request: Request) -> Response:
+        if not volcano.is_volcano_manifest(request.data):
+            raise serializers.ValidationError({"body": [YAML_NEEDS_MANIFEST]})
+        rendered = job_render(request.data)
+        if rendered.errors:
+            raise serializers.ValidationError(rendered.errors)
+        return Response({"objects": rendered.objects, "warnings": rendered.warnings})
 
 
 class JobCancelApi(ApiView):

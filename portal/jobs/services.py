@@ -262,6 +262,79 @@ def largest_device_mib() -> int:
     return Node.objects.aggregate(largest=Max("gpu_memory_mib"))["largest"] or 0
 
 
+def job_build(
+    *,
+    name: str,
+    tasks: Any,
+    priority: int = 0,
+    min_available: int | None = None,
+    expected_duration_seconds: int | None = None,
+    plugins: Any = None,
+    limits: JobLimits,
+    tenant: Tenant | None = None,
+    queue: Queue | None = None,
+    submitter: AbstractBaseUser | None = None,
+) -> tuple[Job, list[JobTask], dict[str, list[str]]]:
+    """The unsaved job and tasks `job_submit` would store, and every fault of them keyed by
+    field path; no query (relations left out are not checked: the dry-run render, offline,
+    has none). Everything but who may submit where and the tenant's pending-pods cap."""
+    errors: dict[str, list[str]] = {}
+    task_instances, task_errors = _task_instances(tasks=tasks, limits=limits)
+    errors.update(task_errors)
+    over = job_limit_errors(
+        replicas=[task.replicas for task in task_instances],
+        priority=priority,
+        expected_duration_seconds=expected_duration_seconds,
+        limits=limits,
+    )
+    for key, messages in over.items():
+        errors.setdefault(key, []).extend(messages)
+    stored_plugins, plugin_errors = plugins_parse(
+        plugins, task_names=[task.name for task in task_instances], path="plugins"
+    )
+    errors.update(plugin_errors)
+
+    total_replicas = sum(task.replicas for task in task_instances if isinstance(task.replicas, int))
+    job = Job(
+        tenant=tenant,
+        queue=queue,
+        submitter=submitter,
+        name=name,
+        priority=priority,
+        min_available=(total_replicas or 1) if min_available is None else min_available,
+        expected_duration_seconds=expected_duration_seconds,
+        plugins=stored_plugins,
+        status=Job.Status.PENDING,
+        submitted_at=timezone.now(),
+        pending_reason=JOB_PENDING_REASON_SUBMITTED,
+    )
+    job.pending_reason_at = job.submitted_at
+    # Tenant, queue and submitter are stored rows (the caller read them in this transaction):
+    # skip full_clean's one existence query per foreign key; the INSERT still enforces them.
+    skipped = [
+        field
+        for field, obj in (("tenant", tenant), ("queue", queue), ("submitter", submitter))
+        if obj is None or (obj.pk is not None and not obj._state.adding)
+    ]
+    try:
+        job.full_clean(exclude=[*skipped, *over])
+    except ValidationError as error:
+        for key, messages in error.message_dict.items():
+            errors.setdefault(key, []).extend(messages)
+    if (
+        "min_available" not in errors
+        and not task_errors
+        and total_replicas
+        and job.min_available > total_replicas
+    ):
+        errors["min_available"] = [
+            JOB_SUBMIT_MIN_AVAILABLE_ABOVE_REPLICAS.format(
+                min_available=job.min_available, total=total_replicas
+            )
+        ]
+    return job, task_instances, errors
+
+
 def job_submit(
     *,
     submitter: AbstractBaseUser,
@@ -289,62 +362,23 @@ def job_submit(
         ]
     elif queue.state != Queue.State.OPEN:
         errors["queue"] = [JOB_SUBMIT_QUEUE_CLOSED.format(queue=queue.name)]
-
-    task_instances, task_errors = _task_instances(tasks=tasks, limits=limits)
-    errors.update(task_errors)
-    over = job_limit_errors(
-        replicas=[task.replicas for task in task_instances],
+    job, task_instances, job_errors = job_build(
+        name=name,
+        tasks=tasks,
         priority=priority,
+        min_available=min_available,
         expected_duration_seconds=expected_duration_seconds,
+        plugins=plugins,
         limits=limits,
-    )
-    for key, messages in over.items():
-        errors.setdefault(key, []).extend(messages)
-    stored_plugins, plugin_errors = plugins_parse(
-        plugins, task_names=[task.name for task in task_instances], path="plugins"
-    )
-    errors.update(plugin_errors)
-
-    total_replicas = sum(task.replicas for task in task_instances if isinstance(task.replicas, int))
-    job = Job(
         tenant=queue.tenant,
         queue=queue,
         submitter=submitter,
-        name=name,
-        priority=priority,
-        min_available=(total_replicas or 1) if min_available is None else min_available,
-        expected_duration_seconds=expected_duration_seconds,
-        plugins=stored_plugins,
-        status=Job.Status.PENDING,
-        submitted_at=timezone.now(),
-        pending_reason=JOB_PENDING_REASON_SUBMITTED,
     )
-    job.pending_reason_at = job.submitted_at
-    # Tenant, queue and submitter are stored rows (the caller read them in this transaction):
-    # skip full_clean's one existence query per foreign key; the INSERT still enforces them.
-    stored = [
-        field
-        for field, obj in (("tenant", queue.tenant), ("queue", queue), ("submitter", submitter))
-        if obj.pk is not None and not obj._state.adding
-    ]
-    try:
-        job.full_clean(exclude=[*stored, *over])
-    except ValidationError as error:
-        for key, messages in error.message_dict.items():
-            errors.setdefault(key, []).extend(messages)
-    if (
-        "min_available" not in errors
-        and not task_errors
-        and total_replicas
-        and job.min_available > total_replicas
-    ):
-        errors["min_available"] = [
-            JOB_SUBMIT_MIN_AVAILABLE_ABOVE_REPLICAS.format(
-                min_available=job.min_available, total=total_replicas
-            )
-        ]
+    for key, messages in job_errors.items():
+        errors.setdefault(key, []).extend(messages)
     if errors:
         raise ValidationError(errors)
+    total_replicas = sum(task.replicas for task in task_instances)
 
     # Only the writes need the transaction, and they need no savepoint of their own inside
     # a caller's transaction (the API's request): if one fails, the caller's transaction

@@ -248,6 +248,15 @@ def volcano_job_parse(  # noqa: C901, PLR0912 - one branch per field of a Volcan
             )
             if task is not None:
                 tasks.append(task)
+            if isinstance(raw_task, dict):
+                # A task's policies, minAvailable, dependsOn, ...: named back like the job's.
+                ignored += [
+                    f"tasks[{index}].{key}"
+                    for key in raw_task
+                    if key not in ("name", "replicas", "template")
+                    and isinstance(key, str)
+                    and _FIELD_NAME_RE.fullmatch(key)
+                ]
 
     if c.errors:
         raise ManifestError(c.errors)

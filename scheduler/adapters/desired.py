@@ -83,15 +83,15 @@ def _plugin_jobs(rows: list[tuple], namespace: str) -> dict[int, tuple[JobShape,
     jobs = {}
     for job_id, name in names.items():
         shape = JobShape(job_id=job_id, name=name, tasks=tuple(tasks.get(job_id, ())))
-        objects = job_objects(
-            plugins[job_id],
-            shape,
-            namespace=namespace,
-            labels={MANAGED: "true", JOB_ID: label_value(str(job_id))},
-            selector={MANAGED: "true", JOB_ID: label_value(str(job_id))},
-        )
-        jobs[job_id] = (shape, tuple(objects))
+        jobs[job_id] = (shape, plugin_objects(plugins[job_id], shape, namespace=namespace))
     return jobs
+
+
+def plugin_objects(plugins: dict, shape: JobShape, *, namespace: str) -> tuple[dict, ...]:
+    """The objects a job's plugins need besides its pods, marked as the portal's and
+    selecting the job's pods by its id."""
+    mark = {MANAGED: "true", JOB_ID: label_value(str(shape.job_id))}
+    return tuple(job_objects(plugins, shape, namespace=namespace, labels=mark, selector=mark))
 
 
 def _desired(
@@ -121,14 +121,68 @@ def _desired(
         min_available,
         plugins,
     ) = row
+    shape, objects = jobs.get(job_id, (None, ()))
+    return desired_pod(
+        pod_name=pod_name,
+        node_name=node_name,
+        namespace=namespace,
+        gpu_resource=gpu_resource_of.get(node_name, "nvidia.com/gpu"),
+        job_id=job_id,
+        job_name=job_name,
+        duration=duration,
+        queue=queue,
+        tenant=tenant,
+        task=task,
+        replica=replica,
+        image=image,
+        command=command,
+        env=env,
+        gpus=gpus,
+        cpu_millis=cpu_millis,
+        memory_bytes=memory_bytes,
+        tolerations=tolerations,
+        pod_template=pod_template,
+        min_available=min_available,
+        plugins=plugins,
+        shape=shape,
+        job_objects=objects,
+    )
+
+
+def desired_pod(
+    *,
+    pod_name: str,
+    node_name: str,
+    namespace: str,
+    gpu_resource: str,
+    job_id: int | str,
+    job_name: str,
+    duration: int | None,
+    queue: str,
+    tenant: str,
+    task: str,
+    replica: int,
+    image: str,
+    command: list[str],
+    env: dict[str, str],
+    gpus: int,
+    cpu_millis: int,
+    memory_bytes: int,
+    tolerations: list,
+    pod_template: dict,
+    min_available: int,
+    plugins: dict,
+    shape: JobShape | None,
+    job_objects: tuple = (),
+) -> DesiredPod:
+    """One replica's pod from its job's and task's values. Pure: the reconciler and the
+    dry-run render (portal.jobs.rendering) build pods with it alike."""
     additions: dict = {}
-    objects: tuple = ()
-    if job_id in jobs:
-        shape, objects = jobs[job_id]
+    if plugins and shape is not None:
         additions = pod_additions(plugins, shape, task, replica).as_dict()
     requests = {"cpu": cpu_millis, "memory": memory_bytes}
     if gpus:
-        requests[gpu_resource_of.get(node_name, "nvidia.com/gpu")] = gpus
+        requests[gpu_resource] = gpus
     annotations = replica_annotations(job_name=job_name, queue=queue, tenant=tenant)
     if duration:
         annotations[RUN_SECONDS] = str(duration)
@@ -148,5 +202,5 @@ def _desired(
         template=pod_template or {},
         min_available=min_available,
         additions=additions,
-        job_objects=objects,
+        job_objects=job_objects,
     )

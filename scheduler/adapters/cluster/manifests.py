@@ -49,11 +49,9 @@ def pod_manifest(
     spec.tolerations = tolerations or None
     # The portal's labels and annotations win over a template's own.
     labels = {**pod_template_labels(desired), **desired.labels}
-    annotations = {
-        **pod_template_annotations(desired),
-        **desired.annotations,
-        TARGET_NODE: desired.node_name,
-    }
+    annotations = {**pod_template_annotations(desired), **desired.annotations}
+    if desired.node_name:  # none in a dry-run render (portal.jobs.rendering)
+        annotations[TARGET_NODE] = desired.node_name
     return client.V1Pod(
         api_version="v1",
         kind="Pod",

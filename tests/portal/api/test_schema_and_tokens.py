@@ -10,6 +10,7 @@ pytestmark = pytest.mark.django_db
 OPERATIONS = {
     ("/api/v1/jobs/", "get"),
     ("/api/v1/jobs/", "post"),
+    ("/api/v1/jobs/render/", "post"),
     ("/api/v1/jobs/{job_id}/", "get"),
     ("/api/v1/jobs/{job_id}/cancel/", "post"),
     ("/api/v1/jobs/{job_id}/why/", "get"),

@@ -1,0 +1,55 @@
+"""`python -m portal.jobs.render FILE.yaml [--namespace NS]`: print, as YAML documents, every
+Kubernetes object the portal would create for a Volcano Job manifest (pods without a node,
+the job's Service, ConfigMap and NetworkPolicy), or the errors naming the manifest's fields and
+exit 1. Offline: no database, no cluster (see portal.jobs.rendering). `-` reads stdin."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TextIO
+
+
+def main(argv: list[str] | None = None, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    parser = argparse.ArgumentParser(prog="python -m portal.jobs.render", description=__doc__)
+    parser.add_argument("file", help="a Volcano Job manifest (YAML or JSON); - for stdin")
+    parser.add_argument("--namespace", help="the namespace to render into (default: the portal's)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.local")
+    import django  # settings must be chosen before Django loads
+
+    django.setup()
+    import yaml
+
+    from portal.jobs.rendering import job_render  # needs Django set up
+
+    try:
+        text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()  # noqa: SIM115
+        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        print(f"render: cannot read {args.file}: {error}", file=err)
+        return 1
+    if not documents:
+        print(f"render: {args.file} holds no document", file=err)
+        return 1
+    failed = False
+    objects = []
+    for number, data in enumerate(documents, start=1):
+        # Several documents (a Job and its Queue, say): each is named in what is said of it.
+        where = f"document {number}: " if len(documents) > 1 else ""
+        rendered = job_render(data, namespace=args.namespace)
+        for warning in rendered.warnings:
+            print(f"warning: {where}{warning}", file=err)
+        for path, messages in rendered.errors.items():
+            for message in messages:
+                print(f"{where}{path}: {message}", file=err)
+        failed = failed or bool(rendered.errors)
+        objects += rendered.objects
+    if failed:
+        return 1
+    yaml.safe_dump_all(objects, out, sort_keys=False, default_flow_style=False)
+    return 0
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Dry-run render: every Kubernetes object the portal would create for a Volcano Job manifest,
+like `kubectl apply --dry-run=client`. Offline: no query, no cluster.
+
+The manifest goes through the same checks as a submission (`volcano_job_parse`, then
+`job_build`, which `job_submit` uses), and the pods are built by the very functions the
+Kubernetes backend uses (scheduler.adapters.desired.desired_pod, manifests.pod_manifest, the
+plugins' objects), so what is printed is what would be sent. A job has no id before it is
+stored: names and labels carry `new` in its place (`gp-new-worker-0`). Pods come without a
+node (the scheduler picks it); whether the queue exists and the caller may use it is not
+checked offline: a warning says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from kubernetes import client
+
+from portal.cluster.naming import pod_name
+from scheduler.adapters.cluster.manifests import pod_manifest
+from scheduler.adapters.desired import desired_pod, plugin_objects
+
+from .limits import host_path_allowed, job_limits, task_count_check
+from .models import JobTask
+from .plugins import JobShape
+from .services import job_build
+from .volcano import ManifestError, manifest_path, volcano_job_parse
+
+RENDER_JOB_ID = "new"
+IGNORED = "{field} is ignored by the portal"
+QUEUE_NOT_CHECKED = (
+    "queue {queue} is not checked by a dry run: submitting checks that it exists, is open "
+    "and that you may use it"
+)
+
+
+@dataclass
+class Rendered:
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    errors: dict[str, list[str]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def job_render(data: Any, *, namespace: str | None = None) -> Rendered:
+    """The objects for manifest `data` (parsed YAML/JSON), or the errors by manifest path."""
+    namespace = namespace or settings.KUBERNETES_NAMESPACE
+    try:
+        spec = volcano_job_parse(
+            data, too_many_tasks=task_count_check(), allow_host_path=host_path_allowed()
+        )
+    except ManifestError as error:
+        return Rendered(errors=error.errors)
+    job, tasks, errors = job_build(
+        name=spec.name,
+        tasks=spec.tasks,
+        priority=spec.priority,
+        min_available=spec.min_available,
+        expected_duration_seconds=spec.expected_duration_seconds,
+        plugins=spec.plugins,
+        limits=job_limits(),
+    )
+    if errors:
+        return Rendered(errors={manifest_path(key): value for key, value in errors.items()})
+    shape = JobShape(
+        job_id=RENDER_JOB_ID, name=job.name, tasks=tuple((t.name, t.replicas) for t in tasks)
+    )
+    objects = list(plugin_objects(job.plugins, shape, namespace=namespace)) if job.plugins else []
+    api = client.ApiClient()
+    for task in tasks:
+        for replica in range(task.replicas):
+            desired = desired_pod(
+                pod_name=pod_name(RENDER_JOB_ID, task.name, replica),
+                node_name="",
+                namespace=namespace,
+                gpu_resource=_gpu_resource(task),
+                job_id=RENDER_JOB_ID,
+                job_name=job.name,
+                duration=job.expected_duration_seconds,
+                queue=spec.queue,
+                tenant="",
+                task=task.name,
+                replica=replica,
+                image=task.image,
+                command=task.command,
+                env=task.env,
+                gpus=task.gpus,
+                cpu_millis=task.cpu_millis,
+                memory_bytes=task.memory_bytes,
+                tolerations=task.tolerations,
+                pod_template=task.pod_template,
+                min_available=job.min_available,
+                plugins=job.plugins,
+                shape=shape,
+            )
+            manifest = pod_manifest(
+                desired, settings.GPU_RESOURCE_NAMES, settings.KUBERNETES_SCHEDULER_NAME
+            )
+            objects.append(api.sanitize_for_serialization(manifest))
+    warnings = [QUEUE_NOT_CHECKED.format(queue=spec.queue)]
+    warnings += [IGNORED.format(field=f"spec.{key}") for key in spec.ignored]
+    return Rendered(objects=objects, warnings=warnings)
+
+
+def _gpu_resource(task: JobTask) -> str:
+    """The GPU resource name the task's template asks for, else the first one configured (on
+    a cluster, the chosen node's own name replaces it)."""
+    spec = (task.pod_template or {}).get("spec") or {}
+    for container in [*spec.get("containers", []), *spec.get("initContainers", [])]:
+        for section in (container.get("resources") or {}).values():
+            for name in section:
+                if name.endswith("/gpu"):
+                    return name
+    return settings.GPU_RESOURCE_NAMES[0]

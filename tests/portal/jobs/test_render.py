@@ -1,0 +1,208 @@
+"""The dry-run render (`python -m portal.jobs.render`, POST /api/v1/jobs/render/) of upstream
+Volcano's example manifests (copied with their licence in volcano_examples/).
+
+Expected objects are derived by hand from upstream's controller: svc/svc.go GenerateHosts
+(:309-345: `<task>.host` one host a line, `VC_<TASK>_HOSTS` comma-separated, `VC_<TASK>_NUM`),
+OnPodCreate (:76-131: hostname, subdomain, the host variables from the ConfigMap in every
+container), mountConfigmap (:194-217: `/etc/volcano`), createServiceIfNotExist (:219-254:
+headless); env/env.go:45-59 (VK_TASK_INDEX, VC_TASK_INDEX). The portal's departures (id-based
+object names, `new` for the id a dry run does not have yet) are portal.jobs.plugins'.
+"""
+
+import io
+import os
+import subprocess
+import sys
+from http import HTTPStatus
+from pathlib import Path
+
+import pytest
+import yaml
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from portal.jobs.models import Job
+from portal.jobs.render import main
+from portal.jobs.rendering import job_render
+
+EXAMPLES = Path(__file__).parent / "volcano_examples"
+TF = "integrations-tensorflow-dist-mnist-tf-dist-mnist-example.yaml"
+
+
+def _load(name, *, queue=None):
+    data = next(doc for doc in yaml.safe_load_all((EXAMPLES / name).read_text()) if doc)
+    if queue is not None:
+        # Upstream's admission webhook puts a job without a queue in "default"; the portal
+        # needs one named.
+        data["spec"].setdefault("queue", queue)
+    return data
+
+
+def _env(pod, container=0):
+    return {
+        e["name"]: e.get("value", e.get("valueFrom"))
+        for e in pod["spec"]["containers"][container]["env"]
+    }
+
+
+def test_tf_dist_mnist_renders_a_host_list_a_headless_service_and_three_pods():
+    rendered = job_render(_load(TF), namespace="ml")
+    assert rendered.errors == {}
+    kinds = [(o["kind"], o["metadata"]["name"]) for o in rendered.objects]
+    assert kinds == [
+        ("ConfigMap", "gp-new-svc"),
+        ("Service", "gp-new"),
+        ("NetworkPolicy", "gp-new"),
+        ("Pod", "gp-new-ps-0"),
+        ("Pod", "gp-new-worker-0"),
+        ("Pod", "gp-new-worker-1"),
+    ]
+    config_map, service, _, ps, worker0, worker1 = rendered.objects
+    assert config_map["data"] == {
+        "ps.host": "tensorflow-dist-mnist-ps-0.gp-new",
+        "VC_PS_HOSTS": "tensorflow-dist-mnist-ps-0.gp-new",
+        "VC_PS_NUM": "1",
+        "worker.host": "tensorflow-dist-mnist-worker-0.gp-new\ntensorflow-dist-mnist-worker-1.gp-new",
+        "VC_WORKER_HOSTS": "tensorflow-dist-mnist-worker-0.gp-new,tensorflow-dist-mnist-worker-1.gp-new",
+        "VC_WORKER_NUM": "2",
+    }
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["metadata"]["namespace"] == "ml"
+    for pod in (ps, worker0, worker1):
+        assert pod["spec"]["subdomain"] == "gp-new"
+        assert "nodeName" not in pod["spec"]  # the scheduler picks the node
+        assert pod["spec"]["schedulerName"] == "gpuportal"
+        assert pod["spec"]["restartPolicy"] == "Never"
+        assert {"name": "gp-new-svc", "mountPath": "/etc/volcano"} in pod["spec"]["containers"][0][
+            "volumeMounts"
+        ]
+        assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    assert worker1["spec"]["hostname"] == "tensorflow-dist-mnist-worker-1"
+    env = _env(worker1)
+    assert (env["VK_TASK_INDEX"], env["VC_TASK_INDEX"]) == ("1", "1")
+    assert env["VC_PS_HOSTS"] == {"configMapKeyRef": {"key": "VC_PS_HOSTS", "name": "gp-new-svc"}}
+    assert worker1["spec"]["containers"][0]["ports"] == [{"containerPort": 2222, "name": "tfjob-port"}]
+    assert worker1["spec"]["containers"][0]["command"][:2] == ["sh", "-c"]
+    # what the portal does not honour is said, not silently dropped
+    assert "spec.tasks[1].policies is ignored by the portal" in rendered.warnings
+
+
+@pytest.mark.parametrize(
+    ("name", "path"),
+    [
+        ("job.yaml", "spec.plugins.ssh"),
+        ("job-plugin.yaml", "spec.plugins.ssh"),
+        ("MindSpore-example-mindspore_cpu-mindspore-cpu.yaml", "spec.plugins.ssh"),
+        ("MindSpore-example-mindspore_gpu-mindspore-gpu.yaml", "spec.plugins.ssh"),
+        ("kubecon-2019-china-mpi-sample-mpi-example.yaml", "spec.plugins.ssh"),
+        ("integrations-paddlepaddle-ctr-paddlepaddle-on-volcano.yaml",
+         "spec.tasks[0].template.spec.volumes[0].hostPath"),
+        ("kubecon-2019-china-gang-nginx.yaml", "kind"),
+    ],  # fmt: skip
+)
+def test_what_the_portal_cannot_run_is_an_error_naming_the_field(name, path):
+    rendered = job_render(_load(name, queue="default"))
+    assert rendered.objects == []
+    assert path in rendered.errors, rendered.errors
+
+
+@override_settings(JOB_ALLOW_HOST_PATH=True)
+def test_paddlepaddle_renders_where_host_paths_are_allowed():
+    rendered = job_render(_load("integrations-paddlepaddle-ctr-paddlepaddle-on-volcano.yaml", queue="q"))
+    assert rendered.errors == {}
+    pods = [o for o in rendered.objects if o["kind"] == "Pod"]
+    assert len(pods) == 4  # 2 pservers + 2 trainers
+    assert pods[0]["spec"]["volumes"][0]["hostPath"]["path"].startswith("/")
+
+
+@pytest.mark.parametrize(
+    ("name", "pods"),
+    [
+        ("integrations-mxnet-train-train-mnist-cpu.yaml", 5),
+        ("kubecon-2019-china-tf-sample-tf-example.yaml", 3),
+    ],
+)
+def test_other_integrations_render_one_pod_per_replica(name, pods):
+    data = _load(name, queue="default")
+    rendered = job_render(data)
+    assert rendered.errors == {}
+    rendered_pods = [o for o in rendered.objects if o["kind"] == "Pod"]
+    assert len(rendered_pods) == sum(task["replicas"] for task in data["spec"]["tasks"]) == pods
+    assert [o["kind"] for o in rendered.objects[:2]] == ["ConfigMap", "Service"]
+
+
+def test_a_pytorch_job_renders_ranks_and_one_master_address():
+    data = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "ddp"},
+        "spec": {
+            "queue": "q",
+            "plugins": {"pytorch": []},
+            "tasks": [
+                {"name": name, "replicas": replicas,
+                 "template": {"spec": {"containers": [{"name": "t", "image": "trainer:1"}]}}}
+                for name, replicas in (("master", 1), ("worker", 2))
+            ],
+        },
+    }  # fmt: skip
+    pods = [o for o in job_render(data).objects if o["kind"] == "Pod"]
+    envs = [_env(pod) for pod in pods]
+    assert [env["RANK"] for env in envs] == ["0", "1", "2"]
+    assert {env["MASTER_ADDR"] for env in envs} == {"ddp-master-0.gp-new"}
+    assert {env["WORLD_SIZE"] for env in envs} == {"3"}
+    assert pods[0]["spec"]["hostname"] == "ddp-master-0"
+
+
+def test_the_cli_prints_yaml_documents_and_warnings():
+    out, err = io.StringIO(), io.StringIO()
+    assert main([str(EXAMPLES / TF), "--namespace", "ml"], out=out, err=err) == 0
+    documents = list(yaml.safe_load_all(out.getvalue()))
+    assert [d["kind"] for d in documents].count("Pod") == 3
+    assert "queue default is not checked" in err.getvalue()
+
+
+def test_the_cli_exits_1_naming_the_fields():
+    out, err = io.StringIO(), io.StringIO()
+    assert main([str(EXAMPLES / "job.yaml")], out=out, err=err) == 1
+    assert out.getvalue() == ""
+    assert "spec.plugins.ssh: plugin ssh is not supported" in err.getvalue()
+
+
+def test_the_cli_runs_offline_without_a_database(tmp_path):
+    """Pointed at a database that cannot be reached, the render still prints: it queries none."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": "postgres://nobody@127.0.0.1:1/none",
+        "PORTAL_VAR_DIR": str(tmp_path),
+        "DJANGO_SETTINGS_MODULE": "portal.settings.local",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "portal.jobs.render", str(EXAMPLES / TF)],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("kind: Pod") == 3
+
+
+@pytest.mark.django_db
+def test_the_api_renders_and_stores_nothing(researcher):
+    api = APIClient()
+    api.force_authenticate(researcher)
+    text = (EXAMPLES / TF).read_text()
+    response = api.post("/api/v1/jobs/render/", text, content_type="application/yaml")
+    assert response.status_code == HTTPStatus.OK, response.json()
+    body = response.json()
+    assert [o["kind"] for o in body["objects"]].count("Pod") == 3
+    assert body["objects"] == job_render(yaml.safe_load(text)).objects
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_api_answers_400_naming_the_field(researcher):
+    api = APIClient()
+    api.force_authenticate(researcher)
+    text = (EXAMPLES / "job.yaml").read_text()
+    response = api.post("/api/v1/jobs/render/", text, content_type="application/yaml")
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    assert "spec.plugins.ssh" in response.json()["errors"]

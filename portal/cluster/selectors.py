@@ -26,11 +26,6 @@ def node_capacity_list() -> QuerySet[Node]:
     return Node.objects.filter(in_cluster=True, ready=True)
 
 
-def node_gpus_offered(node: Node) -> int:
-    """The node's GPUs less those that pods the portal does not own hold there."""
-    return max(0, node.gpu_count - int(node.used_by_others.get(node.gpu_resource_name, 0)))
-
-
 def node_list(*, user: AnyUser, schedulable: bool | None = None) -> QuerySet[Node]:
     """The nodes `user` may see (portal.common.access.visible_nodes), by name."""
     nodes = visible_nodes(user).order_by("name")

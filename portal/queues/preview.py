@@ -13,7 +13,7 @@ from typing import Any
 from django.db.models import F, Sum
 
 from portal.cluster.models import Node
-from portal.cluster.selectors import node_capacity_list, node_gpus_offered
+from portal.cluster.selectors import node_capacity_list
 from portal.common.access import OTHER_TENANTS, visible_tenants
 from portal.jobs.gpushare import MILLI_PER_GPU
 from portal.jobs.models import Job, JobTask
@@ -71,7 +71,7 @@ def node_info_from(node: Node) -> NodeInfo:
     return NodeInfo(
         name=node.name,
         allocatable=Resources.of(
-            {"cpu": node.cpu_millis, "memory": node.memory_bytes, "gpu": node_gpus_offered(node)}
+            {"cpu": node.cpu_millis, "memory": node.memory_bytes, "gpu": node.gpu_count}
         ),
         unschedulable=not node.schedulable,
     )

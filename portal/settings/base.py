@@ -196,6 +196,9 @@ KUBERNETES_WATCH_CACHE = env.bool("KUBERNETES_WATCH_CACHE", default=True)
 # The portal's pods carry this spec.schedulerName, so kube-scheduler leaves them alone; the
 # portal binds them itself (pods/binding) once a gang's pods all exist.
 KUBERNETES_SCHEDULER_NAME = env.str("KUBERNETES_SCHEDULER_NAME", default="gpuportal")
+# A bound pod that has not started after this long (an image that never pulls, a node that
+# never runs it) gives its placement back, and the job waits for its turn again.
+KUBERNETES_POD_START_TIMEOUT_SECONDS = env.int("KUBERNETES_POD_START_TIMEOUT_SECONDS", default=600)
 SCHEDULER_CYCLE_SECONDS = env.float("SCHEDULER_CYCLE_SECONDS", default=5.0)
 # Expiry of the cluster-wide cycle lock; the holder renews it every third of this, so a
 # killed worker blocks scheduling for at most this long (scheduler/adapters/lock.py).

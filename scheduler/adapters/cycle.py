@@ -26,6 +26,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from portal.cluster.models import Node
@@ -121,7 +122,7 @@ def scheduling_cycle_run(
             checkpoint()
             faults = Faults()
             report = cluster_reconcile(
-                backend=_LeaseChecked(backend, checkpoint), observed=pods, faults=faults
+                backend=_LeaseChecked(backend, checkpoint), observed=pods, faults=faults, now=now()
             )
             isolation.quarantine(bundle, faults)
             gang_start_failures(job_errors=report.job_errors, now=now())
@@ -196,6 +197,7 @@ def cluster_reconcile(
     backend: ClusterBackend,
     observed: list[ObservedPod] | None = None,
     faults: Faults | None = None,
+    now: datetime | None = None,
 ) -> reconcile.ReconcileReport:
     """Make the cluster match the bound and running placements. Finished pods are deleted: the
     observe step has already recorded their outcome. With `faults`, jobs whose pods cannot be
@@ -207,7 +209,13 @@ def cluster_reconcile(
         namespace=settings.KUBERNETES_NAMESPACE, gpu_resource_of=gpu_resource_of, faults=faults
     )
     plan = reconcile.plan(desired, observed, delete_finished=True)
-    return reconcile.apply(plan, backend, grace_seconds=settings.EVICTION_GRACE_SECONDS)
+    report = reconcile.apply(plan, backend, grace_seconds=settings.EVICTION_GRACE_SECONDS)
+    unreachable = set(
+        Node.objects.filter(Q(ready=False) | Q(in_cluster=False)).values_list("name", flat=True)
+    )
+    if stuck := reconcile.stuck_terminating(observed, unreachable, now or timezone.now()):
+        reconcile.force_delete(stuck, backend, report)
+    return report
 
 
 def gang_start_failures(*, job_errors: dict[str, Exception], now: datetime) -> None:

@@ -35,6 +35,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from scheduler.adapters.cluster.base import (
     ClusterBackend,
@@ -188,6 +189,35 @@ def _gangs_bind(
 
 def _job_of(pod: DesiredPod) -> str:
     return pod.labels.get(JOB_ID, "")
+
+
+def stuck_terminating(
+    observed: Iterable[ObservedPod], unreachable: set[str], now: datetime
+) -> list[ObservedPod]:
+    """The portal's pods still Terminating past their grace period on a node whose kubelet
+    cannot confirm the deletion (NotReady, or gone): only a deletion with grace 0 removes
+    them, and until then they hold their job (and, in the snapshot, its GPUs). This is what
+    the node lifecycle controller leaves to an operator (`kubectl delete --force`); the
+    portal does it for its own pods only."""
+    return sorted(
+        (
+            pod
+            for pod in observed
+            if is_managed(pod.labels)
+            and pod.deletion_requested
+            and pod.node_name in unreachable
+            and pod.deletion_deadline is not None
+            and pod.deletion_deadline <= now
+        ),
+        key=_pod_key,
+    )
+
+
+def force_delete(pods: list[ObservedPod], backend: ClusterBackend, report: ReconcileReport) -> None:
+    refs = [(pod.name, pod.namespace) for pod in pods]
+    outcomes = _outcomes(lambda: pods_delete(backend, refs, 0), len(pods))
+    for pod, error in zip(pods, outcomes, strict=True):
+        _record(report.deleted, report.errors, "force-delete", pod, error)
 
 
 def _outcomes(call: Callable[[], list[Exception | None]], count: int) -> list[Exception | None]:

@@ -337,18 +337,16 @@ def node_info(node: Node) -> NodeInfo:
             "pods": node.pods_capacity,
         }
     )
-    if node.used_by_others:
-        # Other workloads' pods are not the core's to move: what they hold is simply not
-        # there for ours (Volcano counts them as the node's used; the same idle either way).
-        known = ("cpu", "memory", "pods", node.gpu_resource_name)
-        others = {k: v for k, v in node.used_by_others.items() if k in known}
-        allocatable = allocatable.sub(Resources.of(others)).clamp_non_negative()
+    # Other workloads' pods are not the core's to move: they are the node's used, not idle.
+    known = ("cpu", "memory", "pods", node.gpu_resource_name)
+    others = {k: v for k, v in (node.used_by_others or {}).items() if k in known}
     return NodeInfo(
         name=node.name,
         allocatable=allocatable,
         labels=tuple(sorted(labels.items())),
         unschedulable=not node.schedulable,
         taints=taints_of(node.taints),
+        used_by_others=Resources.of(others) if others else Resources(),
     )
 
 

@@ -172,8 +172,8 @@ class Session:
             devices = node_devices(info)
             self.nodes[info.name] = Node(
                 info,
-                idle=allocatable,
-                used=Resources(),
+                idle=allocatable.sub(info.used_by_others).clamp_non_negative(),
+                used=info.used_by_others,
                 labels=dict(info.labels),
                 shape=shape,
                 devices=DeviceLedger(devices) if devices else None,

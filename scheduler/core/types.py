@@ -92,6 +92,11 @@ class NodeInfo:
     # The node's GPU cards. Empty: ``allocatable``'s whole GPU count, indices 0..n-1, no model
     # and unknown memory (what every node was before devices existed).
     gpus: tuple[GpuDevice, ...] = ()
+    # What pods outside the snapshot (other schedulers' and workloads' pods, DaemonSets)
+    # request here: counted as the node's used and not idle, like the other pods Volcano's
+    # cache adds to NodeInfo.Used; allocatable, and so quota totals and "can never run"
+    # verdicts, stay the node's own.
+    used_by_others: Resources = field(default_factory=Resources)
 
     @property
     def label_map(self) -> dict[str, str]:

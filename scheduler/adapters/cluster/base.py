@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal, Protocol
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
@@ -86,6 +87,9 @@ class ObservedPod:
     deletion_requested: bool = False
     exit_code: int | None = None
     reason: str | None = None
+    message: str | None = None  # what the kubelet said with the reason
+    # When a graceful deletion's grace period ends (the API's deletionTimestamp).
+    deletion_deadline: datetime | None = None
 
     @property
     def finished(self) -> bool:

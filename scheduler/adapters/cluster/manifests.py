@@ -85,8 +85,9 @@ def observed_pod_from(pod: client.V1Pod) -> ObservedPod:
     meta = pod.metadata
     status = pod.status
     phase = status.phase if status is not None and status.phase in _PHASES else "Pending"
-    exit_code, container_reason = _main_container_outcome(status)
+    exit_code, container_reason, container_message = _main_container_outcome(status)
     pod_reason = status.reason if status is not None else None
+    pod_message = status.message if status is not None else None
     return ObservedPod(
         name=meta.name,
         namespace=meta.namespace,
@@ -98,6 +99,8 @@ def observed_pod_from(pod: client.V1Pod) -> ObservedPod:
         exit_code=exit_code,
         # The pod-level reason (Evicted, OutOfgpu, ...) explains more than a container's.
         reason=pod_reason or container_reason,
+        message=(pod_message if pod_reason else container_message) or None,
+        deletion_deadline=meta.deletion_timestamp,
     )
 
 
@@ -204,17 +207,18 @@ def parse_resources(quantities: Mapping[str, str]) -> dict[str, int]:
     return parsed
 
 
-def _main_container_outcome(status: Any) -> tuple[int | None, str | None]:
+def _main_container_outcome(status: Any) -> tuple[int | None, str | None, str | None]:
+    """(exit code, reason, message) of the main container (else the first)."""
     statuses = (status.container_statuses if status is not None else None) or []
     ours = [s for s in statuses if s.name == CONTAINER_NAME] or statuses[:1]
     if not ours or ours[0].state is None:
-        return None, None
+        return None, None, None
     state = ours[0].state
     if state.terminated is not None:
-        return state.terminated.exit_code, state.terminated.reason
+        return state.terminated.exit_code, state.terminated.reason, state.terminated.message
     if state.waiting is not None:
-        return None, state.waiting.reason
-    return None, None
+        return None, state.waiting.reason, state.waiting.message
+    return None, None, None
 
 
 def _taint_dict(taint: client.V1Taint) -> dict[str, str]:

@@ -49,26 +49,33 @@ def backend(cluster: EmulatedCluster, sleeps: list[float]) -> KubernetesBackend:
 
 
 class CycleClock:
-    """A clock for whole cycles: five seconds pass on every reading."""
+    """A clock for whole cycles: stands still within a cycle, `kube_cycle` moves it on."""
 
-    def __init__(self) -> None:
-        self.now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    def __init__(self, start: datetime) -> None:
+        self.now = start
 
     def __call__(self) -> datetime:
-        self.now += timedelta(seconds=5)
         return self.now
 
 
 @pytest.fixture
-def kube_cycle(backend: KubernetesBackend) -> Callable[..., CycleRun]:
+def cycle_clock(cluster: EmulatedCluster) -> CycleClock:
+    """Starts at the emulator's own time, so deletion deadlines and cycle times compare."""
+    return CycleClock(datetime.fromtimestamp(cluster.store.now, tz=UTC))
+
+
+@pytest.fixture
+def kube_cycle(backend: KubernetesBackend, cycle_clock: CycleClock) -> Callable[..., CycleRun]:
     """One whole scheduling cycle against the emulated cluster; fails the test on a cycle
     error unless `errors=True`."""
     from scheduler.adapters.cycle import scheduling_cycle_run
 
-    clock = CycleClock()
+    clock = cycle_clock
 
-    def cycle(*, errors: bool = False) -> CycleRun:
+    def cycle(*, errors: bool = False, seconds: float = 5) -> CycleRun:
+        """Runs a cycle at the clock's time, then moves the clock on by `seconds`."""
         finished = scheduling_cycle_run(backend=backend, now=clock)
+        clock.now += timedelta(seconds=seconds)
         if not errors:
             assert not finished.error, finished.error
         return finished

@@ -183,6 +183,9 @@ def test_what_other_workloads_hold_is_not_offered(cluster, run, user, nlp_queue)
     run()
     assert placed_on(job) == []
     assert Node.objects.get(name="gpu-a").used_by_others["nvidia.com/gpu"] == 4
+    job.refresh_from_db()
+    # Held by others for now: a wait, not "can never run" (the node has 8 GPUs).
+    assert "1 pod of 8 GPUs; 0 nodes have 8 free GPUs" in job.pending_reason
 
     cluster.patch_pod("team-b", "other-team", {"status": {"phase": "Succeeded"}})
     run()

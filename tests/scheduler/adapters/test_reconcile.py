@@ -61,9 +61,7 @@ def test_plan_creates_missing_pods_and_deletes_undesired_ones_sorted():
 
     result = plan([new_b, keep, new_a], [observed(gone), observed(keep)])
 
-    assert result == ReconcilePlan(
-        create=[new_a, new_b], delete=[observed(gone)], present={"1": 1}
-    )
+    assert result == ReconcilePlan(create=[new_a, new_b], delete=[observed(gone)], present={"1": 1})
 
 
 def test_plan_is_empty_when_the_cluster_matches():

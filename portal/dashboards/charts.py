@@ -266,6 +266,102 @@ def quota_bars(
     }
 
 
+def tenant_bars(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    colours: Mapping[str, str],
+    title: str = "Use per tenant vs its quota (GPUs)",
+) -> dict[str, Any]:
+    """Per tenant: its queues' allocated GPUs stacked, each in the queue's colour; its
+    capability as an outline, its guarantee as a bar-wide tick, its deserved share as a
+    diamond (the quota chart's marks, a level up). Rows: id, name, guarantee, capability
+    (None: unlimited), deserved (None: not computed yet), queues: [(queue name, allocated)].
+    Each bar carries the tenant id, for the page's drill-down to its queues."""
+    if not rows:
+        return empty_figure(title, "No tenants to show.")
+    names = [row["name"] for row in rows]
+    queue_names = sorted({queue for row in rows for queue, _ in row["queues"]})
+    data: list[dict[str, Any]] = [
+        {
+            "type": "bar",
+            "name": "Capability (outline)",
+            "x": [row["name"] for row in rows if row.get("capability") is not None],
+            "y": [row["capability"] for row in rows if row.get("capability") is not None],
+            "width": 0.7,
+            "marker": {"color": "rgba(0,0,0,0)", "line": {"color": INK_MUTED, "width": 1.5}},
+            "hovertemplate": "%{x}: capped at %{y} GPUs<extra></extra>",
+        }
+    ]
+    # Stacked by hand (each bar's base is the queues below it), so that the capability
+    # outline can overlay the whole stack.
+    base = dict.fromkeys(names, 0)
+    for queue in queue_names:
+        used = {row["name"]: dict(row["queues"]).get(queue, 0) for row in rows}
+        data.append(
+            {
+                "type": "bar",
+                "name": queue,
+                "x": names,
+                "y": [used[name] for name in names],
+                "base": [base[name] for name in names],
+                "customdata": [row["id"] for row in rows],
+                "width": 0.45,
+                "marker": {"color": colours.get(queue, OTHER_TENANTS)},
+                "hovertemplate": f"{queue}: %{{y}} GPUs allocated<extra>%{{x}}</extra>",
+                "showlegend": False,
+            }
+        )
+        for name in names:
+            base[name] += used[name]
+    data += [
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "Guarantee (tick)",
+            "x": [row["name"] for row in rows if row.get("guarantee")],
+            "y": [row["guarantee"] for row in rows if row.get("guarantee")],
+            "marker": {
+                "symbol": "line-ew-open",
+                "size": 30,
+                "color": INK_MUTED,
+                "line": {"color": INK_MUTED, "width": 3},
+            },
+            "hovertemplate": "%{x}: %{y} GPUs guaranteed<extra></extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "Deserved share (diamond)",
+            "x": [row["name"] for row in rows if row.get("deserved") is not None],
+            "y": [
+                round(float(row["deserved"]), 2) for row in rows if row.get("deserved") is not None
+            ],
+            "marker": {"symbol": "diamond", "size": 11, "color": INK},
+            "hovertemplate": "%{x}: deserves %{y} GPUs<extra></extra>",
+        },
+    ]
+    top = max(
+        [
+            max(
+                sum(used for _, used in row["queues"]),
+                float(row.get("guarantee") or 0),
+                float(row.get("capability") or 0),
+                float(row.get("deserved") or 0),
+            )
+            for row in rows
+        ]
+        + [1.0]
+    )
+    return {
+        "data": data,
+        "layout": _layout(
+            title,
+            barmode="overlay",
+            yaxis={"title": {"text": "GPUs"}, "range": [0, top * 1.15]},
+        ),
+    }
+
+
 # node x GPU occupancy -----------------------------------------------------------------------
 def occupancy(
     nodes: Sequence[tuple[str, int]],

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import Max
+from django.db.models import Max, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -20,9 +20,12 @@ from portal.cluster.selectors import (
     node_schedulable_totals,
     placement_gpu_rows_active,
 )
-from portal.common.access import OTHER_TENANTS, is_site_admin, visible_queues
+from portal.common.access import OTHER_TENANTS, is_site_admin, visible_queues, visible_tenants
 from portal.jobs.selectors import pending_demand_per_queue, pending_wait_stats
+from portal.queues.models import Queue
 from portal.scheduling.selectors import preemption_counts, usage_latest_deserved, usage_series
+from portal.tenants.models import Tenant
+from portal.tenants.selectors import tenant_usage_latest
 
 from . import charts, palette
 
@@ -46,10 +49,29 @@ def _range(request: HttpRequest) -> tuple[str, timedelta, str]:
     return name, span, bucket
 
 
-def _scope(request: HttpRequest) -> set[str] | None:
-    """Queue names the user may see by name; None means all (site admin)."""
-    if is_site_admin(request.user):
+def _tenant(request: HttpRequest) -> Tenant | None:
+    """The tenant drilled into (`?tenant=<id>`), if the user may see it; else None: all."""
+    pk = request.GET.get("tenant", "")
+    if not pk.isdigit():
         return None
+    return visible_tenants(request.user).filter(pk=int(pk)).first()
+
+
+def _queues(request: HttpRequest) -> QuerySet[Queue]:
+    """The queues the charts show: those the user may see, of the drilled-into tenant only."""
+    queues = visible_queues(request.user)
+    tenant = _tenant(request)
+    return queues if tenant is None else queues.filter(tenant=tenant)
+
+
+def _scope(request: HttpRequest) -> set[str] | None:
+    """Queue names the user may see by name; None means all (site admin, no tenant chosen)."""
+    if is_site_admin(request.user) and _tenant(request) is None:
+        return None
+    return set(_queues(request).values_list("name", flat=True))
+
+
+def _scope_all(request: HttpRequest) -> set[str]:
     return set(visible_queues(request.user).values_list("name", flat=True))
 
 
@@ -81,7 +103,7 @@ def usage_data(request: HttpRequest) -> dict[str, Any]:
 
 
 def quota_data(request: HttpRequest) -> dict[str, Any]:
-    queues = visible_queues(request.user).order_by("name")
+    queues = _queues(request).order_by("name")
     allocated = gpus_allocated_per_queue()
     deserved = usage_latest_deserved()
     rows = [
@@ -100,13 +122,37 @@ def quota_data(request: HttpRequest) -> dict[str, Any]:
     return {"figure": figure}
 
 
+def tenants_data(request: HttpRequest) -> dict[str, Any]:
+    """Each visible tenant's use, stacked by queue, against its quota and share."""
+    tenants = list(visible_tenants(request.user).order_by("name"))
+    allocated = gpus_allocated_per_queue()
+    queues: dict[int, list[tuple[str, int]]] = {tenant.pk: [] for tenant in tenants}
+    for pk, name, tenant_id in visible_queues(request.user).values_list("pk", "name", "tenant_id"):
+        if tenant_id in queues:
+            queues[tenant_id].append((name, allocated.get(pk, 0)))
+    shares = tenant_usage_latest(tenant_ids=list(queues))
+    rows = [
+        {
+            "id": tenant.pk,
+            "name": tenant.name,
+            "guarantee": tenant.guarantee_gpus,
+            "capability": tenant.capability_gpus,
+            "deserved": shares[tenant.pk].gpus_deserved if tenant.pk in shares else None,
+            "queues": sorted(queues[tenant.pk]),
+        }
+        for tenant in tenants
+    ]
+    return {"figure": charts.tenant_bars(rows, colours=_colours(request))}
+
+
 def _largest_node_gpus(request: HttpRequest) -> int:
     nodes = node_list(user=request.user, schedulable=True)
     return nodes.aggregate(largest=Max("gpu_count"))["largest"] or 0
 
 
 def occupancy_data(request: HttpRequest) -> dict[str, Any]:
-    scope = _scope(request)
+    # The whole cluster whatever tenant is drilled into: free GPUs are everyone's.
+    scope = None if is_site_admin(request.user) else _scope_all(request)
     nodes = [(node.name, node.gpu_count) for node in node_list(user=request.user, schedulable=True)]
     placements = [
         (node, queue, job, milli, devices)
@@ -171,13 +217,14 @@ def colours_data(request: HttpRequest) -> dict[str, Any]:
 CHARTS: dict[str, Callable[[HttpRequest], dict[str, Any]]] = {
     "usage": usage_data,
     "quota": quota_data,
+    "tenants": tenants_data,
     "occupancy": occupancy_data,
     "pending": pending_data,
     "preemptions": preemptions_data,
     "colours": colours_data,
 }
 # What the dashboard page draws (the rest of CHARTS serves other pages).
-DASHBOARD_CHARTS = ("usage", "quota", "occupancy", "pending", "preemptions")
+DASHBOARD_CHARTS = ("tenants", "usage", "quota", "occupancy", "pending", "preemptions")
 
 
 @login_required
@@ -189,6 +236,9 @@ def overview(request: HttpRequest) -> HttpResponse:
         "free_block_labels": list(charts.free_block_labels(_largest_node_gpus(request)).items()),
         "range": range_name,
         "ranges": list(RANGES),
+        "tenant": _tenant(request),
+        # Links as well as clicks on the bars: the drill-down works from the keyboard too.
+        "drill_tenants": list(visible_tenants(request.user).order_by("name")),
         "refresh_seconds": REFRESH_SECONDS,
     }
     return render(request, "dashboards/overview.html", context)

@@ -4,13 +4,27 @@
   var root = document.getElementById("dashboard");
   if (!root || !window.Plotly) { return; }
   var range = root.dataset.range;
+  var tenant = root.dataset.tenant || "";
   var refreshMs = parseInt(root.dataset.refresh, 10) * 1000;
   var config = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] };
   var charts = root.dataset.charts.split(",");
   var stamp = document.getElementById("dashboard-updated");
 
   function url(chart) {
-    return root.dataset.url.replace("CHART", chart) + "?range=" + encodeURIComponent(range);
+    var query = "?range=" + encodeURIComponent(range);
+    if (tenant) { query += "&tenant=" + encodeURIComponent(tenant); }
+    return root.dataset.url.replace("CHART", chart) + query;
+  }
+
+  // Drill-down: a click on a tenant's bar shows that tenant's queues on the other charts.
+  function drillDown(node) {
+    if (node.dataset.drill) { return; }
+    node.dataset.drill = "1";
+    node.on("plotly_click", function (event) {
+      var point = event.points && event.points[0];
+      if (!point || point.customdata === undefined) { return; }
+      window.location.search = "?range=" + encodeURIComponent(range) + "&tenant=" + encodeURIComponent(point.customdata);
+    });
   }
 
   function draw(id, figure) {
@@ -42,6 +56,7 @@
       return;
     }
     draw("chart-" + chart, payload.figure);
+    if (chart === "tenants") { drillDown(document.getElementById("chart-tenants")); }
     if (chart === "occupancy" && payload.free_blocks) {
       Object.keys(payload.free_blocks).forEach(function (size) {
         setText("#free-blocks [data-size='" + size + "']", payload.free_blocks[size]);

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from portal.common.models import BaseModel
 from portal.common.validators import validate_str_dict, validate_str_list
-from portal.jobs.gpushare import MILLI_PER_GPU, gpus_number
+from portal.jobs.gpushare import MILLI_PER_GPU, gpus_number, held_text
 from portal.jobs.models import Job, JobTask
 
 DEFAULT_GPU_RESOURCE_NAME = "nvidia.com/gpu"
@@ -114,6 +114,11 @@ class Placement(BaseModel):
     @property
     def gpus_held(self) -> int | float:
         return gpus_number(self.milli_held)
+
+    @property
+    def gpus_held_text(self) -> str:
+        """ "0.25 of GPU 3", "2 on GPUs 0, 1": what the job page shows."""
+        return held_text(self.milli_held, self.gpu_devices or ())
 
 
 def placement_milli(prefix: str = "") -> Greatest:

@@ -680,9 +680,10 @@ def preemptions_over_time(
     empty_message: str = EVICTIONS_EMPTY,
 ) -> dict[str, Any]:
     """Stacked bars per action: rows of {"bucket", "action", "events", "gpus"}."""
-    by_action: dict[str, dict[str, tuple[int, int]]] = defaultdict(dict)
+    by_action: dict[str, dict[str, tuple[int, float]]] = defaultdict(dict)
     for row in rows:
-        by_action[row["action"]][_iso(row["bucket"])] = (int(row["events"]), int(row["gpus"] or 0))
+        gpus = round(float(row["gpus"] or 0), 3)  # shares of a card count their fraction
+        by_action[row["action"]][_iso(row["bucket"])] = (int(row["events"]), gpus)
     if not by_action:
         return empty_figure(title, empty_message)
     data = []

@@ -211,7 +211,7 @@ class TaskForm(forms.Form):
         _shows(self.fields["image"], maxlength=IMAGE_MAX_CHARS)
         _shows(self.fields["gpus"], min=0, max=limits.gpus_per_pod)
         self.fields["replicas"].help_text = f"1 to {limits.replicas_per_task}."
-        self.fields["gpus"].help_text = f"0 to {limits.gpus_per_pod}, or a share of one GPU such as 0.25."
+        self.fields["gpus"].help_text = f"0 to {limits.gpus_per_pod}. A share of one GPU: 0.25."
         self.fields["gpus"].widget.attrs["step"] = "any"  # 0.25 as well as 8
         _shows(self.fields["command"], maxlength=command_line_max(limits))
 

@@ -102,6 +102,17 @@ def request_text(*, gpus: int, gpu_milli: int, gpu_memory_mib: int) -> str:
     return " + ".join(parts) or "no GPU"
 
 
+def held_text(milli: int, devices: list[int] | tuple[int, ...]) -> str:
+    """What a pod holds, for pages: "2 on GPUs 0, 1", "0.25 of GPU 3", "1" (cards unknown)."""
+    amount = gpus_text(milli)
+    if not devices:
+        return amount
+    cards = ", ".join(str(index) for index in devices)
+    if milli < MILLI_PER_GPU:
+        return f"{amount} of GPU {cards}"
+    return f"{amount} on GPU{'s' if len(devices) > 1 else ''} {cards}"
+
+
 def mib_text(mib: int) -> str:
     if mib % 1024 == 0:
         return f"{mib // 1024} GiB"

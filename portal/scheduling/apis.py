@@ -3,7 +3,8 @@
 from typing import Any
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -68,9 +69,18 @@ class PreemptionListApi(ApiView):
         preemptor_job_id = serializers.IntegerField(allow_null=True)
         preemptor_job = serializers.CharField(source="preemptor_job.name", allow_null=True)
         preemptor_queue = serializers.CharField(source="preemptor_queue.name", allow_null=True)
-        gpus_freed = serializers.IntegerField()
+        gpus_freed = serializers.SerializerMethodField(
+            help_text="GPUs the victim held (0.25: a share of a card)"
+        )
+        gpu_devices = serializers.ListField(
+            child=serializers.IntegerField(), help_text="the card indices it held on the node"
+        )
         cycle_id = serializers.IntegerField(allow_null=True)
         sentence = serializers.CharField()
+
+        @extend_schema_field(OpenApiTypes.NUMBER)
+        def get_gpus_freed(self, event: PreemptionEvent) -> int | float:
+            return event.gpus_freed_number
 
     @extend_schema(
         operation_id="preemptions_list",

@@ -3,6 +3,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from portal.jobs.gpushare import MILLI_PER_GPU, gpus_number, held_text
 from portal.jobs.models import Job
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
@@ -97,7 +98,11 @@ class PreemptionEvent(models.Model):
         related_name="preemptions_caused",
     )
     action = models.CharField(max_length=16, choices=Action.choices)
-    gpus_freed = models.PositiveIntegerField(default=0)
+    gpus_freed = models.PositiveIntegerField(default=0)  # whole GPUs
+    # What the victim held: milli-GPU (a share of a card counts its fraction) and the card
+    # indices on the node (empty: not known).
+    gpu_milli_freed = models.PositiveIntegerField(default=0)
+    gpu_devices = models.JSONField(default=list, blank=True)
     cycle = models.ForeignKey(
         CycleRun, on_delete=models.SET_NULL, null=True, blank=True, related_name="preemptions"
     )
@@ -119,6 +124,17 @@ class PreemptionEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.victim_job.name}/{self.victim_task_name} on {self.node_name}"
+
+    @property
+    def gpus_freed_number(self) -> int | float:
+        """GPUs the victim held: 2, or 0.25 for a share of a card."""
+        return gpus_number(max(self.gpu_milli_freed, self.gpus_freed * MILLI_PER_GPU))
+
+    @property
+    def gpus_freed_text(self) -> str:
+        """ "0.25 of GPU 3", "8 on GPUs 0, 1, ...": what the pages show."""
+        milli = max(self.gpu_milli_freed, self.gpus_freed * MILLI_PER_GPU)
+        return held_text(milli, self.gpu_devices or ())
 
 
 class QueueUsageSample(models.Model):

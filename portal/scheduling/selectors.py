@@ -133,14 +133,16 @@ def usage_latest_deserved() -> dict[int, float]:
 
 def preemption_counts(*, since: datetime, bucket: str) -> list[dict]:
     """Evictions and GPUs freed per time bucket and action."""
-    from django.db.models import Count, Sum
-    from django.db.models.functions import Trunc
+    from django.db.models import Count, F, FloatField, Sum
+    from django.db.models.functions import Cast, Greatest, Trunc
 
+    # Shares of a card count their fraction (events from before shares have gpus_freed only).
+    milli = Greatest(F("gpu_milli_freed"), F("gpus_freed") * 1000)
     return list(
         PreemptionEvent.objects.filter(occurred_at__gte=since)
         .annotate(bucket=Trunc("occurred_at", bucket))
         .values("bucket", "action")
-        .annotate(events=Count("id"), gpus=Sum("gpus_freed"))
+        .annotate(events=Count("id"), gpus=Sum(Cast(milli, FloatField())) / 1000)
         .order_by("bucket", "action")
     )
 

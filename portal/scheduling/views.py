@@ -76,6 +76,8 @@ def _history_columns(events):
             "victim_task_name",
             "node_name",
             "gpus_freed",
+            "gpu_milli_freed",
+            "gpu_devices",
             "cycle_id",
             "sentence",
             "victim_job__id",
@@ -116,7 +118,7 @@ def preemption_csv(request: HttpRequest) -> HttpResponse:
                     event.preemptor_job_id or "",
                     event.preemptor_job.name if event.preemptor_job else "",
                     event.preemptor_queue.name if event.preemptor_queue else "",
-                    event.gpus_freed,
+                    event.gpus_freed_text,
                     event.cycle_id or "",
                     event.sentence,
                 ]

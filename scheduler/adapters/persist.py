@@ -17,7 +17,7 @@ from django.db.models import Count
 
 from portal.cluster.models import Placement, whole_second
 from portal.cluster.services import placement_pod_name
-from portal.jobs.gpushare import milli_cost
+from portal.jobs.gpushare import MILLI_PER_GPU, milli_cost
 from portal.jobs.models import Job
 from portal.scheduling.models import CycleRun, PreemptionEvent, QueueUsageSample
 from portal.scheduling.rollups import usage_rollups_refresh
@@ -91,6 +91,7 @@ def _persist_binds(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
                     gpu_memory_mib=task.gpu_memory_mib,
                     device_memory_mib=node.gpu_memory_mib if node is not None else 0,
                 ),
+                gpu_devices=list(bind.gpus),
                 started_at=whole_second(now),
             )
         )
@@ -189,6 +190,8 @@ def _event(
         preemptor_queue_id=preemptor.queue_id if preemptor else None,
         action=evict.action,
         gpus_freed=placement.gpus,
+        gpu_milli_freed=max(placement.gpu_milli, placement.gpus * MILLI_PER_GPU),
+        gpu_devices=list(evict.gpus or placement.gpu_devices or ()),
         cycle=cycle,
         occurred_at=now,
         sentence=sentence,
@@ -225,7 +228,7 @@ def _persist_usage(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
     for bind in result.binds:
         queue = bundle.index.jobs[bind.job].queue.name
         task = bundle.index.pending[bind.task].task
-        bound_gpus[queue] += task_requests(task, bundle.index.largest_device_mib).get("gpu")
+        bound_gpus[queue] += task_requests(task, bundle.index.device_mib).get("gpu")
     samples = []
     for name, queue in sorted(bundle.index.queues.items()):
         share = result.queues.get(name)

@@ -283,7 +283,7 @@ def _gpus_asked(index: SnapshotIndex, task: TaskRow) -> float:
     """A pending replica's GPUs as the snapshot counted them in `pending_gpus`."""
     from scheduler.adapters.snapshot import task_requests
 
-    return task_requests(task, index.largest_device_mib).get("gpu")
+    return task_requests(task, index.device_mib).get("gpu")
 
 
 def bundle_copy_of(bundle: SnapshotBundle, keep: Sequence[str]) -> SnapshotBundle:

@@ -45,6 +45,7 @@ from scheduler.adapters.usage_history import queue_usage_history
 from scheduler.core.config import SchedulerConf, default_conf, parse_conf_text
 from scheduler.core.resources import Resources
 from scheduler.core.types import (
+    GpuDevice,
     JobInfo,
     NodeInfo,
     Snapshot,
@@ -68,6 +69,7 @@ _PLACEMENT_TASK_STATUS = {
     Placement.State.SUCCEEDED: TaskStatus.SUCCEEDED,
 }
 GPU_MODEL_LABEL = "gpu-model"
+MIB = 1024**2
 # What node_info reads, and the id persist links placements to.
 NODE_COLUMNS = (
     "id",
@@ -174,9 +176,9 @@ class SnapshotIndex:
     placements: dict[str, PlacementRow]  # active placements
     pending: dict[str, PendingReplica]  # replicas without a placement
     pending_gpus: dict[str, float]  # queue name -> GPUs asked by pending replicas (0.25 ...)
-    # The largest GPU memory (MiB) of any node's devices: what a GPU-memory request costs at
-    # least (portal.jobs.gpushare.milli_cost).
-    largest_device_mib: int = 0
+    # The smallest GPU memory (MiB) any node reports for its cards: what a GPU-memory request
+    # is costed against before it lands on a card (portal.jobs.gpushare.milli_cost).
+    device_mib: int = 0
 
 
 @dataclasses.dataclass
@@ -281,7 +283,7 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
         placements={},
         pending={},
         pending_gpus=defaultdict(float),
-        largest_device_mib=max((node.gpu_memory_mib for node in nodes), default=0),
+        device_mib=min((n.gpu_memory_mib for n in nodes if n.gpu_memory_mib), default=0),
     )
     # A job whose rows break its JobInfo is left out and reported, the others go on; so are
     # quarantined jobs. Their active placements' resources are held off their nodes.
@@ -347,6 +349,16 @@ def node_info(node: Node) -> NodeInfo:
         unschedulable=not node.schedulable,
         taints=taints_of(node.taints),
         used_by_others=Resources.of(others) if others else Resources(),
+        gpus=gpu_devices_of(node.gpu_count, node.gpu_model, node.gpu_memory_mib),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def gpu_devices_of(count: int, model: str, memory_mib: int) -> tuple[GpuDevice, ...]:
+    """A node's cards, indices 0..count-1 (the device plugin's and the sharing stacks'
+    numbering), each of the node's GPU memory (0: unknown, so no memory request fits)."""
+    return tuple(
+        GpuDevice(index=index, model=model, memory=memory_mib * MIB) for index in range(count)
     )
 
 
@@ -379,14 +391,15 @@ def _requests(cpu_millis: int, memory_bytes: int, gpu_milli: int) -> Resources:
     return Resources.of(cpu=cpu_millis, memory=memory_bytes, gpu=gpu_milli / MILLI_PER_GPU)
 
 
-def task_requests(task: TaskRow, largest_device_mib: int = 0) -> Resources:
+def task_requests(task: TaskRow, device_mib: int = 0) -> Resources:
     """The pod's requests; `gpu` in cards, a share of one as its fraction (0.25). A GPU-memory
-    request costs at least its share of the largest device (more on a smaller one)."""
+    request costs its share of a card of `device_mib` (the snapshot's smallest: never under-
+    counted; its placement records what it holds on the card it got)."""
     milli = milli_cost(
         gpus=task.gpus,
         gpu_milli=task.gpu_milli,
         gpu_memory_mib=task.gpu_memory_mib,
-        device_memory_mib=largest_device_mib,
+        device_memory_mib=device_mib,
     )
     return _requests(task.cpu_millis, task.memory_bytes, milli)
 
@@ -425,7 +438,7 @@ def _job_info(
     queue = job.queue
     tasks = []
     for task in job_tasks:
-        requests = task_requests(task, index.largest_device_mib)
+        requests = task_requests(task, index.device_mib)
         selector = tuple(sorted(task.node_selector.items())) if task.node_selector else ()
         for replica in range(task.replicas):
             name = task_key(job.id, task.name, replica)
@@ -444,6 +457,8 @@ def _job_info(
                 TaskInfo(
                     name=name,
                     requests=requests if placement is None else _held(requests, placement),
+                    gpu_memory=task.gpu_memory_mib * MIB,
+                    gpu_indices=tuple(placement.gpu_devices or ()) if placement else (),
                     status=status,
                     node=node,
                     role=task.name,

@@ -378,3 +378,15 @@ def test_cli_gpus(flags, limits):
 def test_cli_round_trip_through_the_parser():
     container = _cli("--gpus", "0.125")
     assert _gpu_fields(container["resources"]["limits"]) == (0, 125, 0)
+
+
+def test_what_pages_say_a_pod_holds():
+    from portal.cluster.models import Placement
+    from portal.scheduling.models import PreemptionEvent
+
+    assert gpushare.held_text(250, [3]) == "0.25 of GPU 3"
+    assert gpushare.held_text(2000, [0, 1]) == "2 on GPUs 0, 1"
+    assert gpushare.held_text(1000, []) == "1"
+    assert Placement(gpus=8).gpus_held_text == "8"  # a row from before shares
+    event = PreemptionEvent(gpus_freed=0, gpu_milli_freed=250, gpu_devices=[3])
+    assert (event.gpus_freed_text, event.gpus_freed_number) == ("0.25 of GPU 3", 0.25)

@@ -11,6 +11,7 @@ from portal.jobs.services import job_submit
 from portal.tenants.selectors import gpus_allocated_per_tenant
 from scheduler.adapters.cluster.simulated import SimulatedBackend
 from scheduler.adapters.cycle import scheduling_cycle_run
+from scheduler.adapters.snapshot import snapshot_build
 from tests.factories import NodeFactory
 from tests.scheduler.adapters.test_cycle import Clock
 from tests.scheduler.conftest import submit_job
@@ -73,3 +74,34 @@ def test_shares_never_exceed_the_card(team, nlp_queue, backend, clock):
 
     assert run.binds == 4
     assert gpus_allocated_per_queue()[nlp_queue.pk] == 1
+
+
+def test_placements_record_the_cards_the_core_picked(team, nlp_queue, backend, clock):
+    NodeFactory(name="gpu-worker-1", gpu_count=2, gpu_memory_mib=81920)
+    whole = submit_job(team, nlp_queue, "train", gpus=1)
+    shares = submit_job(team, nlp_queue, "infer", replicas=2, gpus=Decimal("0.5"))
+
+    scheduling_cycle_run(backend=backend, now=clock)
+
+    assert [p.gpu_devices for p in Placement.objects.filter(job=whole)] == [[0]]
+    # shares pack onto one card (the core's best fit), the other stays whole
+    assert [p.gpu_devices for p in Placement.objects.filter(job=shares)] == [[1], [1]]
+    assert Placement.objects.filter(job=shares).first().gpus_held_text == "0.5 of GPU 1"
+
+
+def test_the_next_snapshot_books_the_cards_placements_hold(team, nlp_queue, backend, clock):
+    NodeFactory(name="gpu-worker-1", gpu_count=2, gpu_memory_mib=81920)
+    first = submit_job(team, nlp_queue, "a", gpus=Decimal("0.75"))
+    scheduling_cycle_run(backend=backend, now=clock)
+    second = submit_job(team, nlp_queue, "b", gpus=Decimal("0.5"))
+    third = submit_job(team, nlp_queue, "c", gpus=Decimal("0.25"))
+
+    bundle = snapshot_build(now=clock())
+    held = [t for j in bundle.snapshot.jobs for t in j.tasks if t.node]
+    assert [t.gpu_indices for t in held] == [tuple(Placement.objects.get(job=first).gpu_devices)]
+    scheduling_cycle_run(backend=backend, now=clock)
+
+    card = Placement.objects.get(job=first).gpu_devices
+    # 0.25 fills the card the 0.75 is on; 0.5 goes to the other
+    assert Placement.objects.get(job=third).gpu_devices == card
+    assert Placement.objects.get(job=second).gpu_devices != card

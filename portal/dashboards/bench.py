@@ -4,7 +4,7 @@
         .venv/bin/python -m portal.dashboards.bench [--jobs 100000] [--days 30] [--queues 50]
 
 Seeds (bulk_create) tenants, queues, nodes, jobs with tasks and placements, per-minute usage
-samples and preemption events, then requests each page 20 times with Django's test Client as
+samples, preemption events and a year of usage ledger rows, then requests each page 20 times with Django's test Client as
 a site admin and prints p50/p95 milliseconds and query counts as JSON. Only run it against a
 scratch database: it migrates it and adds rows.
 """
@@ -90,6 +90,45 @@ def seed_preemptions(*, jobs: list[Any], now: datetime, days: float, count: int,
     return len(events)
 
 
+def seed_ledger(
+    *, queues: list[Any], now: datetime, months: int = 12, users: int = 20, seed: int = 5
+) -> int:
+    """Usage ledger rows: every queue x `users` users for each of the last `months` months
+    (what a year of cycles books for a busy site)."""
+    from django.contrib.auth import get_user_model
+
+    from portal.accounting.booking import month_of
+    from portal.accounting.models import LedgerEntry
+
+    rng = random.Random(seed)  # noqa: S311 - a seeded workload, not a secret
+    user_model = get_user_model()
+    people = [
+        user_model.objects.get_or_create(username=f"bench-user-{i:02d}")[0] for i in range(users)
+    ]
+    month = month_of(now)
+    entries = []
+    for _ in range(months):
+        for queue in queues:
+            for person in people:
+                hours = rng.randint(0, 400)
+                borrowed = rng.randint(0, hours)
+                entries.append(
+                    LedgerEntry(
+                        month=month,
+                        tenant_id=queue.tenant_id,
+                        queue=queue,
+                        user=person,
+                        gpu_milli_seconds_within=(hours - borrowed) * 3_600_000,
+                        gpu_milli_seconds_borrowed=borrowed * 3_600_000,
+                        cpu_milli_seconds_within=hours * 8 * 3_600_000,
+                        gpu_milli_seconds_lost=rng.randint(0, 20) * 3_600_000,
+                    )
+                )
+        month = (month.replace(day=1) - timedelta(days=1)).replace(day=1)
+    LedgerEntry.objects.bulk_create(entries, batch_size=BATCH, ignore_conflicts=True)
+    return len(entries)
+
+
 def seed(*, n_jobs: int, days: int, n_queues: int, n_nodes: int = 40) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
     from django.utils import timezone
@@ -172,12 +211,14 @@ def seed(*, n_jobs: int, days: int, n_queues: int, n_nodes: int = 40) -> dict[st
     Placement.objects.bulk_create(placements, batch_size=BATCH)
     samples = seed_usage_history(queues=queues, now=now, days=days)
     events = seed_preemptions(jobs=jobs, now=now, days=days, count=max(n_jobs // 20, 1))
+    ledger = seed_ledger(queues=queues, now=now)
     rollups = _after_bulk_load()
     return {
         "jobs": len(jobs),
         "placements": len(placements),
         "usage_samples": samples,
         "preemptions": events,
+        "ledger_entries": ledger,
         "queues": len(queues),
         "usage_rollups": rollups,
     }
@@ -220,6 +261,7 @@ def measure(*, repeat: int = 20) -> dict[str, Any]:
         "preemption history": "/admin-area/preemptions/",
         "preemption history (filtered)": "/admin-area/preemptions/?action=reclaim&page=10",
         **_quota_pages(),
+        **_usage_pages(),
     }
     results = {}
     for label, url in urls.items():
@@ -264,6 +306,32 @@ def _quota_pages() -> dict[str, str]:
         "queue edit": f"/queues/{queue.pk}/edit/",
         "api tenants": "/api/v1/tenants/",
     }
+
+
+def _usage_pages() -> dict[str, str]:
+    """The usage report (page, API, CSV) on last month, and the dashboard by tenant."""
+    from django.utils import timezone
+
+    from portal.accounting.booking import month_of
+    from portal.tenants.models import Tenant
+
+    month = (month_of(timezone.now()) - timedelta(days=1)).replace(day=1)
+    pages = {
+        f"usage page (per {group})": f"/usage/?group_by={group}&month={month:%Y-%m}"
+        for group in ("tenant", "queue", "user")
+    }
+    pages["api usage report (per user)"] = (
+        f"/api/v1/usage/report/?group_by=user&month={month:%Y-%m}"
+    )
+    pages["api usage report CSV (per queue)"] = (
+        f"/api/v1/usage/report/?group_by=queue&month={month:%Y-%m}&format=csv"
+    )
+    pages["chart tenants"] = "/dashboards/data/tenants/"
+    tenant = Tenant.objects.order_by("pk").first()
+    if tenant is not None:
+        pages["dashboard (one tenant)"] = f"/dashboards/?tenant={tenant.pk}"
+        pages["chart quota (one tenant)"] = f"/dashboards/data/quota/?tenant={tenant.pk}"
+    return pages
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,7 @@ from django.urls import include, path
 
 from portal.common.admin_gate import admin_login
 from portal.common.login_throttle import ThrottledLoginView
-from portal.common.views import HomeView
+from portal.home import HomeView
 
 
 def favicon(request: HttpRequest) -> HttpResponse:

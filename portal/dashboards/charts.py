@@ -19,10 +19,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from portal.common.palette import FREE as FREE_COLOUR
+from portal.common.palette import INK, INK_MUTED, OTHER_TENANTS
 from portal.jobs.gpushare import MILLI_PER_GPU, gpus_text
-
-from .palette import FREE as FREE_COLOUR
-from .palette import INK, INK_MUTED, OTHER_TENANTS
 
 FREE = "free"
 FREE_BLOCK_SIZES = (8, 4, 2, 1)

@@ -20,6 +20,7 @@ from portal.cluster.selectors import (
     node_schedulable_totals,
     placement_gpu_rows_active,
 )
+from portal.common import palette
 from portal.common.access import OTHER_TENANTS, is_site_admin, visible_queues, visible_tenants
 from portal.jobs.selectors import pending_demand_per_queue, pending_wait_stats
 from portal.queues.models import Queue
@@ -27,7 +28,7 @@ from portal.scheduling.selectors import preemption_counts, usage_latest_deserved
 from portal.tenants.models import Tenant
 from portal.tenants.selectors import tenant_usage_latest
 
-from . import charts, palette
+from . import charts
 
 # range name -> (how far back, time bucket aggregated in the database)
 RANGES = {

@@ -29,7 +29,7 @@ LOADED = "#dashboard[data-loaded='1']"
 
 
 def test_a_fresh_demos_dashboard_tells_its_story(demo, open_as):
-    from portal.dashboards.palette import queue_colour
+    from portal.common.palette import queue_colour
     from portal.queues.models import Queue
 
     nlp = queue_colour(Queue.objects.get(name="nlp-train").pk)
@@ -162,7 +162,7 @@ def test_refusals_and_errors_are_clear(demo, open_as, live_server):
 
 
 def test_the_queue_preview_shows_each_queue_in_its_dashboard_colour(demo, open_as):
-    from portal.dashboards.palette import OTHER_TENANTS, queue_colour
+    from portal.common.palette import OTHER_TENANTS, queue_colour
     from portal.queues.models import Queue
 
     nlp = Queue.objects.get(name="nlp-train")

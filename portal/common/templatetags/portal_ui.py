@@ -9,7 +9,7 @@ from django import template
 from django.utils import timezone
 
 from portal.common import units
-from portal.dashboards.palette import queue_colour as palette_colour
+from portal.common.palette import queue_colour as palette_colour
 
 register = template.Library()
 
@@ -36,7 +36,7 @@ def ago(moment):
 
 @register.filter
 def queue_colour(queue_id):
-    """The queue's colour on every chart (portal.dashboards.palette)."""
+    """The queue's colour on every chart (portal.common.palette)."""
     if queue_id in (None, ""):
         return ""
     return palette_colour(queue_id)

@@ -6,7 +6,7 @@ import pytest
 from django.template import Context, Template
 
 from portal.common import units
-from portal.dashboards.palette import queue_colour
+from portal.common.palette import queue_colour
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 

@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 import plotly.graph_objects as go
 import pytest
 
+from portal.common.palette import QUEUE_PALETTE
 from portal.dashboards import charts
-from portal.dashboards.palette import QUEUE_PALETTE
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 COLOURS = {"a": QUEUE_PALETTE[0], "b": QUEUE_PALETTE[1], "nlp": QUEUE_PALETTE[2]}

@@ -6,7 +6,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from portal.cluster.models import Placement
-from portal.dashboards import palette
+from portal.common import palette
 from portal.scheduling.rollups import usage_rollups_rebuild
 from tests.factories import (
     JobFactory,

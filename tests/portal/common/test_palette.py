@@ -1,6 +1,6 @@
 """One colour per queue, from its id alone."""
 
-from portal.dashboards import palette
+from portal.common import palette
 
 
 def test_a_queue_colour_depends_on_its_id_only():

@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from portal.cluster.models import Placement
-from portal.dashboards import palette
+from portal.common import palette
 from portal.tenants.models import TenantUsageSample
 from tests.factories import JobTaskFactory, PlacementFactory, QueueFactory
 

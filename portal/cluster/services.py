@@ -20,6 +20,8 @@ NODE_FIELDS = (
     "gpu_resource_name",
     "gpu_count",
     "gpu_model",
+    "gpu_memory_mib",
+    "gpu_uuids",
     "cpu_millis",
     "memory_bytes",
     "labels",

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -31,6 +32,8 @@ from django.utils import timezone
 
 from portal.cluster.models import Node
 from portal.cluster.services import node_inventory_sync, node_seen_mark
+from portal.jobs.gpushare import SHARING_NONE
+from portal.jobs.limits import gpu_sharing
 from portal.jobs.models import Job
 from portal.jobs.services import job_start_refused
 from portal.scheduling.models import CycleRun
@@ -41,6 +44,7 @@ from scheduler.adapters.cluster.base import (
     ObservedPod,
     RefusedClusterError,
 )
+from scheduler.adapters.cluster.gpushare import registered_cards
 from scheduler.adapters.cluster.simulated import SimulatedBackend
 from scheduler.adapters.desired import desired_pods
 from scheduler.adapters.lock import CycleAbandoned, cycle_write_lock
@@ -234,7 +238,23 @@ def gang_start_failures(*, job_errors: dict[str, Exception], now: datetime) -> N
             ).update(pending_reason=START_WAITING.format(error=error)[:1000], pending_reason_at=now)
 
 
+def registered_gpus(node: ObservedNode, stack: str, model: str) -> dict[str, Any]:
+    """The node's cards as the GPU sharing stack registered them (count, memory, UUIDs by
+    index), which win over allocatable: HAMi inflates its nvidia.com/gpu to cards x split."""
+    cards = registered_cards(stack, node.annotations) if stack != SHARING_NONE else None
+    if not cards:
+        return {"gpu_memory_mib": 0, "gpu_uuids": []}
+    return {
+        "gpu_count": len(cards),
+        "gpu_model": model or cards[0].model,
+        # One memory per node: the smallest card's, so a request never over-fills one.
+        "gpu_memory_mib": min(card.memory_mib for card in cards),
+        "gpu_uuids": [card.uuid for card in cards],
+    }
+
+
 def nodes_sync(observed: list[ObservedNode]) -> None:
+    stack = gpu_sharing()
     gpu_names = set(settings.GPU_RESOURCE_NAMES)
     specs = []
     for node in observed:
@@ -246,6 +266,7 @@ def nodes_sync(observed: list[ObservedNode]) -> None:
                 "gpu_resource_name": gpu_name or "nvidia.com/gpu",
                 "gpu_count": node.allocatable.get(gpu_name, 0) if gpu_name else 0,
                 "gpu_model": model,
+                **registered_gpus(node, stack, model),
                 "cpu_millis": node.allocatable.get("cpu", 0),
                 "memory_bytes": node.allocatable.get("memory", 0),
                 "pods_capacity": node.allocatable.get("pods", 110),

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+
 from portal.cluster.models import Placement
+from portal.jobs.gpushare import SHARING_NONE
+from portal.jobs.limits import gpu_sharing
 from portal.jobs.models import JobTask
 from portal.jobs.plugins import JobShape, job_objects, pod_additions
 from scheduler.adapters.cluster.base import DesiredPod
+from scheduler.adapters.cluster.gpushare import (
+    ShareSize,
+    share_annotations,
+    share_resources,
+    share_size,
+    template_with_share,
+)
 from scheduler.adapters.cluster.labels import (
     JOB_ID,
     MANAGED,
@@ -38,8 +50,16 @@ COLUMNS = (
     "task__pod_template",
     "job__min_available",
     "job__plugins",
+    # a share of a card (scheduler.adapters.cluster.gpushare)
+    "gpu_devices",
+    "task__gpu_milli",
+    "task__gpu_memory_mib",
+    "node__gpu_memory_mib",
+    "node__gpu_uuids",
 )
-_JOB_ID, _JOB_NAME, _PLUGINS = COLUMNS.index("job_id"), COLUMNS.index("job__name"), -1
+_JOB_ID, _JOB_NAME = COLUMNS.index("job_id"), COLUMNS.index("job__name")
+_PLUGINS = COLUMNS.index("job__plugins")
+_SHARE = _PLUGINS + 1
 
 
 def desired_pods(
@@ -120,7 +140,7 @@ def _desired(
         pod_template,
         min_available,
         plugins,
-    ) = row
+    ) = row[:_SHARE]
     shape, objects = jobs.get(job_id, (None, ()))
     return desired_pod(
         pod_name=pod_name,
@@ -146,7 +166,38 @@ def _desired(
         plugins=plugins,
         shape=shape,
         job_objects=objects,
+        gpu_share=_gpu_share(row, node_name),
     )
+
+
+def _gpu_share(row: tuple, node_name: str) -> GpuShare | None:
+    """The share of a card this pod holds, in the cluster's sharing stack; None for whole
+    GPUs (the device plugin's resource) or no GPU."""
+    devices, milli, memory, device_memory, uuids = row[_SHARE:]
+    if not milli and not memory:
+        return None
+    stack = gpu_sharing()
+    if stack == SHARING_NONE:
+        return None  # refused at submit; one stored before the setting changed asks as is
+    index = devices[0] if devices else 0
+    uuids = uuids or []
+    return GpuShare(
+        stack=stack,
+        node=node_name,
+        # A node that registered no cards (the simulated cluster) gets stable made-up ones.
+        device_uuid=uuids[index] if index < len(uuids) else f"GPU-{node_name}-{index}",
+        size=share_size(
+            gpu_milli=milli, gpu_memory_mib=memory, device_memory_mib=device_memory or 0
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GpuShare:
+    stack: str
+    node: str
+    device_uuid: str
+    size: ShareSize
 
 
 def desired_pod(
@@ -174,6 +225,8 @@ def desired_pod(
     plugins: dict,
     shape: JobShape | None,
     job_objects: tuple = (),
+    gpu_share: GpuShare | None = None,
+    now: int | None = None,
 ) -> DesiredPod:
     """One replica's pod from its job's and task's values. Pure: the reconciler and the
     dry-run render (portal.jobs.rendering) build pods with it alike."""
@@ -186,6 +239,21 @@ def desired_pod(
     annotations = replica_annotations(job_name=job_name, queue=queue, tenant=tenant)
     if duration:
         annotations[RUN_SECONDS] = str(duration)
+    if gpu_share is not None:
+        # A share of one card: the sharing stack's resources, and the card the core picked
+        # as the stack's device plugin reads it.
+        requests.update(share_resources(gpu_share.stack, gpu_share.size))
+        annotations.update(
+            share_annotations(
+                gpu_share.stack,
+                node=gpu_share.node,
+                device_uuid=gpu_share.device_uuid,
+                size=gpu_share.size,
+                now=int(time.time()) if now is None else now,
+            )
+        )
+        if pod_template:
+            pod_template = template_with_share(pod_template, gpu_share.stack, gpu_share.size)
     return DesiredPod(
         name=pod_name,
         namespace=namespace,

@@ -49,6 +49,8 @@ class ObservedNode:
     # What pods the portal does not own (DaemonSets, other schedulers' and other instances'
     # pods, any namespace) request on this node, in allocatable's units; "pods" counts them.
     used_by_others: dict[str, int] = field(default_factory=dict)
+    # The GPU sharing stacks' card registrations (scheduler.adapters.cluster.gpushare).
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from kubernetes import client
 from kubernetes.utils import parse_quantity
 
 from scheduler.adapters.cluster.base import DesiredPod, ObservedNode, ObservedPod
+from scheduler.adapters.cluster.gpushare import REGISTER_ANNOTATION
 from scheduler.adapters.cluster.podspec import (
     CONTAINER_NAME,
     pod_spec_body,
@@ -118,6 +119,11 @@ def observed_node_from(
         taints=[_taint_dict(t) for t in (spec.taints or [])] if spec is not None else [],
         ready=node_ready(node),
         used_by_others=dict(used_by_others or {}),
+        annotations={
+            key: value
+            for key, value in (node.metadata.annotations or {}).items()
+            if key in REGISTER_ANNOTATION.values()
+        },
     )
 
 

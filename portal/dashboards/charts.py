@@ -275,7 +275,7 @@ def tenant_bars(
     capability as an outline, its guarantee as a bar-wide tick, its deserved share as a
     diamond (the quota chart's marks, a level up). Rows: id, name, guarantee, capability
     (None: unlimited), deserved (None: not computed yet), queues: [(queue name, allocated)].
-    Each bar carries the tenant id, for the page's drill-down to its queues."""
+    Every mark carries the tenant id, for the page's drill-down to its queues."""
     if not rows:
         return empty_figure(title, "No tenants to show.")
     names = [row["name"] for row in rows]
@@ -286,6 +286,7 @@ def tenant_bars(
             "name": "Capability (outline)",
             "x": [row["name"] for row in rows if row.get("capability") is not None],
             "y": [row["capability"] for row in rows if row.get("capability") is not None],
+            "customdata": [row["id"] for row in rows if row.get("capability") is not None],
             "width": 0.7,
             "marker": {"color": "rgba(0,0,0,0)", "line": {"color": INK_MUTED, "width": 1.5}},
             "hovertemplate": "%{x}: capped at %{y} GPUs<extra></extra>",
@@ -319,6 +320,7 @@ def tenant_bars(
             "name": "Guarantee (tick)",
             "x": [row["name"] for row in rows if row.get("guarantee")],
             "y": [row["guarantee"] for row in rows if row.get("guarantee")],
+            "customdata": [row["id"] for row in rows if row.get("guarantee")],
             "marker": {
                 "symbol": "line-ew-open",
                 "size": 30,
@@ -335,6 +337,7 @@ def tenant_bars(
             "y": [
                 round(float(row["deserved"]), 2) for row in rows if row.get("deserved") is not None
             ],
+            "customdata": [row["id"] for row in rows if row.get("deserved") is not None],
             "marker": {"symbol": "diamond", "size": 11, "color": INK},
             "hovertemplate": "%{x}: deserves %{y} GPUs<extra></extra>",
         },

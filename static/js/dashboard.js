@@ -21,8 +21,8 @@
     if (node.dataset.drill) { return; }
     node.dataset.drill = "1";
     node.on("plotly_click", function (event) {
-      var point = event.points && event.points[0];
-      if (!point || point.customdata === undefined) { return; }
+      var point = (event.points || []).filter(function (p) { return p.customdata !== undefined; })[0];
+      if (!point) { return; }
       window.location.search = "?range=" + encodeURIComponent(range) + "&tenant=" + encodeURIComponent(point.customdata);
     });
   }

@@ -53,6 +53,8 @@ def test_each_tenant_stacks_its_queues_in_their_colours_against_its_quota(
     assert stacked["nlp-train"]["customdata"] == [nlp.pk, vision.pk]
     assert (guarantee["x"], guarantee["y"]) == (["nlp"], [12])
     assert (deserved["x"], deserved["y"]) == (["nlp"], [14.5])
+    # Every mark names its tenant: a click anywhere on its column drills down.
+    assert capability["customdata"] == guarantee["customdata"] == deserved["customdata"] == [nlp.pk]
 
 
 def test_a_researcher_sees_only_their_tenant(researcher_client, running):

@@ -263,6 +263,7 @@ class ClusterCache:
         self._lock = threading.Lock()
         self._nodes: dict[str, _Node] = {}
         self._pods: dict[tuple[str, str], _Pod] = {}
+        self._owned: dict[tuple[str, str], ObservedPod] = {}  # the portal's: a few of _pods
         self._usage: dict[str, dict[str, int]] = {}
         self.decode_errors = 0
         common = {
@@ -328,11 +329,7 @@ class ClusterCache:
     def owned_pods(self) -> list[ObservedPod]:
         self._ensure_current()
         with self._lock:
-            return [
-                entry.observed
-                for _key, entry in sorted(self._pods.items())
-                if entry.observed is not None
-            ]
+            return [self._owned[key] for key in sorted(self._owned)]
 
     def usage(self) -> dict[str, dict[str, int]]:
         """node -> what pods the portal does not own request there (a copy)."""
@@ -344,7 +341,7 @@ class ClusterCache:
             counts = {
                 "nodes": len(self._nodes),
                 "pods": len(self._pods),
-                "owned_pods": sum(1 for p in self._pods.values() if p.observed),
+                "owned_pods": len(self._owned),
             }
         return {
             **counts,
@@ -423,6 +420,7 @@ class ClusterCache:
                 n for n in set(usage) | set(self._usage) if usage.get(n) != self._usage.get(n)
             }
             self._pods, self._usage = entries, usage
+            self._owned = {k: e.observed for k, e in entries.items() if e.observed is not None}
             self._forget_nodes(changed)
 
     def _apply_pod(self, kind: str, raw: Raw) -> None:
@@ -430,11 +428,14 @@ class ClusterCache:
         entry = None if kind == "DELETED" else self._pod(raw)
         with self._lock:
             previous = self._pods.pop(key, None)
+            self._owned.pop(key, None)
             if previous is not None:
                 _add_usage(self._usage, previous, -1)
             if entry is not None:
                 self._pods[key] = entry
                 _add_usage(self._usage, entry, +1)
+                if entry.observed is not None:
+                    self._owned[key] = entry.observed
             self._forget_nodes({e.node for e in (previous, entry) if e is not None and e.node})
 
     def _pod(self, raw: Raw) -> _Pod | None:

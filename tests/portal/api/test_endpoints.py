@@ -18,7 +18,7 @@ from tests.factories import (
     QueueUsageSampleFactory,
     SchedulerConfigFactory,
 )
-from tests.portal.api.conftest import job_body
+from tests.portal.conftest import job_body
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ import yaml
 
 from portal.common.validators import DNS_LABEL_RE
 from portal.jobs.models import Job
-from tests.portal.api.conftest import job_body
+from tests.portal.conftest import job_body
 
 pytestmark = pytest.mark.django_db
 

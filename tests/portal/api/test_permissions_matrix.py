@@ -6,7 +6,7 @@ import pytest
 
 from portal.jobs.models import Job
 from tests.factories import SchedulerConfigFactory
-from tests.portal.api.conftest import job_body
+from tests.portal.conftest import job_body
 
 pytestmark = pytest.mark.django_db
 
@@ -291,7 +291,7 @@ def test_bad_token_is_401(world):
 
 def test_a_user_in_no_tenant_sees_no_nodes_jobs_queues_or_tenants(world, cluster, user):
     """Signed in (a real token), member of nothing: every list is empty, every id 404."""
-    from tests.portal.api.conftest import token_client
+    from tests.portal.conftest import token_client
 
     client = token_client(user)
     for url in ("/api/v1/nodes/", "/api/v1/jobs/", "/api/v1/queues/", "/api/v1/tenants/"):

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from portal.api.models import ApiToken
 from portal.api.services import api_token_create, api_token_revoke
-from tests.portal.api.conftest import token_client
+from tests.portal.conftest import token_client
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""API fixtures: a token client per role, and one job in each tenant."""
+"""Portal fixtures: an API token client per role, and one job in each tenant."""
 
 import pytest
 from django.core.cache import cache

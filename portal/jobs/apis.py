@@ -251,6 +251,12 @@ class JobDetailApi(ApiView):
             child=serializers.ListField(child=serializers.CharField()),
             help_text="Volcano job plugins the portal runs for this job, with their flags.",
         )
+        max_retry = serializers.IntegerField()
+        retry_count = serializers.IntegerField()
+        retries = serializers.ListField(
+            child=serializers.DictField(),
+            help_text="Each restart a policy made: at, pod, event, action, reason.",
+        )
         tasks = TaskSerializer(many=True, source="tasks.all")
         placements = serializers.SerializerMethodField()
         can_cancel = serializers.SerializerMethodField()
@@ -328,6 +334,9 @@ def job_detail_data(job: Job, *, user: Any, placements: Any = ()) -> dict[str, A
         "pending_reason_at": stamp(job.pending_reason_at),
         "preemption_count": job.preemption_count,
         "plugins": {str(name): [str(arg) for arg in args] for name, args in job.plugins.items()},
+        "max_retry": job.max_retry,
+        "retry_count": job.retry_count,
+        "retries": list(job.retries),
         "tasks": [
             {
                 "name": task.name,
@@ -462,6 +471,7 @@ class JobCreateApi(ApiView):
                 help_text="Kubernetes tolerations: key, operator (Exists|Equal), value, "
                 "effect (NoSchedule|PreferNoSchedule|NoExecute), tolerationSeconds",
             )
+            policies = serializers.ListField(child=serializers.DictField(), required=False)
             pod_template = serializers.DictField(
                 required=False,
                 help_text="A Kubernetes pod template ({metadata, spec}: several containers, "
@@ -477,6 +487,16 @@ class JobCreateApi(ApiView):
             min_value=1, required=False, allow_null=True
         )
         tasks = TaskSerializer(many=True, allow_empty=False)
+        policies = serializers.ListField(
+            child=serializers.DictField(),
+            required=False,
+            help_text="Lifecycle policies: {event|events|exitCode, action}; events PodFailed, "
+            "PodEvicted, TaskCompleted, OutOfSync, *; actions RestartJob, RestartTask, "
+            "AbortJob, CompleteJob, TerminateJob.",
+        )
+        max_retry = serializers.IntegerField(
+            required=False, help_text="Restarts a policy may make (default 3)."
+        )
         plugins = serializers.DictField(
             child=serializers.ListField(child=serializers.CharField(), allow_empty=True),
             required=False,
@@ -614,6 +634,8 @@ class JobCreateApi(ApiView):
                 min_available=data.get("min_available"),
                 expected_duration_seconds=data.get("expected_duration_seconds"),
                 plugins=data.get("plugins"),
+                policies=data.get("policies"),
+                max_retry=data.get("max_retry"),
             )
         except DjangoValidationError as error:
             errors = django_validation_errors(error)

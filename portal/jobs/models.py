@@ -76,6 +76,13 @@ class Job(BaseModel):
     # Volcano job plugins and their arguments (portal.jobs.plugins: svc, env, pytorch),
     # e.g. {"svc": [], "pytorch": ["--master=master", "--port=23456"]}.
     plugins = models.JSONField(default=dict, blank=True, validators=[validate_dict])
+    # Lifecycle policies (portal.jobs.policies): what a failed, evicted or vanished pod, or a
+    # completed task, does to the job; restarts are bounded by max_retry.
+    policies = models.JSONField(default=list, blank=True)
+    max_retry = models.PositiveIntegerField(default=3)
+    retry_count = models.PositiveIntegerField(default=0)
+    # Each restart: {"at": ISO time, "pod": name, "event": ..., "action": ..., "reason": ...}.
+    retries = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
@@ -139,6 +146,8 @@ class JobTask(models.Model):
     # fields above summarise it (first container's image and command, the pod's resources as
     # the kubelet sums them) for the scheduler and the pages; the pod is built from it.
     pod_template = models.JSONField(default=dict, blank=True, validators=[validate_dict])
+    # The task's own lifecycle policies (portal.jobs.policies), consulted before the job's.
+    policies = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["job_id", "id"]

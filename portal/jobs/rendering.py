@@ -59,6 +59,8 @@ def job_render(data: Any, *, namespace: str | None = None) -> Rendered:
         min_available=spec.min_available,
         expected_duration_seconds=spec.expected_duration_seconds,
         plugins=spec.plugins,
+        policies=spec.policies,
+        max_retry=spec.max_retry,
         limits=job_limits(),
     )
     if errors:

@@ -28,6 +28,7 @@ from .limits import (
 from .models import Job, JobTask
 from .plugins import plugins_parse
 from .podtemplate import pod_template_parse
+from .policies import DEFAULT_MAX_RETRY, policies_parse
 from .selectors import tenant_pending_pods
 
 TASK_FIELDS = (
@@ -44,6 +45,7 @@ TASK_FIELDS = (
     "node_selector",
     "tolerations",
     "pod_template",
+    "policies",
 )
 # What a pod template gives a task (its summary); given alongside a template they conflict.
 TEMPLATE_SUMMARY_FIELDS = (
@@ -57,6 +59,8 @@ TEMPLATE_SUMMARY_FIELDS = (
     "memory_bytes",
     "node_selector",
 )
+MAX_RETRY_MAX = 100
+JOB_SUBMIT_BAD_MAX_RETRY = f"must be an integer between 0 and {MAX_RETRY_MAX}"
 JOB_SUBMIT_GIVEN_BY_TEMPLATE = "give this in pod_template, not beside it"
 
 JOB_SUBMIT_NOT_A_MEMBER = "you are not a member of tenant {tenant}, which owns queue {queue}"
@@ -137,6 +141,7 @@ def _task_instances(
             key: value for key, value in spec.items() if key in TASK_FIELDS and key != "pod_template"
         }
         gpus_error = _gpus_fields(fields)
+        errors.update(_policies_checked(fields, path))
         task = JobTask(**fields)
         if template is not None and template != {}:
             for key, messages in _template_applied(task, spec, template, path).items():
@@ -164,6 +169,14 @@ def _task_instances(
             names.add(task.name)
         instances.append(task)
     return instances, errors
+
+
+def _policies_checked(fields: dict[str, Any], path: str) -> dict[str, list[str]]:
+    """A task's `policies` checked and normalised in place; the errors."""
+    if "policies" not in fields:
+        return {}
+    fields["policies"], errors = policies_parse(fields["policies"], path=f"{path}.policies")
+    return errors
 
 
 def _template_applied(
@@ -270,6 +283,8 @@ def job_build(
     min_available: int | None = None,
     expected_duration_seconds: int | None = None,
     plugins: Any = None,
+    policies: Any = None,
+    max_retry: Any = None,
     limits: JobLimits,
     tenant: Tenant | None = None,
     queue: Queue | None = None,
@@ -293,6 +308,13 @@ def job_build(
         plugins, task_names=[task.name for task in task_instances], path="plugins"
     )
     errors.update(plugin_errors)
+    stored_policies, policy_errors = policies_parse(policies, path="policies")
+    errors.update(policy_errors)
+    if max_retry is None:
+        max_retry = DEFAULT_MAX_RETRY
+    elif isinstance(max_retry, bool) or not isinstance(max_retry, int) or not 0 <= max_retry <= MAX_RETRY_MAX:
+        errors.setdefault("max_retry", []).append(JOB_SUBMIT_BAD_MAX_RETRY)
+        max_retry = DEFAULT_MAX_RETRY
 
     total_replicas = sum(task.replicas for task in task_instances if isinstance(task.replicas, int))
     job = Job(
@@ -304,6 +326,8 @@ def job_build(
         min_available=(total_replicas or 1) if min_available is None else min_available,
         expected_duration_seconds=expected_duration_seconds,
         plugins=stored_plugins,
+        policies=stored_policies,
+        max_retry=max_retry,
         status=Job.Status.PENDING,
         submitted_at=timezone.now(),
         pending_reason=JOB_PENDING_REASON_SUBMITTED,
@@ -345,6 +369,8 @@ def job_submit(
     min_available: int | None = None,
     expected_duration_seconds: int | None = None,
     plugins: Any = None,
+    policies: Any = None,
+    max_retry: Any = None,
 ) -> Job:
     """Validate and store a pending job with its tasks; the job comes back with its tasks
     loaded (`job.tasks.all()` reads no rows).
@@ -369,6 +395,8 @@ def job_submit(
         min_available=min_available,
         expected_duration_seconds=expected_duration_seconds,
         plugins=plugins,
+        policies=policies,
+        max_retry=max_retry,
         limits=limits,
         tenant=queue.tenant,
         queue=queue,

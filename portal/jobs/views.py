@@ -314,6 +314,8 @@ class JobUploadView(RoleRequiredMixin, View):
                 min_available=spec.min_available,
                 expected_duration_seconds=spec.expected_duration_seconds,
                 plugins=spec.plugins,
+                policies=spec.policies,
+                max_retry=spec.max_retry,
             )
         except ValidationError as error:
             errors = {volcano.manifest_path(k): v for k, v in error.message_dict.items()}

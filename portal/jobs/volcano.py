@@ -64,6 +64,7 @@ _JOB_FIELD_PATHS = {
     "priority": f"metadata.annotations.{PRIORITY_ANNOTATION}",
     "expected_duration_seconds": f"metadata.annotations.{DURATION_ANNOTATION}",
     "tasks": "spec.tasks",
+    "max_retry": "spec.maxRetry",
 }
 _TASK_FIELD_PATHS = {
     "name": "name",
@@ -103,6 +104,8 @@ class VolcanoJobSpec:
     expected_duration_seconds: int | None = None
     ignored: list[str] = field(default_factory=list)
     plugins: Any = None  # spec.plugins as given; job_submit checks it (portal.jobs.plugins)
+    policies: Any = None  # spec.policies as given (portal.jobs.policies)
+    max_retry: Any = None  # spec.maxRetry as given
 
 
 def is_volcano_manifest(data: Any) -> bool:
@@ -118,8 +121,9 @@ def manifest_path(service_path: str) -> str:
         if task_field is None:
             return base + rest
         return f"{base}.{_TASK_FIELD_PATHS.get(task_field, task_field)}{rest}"
-    if service_path == "plugins" or service_path.startswith("plugins."):
-        return f"spec.{service_path}"
+    for job_field in ("plugins", "policies"):
+        if service_path == job_field or service_path.startswith((f"{job_field}.", f"{job_field}[")):
+            return f"spec.{service_path}"
     return _JOB_FIELD_PATHS.get(service_path, service_path)
 
 
@@ -224,7 +228,8 @@ def volcano_job_parse(  # noqa: C901, PLR0912 - one branch per field of a Volcan
     ignored = sorted(
         key
         for key in spec
-        if key not in ("queue", "minAvailable", "tasks", "plugins") and isinstance(key, str)
+        if key not in ("queue", "minAvailable", "tasks", "plugins", "policies", "maxRetry")
+        and isinstance(key, str)
     )
     for key in ignored:
         if not _FIELD_NAME_RE.fullmatch(key):
@@ -253,7 +258,7 @@ def volcano_job_parse(  # noqa: C901, PLR0912 - one branch per field of a Volcan
                 ignored += [
                     f"tasks[{index}].{key}"
                     for key in raw_task
-                    if key not in ("name", "replicas", "template")
+                    if key not in ("name", "replicas", "template", "policies")
                     and isinstance(key, str)
                     and _FIELD_NAME_RE.fullmatch(key)
                 ]
@@ -269,6 +274,8 @@ def volcano_job_parse(  # noqa: C901, PLR0912 - one branch per field of a Volcan
         expected_duration_seconds=duration,
         ignored=ignored,
         plugins=spec.get("plugins"),
+        policies=spec.get("policies"),
+        max_retry=spec.get("maxRetry"),
     )
 
 
@@ -317,4 +324,7 @@ def _task_parse(
     for key, messages in parsed.errors.items():
         for message in messages:
             c.add(key, message)
-    return {"name": name or "", "replicas": replicas, "pod_template": parsed.template}
+    task = {"name": name or "", "replicas": replicas, "pod_template": parsed.template}
+    if raw.get("policies") is not None:
+        task["policies"] = raw["policies"]  # checked by job_submit (portal.jobs.policies)
+    return task

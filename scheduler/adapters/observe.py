@@ -13,7 +13,16 @@ from django.conf import settings
 from django.db import transaction
 
 from portal.cluster.models import Node, Placement
-from portal.jobs.models import Job
+from portal.jobs.models import Job, JobTask
+from portal.jobs.policies import (
+    COMPLETE_JOB,
+    OUT_OF_SYNC,
+    POD_EVICTED,
+    POD_FAILED,
+    RESTARTS,
+    TASK_COMPLETED,
+    policy_action,
+)
 from scheduler.adapters.bulk import ids_update
 from scheduler.adapters.cluster.base import ObservedPod
 from scheduler.adapters.ledger import placement_end
@@ -22,7 +31,7 @@ P = Placement.State
 S = Job.Status
 POD_LOST = "pod {pod} disappeared from node {node}; the job was requeued"
 NODE_GONE = "node {node} left the cluster with pod {pod}; the job was requeued"
-POD_FAILED = "pod {pod} failed ({reason}); the job failed"
+POD_FAILED_REASON = "pod {pod} failed ({reason}); the job failed"
 POD_REJECTED = "node {node} refused pod {pod} ({reason}); the job was requeued"
 POD_START_TIMEOUT = (
     "pod {pod} did not start within {seconds} s on node {node}{last}; the job was requeued"
@@ -41,9 +50,27 @@ START_BLOCKED = frozenset(
         "RunContainerError",
     }
 )
-PLACEMENT_COLUMNS = ("id", "job_id", "pod_name", "node_name", "state", "started_at")
-JOB_FIELDS = ("status", "started_at", "finished_at", "pending_reason", "pending_reason_at")
-JOB_COLUMNS = ("id", "min_available", *JOB_FIELDS)
+POLICY_RESTART = (
+    "pod {pod} {what} ({why}); policy {event} -> {action}: the job restarts "
+    "(retry {retry} of {max_retry})"
+)
+POLICY_RETRIES_SPENT = (
+    "pod {pod} {what} ({why}); policy {event} -> {action}, but the job has been restarted "
+    "{max_retry} times (maxRetry): the job failed"
+)
+POLICY_ENDED = "pod {pod} {what} ({why}); policy {event} -> {action}: the job {ended}"
+TASK_COMPLETED_ENDED = "task {task} completed; policy TaskCompleted -> {action}: the job {ended}"
+PLACEMENT_COLUMNS = ("id", "job_id", "task_id", "pod_name", "node_name", "state", "started_at")
+JOB_FIELDS = (
+    "status",
+    "started_at",
+    "finished_at",
+    "pending_reason",
+    "pending_reason_at",
+    "retry_count",
+    "retries",
+)
+JOB_COLUMNS = ("id", "min_available", "policies", "max_retry", *JOB_FIELDS)
 
 
 def cluster_observe(
@@ -176,6 +203,7 @@ def _jobs_advance(
         counts[row["job_id"]][row["state"]] += 1
     release: list[int] = []
     changes: dict[tuple, list[int]] = defaultdict(list)
+    policies = _Policies(jobs, failed)
     for job_id in sorted(jobs):
         job = jobs[job_id]
         count = counts[job_id]
@@ -184,19 +212,16 @@ def _jobs_advance(
             continue
         before = {field: getattr(job, field) for field in JOB_FIELDS}
         if job_id in failed:
-            placement, pod = failed[job_id]
-            job.status, job.finished_at = S.FAILED, now
-            job.pending_reason = POD_FAILED.format(
-                pod=placement.pod_name, reason=pod.reason or f"exit code {pod.exit_code}"
-            )
+            _on_failed(job, *failed[job_id], policies, now)
             release.append(job_id)
         elif job_id in lost and active + count[P.SUCCEEDED] < job.min_available:
-            job.status = S.PREEMPTED
-            job.pending_reason = lost[job_id]
-            job.pending_reason_at = now
+            _on_lost(job, lost[job_id], policies, now)
             release.append(job_id)
         elif job.status == S.PREEMPTED and active + count[P.RELEASING] == 0:
             job.status = S.PENDING  # its pods are gone: it waits for its turn again
+        elif (ended := policies.task_completed(job, job_id)) is not None:
+            _on_task_completed(job, *ended, now)
+            release.append(job_id)
         elif job.status in (S.ADMITTED, S.RUNNING) and active + count[P.RELEASING] == 0:
             if count[P.SUCCEEDED] >= job.min_available:
                 job.status, job.finished_at = S.SUCCEEDED, now
@@ -207,11 +232,173 @@ def _jobs_advance(
         if stuck is not None and job.pending_reason != stuck:
             job.pending_reason, job.pending_reason_at = stuck, now
         if job.status != before["status"] or job.pending_reason != before["pending_reason"]:
-            changed = {f: getattr(job, f) for f in JOB_FIELDS if getattr(job, f) != before[f]}
-            changes[tuple(sorted(changed.items()))].append(job_id)
+            _change_note(job, before, changes, now)
     for changed, ids in changes.items():
         ids_update(Job, ids, **dict(changed), updated_at=now)
     if release:
         Placement.objects.filter(job_id__in=release, state__in=[P.BOUND, P.RUNNING]).update(
             state=P.RELEASING, updated_at=now
         )
+
+
+_ENDED = {S.SUCCEEDED: "succeeded", S.FAILED: "failed"}
+
+
+def _change_note(
+    job: Job, before: dict, changes: dict[tuple, list[int]], now: datetime
+) -> None:
+    """Group the job's changed fields with other jobs' identical changes (one UPDATE each);
+    a change of its retries (a list) is written for this job alone."""
+    changed = {f: getattr(job, f) for f in JOB_FIELDS if getattr(job, f) != before[f]}
+    if "retries" in changed:
+        ids_update(Job, [job.pk], **changed, updated_at=now)
+        return
+    changes[tuple(sorted(changed.items()))].append(job.pk)
+
+
+def _on_task_completed(job: Job, task: str, action: str, now: datetime) -> None:
+    job.status = S.SUCCEEDED if action == COMPLETE_JOB else S.FAILED
+    job.finished_at = now
+    job.started_at = job.started_at or now
+    job.pending_reason = TASK_COMPLETED_ENDED.format(
+        task=task, action=action, ended=_ENDED[job.status]
+    )
+
+
+def _on_failed(
+    job: Job, placement: Placement, pod: ObservedPod, policies: _Policies, now: datetime
+) -> None:
+    """A pod of the job failed or was evicted: its policy's action, else the job fails."""
+    event = POD_EVICTED if pod.reason == "Evicted" else POD_FAILED
+    action = policy_action(
+        event=event,
+        exit_code=pod.exit_code if event == POD_FAILED else None,
+        task_policies=policies.task(placement.task_id),
+        job_policies=job.policies,
+    )
+    what = "was evicted" if event == POD_EVICTED else "failed"
+    why = pod.reason or f"exit code {pod.exit_code}"
+    if action is None:
+        job.status, job.finished_at = S.FAILED, now
+        job.pending_reason = POD_FAILED_REASON.format(pod=placement.pod_name, reason=why)
+    else:
+        _policy_apply(job, action, event, placement.pod_name, what, why, now)
+
+
+def _on_lost(job: Job, why: str, policies: _Policies, now: datetime) -> None:
+    """A pod of the job is lost (it vanished, its node left, the kubelet refused it, it never
+    started): the OutOfSync event. By default, or by a restart policy with retries left, the job
+    is requeued; an action that ends the job ends it. Only the job's policies apply (the lost
+    pod is known by its reason alone)."""
+    action = policy_action(
+        event=OUT_OF_SYNC, exit_code=None, task_policies=[], job_policies=job.policies
+    )
+    if action is None or (action in RESTARTS and job.retry_count < job.max_retry):
+        job.status = S.PREEMPTED
+        job.pending_reason, job.pending_reason_at = why, now
+        if action is not None:
+            _retry_record(job, action, OUT_OF_SYNC, "", why, now)
+        return
+    _policy_apply(job, action, OUT_OF_SYNC, "", "was lost", why, now)
+
+
+def _policy_apply(
+    job: Job, action: str, event: str, pod: str, what: str, why: str, now: datetime
+) -> None:
+    """Carry out a policy's action on `job` (portal.jobs.policies says what each means here):
+    a restart while retries are left requeues it, anything else ends it."""
+    words = {"pod": pod or "a pod", "what": what, "why": why, "event": event, "action": action}
+    if action in RESTARTS and job.retry_count < job.max_retry:
+        job.status = S.PREEMPTED  # requeued: pending again once its pods are gone
+        reason = POLICY_RESTART.format(**words, retry=job.retry_count + 1, max_retry=job.max_retry)
+        job.pending_reason, job.pending_reason_at = reason, now
+        _retry_record(job, action, event, pod, reason, now)
+        return
+    if action in RESTARTS:
+        job.status = S.FAILED
+        job.pending_reason = POLICY_RETRIES_SPENT.format(**words, max_retry=job.max_retry)
+    else:
+        job.status = S.SUCCEEDED if action == COMPLETE_JOB else S.FAILED
+        job.pending_reason = POLICY_ENDED.format(**words, ended=_ENDED[job.status])
+        if job.status == S.SUCCEEDED:
+            job.started_at = job.started_at or now
+    job.finished_at = now
+
+
+def _retry_record(job: Job, action: str, event: str, pod: str, reason: str, now: datetime) -> None:
+    job.retry_count += 1
+    job.retries = [
+        *job.retries,
+        {
+            "at": now.isoformat(),
+            "pod": pod,
+            "event": event,
+            "action": action,
+            "reason": reason,
+        },
+    ]
+
+
+class _Policies:
+    """The task policies and task sizes one observation needs, read in at most two queries
+    and only for jobs that have a failure, a vanished pod or a TaskCompleted policy."""
+
+    def __init__(
+        self,
+        jobs: dict[int, Job],
+        failed: dict[int, tuple[Placement, ObservedPod]],
+    ) -> None:
+        task_ids = {p.task_id for p, _ in failed.values()}
+        self._task_policies = dict(
+            JobTask.objects.filter(id__in=task_ids).values_list("id", "policies")
+        ) if task_ids else {}  # fmt: skip
+        watching = [
+            job_id
+            for job_id, job in jobs.items()
+            if not job.is_terminal and _has_task_completed(job.policies)
+        ]
+        tasks = JobTask.objects.filter(job_id__in=watching) if watching else JobTask.objects.none()
+        self._tasks: dict[int, list[tuple[int, str, int, list]]] = defaultdict(list)
+        for task_id, job_id, name, replicas, task_policies in tasks.values_list(
+            "id", "job_id", "name", "replicas", "policies"
+        ):
+            self._tasks[job_id].append((task_id, name, replicas, task_policies))
+        # A task's own TaskCompleted policy counts too, for jobs without one at the job level.
+        for task_id, job_id, name, replicas, task_policies in (
+            JobTask.objects.filter(job_id__in=[j for j in jobs if j not in watching])
+            .exclude(policies=[])
+            .values_list("id", "job_id", "name", "replicas", "policies")
+        ):
+            if _has_task_completed(task_policies):
+                self._tasks[job_id].append((task_id, name, replicas, task_policies))
+        ids = [task_id for rows in self._tasks.values() for task_id, *_ in rows]
+        self._succeeded = Counter(
+            Placement.objects.filter(task_id__in=ids, state=P.SUCCEEDED).values_list(
+                "task_id", flat=True
+            )
+        ) if ids else Counter()  # fmt: skip
+
+    def task(self, task_id: int) -> list:
+        return self._task_policies.get(task_id) or []
+
+    def task_completed(self, job: Job, job_id: int) -> tuple[str, str] | None:
+        """(task, action) when a task of a running job has all its pods succeeded and a
+        TaskCompleted policy says what that does, else None."""
+        if job.status not in (S.ADMITTED, S.RUNNING):
+            return None
+        for task_id, name, replicas, task_policies in self._tasks.get(job_id, ()):
+            if self._succeeded[task_id] < replicas:
+                continue
+            action = policy_action(
+                event=TASK_COMPLETED,
+                exit_code=None,
+                task_policies=task_policies,
+                job_policies=job.policies,
+            )
+            if action is not None and action not in RESTARTS:
+                return name, action
+        return None
+
+
+def _has_task_completed(policies: list) -> bool:
+    return any(TASK_COMPLETED in (policy.get("events") or ()) for policy in policies or ())

@@ -84,7 +84,7 @@ def test_tf_dist_mnist_renders_a_host_list_a_headless_service_and_three_pods():
     assert worker1["spec"]["containers"][0]["ports"] == [{"containerPort": 2222, "name": "tfjob-port"}]
     assert worker1["spec"]["containers"][0]["command"][:2] == ["sh", "-c"]
     # what the portal does not honour is said, not silently dropped
-    assert "spec.tasks[1].policies is ignored by the portal" in rendered.warnings
+    assert "spec.schedulerName is ignored by the portal" in rendered.warnings
 
 
 @pytest.mark.parametrize(

@@ -196,6 +196,9 @@ KUBERNETES_WATCH_CACHE = env.bool("KUBERNETES_WATCH_CACHE", default=True)
 # The portal's pods carry this spec.schedulerName, so kube-scheduler leaves them alone; the
 # portal binds them itself (pods/binding) once a gang's pods all exist.
 KUBERNETES_SCHEDULER_NAME = env.str("KUBERNETES_SCHEDULER_NAME", default="gpuportal")
+# The label gpuportal.io/instance on every object this portal creates: it deletes only objects
+# of its own instance. Give each portal sharing a cluster its own.
+KUBERNETES_INSTANCE = env.str("KUBERNETES_INSTANCE", default="gpuportal")
 # A bound pod that has not started after this long (an image that never pulls, a node that
 # never runs it) gives its placement back, and the job waits for its turn again.
 KUBERNETES_POD_START_TIMEOUT_SECONDS = env.int("KUBERNETES_POD_START_TIMEOUT_SECONDS", default=600)

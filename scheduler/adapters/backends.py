@@ -29,6 +29,7 @@ def backend_from_settings() -> ClusterBackend:
             settings.KUBERNETES_NAMESPACE,
             settings.GPU_RESOURCE_NAMES,
             scheduler_name=settings.KUBERNETES_SCHEDULER_NAME,
+            instance=settings.KUBERNETES_INSTANCE,
         )
         if settings.KUBERNETES_WATCH_CACHE:
             backend.cache = _shared_cache(backend)
@@ -47,6 +48,6 @@ def _shared_cache(backend: KubernetesBackend) -> ClusterCache:
 
     host = backend.core_v1.api_client.configuration.host
     return shared_cache(
-        ("kubernetes", host),
-        lambda: ClusterCache(backend.core_v1, manifests_translation()),
+        ("kubernetes", host, backend.instance),
+        lambda: ClusterCache(backend.core_v1, manifests_translation(backend.instance)),
     )

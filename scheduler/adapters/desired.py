@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from portal.cluster.models import Placement
 from portal.jobs.gpushare import SHARING_NONE
 from portal.jobs.limits import gpu_sharing
@@ -95,9 +97,9 @@ def _plugin_jobs(rows: list[tuple], namespace: str) -> dict[int, tuple[JobShape,
         return {}
     tasks: dict[int, list[tuple[str, int]]] = {}
     for job_id, name, replicas in (
-        JobTask.objects.filter(job_id__in=names).order_by("id").values_list(
-            "job_id", "name", "replicas"
-        )
+        JobTask.objects.filter(job_id__in=names)
+        .order_by("id")
+        .values_list("job_id", "name", "replicas")
     ):
         tasks.setdefault(job_id, []).append((name, replicas))
     jobs = {}
@@ -263,7 +265,12 @@ def desired_pod(
         env=dict(env),
         requests=requests,
         labels=replica_labels(
-            job_id=job_id, task=task, replica=replica, queue=queue, tenant=tenant
+            job_id=job_id,
+            task=task,
+            replica=replica,
+            queue=queue,
+            tenant=tenant,
+            instance=settings.KUBERNETES_INSTANCE,
         ),
         annotations=annotations,
         tolerations=list(tolerations),

@@ -33,7 +33,12 @@ from scheduler.adapters.cluster.base import (
     RefusedClusterError,
     TransientClusterError,
 )
-from scheduler.adapters.cluster.labels import MANAGED_SELECTOR, is_managed, replica_key
+from scheduler.adapters.cluster.labels import (
+    DEFAULT_INSTANCE,
+    owned_by,
+    owned_selector,
+    replica_key,
+)
 from scheduler.adapters.cluster.manifests import (
     nodes_observed,
     observed_pod_from,
@@ -94,8 +99,11 @@ class KubernetesBackend:
         request_timeout: float | tuple[float, float] = DEFAULT_REQUEST_TIMEOUT,
         breaker_threshold: int = DEFAULT_BREAKER_THRESHOLD,
         scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+        instance: str = DEFAULT_INSTANCE,
     ) -> None:
         self.scheduler_name = scheduler_name
+        self.instance = instance
+        self._owns = owned_by(instance)
         self.core_v1 = core_v1
         self.namespace = namespace
         self.gpu_resource_names = tuple(gpu_resource_names)
@@ -119,6 +127,7 @@ class KubernetesBackend:
         context: str | None = None,
         request_timeout: float | tuple[float, float] = DEFAULT_REQUEST_TIMEOUT,
         scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+        instance: str = DEFAULT_INSTANCE,
     ) -> KubernetesBackend:
         """kubeconfig (KUBECONFIG or ~/.kube/config) when one exists, else the in-cluster
         service account. Uses its own Configuration so the process-wide default stays untouched."""
@@ -140,6 +149,7 @@ class KubernetesBackend:
             retry,
             request_timeout=request_timeout,
             scheduler_name=scheduler_name,
+            instance=instance,
         )
 
     @classmethod
@@ -152,6 +162,7 @@ class KubernetesBackend:
         *,
         request_timeout: float | tuple[float, float] = DEFAULT_REQUEST_TIMEOUT,
         scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+        instance: str = DEFAULT_INSTANCE,
     ) -> KubernetesBackend:
         """A backend on an explicit client Configuration (tests point its host at an emulator).
 
@@ -168,6 +179,7 @@ class KubernetesBackend:
             retry,
             request_timeout=request_timeout,
             scheduler_name=scheduler_name,
+            instance=instance,
         )
 
     # -- reads -------------------------------------------------------------------------------
@@ -181,21 +193,26 @@ class KubernetesBackend:
         pods = self._list_all(
             "list pods in all namespaces", self.core_v1.list_pod_for_all_namespaces
         )
-        return nodes_observed(nodes, pods, is_managed)
+        return nodes_observed(nodes, pods, self._owns)
 
     def list_pods(self) -> list[ObservedPod]:
         if self.cache is not None:
-            return [pod for pod in self.cache.owned_pods() if pod.namespace == self.namespace]
+            return [
+                pod
+                for pod in self.cache.owned_pods()
+                if pod.namespace == self.namespace and self._owns(pod.labels)
+            ]
         items = self._list_all(
             f"list pods in {self.namespace}",
             self.core_v1.list_namespaced_pod,
             self.namespace,
-            label_selector=MANAGED_SELECTOR,
+            label_selector=owned_selector(self.instance),
         )
         pods = (observed_pod_from(pod) for pod in items)
         # The selector already did this; filtering again means a proxy or API server that
-        # ignores selectors can never make reconcile delete pods the portal does not own.
-        managed = [pod for pod in pods if is_managed(pod.labels)]
+        # ignores selectors can never make reconcile delete pods the portal does not own
+        # (another workload's, another portal instance's).
+        managed = [pod for pod in pods if self._owns(pod.labels)]
         return sorted(managed, key=lambda p: (p.namespace, p.name))
 
     # -- writes ------------------------------------------------------------------------------
@@ -310,7 +327,9 @@ class KubernetesBackend:
                 raise TransientClusterError(f"{where}: name freed while checking") from exc
             raise
         observed = observed_pod_from(existing)
-        same_replica = replica_key(observed.labels) == replica_key(pod.labels)
+        same_replica = replica_key(observed.labels) == replica_key(pod.labels) and self._owns(
+            observed.labels
+        )
         if observed.deletion_requested:
             # An earlier incarnation is still terminating; creating over it must wait.
             raise TransientClusterError(f"{where}: previous pod with this name is terminating")

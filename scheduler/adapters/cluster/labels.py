@@ -8,9 +8,10 @@ queue and tenant names) that may not be valid label values.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from portal.cluster.naming import pod_name
 
@@ -22,6 +23,11 @@ REPLICA = PREFIX + "replica"
 QUEUE = PREFIX + "queue"
 TENANT = PREFIX + "tenant"
 JOB_NAME = PREFIX + "job-name"
+# Which portal installation owns the object: a portal deletes only its own instance's objects,
+# so two portals (or one restored from an old database) sharing a cluster never clean up each
+# other's pods. Pods from before the label existed belong to no instance: they are left alone.
+INSTANCE = PREFIX + "instance"
+DEFAULT_INSTANCE = "gpuportal"
 
 MANAGED_SELECTOR = f"{MANAGED}=true"
 
@@ -44,10 +50,17 @@ def label_value(text: str) -> str:
 
 
 def replica_labels(
-    *, job_id: str | int, task: str, replica: int, queue: str, tenant: str
+    *,
+    job_id: str | int,
+    task: str,
+    replica: int,
+    queue: str,
+    tenant: str,
+    instance: str = DEFAULT_INSTANCE,
 ) -> dict[str, str]:
     return {
         MANAGED: "true",
+        INSTANCE: label_value(instance),
         JOB_ID: label_value(str(job_id)),
         TASK: label_value(task),
         REPLICA: str(replica),
@@ -70,3 +83,21 @@ def replica_key(labels: Mapping[str, str]) -> ReplicaKey | None:
 
 def is_managed(labels: Mapping[str, str]) -> bool:
     return labels.get(MANAGED) == "true"
+
+
+def owned_selector(instance: str) -> str:
+    """The label selector of the objects `instance` owns."""
+    return f"{MANAGED_SELECTOR},{INSTANCE}={label_value(instance)}"
+
+
+def is_owned(labels: Mapping[str, str], instance: str) -> bool:
+    """Managed by a portal, and by this instance of it: the only objects it may delete."""
+    return is_managed(labels) and labels.get(INSTANCE) == label_value(instance)
+
+
+def owned_by(instance: str) -> Callable[[Mapping[str, str]], bool]:
+    return functools.partial(_owned, label_value(instance))
+
+
+def _owned(instance_value: str, labels: Mapping[str, str]) -> bool:
+    return labels.get(MANAGED) == "true" and labels.get(INSTANCE) == instance_value

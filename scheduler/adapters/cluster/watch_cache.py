@@ -39,6 +39,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.adapters.cluster.base import ObservedNode, ObservedPod, TransientClusterError
+from scheduler.adapters.cluster.labels import DEFAULT_INSTANCE
 
 logger = logging.getLogger(__name__)
 
@@ -515,9 +516,10 @@ def _describe(error: Exception) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def manifests_translation() -> Translation:
-    """The translation the list path uses (manifests.py), for the cache to hand objects to."""
-    from scheduler.adapters.cluster.labels import is_managed
+def manifests_translation(instance: str = DEFAULT_INSTANCE) -> Translation:
+    """The translation the list path uses (manifests.py), for the cache to hand objects to;
+    the pods `instance` owns are the portal's, every other pod is another workload's."""
+    from scheduler.adapters.cluster.labels import owned_by
     from scheduler.adapters.cluster.manifests import (
         observed_node_from,
         observed_pod_from,
@@ -529,7 +531,7 @@ def manifests_translation() -> Translation:
         node=observed_node_from,
         pod=observed_pod_from,
         usage=lambda pod: pod_requests(pod) if occupies_node(pod) else None,
-        owns=is_managed,
+        owns=owned_by(instance),
     )
 
 

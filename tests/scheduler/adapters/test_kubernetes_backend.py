@@ -148,6 +148,7 @@ def test_creates_an_unbound_pod_for_the_portal_scheduler_with_labels_requests_an
     stored = cluster.pod(NAMESPACE, "gp-7-worker-0")
     assert stored["metadata"]["labels"] == {
         "gpuportal.io/managed": "true",
+        "gpuportal.io/instance": "gpuportal",
         "gpuportal.io/job-id": "7",
         "gpuportal.io/task": "worker",
         "gpuportal.io/replica": "0",
@@ -267,7 +268,7 @@ def test_rejected_create_fails_at_once_without_retrying(cluster, backend, sleeps
 # -- reading pods back -----------------------------------------------------------------------
 
 
-def test_lists_only_managed_pods_by_label_selector(cluster, backend):
+def test_lists_only_this_instances_pods_by_label_selector(cluster, backend):
     backend.create_pod(make_desired())
     cluster.add_pod(
         {
@@ -275,12 +276,20 @@ def test_lists_only_managed_pods_by_label_selector(cluster, backend):
             "spec": {"containers": [{"name": "c", "image": "x"}]},
         }
     )
+    other = managed_pod("gp-8-worker-0", job_id="8")
+    other["metadata"]["labels"][labels.INSTANCE] = "staging-portal"
+    cluster.add_pod(other)
+    legacy = managed_pod("gp-9-worker-0", job_id="9")
+    del legacy["metadata"]["labels"][labels.INSTANCE]
+    cluster.add_pod(legacy)
 
     pods = backend.list_pods()
 
     assert [pod.name for pod in pods] == ["gp-7-worker-0"]
     (list_request,) = cluster.requests(kmock.action.LIST)
-    assert list_request.params["labelSelector"] == "gpuportal.io/managed=true"
+    assert list_request.params["labelSelector"] == (
+        "gpuportal.io/managed=true,gpuportal.io/instance=gpuportal"
+    )
 
 
 def test_reads_back_phase_exit_code_and_reason(cluster, backend):

@@ -28,6 +28,24 @@ def gib(size: int | float | None) -> str:
     return f"{_number(size / GiB, 2)} GiB"
 
 
+def cpu_text(millis: int) -> str:
+    """A number of millicores as a form's CPU field takes it, exactly: 8000 -> "8",
+    500 -> "0.5", 1234 -> "1.234"."""
+    whole, part = divmod(int(millis), 1000)
+    return f"{whole}.{part:03d}".rstrip("0") if part else str(whole)
+
+
+def memory_text(size: int) -> str:
+    """A number of bytes as a form's memory field takes it, exactly: 64 GiB -> "64Gi",
+    512 MiB -> "512Mi", 1000 -> "1000b", 0 -> "0"."""
+    if size == 0:
+        return "0"
+    for unit, factor in (("Gi", GiB), ("Mi", 1024**2), ("Ki", 1024)):
+        if size % factor == 0:
+            return f"{size // factor}{unit}"
+    return f"{size}b"
+
+
 def duration(seconds: int | float | None) -> str:
     """45 -> "45 s", 2400 -> "40 min", 5400 -> "1 h 30 min", 90000 -> "25 h"."""
     if seconds is None:

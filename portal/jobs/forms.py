@@ -3,14 +3,22 @@
 
 import re
 import shlex
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
-from portal.common.units import cores, gib
+from portal.common.fields import (  # noqa: F401 (re-exported)
+    CPU_INVALID,
+    MEMORY_INVALID,
+    CpuField,
+    MemoryField,
+    QuantityField,
+    parse_cpu,
+    parse_memory,
+)
+from portal.common.units import cores, cpu_text, gib, memory_text
 from portal.common.yamlsafe import UntrustedYAMLError, yaml_load_untrusted
 from portal.queues.models import Queue
 
@@ -28,8 +36,6 @@ from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES
 from .tolerations import tolerations_parse
 
 GPU_MODEL_LABEL = "gpu-model"
-MEMORY_INVALID = 'use a size such as "16Gi", "512Mi" or a number of GiB'
-CPU_INVALID = 'use cores such as "4" or "0.5", or millicores such as "500m"'
 COMMAND_INVALID = "could not split the command: {error}"
 YAML_INVALID = "not valid YAML: {error}"
 UPLOAD_NOT_UTF8 = "the file is not UTF-8 text"
@@ -40,71 +46,7 @@ UPLOAD_NOTHING = "choose a file or paste a manifest"
 UPLOAD_BOTH = "choose a file or paste a manifest, not both"
 UPLOAD_LIMIT_BYTES = 256 * 1024
 
-_MEMORY_UNITS = {
-    "": 1024**3,  # a bare number means GiB
-    "ki": 1024,
-    "mi": 1024**2,
-    "gi": 1024**3,
-    "ti": 1024**4,
-    "k": 1000,
-    "m": 1000**2,
-    "g": 1000**3,
-    "t": 1000**4,
-    "b": 1,
-}
-_QUANTITY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-
-
-def parse_memory(text: str) -> int:
-    """`16Gi` / `512Mi` / `1.5` (GiB) -> bytes. Raises ValueError."""
-    match = _QUANTITY.match(str(text))
-    if not match:
-        raise ValueError(text)
-    unit = match.group(2).lower()
-    if unit not in _MEMORY_UNITS:
-        raise ValueError(text)
-    return int(Decimal(match.group(1)) * _MEMORY_UNITS[unit])
-
-
-def parse_cpu(text: str) -> int:
-    """`4` / `0.5` cores or `500m` -> millicores. Raises ValueError."""
-    match = _QUANTITY.match(str(text))
-    if not match or match.group(2) not in ("", "m"):
-        raise ValueError(text)
-    try:
-        value = Decimal(match.group(1))
-    except InvalidOperation as error:
-        raise ValueError(text) from error
-    return int(value) if match.group(2) == "m" else int(value * 1000)
-
-
-class _QuantityField(forms.CharField):
-    """Text in, an int out. The text's own checks (NUL characters) run on the text: the int
-    may have thousands of digits (too many for str()), for `job_submit` to refuse by limit."""
-
-    invalid = ""
-
-    def parse(self, text: str) -> int:
-        raise NotImplementedError
-
-    def clean(self, value: Any) -> int | None:
-        text = super().clean(value)
-        if text in self.empty_values:
-            return None
-        try:
-            return self.parse(text)
-        except (ValueError, InvalidOperation) as error:
-            raise ValidationError(self.invalid, code="invalid") from error
-
-
-class MemoryField(_QuantityField):
-    invalid = MEMORY_INVALID
-
-    def parse(self, text: str) -> int:
-        return parse_memory(text)
-
-
-class GpuMemoryField(_QuantityField):
+class GpuMemoryField(QuantityField):
     """GPU memory of one device: a size as for memory ("10Gi", a bare number in GiB), kept in
     MiB (rounded up)."""
 
@@ -112,22 +54,6 @@ class GpuMemoryField(_QuantityField):
 
     def parse(self, text: str) -> int:
         return -(-parse_memory(text) // 1024**2)
-
-
-class CpuField(_QuantityField):
-    invalid = CPU_INVALID
-
-    def parse(self, text: str) -> int:
-        return parse_cpu(text)
-
-
-def _cores_text(millis: int) -> str:
-    """8000 -> "8": the form's text for a number of millicores (as the user would type it)."""
-    return cores(millis).split()[0]
-
-
-def _gib_text(size: int) -> str:
-    return gib(size).replace(" GiB", "Gi")
 
 
 def _shows(field: forms.Field, **attrs: int) -> None:
@@ -147,8 +73,8 @@ class JobSubmitForm(forms.Form):
     expected_duration_seconds = forms.IntegerField(
         required=False,
         label="Expected duration (seconds)",
-        help_text="e.g. 3600 for an hour. Tells waiting jobs when GPUs should free up; on the "
-        "simulated demo cluster the pods run this long. Empty: unknown.",
+        help_text="e.g. 3600 for an hour; helps tell waiting jobs when GPUs free up (the "
+        "demo's simulated pods run this long). Empty: unknown.",
     )
     gpu_model = forms.ChoiceField(
         required=False, label="GPU model", help_text="Node selector gpu-model; empty: any."
@@ -185,13 +111,13 @@ class TaskForm(forms.Form):
     )
     cpu = CpuField(
         required=False,
-        initial=_cores_text(TASK_DEFAULT_CPU_MILLIS),
+        initial=cpu_text(TASK_DEFAULT_CPU_MILLIS),
         label="CPU cores / replica",
         help_text=f"e.g. 4 or 0.5 (500m also works). Empty: {cores(TASK_DEFAULT_CPU_MILLIS)}.",
     )
     memory = MemoryField(
         required=False,
-        initial=_gib_text(TASK_DEFAULT_MEMORY_BYTES),
+        initial=memory_text(TASK_DEFAULT_MEMORY_BYTES),
         label="Memory / replica",
         help_text=f"e.g. 16 GiB; accepts 16Gi, 512Mi, or a number of GiB. "
         f"Empty: {gib(TASK_DEFAULT_MEMORY_BYTES)}.",
@@ -351,7 +277,9 @@ class JobUploadForm(forms.Form):
         required=False,
         strip=False,
         label="Or paste the YAML",
-        widget=forms.Textarea(attrs={"rows": 16, "spellcheck": "false", "class": "code"}),
+        widget=forms.Textarea(
+            attrs={"rows": 16, "spellcheck": "false", "wrap": "off", "class": "code"}
+        ),
     )
 
     def clean_manifest(self) -> str | None:

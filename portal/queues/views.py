@@ -1,3 +1,4 @@
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
@@ -8,7 +9,9 @@ from django.shortcuts import redirect, render
 from django.views import View
 from django.views.generic import TemplateView
 
+from portal.cluster.selectors import gpus_allocated_per_queue
 from portal.common.access import can_edit_queue
+from portal.scheduling.selectors import queue_usage_latest
 from portal.tenants.selectors import tenant_quota_summary
 
 from .forms import QueueEditForm
@@ -28,10 +31,29 @@ class QueueListView(LoginRequiredMixin, TemplateView):
         context = super().get_context_data(**kwargs)
         user = self.request.user
         queues = list(queue_list(user=user))
+        ids = [queue.pk for queue in queues]
+        # As the API and the CLI's `queues`: allocated is live, deserved and pending are the
+        # last cycle's usage sample (none before the first cycle).
+        allocated = gpus_allocated_per_queue(queue_ids=ids)
+        samples = queue_usage_latest(queue_ids=ids)
         for queue in queues:
             queue.editable = can_edit_queue(user, queue)
+            sample = samples.get(queue.pk)
+            queue.usage = QueueUsage(
+                allocated=allocated.get(queue.pk, 0),
+                deserved=None if sample is None else sample.gpus_deserved,
+                pending=None if sample is None else sample.gpus_pending,
+            )
         context["queues"] = queues
+        context["usage_at"] = max((sample.at for sample in samples.values()), default=None)
         return context
+
+
+@dataclass(frozen=True)
+class QueueUsage:
+    allocated: int
+    deserved: float | None
+    pending: int | None
 
 
 class QueueEditView(LoginRequiredMixin, View):

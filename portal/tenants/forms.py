@@ -1,6 +1,12 @@
 from django import forms
 
+from portal.common.fields import CpuField, MemoryField
+from portal.common.units import cpu_text, memory_text
+
 from .quota import QUOTA_FIELDS, WEIGHT_MAX, WEIGHT_MIN
+
+CPU_HINT = 'Cores, e.g. 32 or 0.5 ("500m" works too).'
+MEMORY_HINT = 'GiB, e.g. 256; or a size such as "512Mi".'
 
 
 class QuotaForm(forms.Form):
@@ -16,26 +22,36 @@ class QuotaForm(forms.Form):
     borrowing_limit_gpus = forms.IntegerField(
         min_value=0, required=False, label="Borrowing limit (GPUs)", help_text="Empty: unlimited."
     )
-    guarantee_cpu_millis = forms.IntegerField(min_value=0, label="Guarantee (CPU millicores)")
-    capability_cpu_millis = forms.IntegerField(
-        min_value=0, required=False, label="Capability (CPU millicores)"
+    # CPU in cores and memory in GiB, as every page shows them; stored as millicores and bytes.
+    guarantee_cpu_millis = CpuField(label="Guarantee (CPU cores)", help_text=CPU_HINT)
+    capability_cpu_millis = CpuField(
+        required=False, label="Capability (CPU cores)", help_text="Empty: unlimited."
     )
-    borrowing_limit_cpu_millis = forms.IntegerField(
-        min_value=0, required=False, label="Borrowing limit (CPU millicores)"
+    borrowing_limit_cpu_millis = CpuField(
+        required=False, label="Borrowing limit (CPU cores)", help_text="Empty: unlimited."
     )
-    guarantee_memory_bytes = forms.IntegerField(min_value=0, label="Guarantee (memory bytes)")
-    capability_memory_bytes = forms.IntegerField(
-        min_value=0, required=False, label="Capability (memory bytes)"
+    guarantee_memory_bytes = MemoryField(label="Guarantee (memory, GiB)", help_text=MEMORY_HINT)
+    capability_memory_bytes = MemoryField(
+        required=False, label="Capability (memory, GiB)", help_text="Empty: unlimited."
     )
-    borrowing_limit_memory_bytes = forms.IntegerField(
-        min_value=0, required=False, label="Borrowing limit (memory bytes)"
+    borrowing_limit_memory_bytes = MemoryField(
+        required=False, label="Borrowing limit (memory, GiB)", help_text="Empty: unlimited."
     )
 
     fields_edited: tuple[str, ...] = QUOTA_FIELDS
 
     @classmethod
     def initial_for(cls, row: object) -> dict[str, object]:
-        return {field: getattr(row, field) for field in cls.fields_edited}
+        """The row's values as the fields take them (cores and GiB as text, exactly)."""
+        initial = {}
+        for field in cls.fields_edited:
+            value = getattr(row, field)
+            if value is not None and field.endswith("_cpu_millis"):
+                value = cpu_text(value)
+            elif value is not None and field.endswith("_memory_bytes"):
+                value = memory_text(value)
+            initial[field] = value
+        return initial
 
 
 class TenantQuotaForm(QuotaForm):

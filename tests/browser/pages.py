@@ -34,9 +34,14 @@ PAGES = (
     BrowserPage("job-detail", "jobs:job_detail", "/jobs/{job}/", "#placements", ALL, phone=True),
     BrowserPage("job-submit", "jobs:job_submit", "/jobs/new/", "#job-submit", ALL, phone=True),
     BrowserPage("job-upload", "jobs:job_upload", "/jobs/upload/", "#job-upload", ALL, phone=True),
-    BrowserPage("queue-list", "queues:queue_list", "/queues/", "table", ALL),
+    BrowserPage("queue-list", "queues:queue_list", "/queues/", "table", ALL, phone=True),
     BrowserPage(
-        "queue-edit", "queues:queue_edit", "/queues/{queue}/edit/", "#preview", ("lead", "admin")
+        "queue-edit",
+        "queues:queue_edit",
+        "/queues/{queue}/edit/",
+        "#preview",
+        ("lead", "admin"),
+        phone=True,
     ),
     BrowserPage(
         "dashboard",

@@ -25,6 +25,17 @@ def gib(size):
 
 
 @register.filter
+def quota_value(value, field):
+    """A quota audit row's value in the page's units: "8 cores", "64 GiB"; empty: unlimited."""
+    if value in (None, ""):
+        return "unlimited"
+    for suffix, show in (("_cpu_millis", units.cores), ("_memory_bytes", units.gib)):
+        if str(field).endswith(suffix) and str(value).isdigit():
+            return show(int(value))
+    return value
+
+
+@register.filter
 def duration(seconds):
     return units.duration(seconds)
 

@@ -18,6 +18,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from portal.api.services import api_token_create
+from portal.common.units import cpu_text, memory_text
 from portal.jobs.models import Job
 from portal.tenants.models import Membership
 from tests.factories import (
@@ -408,8 +409,9 @@ def queue_form_data(queue: Any, **overrides: Any) -> dict[str, Any]:
         "priority": queue.priority,
         "state": queue.state,
         "guarantee_gpus": queue.guarantee_gpus,
-        "guarantee_cpu_millis": queue.guarantee_cpu_millis,
-        "guarantee_memory_bytes": queue.guarantee_memory_bytes,
+        # The form takes cores and GiB.
+        "guarantee_cpu_millis": cpu_text(queue.guarantee_cpu_millis),
+        "guarantee_memory_bytes": memory_text(queue.guarantee_memory_bytes),
         "capability_gpus": "",
         "capability_cpu_millis": "",
         "capability_memory_bytes": "",

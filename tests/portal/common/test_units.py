@@ -60,3 +60,31 @@ def test_template_filters():
         Context({"cpu": 8000, "memory": 64 * units.GiB, "seen": None, "queue": 3})
     )
     assert text == f"8 cores/64 GiB/never/{queue_colour(3)}"
+
+
+@pytest.mark.parametrize(
+    ("millis", "text"),
+    [(8000, "8"), (500, "0.5"), (1234, "1.234"), (0, "0"), (80, "0.08"), (10**30 + 1, None)],
+)
+def test_cpu_text_is_what_the_cpu_field_reads_back_exactly(millis, text):
+    from portal.common.fields import parse_cpu
+
+    if text is not None:
+        assert units.cpu_text(millis) == text
+    assert parse_cpu(units.cpu_text(millis)) == millis
+
+
+@pytest.mark.parametrize(
+    ("size", "text"),
+    [(64 * units.GiB, "64Gi"), (512 * 1024**2, "512Mi"), (3 * 1024, "3Ki"), (1000, "1000b"), (0, "0")],
+)
+def test_memory_text_is_what_the_memory_field_reads_back_exactly(size, text):
+    from portal.common.fields import parse_memory
+
+    assert units.memory_text(size) == text
+    assert parse_memory(text) == size
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(45, "45 s"), (2400, "40 min"), (5400, "1 h 30 min"), (90, "1 min 30 s"), (7200, "2 h")])
+def test_duration(seconds, text):
+    assert units.duration(seconds) == text

@@ -1,0 +1,46 @@
+"""The queue pages in a real Chromium on a freshly seeded demo: the list shows each queue's use
+and links to its jobs, on a desktop and as cards on a phone; the edit form takes cores and GiB."""
+
+from tests.browser.chromium import PHONE, needs_chromium
+
+pytestmark = needs_chromium
+
+
+def test_the_queue_list_shows_use_and_links_to_the_jobs(demo, open_as):
+    page = open_as("lead", "/queues/", "#queues")
+    headers = page.locator("#queues thead th").all_inner_texts()
+    assert [h.upper() for h in headers[3:6]] == ["ALLOCATED", "DESERVED", "PENDING"]
+    row = page.locator("#queues tbody tr", has_text="nlp-train")
+    # The demo's 32-GPU bert-pretrain waits in nlp-train, whatever else runs.
+    assert row.locator("td[data-label='Pending']").inner_text() == "32 GPUs"
+    assert row.locator("td[data-label='Deserved']").inner_text().endswith("GPUs")
+    row.locator("td[data-label=Queue] a").click()
+    page.wait_for_selector("#jobs")
+    assert "bert-pretrain" in page.inner_text("#jobs")
+    assert page.input_value("#queue") == page.url.split("queue=")[1]
+
+
+def test_the_queue_list_is_cards_on_a_phone(demo, open_as):
+    page = open_as("lead", "/queues/", "#queues", viewport=PHONE)
+    assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1
+    card = page.locator("#queues tbody tr", has_text="nlp-train")
+    assert card.bounding_box()["width"] <= PHONE["width"]
+    assert card.locator("a", has_text="Edit").is_visible()
+
+
+def test_the_queue_edit_form_takes_cores_and_gib(demo, open_as):
+    from portal.queues.models import Queue
+
+    queue = Queue.objects.get(name="nlp-train")
+    page = open_as("lead", f"/queues/{queue.pk}/edit/", "#preview")
+    assert page.inner_text("label[for=id_capability_cpu_millis]") == "Capability (CPU cores)"
+    page.fill("#id_capability_cpu_millis", "64")
+    page.fill("#id_capability_memory_bytes", "512")
+    page.click("#quota-form button[type=submit]")
+    page.wait_for_selector("text=Queue nlp-train saved.")
+    queue.refresh_from_db()
+    assert (queue.capability_cpu_millis, queue.capability_memory_bytes) == (64000, 512 * 1024**3)
+    assert page.input_value("#id_capability_cpu_millis") == "64"
+    history = page.inner_text("#queue-changes")
+    assert "64 cores" in history
+    assert "512 GiB" in history

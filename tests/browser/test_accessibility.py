@@ -47,11 +47,11 @@ def demo(transactional_db, monkeypatch):
     """The embedded demo, with its history, and one scheduling cycle run."""
     from portal.jobs.models import Job
     from portal.queues.models import Queue
-    from scheduler.tasks import scheduling_cycle_run
+    from tests.browser.conftest import run_cycle
 
     monkeypatch.setenv("DEMO_PASSWORD", DEMO_PASSWORD)
     call_command("seed_demo", stdout=StringIO())
-    scheduling_cycle_run()
+    run_cycle()
     return {
         "job": str(Job.objects.get(name="bert-pretrain").pk),
         "queue": str(Queue.objects.get(name="nlp-train").pk),

@@ -11,7 +11,7 @@ def test_the_job_page_follows_the_job_without_a_reload(demo, open_as, monkeypatc
     from portal.jobs.models import Job
     from portal.jobs.services import job_submit
     from portal.queues.models import Queue
-    from scheduler.tasks import scheduling_cycle_run
+    from tests.browser.conftest import run_cycle
 
     # The submission's own cycle waits: the page is open before the scheduler places the job.
     monkeypatch.setattr("portal.jobs.services.scheduling_cycle_kick", lambda: None)
@@ -27,7 +27,7 @@ def test_the_job_page_follows_the_job_without_a_reload(demo, open_as, monkeypatc
     assert "waiting for the next scheduling cycle" in page.inner_text("#pending-reason")
     assert "Not placed yet" in page.inner_text("#placements")
 
-    scheduling_cycle_run()
+    run_cycle()
     page.wait_for_function(
         "() => /gpu-worker-\\d/.test(document.getElementById('placements').innerText)"
     )

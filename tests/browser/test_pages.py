@@ -36,7 +36,7 @@ def login(browser, live_server, password):
 
 def test_researcher_submits_job_and_watches_it_get_placed(world, login, live_server):
     from portal.jobs.models import Job
-    from scheduler.tasks import scheduling_cycle_run
+    from tests.browser.conftest import run_cycle
 
     page = login("researcher")
     page.click("nav >> text=Submit job")
@@ -57,7 +57,7 @@ def test_researcher_submits_job_and_watches_it_get_placed(world, login, live_ser
     page.click("nav >> text=Jobs")
     page.wait_for_selector("#jobs >> text=browser-bert")
 
-    scheduling_cycle_run()
+    run_cycle()
     page.goto(f"{live_server.url}/jobs/{job.pk}/")
     placements = page.inner_text("#placements")
     assert re.search(r"gpu-worker-\d", placements), placements

@@ -402,6 +402,10 @@ class EmulatedCluster:
     def fail_image_pull(self, image: str) -> None:
         self.on_loop(lambda: self.store.kubelet.image_pull_failures.add(image))
 
+    def fail_admission(self, node: str, resource: str) -> None:
+        """The node's kubelet rejects every new pod asking for `resource` (OutOf<resource>)."""
+        self.on_loop(lambda: self.store.kubelet.admission_failures.__setitem__(node, resource))
+
     def ignore_sigterm(self) -> None:
         """From now on a deleted pod stays Terminating for its whole grace period."""
         self.on_loop(lambda: setattr(self.store.kubelet, "honour_sigterm", False))

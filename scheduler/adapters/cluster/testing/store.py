@@ -92,6 +92,9 @@ class Kubelet:
     start_seconds: float = 0.0  # ContainerCreating -> Running
     honour_sigterm: bool = True  # False: a deleted pod lasts its whole grace period
     image_pull_failures: set[str] = field(default_factory=set)
+    # node -> resource its kubelet refuses to admit (a device plugin whose devices went
+    # unhealthy after the node reported them allocatable): OutOf<resource>.
+    admission_failures: dict[str, str] = field(default_factory=dict)
 
 
 class ApiStore:
@@ -500,6 +503,12 @@ class ApiStore:
         """The kubelet's own fit check (predicates.GeneralPredicates at admission): the node's
         allocatable against what its admitted, unfinished pods (terminating ones included)
         request."""
+        node_name = pod["spec"]["nodeName"]
+        refused = self.kubelet.admission_failures.get(node_name)
+        if refused and pod_requests(pod).get(refused):
+            return refused, (
+                f"Pod was rejected: Node didn't have enough resource: {refused}, devices unhealthy"
+            )
         allocatable = parse_resources((node.get("status") or {}).get("allocatable") or {})
         used: dict[str, int] = {}
         for other_key in self._pods_by_node.get(pod["spec"]["nodeName"], ()):

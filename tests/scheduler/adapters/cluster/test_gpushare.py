@@ -24,9 +24,15 @@ from tests.scheduler.conftest import submit_job
 
 
 def test_share_size_holds_its_fraction_of_memory_and_cores():
-    assert share_size(gpu_milli=250, gpu_memory_mib=0, device_memory_mib=81920) == ShareSize(20480, 25)
-    assert share_size(gpu_milli=0, gpu_memory_mib=10240, device_memory_mib=40960) == ShareSize(10240, 25)
-    assert share_size(gpu_milli=100, gpu_memory_mib=20480, device_memory_mib=81920) == ShareSize(20480, 10)
+    assert share_size(gpu_milli=250, gpu_memory_mib=0, device_memory_mib=81920) == ShareSize(
+        20480, 25
+    )
+    assert share_size(gpu_milli=0, gpu_memory_mib=10240, device_memory_mib=40960) == ShareSize(
+        10240, 25
+    )
+    assert share_size(gpu_milli=100, gpu_memory_mib=20480, device_memory_mib=81920) == ShareSize(
+        20480, 10
+    )
     assert share_size(gpu_milli=125, gpu_memory_mib=0, device_memory_mib=0) == ShareSize(0, 13)
 
 
@@ -78,8 +84,12 @@ def test_registered_cards_hami_json_legacy_and_volcano():
         ("GPU-1", 1, 81920, "NVIDIA-H100"),
     ]
     legacy = "GPU-0,10,40960,100,NVIDIA-A100,0,true,0,hami-core:GPU-1,10,40960,100,NVIDIA-A100,0,true,1,hami-core:"
-    assert [c.index for c in registered_cards("hami", {"hami.io/node-nvidia-register": legacy})] == [0, 1]
-    volcano = "GPU-a,10,40960,NVIDIA-A100,true,hami-core:GPU-b,10,40960,NVIDIA-A100,false,hami-core:"
+    assert [
+        c.index for c in registered_cards("hami", {"hami.io/node-nvidia-register": legacy})
+    ] == [0, 1]
+    volcano = (
+        "GPU-a,10,40960,NVIDIA-A100,true,hami-core:GPU-b,10,40960,NVIDIA-A100,false,hami-core:"
+    )
     cards = registered_cards("volcano", {"volcano.sh/node-vgpu-register": volcano})
     assert [(c.uuid, c.healthy) for c in cards] == [("GPU-a", True), ("GPU-b", False)]
     assert registered_cards("hami", {"hami.io/node-nvidia-register": "garbage"}) is None
@@ -106,7 +116,9 @@ def test_hami_nodes_take_their_cards_from_the_registration_not_allocatable():
                 allocatable={"cpu": 1000, "memory": 2**30, "nvidia.com/gpu": 20},  # 2 cards x 10
                 annotations={"hami.io/node-nvidia-register": HAMI_JSON},
             ),
-            ObservedNode(name="n2", allocatable={"cpu": 1000, "memory": 2**30, "nvidia.com/gpu": 4}),
+            ObservedNode(
+                name="n2", allocatable={"cpu": 1000, "memory": 2**30, "nvidia.com/gpu": 4}
+            ),
         ]
     )
     n1, n2 = Node.objects.order_by("name")
@@ -118,7 +130,9 @@ def test_hami_nodes_take_their_cards_from_the_registration_not_allocatable():
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("stack", ["volcano", "hami"])
-def test_the_reconciler_builds_a_shared_pod_on_the_card_the_core_picked(researcher, nlp_queue, stack):
+def test_the_reconciler_builds_a_shared_pod_on_the_card_the_core_picked(
+    researcher, nlp_queue, stack
+):
     node = NodeFactory(name="n1", gpu_count=2, gpu_memory_mib=81920, gpu_uuids=["GPU-0", "GPU-1"])
     with override_settings(GPU_SHARING=stack):
         job = submit_job(researcher, nlp_queue, "infer", gpus=Decimal("0.25"))
@@ -127,7 +141,10 @@ def test_the_reconciler_builds_a_shared_pod_on_the_card_the_core_picked(research
         whole = submit_job(researcher, nlp_queue, "train", gpus=1)
         PlacementFactory(task=whole.tasks.get(), node=node, pod_name="whole", gpus=1,
                          gpu_milli=1000, gpu_devices=[0], state=Placement.State.BOUND)  # fmt: skip
-        pods = {pod.name: pod for pod in desired_pods(namespace="ns", gpu_resource_of={"n1": "nvidia.com/gpu"})}
+        pods = {
+            pod.name: pod
+            for pod in desired_pods(namespace="ns", gpu_resource_of={"n1": "nvidia.com/gpu"})
+        }
     shared, trainer = pods["shared"], pods["whole"]
     ids = "volcano.sh/vgpu-ids-new" if stack == "volcano" else "hami.io/vgpu-devices-allocated"
     assert shared.annotations[ids].startswith("GPU-1,NVIDIA,20480,25:")

@@ -419,3 +419,21 @@ def _wait_for(condition, timeout=5.0):
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(0.01)
+
+
+def test_a_kubelet_told_to_refuse_a_resource_rejects_pods_asking_for_it(cluster, api):
+    gpu_node(cluster)
+    cluster.fail_admission("gpu-a", GPU)
+    api.create_namespaced_pod(NS, pod_body("gpu", node="gpu-a"))
+    cluster.add_pod(
+        {
+            "metadata": {"name": "cpu-only", "namespace": NS},
+            "spec": {"nodeName": "gpu-a", "containers": [{"name": "c", "image": "x"}]},
+        }
+    )
+
+    cluster.advance(1)
+
+    rejected = status_of(api, "gpu")
+    assert (rejected.phase, rejected.reason) == ("Failed", "OutOfnvidia.com/gpu")
+    assert status_of(api, "cpu-only").phase == "Running"

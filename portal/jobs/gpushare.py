@@ -89,6 +89,17 @@ def gpus_number(milli: int | float) -> int | float:
     return milli / MILLI_PER_GPU
 
 
+SAMPLE_GPUS_MAX = float(2**31 - 1)  # what the samples' integer columns held before shares
+
+
+def gpus_sample(value: float) -> float:
+    """GPUs for a usage sample: shares of a card exact to the milli-GPU (3 decimals), never
+    negative, saturating (inf and NaN never reach a row)."""
+    if math.isnan(value):
+        return 0.0
+    return round(min(max(0.0, value), SAMPLE_GPUS_MAX), 3)
+
+
 def request_text(*, gpus: int, gpu_milli: int, gpu_memory_mib: int) -> str:
     """One pod's GPU request in words: "2 GPUs", "0.25 GPU", "10 GiB GPU memory",
     "0.25 GPU + 10 GiB GPU memory", "no GPU"."""

@@ -21,6 +21,7 @@ from portal.api.base import (
 from portal.api.pagination import ApiPagination
 from portal.cluster.selectors import gpus_allocated_per_queue
 from portal.common.access import can_edit_queue
+from portal.jobs.gpushare import MILLI_PER_GPU, gpus_number
 from portal.scheduling.selectors import queue_usage_latest, queue_usage_series
 from portal.tenants.apis import QuotaChangeSerializer, QuotaInputSerializer
 
@@ -85,10 +86,10 @@ class QueueOutputSerializer(ApiSerializer):
         sample = self._sample(queue)
         return None if sample is None else sample.gpus_deserved
 
-    @extend_schema_field(serializers.IntegerField(allow_null=True))
-    def get_gpus_pending(self, queue: Queue) -> int | None:
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_gpus_pending(self, queue: Queue) -> int | float | None:
         sample = self._sample(queue)
-        return None if sample is None else sample.gpus_pending
+        return None if sample is None else gpus_number(sample.gpus_pending * MILLI_PER_GPU)
 
     @extend_schema_field(serializers.DateTimeField(allow_null=True))
     def get_usage_at(self, queue: Queue) -> Any:
@@ -294,7 +295,7 @@ class QueueUsageApi(ApiView):
         class PointSerializer(ApiSerializer):
             at = serializers.DateTimeField(source="bucket")
             gpus_allocated_avg = serializers.FloatField()
-            gpus_allocated_max = serializers.IntegerField()
+            gpus_allocated_max = serializers.FloatField()
             gpus_deserved_avg = serializers.FloatField()
             gpus_pending_avg = serializers.FloatField()
             cpu_millis_allocated_avg = serializers.FloatField()

@@ -142,9 +142,11 @@ class QueueUsageSample(models.Model):
 
     queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="usage_samples")
     at = models.DateTimeField(default=timezone.now)
-    gpus_allocated = models.PositiveIntegerField(default=0)
+    # GPUs in cards; a share of a card counts its fraction (milli-GPU / 1000, exact to 3
+    # decimals).
+    gpus_allocated = models.FloatField(default=0)
     gpus_deserved = models.FloatField(default=0)
-    gpus_pending = models.PositiveIntegerField(default=0)
+    gpus_pending = models.FloatField(default=0)
     cpu_millis_allocated = models.PositiveBigIntegerField(default=0)
     memory_bytes_allocated = models.PositiveBigIntegerField(default=0)
 
@@ -174,7 +176,7 @@ class QueueUsageRollup(models.Model):
     resolution = models.CharField(max_length=4, choices=Resolution.choices)
     bucket = models.DateTimeField()
     gpus_allocated_avg = models.FloatField(default=0)
-    gpus_allocated_max = models.PositiveIntegerField(default=0)
+    gpus_allocated_max = models.FloatField(default=0)
     gpus_deserved_avg = models.FloatField(default=0)
     gpus_pending_avg = models.FloatField(default=0)
     samples = models.PositiveIntegerField(default=0)

@@ -69,7 +69,7 @@ class TenantUsageSample(models.Model):
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="usage_samples")
     at = models.DateTimeField(default=timezone.now)
-    gpus_allocated = models.PositiveIntegerField(default=0)
+    gpus_allocated = models.FloatField(default=0)  # shares of a card count their fraction
     gpus_deserved = models.FloatField(default=0)
     cpu_millis_allocated = models.PositiveBigIntegerField(default=0)
     cpu_millis_deserved = models.FloatField(default=0)

@@ -17,7 +17,7 @@ from django.db.models import Count
 
 from portal.cluster.models import Placement, whole_second
 from portal.cluster.services import placement_pod_name
-from portal.jobs.gpushare import MILLI_PER_GPU, milli_cost
+from portal.jobs.gpushare import MILLI_PER_GPU, gpus_sample, milli_cost
 from portal.jobs.models import Job
 from portal.scheduling.models import CycleRun, PreemptionEvent, QueueUsageSample
 from portal.scheduling.rollups import usage_rollups_refresh
@@ -239,9 +239,9 @@ def _persist_usage(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
             QueueUsageSample(
                 queue=queue,
                 at=now,
-                gpus_allocated=_column(share.allocated.get("gpu"), INT32_MAX),
+                gpus_allocated=gpus_sample(share.allocated.get("gpu")),
                 gpus_deserved=deserved if deserved != float("inf") else 0,
-                gpus_pending=_column(bundle.index.pending_gpus[name] - bound_gpus[name], INT32_MAX),
+                gpus_pending=gpus_sample(bundle.index.pending_gpus[name] - bound_gpus[name]),
                 cpu_millis_allocated=_column(share.allocated.get("cpu"), INT64_MAX),
                 memory_bytes_allocated=_column(share.allocated.get("memory"), INT64_MAX),
             )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
+from portal.jobs.gpushare import gpus_sample
 from portal.tenants.models import TenantUsageSample
 from portal.tenants.quota import tenant_node_name
 from scheduler.adapters.snapshot import SnapshotBundle
@@ -30,7 +31,7 @@ def tenant_usage_persist(*, bundle: SnapshotBundle, result: CycleResult, now: da
             TenantUsageSample(
                 tenant=tenant,
                 at=now,
-                gpus_allocated=int(share.allocated.get("gpu")),
+                gpus_allocated=gpus_sample(share.allocated.get("gpu")),
                 gpus_deserved=_finite(share.deserved.get("gpu")),
                 cpu_millis_allocated=int(share.allocated.get("cpu")),
                 cpu_millis_deserved=_finite(share.deserved.get("cpu")),

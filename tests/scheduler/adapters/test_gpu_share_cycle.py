@@ -105,3 +105,18 @@ def test_the_next_snapshot_books_the_cards_placements_hold(team, nlp_queue, back
     # 0.25 fills the card the 0.75 is on; 0.5 goes to the other
     assert Placement.objects.get(job=third).gpu_devices == card
     assert Placement.objects.get(job=second).gpu_devices != card
+
+
+def test_usage_samples_count_shares_exactly(team, nlp_queue, backend, clock):
+    from portal.scheduling.models import QueueUsageSample
+    from portal.tenants.models import TenantUsageSample
+
+    NodeFactory(name="gpu-worker-1", gpu_count=1, gpu_memory_mib=81920)
+    submit_job(team, nlp_queue, "infer", replicas=5, gpus=Decimal("0.25"), min_available=1)
+
+    scheduling_cycle_run(backend=backend, now=clock)
+
+    sample = QueueUsageSample.objects.get(queue=nlp_queue)
+    assert (sample.gpus_allocated, sample.gpus_pending) == (1.0, 0.25)
+    tenant = TenantUsageSample.objects.get(tenant=nlp_queue.tenant)
+    assert tenant.gpus_allocated == 1.0

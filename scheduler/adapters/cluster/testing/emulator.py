@@ -318,14 +318,14 @@ class EmulatedCluster:
         self._thread.join(timeout=5)
         self._loop.close()
 
-    def _await(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=30)
+    def _await(self, coro: Any, timeout: float | None = 30.0) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=timeout)
 
-    def on_loop(self, fn: Callable[[], T]) -> T:
+    def on_loop(self, fn: Callable[[], T], *, timeout: float | None = 30.0) -> T:
         async def call() -> T:
             return fn()
 
-        return self._await(call())
+        return self._await(call(), timeout)
 
     # -- seeding and inspecting --------------------------------------------------------------
 
@@ -593,7 +593,8 @@ def main(argv: list[str] | None = None) -> int:
     cluster.on_loop(
         lambda: seed(
             cluster.store, nodes=args.nodes, gpus=args.gpus, foreign_pods=args.foreign_pods
-        )
+        ),
+        timeout=None,  # 100,000 pods take a while on a loaded machine
     )
     cluster.on_loop(lambda: setattr(cluster.handler, "bookmark_seconds", args.bookmark_seconds))
     if args.kubeconfig:

@@ -91,7 +91,10 @@ def test_the_kustomization_installs_every_manifest_but_the_secret(documents):
         "gpu-portal-beat",
     }
     for doc in documents:
-        if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding", "RoleBinding"):
+        if doc["kind"] in ("Role", "RoleBinding"):
+            # The scheduler's write access lives in the jobs namespace only.
+            assert doc["metadata"]["namespace"] == "gpu-jobs", doc["metadata"]["name"]
+        elif doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
             assert doc["metadata"]["namespace"] == NAMESPACE, doc["metadata"]["name"]
     images = {c["image"] for c in containers(documents, init=True)}
     assert images == {"registry.example.org/gpu-quota-portal:0.1.0"}

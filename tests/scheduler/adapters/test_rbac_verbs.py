@@ -1,0 +1,124 @@
+"""deploy/rbac.yaml grants exactly what the portal calls: every request the code sends in a
+run that exercises each path (the watch cache and the plain lists, a gang with the svc
+plugin's objects, a name taken (409, read back), binding, eviction) is allowed by the file,
+and every verb the file grants is used. Requests are read from the emulated API server's log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import kmock
+import pytest
+import yaml
+
+from portal.jobs.services import job_cancel, job_submit
+from portal.tenants.models import Membership
+from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
+from scheduler.adapters.desired import desired_pods
+from tests.factories import MembershipFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+RBAC = Path(__file__).resolve().parents[3] / "deploy" / "rbac.yaml"
+JOBS_NAMESPACE = "gpu-jobs"
+GPU_NODE = {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8", "pods": "110"}
+
+Grant = tuple[str, str, str, str | None]  # (api group, resource, verb, namespace or None)
+
+
+def granted() -> set[Grant]:
+    """(group, resource, verb, namespace) the file grants; namespace None: every namespace."""
+    documents = [doc for doc in yaml.safe_load_all(RBAC.read_text()) if doc]
+    bound = {
+        (doc["roleRef"]["kind"], doc["roleRef"]["name"], doc["metadata"].get("namespace"))
+        for doc in documents
+        if doc["kind"] in ("RoleBinding", "ClusterRoleBinding")
+        and {"kind": "ServiceAccount", "name": "gpu-portal", "namespace": "gpu-portal"}
+        in doc["subjects"]
+    }
+    grants: set[Grant] = set()
+    for doc in documents:
+        if doc["kind"] not in ("Role", "ClusterRole"):
+            continue
+        namespace = doc["metadata"].get("namespace")
+        if (doc["kind"], doc["metadata"]["name"], namespace) not in bound:
+            continue
+        for rule in doc["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    for verb in rule["verbs"]:
+                        grants.add((group, resource, verb, namespace))
+    return grants
+
+
+def allowed(call: Grant, grants: set[Grant]) -> Grant | None:
+    """The grant that allows `call`, if any: a cluster-wide grant allows it in any namespace."""
+    group, resource, verb, namespace = call
+    for grant in ((group, resource, verb, None), (group, resource, verb, namespace)):
+        if grant in grants:
+            return grant
+    return None
+
+
+def called(cluster) -> set[Grant]:
+    requests = cluster.on_loop(lambda: list(cluster.handler._requests))
+    calls: set[Grant] = set()
+    for request in requests:
+        resource = request.resource
+        if resource is None:
+            continue  # discovery
+        name = resource.plural
+        if request.subresource:
+            name = f"{name}/{request.subresource}"
+        if request.subresource == "binding" or request.action == kmock.action.CREATE:
+            verb = "create"
+        elif request.action == kmock.action.WATCH or request.params.get("watch") == "true":
+            verb = "watch"
+        else:
+            verb = {
+                kmock.action.LIST: "list",
+                kmock.action.FETCH: "get",
+                kmock.action.DELETE: "delete",
+                kmock.action.UPDATE: "patch",
+            }[request.action]
+        calls.add((resource.group, name, verb, request.namespace))
+    return calls
+
+
+def test_the_verbs_the_portal_calls_are_the_verbs_deploy_rbac_grants(
+    cluster, backend, kube_cycle, nlp, nlp_queue
+):
+    user = UserFactory(username="alice")
+    MembershipFactory(user=user, tenant=nlp, role=Membership.Role.RESEARCHER)
+    cluster.add_node("gpu-a", GPU_NODE)
+    task = {"replicas": 1, "image": "trainer:1", "gpus": 4, "cpu_millis": 1000}
+    job = job_submit(
+        submitter=user,
+        queue=nlp_queue,
+        name="ddp",
+        tasks=[{"name": "master", **task}, {"name": "worker", **task}],
+        plugins={"pytorch": []},
+    )
+    backend.list_nodes()  # the plain list path
+    backend.list_pods()
+    cache = ClusterCache(backend.core_v1, manifests_translation(backend.instance))
+    backend.cache = cache
+    try:
+        kube_cycle()  # the cache's list+watch, the svc objects, the gang's pods and binds
+        backend.create_pod(desired_pods(namespace=JOBS_NAMESPACE, gpu_resource_of={})[0])
+        cluster.advance(1)
+        job_cancel(job=job, actor=user)
+        kube_cycle()  # evicts: delete
+    finally:
+        cache.stop()
+
+    calls = called(cluster)
+    grants = granted()
+    refused = sorted(call for call in calls if allowed(call, grants) is None)
+    assert refused == [], f"called but not granted by deploy/rbac.yaml: {refused}"
+    used = {allowed(call, grants) for call in calls}
+    unused = sorted(grants - used, key=str)
+    assert unused == [], f"granted by deploy/rbac.yaml but never called: {unused}"
+    # Writes only ever in the jobs namespace; nothing is written cluster-wide.
+    assert {ns for (_, _, verb, ns) in grants if verb not in ("get", "list", "watch")} == {
+        JOBS_NAMESPACE
+    }

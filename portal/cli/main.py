@@ -161,6 +161,13 @@ def _gpu_limits(args: argparse.Namespace) -> dict[str, Any]:
     """The container's GPU limits: whole GPUs under --gpu-resource, a share of one device
     (--gpus 0.25, --gpu-memory 10Gi) in Volcano's deviceshare names (the server maps them)."""
     gpus = args.gpus
+    if gpus > 1 and gpus != gpus.to_integral_value():
+        # A Volcano manifest has no words for 1.5 GPUs (a share is of one card); the API's
+        # JSON body does, and the server's answer says the same.
+        raise UsageError(
+            f"--gpus: a fraction of a GPU is a share of one device: {gpus} is more than one "
+            "GPU and not whole; ask for whole GPUs, or for a fraction below 1"
+        )
     if not args.gpu_memory and gpus == gpus.to_integral_value():
         return {args.gpu_resource: int(gpus)} if gpus else {}
     limits: dict[str, Any] = {VGPU_NUMBER: 1}

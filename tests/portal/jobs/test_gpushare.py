@@ -390,3 +390,10 @@ def test_what_pages_say_a_pod_holds():
     assert Placement(gpus=8).gpus_held_text == "8"  # a row from before shares
     event = PreemptionEvent(gpus_freed=0, gpu_milli_freed=250, gpu_devices=[3])
     assert (event.gpus_freed_text, event.gpus_freed_number) == ("0.25 of GPU 3", 0.25)
+
+
+def test_cli_refuses_a_fraction_above_one_as_the_server_would():
+    from portal.cli.main import UsageError
+
+    with pytest.raises(UsageError, match="--gpus: a fraction of a GPU is a share of one device: 1.5"):
+        _cli("--gpus", "1.5")

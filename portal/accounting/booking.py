@@ -30,14 +30,16 @@ MILLI = 1000  # a Placement counts whole GPUs: milli-GPU per GPU
 
 @dataclass(frozen=True, slots=True)
 class OpenPlacement:
-    """A placement with use to book: active, or ended after the ledger's `since`."""
+    """A placement with use to book: active, or ended after the ledger's `since`. Times are
+    whole seconds since 1970 (UTC): integers all through, and read without parsing a
+    timestamp per row."""
 
     id: int
     tenant_id: int
     queue_id: int
     user_id: int
-    started_at: datetime
-    ended_at: datetime | None
+    started_at: int
+    ended_at: int | None
     gpu_milli: int
     cpu_milli: int
 
@@ -77,11 +79,11 @@ class Amounts:
 Key = tuple[int, int, int]
 
 
-def booked_seconds(placement: OpenPlacement, since: datetime | None, until: datetime) -> int:
-    """Whole seconds of `placement` inside (since, until]."""
+def booked_seconds(placement: OpenPlacement, since: int | None, until: int) -> int:
+    """Whole seconds of `placement` inside (since, until] (seconds since 1970)."""
     start = placement.started_at if since is None else max(placement.started_at, since)
     end = until if placement.ended_at is None else min(placement.ended_at, until)
-    return max(0, int((end - start).total_seconds()))
+    return max(0, end - start)
 
 
 def book(
@@ -89,8 +91,8 @@ def book(
     *,
     lines: dict[int, Line],
     evicted: set[int],
-    since: datetime | None,
-    until: datetime,
+    since: int | None,
+    until: int,
 ) -> dict[Key, Amounts]:
     """What one cycle adds to each tenant/queue/user. A queue without a line (its shares
     unknown) books everything as borrowed."""
@@ -105,7 +107,7 @@ def book(
             key = (placement.tenant_id, placement.queue_id, placement.user_id)
             amounts = booked[key]
             if placement.id in evicted:
-                lost = max(0, int((until - placement.started_at).total_seconds()))
+                lost = max(0, until - placement.started_at)
                 amounts.gpu_milli_seconds_lost += placement.gpu_milli * lost
                 amounts.cpu_milli_seconds_lost += placement.cpu_milli * lost
             seconds = booked_seconds(placement, since, until)
@@ -124,3 +126,11 @@ def book(
 
 def month_of(at: datetime) -> date:
     return at.astimezone(UTC).date().replace(day=1)
+
+
+def epoch_seconds(at: datetime) -> int:
+    return int(at.timestamp())
+
+
+def from_epoch_seconds(seconds: int) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)

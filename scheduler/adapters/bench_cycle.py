@@ -167,7 +167,9 @@ def _kubernetes(kubeconfig: Path, args: argparse.Namespace) -> Iterator:
     backend = KubernetesBackend.from_configuration(
         configuration, settings.KUBERNETES_NAMESPACE, settings.GPU_RESOURCE_NAMES
     )
-    backend.cache = ClusterCache(backend.core_v1, manifests_translation())
+    # The first list of 100,000 pods can outlast the default wait on a loaded machine; a real
+    # cycle would then fail with that reason and the next one find the cache ready.
+    backend.cache = ClusterCache(backend.core_v1, manifests_translation(), sync_timeout=1800)
     figures: dict[str, Any] = {"foreign_pods": args.foreign_pods}
     # Memory: RSS growth while the cache makes its first lists (the first list_nodes waits for
     # both). An upper bound: it includes the decoding's transient peak.

@@ -9,6 +9,7 @@ checkout too and prints the ratio: how two versions compare, on a machine whose 
     git worktree add /tmp/old <commit>
     .venv/bin/python bench/core_instructions.py --nodes 5000 --jobs 5000 --against /tmp/old
     .venv/bin/python bench/core_instructions.py --tenants 5 --against /tmp/old  # tree vs flat
+    .venv/bin/python bench/core_instructions.py --with-plugin gpufrag  # its cost over the seed conf
 """
 
 import argparse
@@ -30,19 +31,27 @@ from scheduler.core.config import default_conf
 from scheduler.core.cycle import run_cycle
 from scheduler.core.synthetic import synthetic_snapshot
 nodes, jobs, queues, running, cycles, tenants = sys.argv[2:8]
+plugin = sys.argv[8] if len(sys.argv) > 8 else ""
 # tenants only when asked: an older checkout's synthetic_snapshot has no such argument
 extra = {"tenants": int(tenants)} if int(tenants) else {}
 snapshot = synthetic_snapshot(int(nodes), int(jobs), int(queues), 0, float(running), **extra)
 conf = default_conf()
+if plugin:
+    # the seed conf with one more node-order plugin in binpack's tier
+    from scheduler.core.config import DEFAULT_CONF_TEXT, parse_conf_text
+    conf = parse_conf_text(
+        DEFAULT_CONF_TEXT.replace("  - name: network-topology-aware", f"  - name: {plugin}\n  - name: network-topology-aware")
+    )
 for _ in range(int(cycles)):
     run_cycle(snapshot, conf)
 """
 
 
-def per_cycle(checkout: Path, args: argparse.Namespace, tenants: int) -> int:
+def per_cycle(checkout: Path, args: argparse.Namespace, tenants: int, plugin: str = "") -> int:
     def count(cycles: int) -> int:
         shape = [args.nodes, args.jobs, args.queues, args.running_fraction, cycles, tenants]
-        return instructions([sys.executable, "-c", _CYCLES, str(checkout), *map(str, shape)])
+        argv = [sys.executable, "-c", _CYCLES, str(checkout), *map(str, shape), plugin]
+        return instructions(argv)
 
     return (count(args.cycles) - count(0)) // args.cycles
 
@@ -59,6 +68,12 @@ def main(argv: list[str] | None = None) -> None:
         "--against-tenants", type=int, default=0, help="--tenants for the --against checkout"
     )
     parser.add_argument("--against", type=Path, help="another checkout to count and compare")
+    parser.add_argument(
+        "--with-plugin",
+        default="",
+        help="also count the seed conf with this node-order plugin added to binpack's tier "
+        "(e.g. gpufrag) and print the ratio to the seed conf",
+    )
     args = parser.parse_args(argv)
     if args.cycles < 1:
         parser.error("--cycles must be at least 1")
@@ -70,6 +85,14 @@ def main(argv: list[str] | None = None) -> None:
         "tenants": args.tenants,
         "instructions_per_cycle": per_cycle(ROOT, args, args.tenants),
     }
+    if args.with_plugin:
+        out["with_plugin"] = args.with_plugin
+        out["with_plugin_instructions_per_cycle"] = per_cycle(
+            ROOT, args, args.tenants, args.with_plugin
+        )
+        out["with_plugin_ratio"] = round(
+            out["with_plugin_instructions_per_cycle"] / out["instructions_per_cycle"], 3
+        )
     if args.against is not None:
         if not (args.against / "scheduler" / "core").is_dir():
             parser.error(f"--against: {args.against} is not a checkout of this project")

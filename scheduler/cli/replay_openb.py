@@ -33,6 +33,14 @@ def register(subparsers) -> None:
         default=DEFAULT_SEED_COUNT,
         help="number of seeds, counted from 42 like the published runs (default 10)",
     )
+    parser.add_argument(
+        "--engine",
+        choices=("numpy", "core"),
+        default="numpy",
+        help="'numpy': the reference policies (default); 'core': the scheduling core's own "
+        "predicates and node-order plugins in one live session per seed (policies binpack "
+        "and gpufrag; tie-break 'name' only)",
+    )
     parser.add_argument("--inflate", type=float, default=1.3)
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument(
@@ -67,6 +75,21 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.engine == "core":
+        from scheduler.replay.core_engine import CORE_POLICIES
+
+        if args.policy == "all":
+            policies = CORE_POLICIES
+        outside = [p for p in policies if p not in CORE_POLICIES]
+        if outside:
+            print(
+                f"--engine core runs {', '.join(CORE_POLICIES)}, not {outside[0]!r}",
+                file=sys.stderr,
+            )
+            return 2
+        if args.tie_break != "name":
+            print("--engine core breaks ties by node name (--tie-break name)", file=sys.stderr)
+            return 2
     for path in (args.pods, args.nodes):
         if not path.exists():
             print(f"{path}: no such file", file=sys.stderr)
@@ -84,12 +107,21 @@ def run(args: argparse.Namespace) -> int:
     load_before = os.getloadavg()
     started = time.perf_counter()
     results = openb.run_many(
-        args.nodes, args.pods, policies, seeds, args.inflate, args.jobs, args.tie_break, weights
+        args.nodes,
+        args.pods,
+        policies,
+        seeds,
+        args.inflate,
+        args.jobs,
+        args.tie_break,
+        weights,
+        args.engine,
     )
     workload = args.pods.stem
     published = openb.load_published(args.published, workload) if args.published.exists() else {}
     out = {
         "workload": workload,
+        "engine": args.engine,
         "nodes": str(args.nodes),
         "inflate": args.inflate,
         "seeds": seeds,

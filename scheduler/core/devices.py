@@ -77,7 +77,7 @@ class DeviceLedger:
         "future",
         "mem_now",
         "mem_future",
-        "memories",
+        "kinds",
         "memories_all",
         "_key",
         "_partial",
@@ -92,7 +92,11 @@ class DeviceLedger:
         self.mem_now = [0] * count
         self.mem_future = [0] * count
         self.memories_all = tuple(device.memory for device in devices)
-        self.memories = self.memories_all if any(self.memories_all) else ()
+        models = tuple(device.model for device in devices)
+        # what the cards are, whatever holds them: () for cards of unknown model and memory
+        self.kinds: tuple[Any, ...] = (
+            (self.memories_all, models) if any(self.memories_all) or any(models) else ()
+        )
         self._key: tuple[Any, ...] | None = None
         self._partial: bool | None = None
 
@@ -106,12 +110,12 @@ class DeviceLedger:
         return self._partial
 
     def key(self) -> tuple[Any, ...]:
-        """What tells this node's cards apart from another's for any pod: their memories
-        (() when unknown) while no card is shared, else every card's books, sorted, so nodes
-        in equal states compare equal (node classes, score memos)."""
+        """What tells this node's cards apart from another's for any pod: their memories and
+        models (() when unknown) while no card is shared, else every card's books, sorted, so
+        nodes in equal states compare equal (node classes, score memos)."""
         if self._key is None:
             if not self.shared():
-                self._key = self.memories
+                self._key = self.kinds
             else:
                 books = zip(
                     self.now,
@@ -121,7 +125,7 @@ class DeviceLedger:
                     self.memories_all,
                     strict=True,
                 )
-                self._key = (self.memories, tuple(sorted(books)))
+                self._key = (self.kinds, tuple(sorted(books)))
         return self._key
 
     def pick(self, need: GpuNeed, future_only: bool) -> tuple[int, ...] | None:

@@ -237,6 +237,21 @@ class Resources:
         return f"Resources({inner})"
 
 
+def exact_gpu(res: Resources) -> Resources:
+    """``res`` with its ``gpu`` snapped to whole milli-GPU: sums of shares (0.1 + 0.2 + ...)
+    drift by an ulp, and binpack's "does it still fit" (used + request > capacity) must see
+    2.0, not 2.0000000000000004, as Volcano's integer milli values do."""
+    value = res._values.get(GPU)
+    if value is None or value == INFINITY:
+        return res
+    snapped = round(value * MILLI_PER_GPU) / MILLI_PER_GPU
+    if snapped == value:
+        return res
+    values = dict(res._values)
+    values[GPU] = snapped
+    return Resources._make(values, res.default)
+
+
 def total(items: Iterable[Resources]) -> Resources:
     acc = Resources()
     for item in items:

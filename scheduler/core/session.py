@@ -24,7 +24,7 @@ from typing import Any
 from scheduler.core.config import SchedulerConf
 from scheduler.core.devices import DeviceLedger, GpuNeed, gpu_need, node_devices
 from scheduler.core.node_index import NodeIndex
-from scheduler.core.resources import GPU, PODS, Resources
+from scheduler.core.resources import GPU, PODS, Resources, exact_gpu
 from scheduler.core.state import Job, Node, Queue, Task, natural_key
 from scheduler.core.types import (
     OCCUPYING_STATUSES,
@@ -139,6 +139,10 @@ class Session:
         self._keyed_cache: tuple[list[KeyedBatchScorer] | None] | None = None
         self.event_handlers: list[EventHandler] = []
         self.plugins: dict[str, Any] = {}
+        # (task, node, future_only) -> device indices or None: a node-order plugin that scores
+        # a node by the cards a pod would take (gpufrag) also says which cards; the first
+        # answer wins, None falls back to the ledger's own choice (devices.py)
+        self.gpu_pickers: list[Callable[[Task, Node, bool], tuple[int, ...] | None]] = []
         self.binds: list[Any] = []
         self.evictions: list[Any] = []
         self.pipelines: list[Any] = []
@@ -215,10 +219,7 @@ class Session:
                     tinfo, jinfo.name, known[0], tinfo.status, tinfo.node, sort_key, known[1]
                 )
                 if known[0].get(GPU) > 0 or tinfo.gpu_memory:
-                    need_key = (id(known[0]), tinfo.gpu_memory)
-                    if need_key not in needs:
-                        needs[need_key] = gpu_need(known[0].get(GPU), tinfo.gpu_memory)
-                    task.gpu = needs[need_key]
+                    task.gpu = _need_of(needs, known[0], tinfo.gpu_memory)
             min_available = len(tasks) if jinfo.min_available is None else jinfo.min_available
             phase = jinfo.phase or self._derive_phase(tasks, min_available)
             job = Job(jinfo, tasks, min_available, phase, {}, dict(jinfo.min_task_member))
@@ -253,6 +254,8 @@ class Session:
             return  # a pod on a node we do not know: counts for its queue only
         node.idle = node.idle.sub(task.resreq)
         node.used = node.used.add(task.resreq)
+        if task.gpu is not None and task.gpu.shared:
+            node.idle, node.used = exact_gpu(node.idle), exact_gpu(node.used)
         if task.gpu is not None and node.devices is not None:
             if task.info.gpu_indices:
                 self._book_devices(task, node, task.info.gpu_indices)
@@ -564,6 +567,9 @@ class Session:
         info = task.info
         if info.affinity or info.name in self.unique_predicates:
             return (info.name,)
+        if info.gpu_memory:
+            # the device fit looks at it too (the request vector carries only its cost)
+            return (info.node_selector, info.tolerations, info.gpu_memory)
         return (info.node_selector, info.tolerations)
 
     def explain_allocatable(self, queue: Queue, task: Task) -> str | None:
@@ -748,3 +754,11 @@ def _chain_key(
         first, second, third = parts
         return lambda item: (first(item), second(item), third(item), fallback(item))
     return lambda item: (*(part(item) for part in parts), fallback(item))
+
+
+def _need_of(memo: dict, resreq: Resources, memory: int) -> GpuNeed | None:
+    """The device request of a pod, shared by every pod of its (interned) request."""
+    key = (id(resreq), memory)
+    if key not in memo:
+        memo[key] = gpu_need(resreq.get(GPU), memory)
+    return memo[key]

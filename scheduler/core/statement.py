@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.core.resources import Resources, exact_gpu
 from scheduler.core.session import Session
 from scheduler.core.state import Node, Task
 from scheduler.core.types import Bind, Evict, Pipeline, TaskStatus
@@ -45,11 +46,12 @@ class Statement:
         ssn = self.session
         node = ssn.nodes[node_name]
         self.ops.append(_Op("allocate", task, node_name, task.status))
+        # the cards first: a plugin picking them scores the node as it is before the pod
+        _take_devices(ssn, task, node, False)
         ssn.set_status(task, TaskStatus.ALLOCATED)
         task.node = node_name
-        node.idle = node.idle.sub(task.resreq)
-        node.used = node.used.add(task.resreq)
-        _take_devices(task, node, False)
+        node.idle = _books(task, node.idle.sub(task.resreq))
+        node.used = _books(task, node.used.add(task.resreq))
         node.changed()
         node.tasks[task.name] = task
         ssn.fire_allocate(task)
@@ -58,10 +60,10 @@ class Statement:
         ssn = self.session
         node = ssn.nodes[node_name]
         self.ops.append(_Op("pipeline", task, node_name, task.status))
+        _take_devices(ssn, task, node, True)
         ssn.set_status(task, TaskStatus.PIPELINED)
         task.node = node_name
-        node.pipelined = node.pipelined.add(task.resreq)
-        _take_devices(task, node, True)
+        node.pipelined = _books(task, node.pipelined.add(task.resreq))
         node.changed()
         node.tasks[task.name] = task
         ssn.fire_allocate(task)
@@ -73,7 +75,7 @@ class Statement:
         ssn.capacity_epoch += 1
         node = ssn.nodes.get(task.node) if task.node else None
         if node is not None:
-            node.releasing = node.releasing.add(task.resreq)
+            node.releasing = _books(task, node.releasing.add(task.resreq))
             if task.gpu is not None and task.gpus and node.devices is not None:
                 node.devices.release(task.gpu, task.gpus)
             node.changed()
@@ -105,7 +107,7 @@ class Statement:
             if op.kind == "evict":
                 ssn.set_status(task, op.previous)
                 if node is not None:
-                    node.releasing = node.releasing.sub(task.resreq)
+                    node.releasing = _books(task, node.releasing.sub(task.resreq))
                     if task.gpu is not None and task.gpus and node.devices is not None:
                         node.devices.release(task.gpu, task.gpus, -1)
                     node.changed()
@@ -117,10 +119,10 @@ class Statement:
                 if node is not None:
                     node.tasks.pop(task.name, None)
                     if op.kind == "allocate":
-                        node.idle = node.idle.add(task.resreq)
-                        node.used = node.used.sub(task.resreq)
+                        node.idle = _books(task, node.idle.add(task.resreq))
+                        node.used = _books(task, node.used.sub(task.resreq))
                     else:
-                        node.pipelined = node.pipelined.sub(task.resreq)
+                        node.pipelined = _books(task, node.pipelined.sub(task.resreq))
                     if task.gpu is not None and task.gpus and node.devices is not None:
                         if op.kind == "allocate":
                             node.devices.hold(task.gpu, task.gpus, -1)
@@ -159,17 +161,30 @@ class Statement:
         self.ops.clear()
 
 
-def _take_devices(task: Task, node: Node, future_only: bool) -> None:
-    """Give a pod placed on ``node`` its devices. Callers checked that they fit
-    (``devices_fit``); a pod whose devices do not fit anyway (a caller that checked only the
-    GPU count) gets none rather than a card someone else holds."""
+def _take_devices(ssn: Session, task: Task, node: Node, future_only: bool) -> None:
+    """Give a pod placed on ``node`` its devices: a plugin's choice (``gpu_pickers``), else
+    the ledger's. Callers checked that they fit (``devices_fit``); a pod whose devices do not
+    fit anyway (a caller that checked only the GPU count) gets none rather than a card someone
+    else holds."""
     ledger, need = node.devices, task.gpu
     if ledger is None or need is None:
         return
-    picked = ledger.pick(need, future_only)
+    picked = None
+    for picker in ssn.gpu_pickers:
+        picked = picker(task, node, future_only)
+        if picked is not None:
+            break
+    if picked is None:
+        picked = ledger.pick(need, future_only)
     task.gpus = picked or ()
     if picked:
         if future_only:
             ledger.promise(need, picked)
         else:
             ledger.hold(need, picked)
+
+
+def _books(task: Task, value: Resources) -> Resources:
+    """A node's vector after a share of a card moved: GPU sums kept in exact milli-GPU."""
+    need = task.gpu
+    return exact_gpu(value) if need is not None and need.shared else value

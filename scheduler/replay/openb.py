@@ -25,6 +25,7 @@ to a random node order that is fixed for a run (``tie_break="name"``, the defaul
 from __future__ import annotations
 
 import csv
+import hashlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -65,6 +66,7 @@ PUBLISHED_NAMES = {
     "gpupacking": "04-GpuPacking",
     "bestfit": "05-BestFit",
     "fgd": "06-FGD",
+    "gpufrag": "06-FGD",
 }
 # Seed conf (scheduler/core/config.py DEFAULT_CONF_TEXT): binpack.cpu 2, memory 2, gpu 20.
 BINPACK_WEIGHTS = {"cpu": 2, "memory": 2, "gpu": 20}
@@ -189,9 +191,13 @@ class Ledger:
             return ok & (self.max_left >= milli)
         return ok & (self.full >= num)
 
-    def place(self, node: int, cpu: int, mem: int, num: int, milli: int, device: int | None):
+    def place(
+        self, node: int, cpu: int, mem: int, num: int, milli: int, device: int | None
+    ) -> tuple[int, ...]:
+        """Book the pod; returns the devices it took."""
         self.cpu_left[node] -= cpu
         self.mem_left[node] -= mem
+        taken: tuple[int, ...] = ()
         if num:
             row = self.gpu_left[node]
             if milli < MILLI:
@@ -200,11 +206,13 @@ class Ledger:
                 if row[device] < milli:
                     raise ValueError(f"device {device} of node {node} has {row[device]} < {milli}")
                 row[device] -= milli
+                taken = (int(device),)
             else:
                 free = np.flatnonzero(row == MILLI)[:num]
                 if len(free) < num:
                     raise ValueError(f"node {node} has {len(free)} free GPUs < {num}")
                 row[free] = 0
+                taken = tuple(int(d) for d in free)
             self.affinity[node, affinity_tag(num, milli)] += 1
             left = sorted(row.tolist())
             self.max_left[node] = left[-1]
@@ -214,6 +222,7 @@ class Ledger:
         self.allocated_milli += num * milli
         self.modified[node] = self.step
         self.step += 1
+        return taken
 
 
 def best_fit_device(row: np.ndarray, milli: int) -> int:
@@ -490,14 +499,15 @@ class BinpackPolicy(Policy):
 
     def scores(self, pod, cand):
         lg, cl, w = self.ledger, self.ledger.cluster, self.weights
-        parts = [
-            (pod.cpu, cl.cpu[cand], cl.cpu[cand] - lg.cpu_left[cand], w["cpu"]),
-            (pod.mem, cl.mem[cand], cl.mem[cand] - lg.mem_left[cand], w["memory"]),
-        ]
+        # In the core's order (resource names sorted: cpu, gpu, memory) and with its values
+        # (GPUs in cards, exact to the milli-GPU), so the sums round alike and the live core's
+        # replay (core_engine.py) can be held to the same placements.
+        parts = [(pod.cpu, cl.cpu[cand], cl.cpu[cand] - lg.cpu_left[cand], w["cpu"])]
         if pod.num:
             cap = cl.ngpu[cand].astype(float)
-            used = cap - lg.total_left[cand] / MILLI
+            used = (cl.ngpu[cand] * MILLI - lg.total_left[cand]) / MILLI
             parts.append((pod.total_milli / MILLI, cap, used, w["gpu"]))
+        parts.append((pod.mem, cl.mem[cand], cl.mem[cand] - lg.mem_left[cand], w["memory"]))
         return binpack_vector(parts), None
 
 
@@ -699,6 +709,13 @@ class FgdFillPolicy(FgdTieBreakPolicy):
         return (lg.full[nodes] / np.maximum(lg.cluster.ngpu[nodes], 1),)
 
 
+class GpuFragPolicy(FgdPolicy):
+    """FGD under the name of the core plugin that implements it (scheduler/core/plugins/
+    gpufrag.py): the reference ``replay-openb --engine core --policy gpufrag`` must match."""
+
+    name = "gpufrag"
+
+
 POLICY_CLASSES = {
     cls.name: cls
     for cls in (
@@ -716,6 +733,7 @@ POLICY_CLASSES = {
         FgdBestFitPolicy,
         FgdPackPolicy,
         FgdFillPolicy,
+        GpuFragPolicy,
     )
 }
 
@@ -764,6 +782,7 @@ def run_one(
     frag_pct = [math.nan] * (last + 1)
     frag_ratio = [math.nan] * (last + 1)
     arrived, next_mark, failed = 0, 0, 0
+    placements = PlacementDigest()
     listed = [
         Pod(c, m, n, g, spec_id[s])
         for c, m, n, g, s in zip(
@@ -778,9 +797,11 @@ def run_one(
         cand = np.flatnonzero(fit)
         if len(cand) == 0:
             failed += 1
+            placements.add(None, ())
         else:
             node, device = impl.choose(pod, cand)
-            ledger.place(node, pod.cpu, pod.mem, pod.num, pod.milli, device)
+            taken = ledger.place(node, pod.cpu, pod.mem, pod.num, pod.milli, device)
+            placements.add(cluster.names[node], taken)
             frag.node_changed(node)
         while next_mark <= last and arrived * 100 >= next_mark * capacity:
             idle = capacity - ledger.allocated_milli
@@ -799,14 +820,31 @@ def run_one(
         frag_ratio,
         round(time.perf_counter() - started, 2),
         round(time.process_time() - cpu_started, 2),
+        {"placement_digest": placements.hexdigest()},
     )
+
+
+class PlacementDigest:
+    """sha256 of every pod's placement in arrival order: (node name or none, devices)."""
+
+    def __init__(self):
+        self._hash = hashlib.sha256()
+
+    def add(self, node: str | None, devices: tuple[int, ...]) -> None:
+        self._hash.update(f"{node or '-'}:{','.join(map(str, devices))};".encode())
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()[:16]
 
 
 def _run_job(job):
-    nodes_path, pods_path, policy, seed, inflate, tie_break, weights = job
-    return run_one(
-        load_nodes(nodes_path), load_pods(pods_path), policy, seed, inflate, tie_break, weights
-    )
+    nodes_path, pods_path, policy, seed, inflate, tie_break, weights, engine = job
+    cluster, pods = load_nodes(nodes_path), load_pods(pods_path)
+    if engine == "core":
+        from scheduler.replay.core_engine import run_core
+
+        return run_core(cluster, pods, policy, seed, inflate, weights)
+    return run_one(cluster, pods, policy, seed, inflate, tie_break, weights)
 
 
 def run_many(
@@ -818,12 +856,23 @@ def run_many(
     jobs=1,
     tie_break="name",
     binpack_weights=None,
+    engine="numpy",
 ) -> list[RunResult]:
+    """``engine``: "numpy" (the reference policies) or "core" (the scheduling core's own
+    plugins, binpack and gpufrag, through a live session: core_engine.py)."""
     # Slowest policies first so a pool stays busy to the end.
-    slow = {"fgd": 0, "fgd-bf": 0, "fgd-pack": 0, "fgd-fill": 0, "dotprod": 1, "gpupacking": 1}
+    slow = {
+        "fgd": 0,
+        "gpufrag": 0,
+        "fgd-bf": 0,
+        "fgd-pack": 0,
+        "fgd-fill": 0,
+        "dotprod": 1,
+        "gpupacking": 1,
+    }
     ordered = sorted(policies, key=lambda p: slow.get(p, 2))
     work = [
-        (nodes_path, pods_path, p, s, inflate, tie_break, binpack_weights)
+        (nodes_path, pods_path, p, s, inflate, tie_break, binpack_weights, engine)
         for p in ordered
         for s in seeds
     ]
@@ -879,6 +928,8 @@ def summarise(results: list[RunResult], published: dict | None = None) -> dict:
             "pods_mean": round(float(np.mean([r.pods for r in runs])), 1),
             "seconds_per_run": round(float(np.mean([r.seconds for r in runs])), 2),
             "cpu_seconds_per_run": round(float(np.mean([r.cpu_seconds for r in runs])), 2),
+            # node and cards of every pod in arrival order, per seed: equal digests, equal runs
+            "placement_digest_per_seed": [r.extra.get("placement_digest") for r in runs],
         }
         if published and PUBLISHED_NAMES.get(policy) in published:
             pub = published[PUBLISHED_NAMES[policy]]["mean"]

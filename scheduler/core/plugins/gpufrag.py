@@ -1,0 +1,252 @@
+"""gpufrag: place pods where they fragment the cluster's GPUs least (FGD's node score).
+
+Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation
+Gradient Descent", USENIX ATC '23; the measure follows the authors' simulator
+(hkust-adsl/kubernetes-scheduler-simulator, Apache-2.0: pkg/utils/frag.go GetTypicalPods,
+NodeGpuShareFragAmount, FragAmountSumExceptQ3; pkg/simulator/plugin/fgd_score.go), the same
+definitions as the replay's numpy reference (scheduler/replay/fragmentation.py).
+
+A node's fragmentation is the expected number of its idle milli-GPUs that a pod drawn from the
+workload's typical pods could not use: per typical pod type (popularity p), all idle milli when
+the type asks no GPU or the node cannot host it (too few cards with its per-card share left, or
+too little CPU), else only the milli left on cards with less left than its share. The score of
+a node for a pod is ``int(sigmoid((frag before - frag after) / 1000) x 100)`` (times
+``gpufrag.weight``): a placement that leaves less fragmentation scores higher. For a share of
+one card every card that fits is tried and the pod takes the first best (lowest index among the
+best): the plugin tells the session which card (``Session.gpu_pickers``).
+
+Typical pods: every pod of the snapshot (running and pending) by (cpu, per-card milli-GPU, card
+count), most popular first, the smallest prefix covering ``gpufrag.threshold`` percent, as
+GetTypicalPods with the published experiments' settings. ``typical`` may be set after session
+open by a caller that knows the workload better (the trace replay sets the trace's).
+
+Arguments:
+- ``gpufrag.weight`` (1): multiplies the 0..100 score, as with Volcano's plugin weights, so it
+  can sit in a tier with binpack or nodeorder.
+- ``gpufrag.threshold`` (95): popularity percent the typical pods cover.
+- ``gpufrag.cpuPods`` (true): whether CPU-only pods count among the typical pods (FGD's
+  isInvolvedCpuPods).
+
+Departures from the simulator: a pod's GPU model constraint (its ``gpu_spec``) is not part of
+the typical pods here (the core expresses it as a node selector); memory is not part of the
+measure (as in FGD). Pure Python: node states are memoised by what the measure depends on (the
+CPU left as a count of typical CPU requests it covers, and the multiset of milli left per
+card), and the session memoises a node class's score per pod shape.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import Counter
+from collections.abc import Iterable
+
+from scheduler.core.config import ConfigError, int_arg
+from scheduler.core.devices import FULL
+from scheduler.core.resources import CPU
+from scheduler.core.session import Session
+from scheduler.core.state import Node, Task
+
+PLUGIN_NAME = "gpufrag"
+MAX_NODE_SCORE = 100
+
+
+class TypicalPods:
+    """Typical pod types as parallel tuples, plus the derived per-level tables."""
+
+    __slots__ = ("cpu", "milli", "num", "count", "total", "cpu_cuts", "levels", "types")
+
+    def __init__(self, shapes: Iterable[tuple[int, int, int, int]]):
+        shapes = list(shapes)  # (cpu, milli per card, cards, pods of the type)
+        self.cpu = tuple(s[0] for s in shapes)
+        self.milli = tuple(s[1] for s in shapes)
+        self.num = tuple(s[2] for s in shapes)
+        self.count = tuple(s[3] for s in shapes)
+        self.total = sum(self.count)
+        self.cpu_cuts = tuple(sorted(set(self.cpu)))
+        self.levels = tuple(sorted({m for m in self.milli if m > 0}))
+        level_of = {m: i for i, m in enumerate(self.levels)}
+        # (level index or -1 for CPU-only, cards, position of its cpu among cpu_cuts + 1, count)
+        self.types = tuple(
+            (
+                level_of.get(m, -1) if m > 0 else -1,
+                n,
+                bisect.bisect_left(self.cpu_cuts, c) + 1,
+                k,
+            )
+            for c, m, n, k in shapes
+        )
+
+    @classmethod
+    def from_pods(
+        cls, pods: Iterable[tuple[int, int, int]], threshold: float = 0.95, cpu_pods: bool = True
+    ) -> TypicalPods:
+        """GetTypicalPods: pods as (cpu, per-card milli, cards); most popular first, ties to
+        the larger shape (sort.Reverse of Less), the smallest prefix covering ``threshold``."""
+        counts: Counter = Counter()
+        for cpu, milli, num in pods:
+            if not cpu_pods and num == 0:
+                continue
+            counts[(int(cpu), int(milli), int(num), "")] += 1
+        total = sum(counts.values())
+        ordered = sorted(counts.items(), key=lambda kv: (kv[1], *kv[0]))
+        ordered.reverse()
+        chosen, covered = [], 0
+        for key, count in ordered:
+            if covered >= threshold * total:
+                break
+            chosen.append((key[0], key[1], key[2], count))
+            covered += count
+        return cls(chosen)
+
+    def __len__(self) -> int:
+        return len(self.count)
+
+
+class Fragmentation:
+    """FragAmountSumExceptQ3 of node states, memoised by (cpu bucket, sorted milli left)."""
+
+    def __init__(self, typical: TypicalPods):
+        self.typical = typical
+        self.memo: dict[tuple, float] = {}
+
+    def of(self, cpu_left: float, left: tuple[int, ...]) -> float:
+        tp = self.typical
+        bucket = bisect.bisect_right(tp.cpu_cuts, cpu_left)
+        key = (bucket, tuple(sorted(left)))
+        found = self.memo.get(key)
+        if found is not None:
+            return found
+        if not tp.total:
+            self.memo[key] = 0.0
+            return 0.0
+        total = sum(left)
+        hosts, small = [], []
+        for level in tp.levels:
+            n, rest = 0, 0
+            for value in left:
+                if value >= level:
+                    n += 1
+                else:
+                    rest += value
+            hosts.append(n)
+            small.append(rest)
+        frag = 0
+        for level, num, cpu_rank, count in tp.types:
+            # cpu_ok: the CPU left covers the type's request, i.e. its rank is within bucket
+            if level >= 0 and cpu_rank <= bucket and hosts[level] >= num:
+                frag += small[level] * count
+            else:
+                frag += total * count
+        value = self.memo[key] = frag / tp.total
+        return value
+
+
+def fgd_score(delta: float) -> float:
+    """fgd_score.go: int(sigmoid(delta / 1000) x 100)."""
+    return math.floor(1.0 / (1.0 + math.exp(-delta / FULL)) * MAX_NODE_SCORE)
+
+
+class GpuFragPlugin:
+    name = PLUGIN_NAME
+
+    def __init__(self, weight: int, threshold: int, cpu_pods: bool):
+        self.weight = weight
+        self.threshold = threshold
+        self.cpu_pods = cpu_pods
+        self.typical: TypicalPods | None = None
+        self._frag: Fragmentation | None = None
+
+    # the workload --------------------------------------------------------------------------
+    def set_typical(self, typical: TypicalPods) -> None:
+        self.typical, self._frag = typical, Fragmentation(typical)
+
+    def on_session_open(self, ssn: Session) -> None:
+        if not self.weight:
+            return
+        shapes = []
+        for task in ssn.tasks.values():
+            need = task.gpu
+            cpu = int(task.resreq.get(CPU))
+            if need is None or need.invalid:
+                shapes.append((cpu, 0, 0))
+            elif need.shared:
+                shapes.append((cpu, need.milli, 1))
+            else:
+                shapes.append((cpu, FULL, need.whole))
+        self.set_typical(TypicalPods.from_pods(shapes, self.threshold / 100, self.cpu_pods))
+        ssn.add_fn("node_order", self.name, self.score)
+        ssn.gpu_pickers.append(self.pick)
+
+    # scoring -------------------------------------------------------------------------------
+    def _options(self, task: Task, node: Node) -> tuple[float, list[tuple[int, int]]]:
+        """(frag before, [(score, card position)] for every way the pod can land here)."""
+        frag = self._frag
+        ledger = node.devices
+        left = tuple(FULL - v for v in ledger.now) if ledger is not None else ()
+        cpu_left = node.idle.get(CPU)
+        before = frag.of(cpu_left, left)
+        cpu_after = cpu_left - task.resreq.get(CPU)
+        need = task.gpu
+        if need is None or need.invalid or ledger is None:
+            return before, [(fgd_score(before - frag.of(cpu_after, left)), -1)]
+        if not need.shared:
+            taken, after = 0, list(left)
+            for i, value in enumerate(after):
+                if taken == need.whole:
+                    break
+                if value == FULL:
+                    after[i] = 0
+                    taken += 1
+            return before, [(fgd_score(before - frag.of(cpu_after, tuple(after))), -1)]
+        options, seen = [], set()
+        milli = need.milli
+        for i, value in enumerate(left):
+            # cards with equal milli left give equal states: the first of each is enough
+            if value < milli or value in seen:
+                continue
+            seen.add(value)
+            after = list(left)
+            after[i] = value - milli
+            options.append((fgd_score(before - frag.of(cpu_after, tuple(after))), i))
+        return before, options
+
+    def score(self, task: Task, node: Node) -> float:
+        """Depends only on the task and the node's cards, CPU left and allocatable."""
+        if self._frag is None:
+            return 0.0
+        _, options = self._options(task, node)
+        if not options:
+            return 0.0
+        return max(score for score, _ in options) * self.weight
+
+    def pick(self, task: Task, node: Node, future_only: bool) -> tuple[int, ...] | None:
+        """For a share placed now: the first card with the best score (None otherwise: the
+        ledger's choice, which for whole cards is FGD's too, the lowest free ones)."""
+        need = task.gpu
+        if future_only or need is None or not need.shared or need.memory or self._frag is None:
+            return None
+        _, options = self._options(task, node)
+        if not options:
+            return None
+        best = max(score for score, _ in options)
+        position = min(i for score, i in options if score == best)
+        return (node.devices.devices[position].index,)
+
+
+GpuFragPlugin.score.state_only = True  # lets the session score identical nodes once
+
+
+def build(arguments: dict) -> GpuFragPlugin:
+    weight = int_arg(arguments, "gpufrag.weight", 1)
+    if weight < 0:
+        raise ConfigError("gpufrag.weight", f"expected a non-negative weight, got {weight}")
+    threshold = int_arg(arguments, "gpufrag.threshold", 95)
+    if not 1 <= threshold <= 100:
+        raise ConfigError("gpufrag.threshold", f"expected a percent in 1..100, got {threshold}")
+    raw = arguments.get("gpufrag.cpuPods", True)
+    if not isinstance(raw, bool):
+        if str(raw).lower() not in ("true", "false"):
+            raise ConfigError("gpufrag.cpuPods", f"expected true or false, got {raw!r}")
+        raw = str(raw).lower() == "true"
+    return GpuFragPlugin(weight, threshold, raw)

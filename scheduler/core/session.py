@@ -756,7 +756,9 @@ def _chain_key(
     return lambda item: (*(part(item) for part in parts), fallback(item))
 
 
-def _need_of(memo: dict, resreq: Resources, memory: int) -> GpuNeed | None:
+def _need_of(
+    memo: dict[tuple[int, int], GpuNeed | None], resreq: Resources, memory: int
+) -> GpuNeed | None:
     """The device request of a pod, shared by every pod of its (interned) request."""
     key = (id(resreq), memory)
     if key not in memo:

@@ -66,8 +66,9 @@ PUBLISHED_NAMES = {
     "gpupacking": "04-GpuPacking",
     "bestfit": "05-BestFit",
     "fgd": "06-FGD",
-    "gpufrag": "06-FGD",
 }
+# policies held to another's published curve: the core plugin gpufrag is FGD
+PUBLISHED_ALIASES = {"gpufrag": "fgd"}
 # Seed conf (scheduler/core/config.py DEFAULT_CONF_TEXT): binpack.cpu 2, memory 2, gpu 20.
 BINPACK_WEIGHTS = {"cpu": 2, "memory": 2, "gpu": 20}
 # GPU only: the best of the weight grid under the old CSV-order tie-break, see BinpackGpuPolicy.
@@ -931,8 +932,9 @@ def summarise(results: list[RunResult], published: dict | None = None) -> dict:
             # node and cards of every pod in arrival order, per seed: equal digests, equal runs
             "placement_digest_per_seed": [r.extra.get("placement_digest") for r in runs],
         }
-        if published and PUBLISHED_NAMES.get(policy) in published:
-            pub = published[PUBLISHED_NAMES[policy]]["mean"]
+        name = PUBLISHED_NAMES.get(PUBLISHED_ALIASES.get(policy, policy))
+        if published and name in published:
+            pub = published[name]["mean"]
             entry["published_alloc_at_end"] = pub[min(len(alloc), len(pub)) - 1]
         summary[policy] = entry
     return summary

@@ -40,6 +40,7 @@ import bisect
 import math
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 from scheduler.core.config import ConfigError, int_arg
 from scheduler.core.devices import FULL
@@ -83,7 +84,7 @@ class TypicalPods:
     ) -> TypicalPods:
         """GetTypicalPods: pods as (cpu, per-card milli, cards); most popular first, ties to
         the larger shape (sort.Reverse of Less), the smallest prefix covering ``threshold``."""
-        counts: Counter = Counter()
+        counts: Counter[tuple[int, int, int, str]] = Counter()
         for cpu, milli, num in pods:
             if not cpu_pods and num == 0:
                 continue
@@ -108,9 +109,10 @@ class Fragmentation:
 
     def __init__(self, typical: TypicalPods):
         self.typical = typical
-        self.memo: dict[tuple, float] = {}
+        self.memo: dict[tuple[int, tuple[int, ...]], float] = {}
 
     def of(self, cpu_left: float, left: tuple[int, ...]) -> float:
+        """The fragmentation (milli-GPU) of a node with ``cpu_left`` and cards ``left``."""
         tp = self.typical
         bucket = bisect.bisect_right(tp.cpu_cuts, cpu_left)
         key = (bucket, tuple(sorted(left)))
@@ -121,7 +123,8 @@ class Fragmentation:
             self.memo[key] = 0.0
             return 0.0
         total = sum(left)
-        hosts, small = [], []
+        hosts: list[int] = []
+        small: list[int] = []
         for level in tp.levels:
             n, rest = 0, 0
             for value in left:
@@ -131,18 +134,18 @@ class Fragmentation:
                     rest += value
             hosts.append(n)
             small.append(rest)
-        frag = 0
+        frag = 0  # an integer sum, divided once: exact, as the numpy reference's
         for level, num, cpu_rank, count in tp.types:
             # cpu_ok: the CPU left covers the type's request, i.e. its rank is within bucket
             if level >= 0 and cpu_rank <= bucket and hosts[level] >= num:
                 frag += small[level] * count
             else:
                 frag += total * count
-        value = self.memo[key] = frag / tp.total
-        return value
+        result = self.memo[key] = frag / tp.total
+        return result
 
 
-def fgd_score(delta: float) -> float:
+def fgd_score(delta: float) -> int:
     """fgd_score.go: int(sigmoid(delta / 1000) x 100)."""
     return math.floor(1.0 / (1.0 + math.exp(-delta / FULL)) * MAX_NODE_SCORE)
 
@@ -179,9 +182,10 @@ class GpuFragPlugin:
         ssn.gpu_pickers.append(self.pick)
 
     # scoring -------------------------------------------------------------------------------
-    def _options(self, task: Task, node: Node) -> tuple[float, list[tuple[int, int]]]:
+    def _options(
+        self, frag: Fragmentation, task: Task, node: Node
+    ) -> tuple[float, list[tuple[int, int]]]:
         """(frag before, [(score, card position)] for every way the pod can land here)."""
-        frag = self._frag
         ledger = node.devices
         left = tuple(FULL - v for v in ledger.now) if ledger is not None else ()
         cpu_left = node.idle.get(CPU)
@@ -215,7 +219,7 @@ class GpuFragPlugin:
         """Depends only on the task and the node's cards, CPU left and allocatable."""
         if self._frag is None:
             return 0.0
-        _, options = self._options(task, node)
+        _, options = self._options(self._frag, task, node)
         if not options:
             return 0.0
         return max(score for score, _ in options) * self.weight
@@ -223,21 +227,23 @@ class GpuFragPlugin:
     def pick(self, task: Task, node: Node, future_only: bool) -> tuple[int, ...] | None:
         """For a share placed now: the first card with the best score (None otherwise: the
         ledger's choice, which for whole cards is FGD's too, the lowest free ones)."""
-        need = task.gpu
-        if future_only or need is None or not need.shared or need.memory or self._frag is None:
+        need, ledger, frag = task.gpu, node.devices, self._frag
+        if future_only or need is None or not need.shared or need.memory:
             return None
-        _, options = self._options(task, node)
+        if frag is None or ledger is None:
+            return None
+        _, options = self._options(frag, task, node)
         if not options:
             return None
         best = max(score for score, _ in options)
         position = min(i for score, i in options if score == best)
-        return (node.devices.devices[position].index,)
+        return (ledger.devices[position].index,)
 
 
-GpuFragPlugin.score.state_only = True  # lets the session score identical nodes once
+GpuFragPlugin.score.state_only = True  # type: ignore[attr-defined]  # lets the session score identical nodes once
 
 
-def build(arguments: dict) -> GpuFragPlugin:
+def build(arguments: dict[str, Any]) -> GpuFragPlugin:
     weight = int_arg(arguments, "gpufrag.weight", 1)
     if weight < 0:
         raise ConfigError("gpufrag.weight", f"expected a non-negative weight, got {weight}")

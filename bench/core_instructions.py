@@ -39,9 +39,9 @@ conf = default_conf()
 if plugin:
     # the seed conf with one more node-order plugin in binpack's tier
     from scheduler.core.config import DEFAULT_CONF_TEXT, parse_conf_text
-    conf = parse_conf_text(
-        DEFAULT_CONF_TEXT.replace("  - name: network-topology-aware", f"  - name: {plugin}\n  - name: network-topology-aware")
-    )
+    anchor = "  - name: network-topology-aware"
+    added = chr(10).join([f"  - name: {plugin}", anchor])
+    conf = parse_conf_text(DEFAULT_CONF_TEXT.replace(anchor, added))
 for _ in range(int(cycles)):
     run_cycle(snapshot, conf)
 """

@@ -440,12 +440,16 @@ class ClusterCache:
             self._forget_nodes({e.node for e in (previous, entry) if e is not None and e.node})
 
     def _pod(self, raw: Raw) -> _Pod | None:
-        model = self._decode(client.V1Pod, raw)
+        rv = str((raw.get("metadata") or {}).get("resourceVersion") or "")
+        if self.translation.owns((raw.get("metadata") or {}).get("labels") or {}):
+            model = self._decode(client.V1Pod, raw)
+            return None if model is None else _Pod(rv, self.translation.pod(model), None)
+        # Another workload's pod: only what it holds on its node matters, and decoding just
+        # those fields costs a fifth of decoding the whole pod (100,000 pods: seconds, not
+        # a minute).
+        model = self._decode(client.V1Pod, usage_view(raw))
         if model is None:
             return None
-        rv = str((raw.get("metadata") or {}).get("resourceVersion") or "")
-        if self.translation.owns((model.metadata.labels if model.metadata else None) or {}):
-            return _Pod(rv, self.translation.pod(model), None)
         held = self.translation.usage(model)
         if not held:
             return _Pod(rv, None, None)
@@ -469,6 +473,35 @@ class ClusterCache:
                 error,
             )
             return None
+
+
+# What usage_view leaves out: fields no resource accounting reads (manifests.pod_requests and
+# occupies_node read containers' resources, init containers, overhead, nodeName and phase).
+# Left out by name, so a field the accounting may come to read (pod-level resources, a
+# sidecar's restartPolicy) stays in; test_watch_cache proves the view counts as the whole pod.
+_UNUSED_POD_METADATA = ("annotations", "managedFields", "ownerReferences", "finalizers")
+_UNUSED_POD_SPEC = ("volumes", "tolerations", "affinity", "topologySpreadConstraints",
+                    "imagePullSecrets", "securityContext", "dnsConfig", "hostAliases",
+                    "readinessGates", "schedulingGates")  # fmt: skip
+_UNUSED_CONTAINER = ("env", "envFrom", "volumeMounts", "volumeDevices", "ports", "command",
+                     "args", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle",
+                     "securityContext")  # fmt: skip
+_UNUSED_POD_STATUS = ("conditions", "containerStatuses", "initContainerStatuses",
+                      "ephemeralContainerStatuses", "podIPs", "hostIPs", "resourceClaimStatuses")  # fmt: skip
+
+
+def usage_view(raw: Raw) -> Raw:
+    """The pod without the fields resource accounting never reads (a shallow copy)."""
+    meta = {k: v for k, v in (raw.get("metadata") or {}).items() if k not in _UNUSED_POD_METADATA}
+    spec = {k: v for k, v in (raw.get("spec") or {}).items() if k not in _UNUSED_POD_SPEC}
+    for kind in ("containers", "initContainers"):
+        if spec.get(kind):
+            spec[kind] = [
+                {k: v for k, v in container.items() if k not in _UNUSED_CONTAINER}
+                for container in spec[kind]
+            ]
+    status = {k: v for k, v in (raw.get("status") or {}).items() if k not in _UNUSED_POD_STATUS}
+    return {**raw, "metadata": meta, "spec": spec, "status": status}
 
 
 def _add_usage(usage: dict[str, dict[str, int]], entry: _Pod, sign: int) -> None:

@@ -13,7 +13,12 @@ from scheduler.adapters.cluster import labels
 from scheduler.adapters.cluster.base import TransientClusterError
 from scheduler.adapters.cluster.kubernetes import KubernetesBackend, RetryPolicy
 from scheduler.adapters.cluster.testing.emulator import NODES, PODS, foreign_pod_object
-from scheduler.adapters.cluster.watch_cache import ClusterCache, Reflector, manifests_translation
+from scheduler.adapters.cluster.watch_cache import (
+    ClusterCache,
+    Reflector,
+    manifests_translation,
+    usage_view,
+)
 
 NS = "gpu-jobs"
 GPU = "nvidia.com/gpu"
@@ -283,3 +288,37 @@ def test_a_stalled_watch_is_given_up_after_its_read_timeout_and_resumed(cluster)
         assert stats.lists == 1  # resumed from its resourceVersion, not listed again
     finally:
         backend.cache.stop()
+
+
+def _everything_pod(phase="Running"):
+    pod = foreign_pod_object(7, "n0")
+    spec = pod["spec"]
+    main = spec["containers"][0]
+    main["resources"] = {"requests": {"cpu": "250m", "memory": "1Gi"},
+                         "limits": {"cpu": "1", GPU: "2", "memory": "2Gi"}}  # fmt: skip
+    main["ports"] = [{"containerPort": 80}]
+    main["livenessProbe"] = {"httpGet": {"path": "/", "port": 80}}
+    spec["containers"].append({"name": "sidecar", "image": "x", "resources": {
+        "requests": {"cpu": "50m"}}})  # fmt: skip
+    spec["initContainers"] = [
+        {"name": "setup", "image": "x", "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}},
+        {"name": "proxy", "image": "x", "restartPolicy": "Always",
+         "resources": {"requests": {"cpu": "100m"}}},
+    ]  # fmt: skip
+    spec["overhead"] = {"cpu": "10m", "memory": "64Mi"}
+    spec["affinity"] = {"nodeAffinity": {}}
+    pod["metadata"]["resourceVersion"] = "9"
+    pod["status"]["phase"] = phase
+    return pod
+
+
+@pytest.mark.parametrize("phase", ["Running", "Pending", "Succeeded"])
+def test_the_usage_view_of_a_pod_counts_what_the_whole_pod_counts(phase):
+    translation = manifests_translation()
+    whole = _everything_pod(phase)
+
+    viewed = translation.usage(client.V1Pod.from_dict(usage_view(whole)))
+
+    assert viewed == translation.usage(client.V1Pod.from_dict(whole))
+    assert "env" not in usage_view(whole)["spec"]["containers"][0]
+    assert "containerStatuses" not in usage_view(whole)["status"]

@@ -121,6 +121,7 @@ def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
         413: "Request body too large.",
         415: "Unsupported Content-Type.",
         429: "Rate limited.",
+        503: "The cluster could not be asked; `detail` says why.",
     }
     return {
         code: OpenApiResponse(response=ErrorSerializer, description=descriptions[code])

@@ -31,6 +31,7 @@ v1 = [
     path("jobs/<int:job_id>/", job_apis.JobDetailApi.as_view(), name="job_detail"),
     path("jobs/<int:job_id>/cancel/", job_apis.JobCancelApi.as_view(), name="job_cancel"),
     path("jobs/<int:job_id>/why/", job_apis.JobWhyApi.as_view(), name="job_why"),
+    path("jobs/<int:job_id>/logs/", job_apis.JobLogsApi.as_view(), name="job_logs"),
     path("jobs/<int:job_id>/release/", job_apis.JobReleaseApi.as_view(), name="job_release"),
     path("queues/", queue_apis.QueueListApi.as_view(), name="queues"),
     path(

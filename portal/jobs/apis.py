@@ -13,7 +13,7 @@ from drf_spectacular.utils import (
     extend_schema_field,
     inline_serializer,
 )
-from rest_framework import serializers, status
+from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -33,13 +33,14 @@ from portal.common import units
 from portal.common.access import can_cancel_job, visible_queue_get, visible_tenants
 from portal.common.ids import parse_id
 from portal.queues.models import Queue
+from scheduler.logs import LogUnavailable, pod_log_read
 
 from . import volcano
 from .gpushare import gpus_decimal, gpus_number, milli_asked
 from .limits import host_path_allowed, task_count_check
 from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES, Job
 from .rendering import job_render
-from .selectors import job_get, job_queue_position, job_search, job_state
+from .selectors import job_get, job_pod_names, job_queue_position, job_search, job_state
 from .services import job_cancel, job_quarantine_release, job_submit
 
 QUEUE_NOT_FOUND = "no queue {ref} that you can see"
@@ -722,6 +723,68 @@ class JobReleaseApi(ApiView):
     )
     def post(self, request: Request, job_id: int) -> Response:
         return _job_acted(request, job_id, job_quarantine_release)
+
+
+class ClusterUnavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The cluster could not be asked."
+    default_code = "cluster_unavailable"
+
+
+LOG_TAIL_DEFAULT, LOG_TAIL_MAX = 200, 5000
+LOG_POD_NOT_OF_JOB = "pod {pod} is not a pod of this job"
+LOG_NO_PODS = "this job has had no pod yet"
+
+
+class JobLogsApi(ApiView):
+    """A pod's log (the pods/log subresource on Kubernetes; on the simulated cluster, lines it
+    writes itself) with how the pod ended: exit code and reason (OOMKilled, Error, Evicted).
+    `pod` is one of the job's pods (default: its latest); `tail` the last lines (default 200)."""
+
+    class FilterSerializer(StrictSerializer):
+        pod = serializers.CharField(required=False, max_length=253)
+        tail = serializers.IntegerField(
+            required=False, min_value=1, max_value=LOG_TAIL_MAX, default=LOG_TAIL_DEFAULT
+        )
+
+    class OutputSerializer(ApiSerializer):
+        pod = serializers.CharField()
+        pods = serializers.ListField(child=serializers.CharField(), help_text="The job's pods.")
+        phase = serializers.CharField(allow_null=True, help_text="None: the pod is gone.")
+        exit_code = serializers.IntegerField(allow_null=True)
+        reason = serializers.CharField(allow_null=True)
+        lines = serializers.ListField(child=serializers.CharField())
+
+    @extend_schema(
+        operation_id="jobs_logs",
+        tags=["jobs"],
+        parameters=[FilterSerializer],
+        responses={200: OutputSerializer, **error_responses(400, 401, 404, 503)},
+    )
+    def get(self, request: Request, job_id: int) -> Response:
+        job = job_get(user=request.user, job_id=job_id)
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        pods = job_pod_names(job=job)
+        pod = filters.validated_data.get("pod") or (pods[0] if pods else None)
+        if pod is None:
+            raise serializers.ValidationError({"pod": [LOG_NO_PODS]})
+        if pod not in pods:
+            raise serializers.ValidationError({"pod": [LOG_POD_NOT_OF_JOB.format(pod=pod)]})
+        try:
+            log = pod_log_read(pod_name=pod, tail=filters.validated_data["tail"])
+        except LogUnavailable as error:
+            raise ClusterUnavailable(str(error)) from error
+        return Response(
+            {
+                "pod": pod,
+                "pods": pods,
+                "phase": log.phase,
+                "exit_code": log.exit_code,
+                "reason": log.reason,
+                "lines": log.lines,
+            }
+        )
 
 
 class JobWhyApi(ApiView):

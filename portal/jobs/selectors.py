@@ -313,3 +313,13 @@ def _preemption_note(*, user: AbstractBaseUser | AnonymousUser, job: Job) -> str
 
 def _utc(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def job_pod_names(*, job: Job) -> list[str]:
+    """The pods the job has had (every placement, latest first): the ones its logs can be
+    asked of (a pod's log lasts as long as the cluster keeps the pod)."""
+    from portal.cluster.models import Placement
+
+    return list(
+        Placement.objects.filter(job_id=job.pk).order_by("-id").values_list("pod_name", flat=True)
+    )

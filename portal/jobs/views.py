@@ -1,6 +1,7 @@
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import ValidationError
@@ -29,7 +30,7 @@ from .forms import JobSubmitForm, JobUploadForm, TaskFormSet, submit_errors_appl
 from .limits import host_path_allowed, job_limits, task_count_check
 from .models import Job
 from .samples import SAMPLE_FILENAME, volcano_sample
-from .selectors import JobState, job_get, job_list, job_state
+from .selectors import JobState, job_get, job_list, job_pod_names, job_state
 from .services import job_cancel, job_quarantine_release, job_submit
 
 JOB_CANCELLED = "Job {name} was cancelled."
@@ -128,6 +129,8 @@ class JobDetailView(LoginRequiredMixin, TemplateView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         context.update(_job_page(self.request, kwargs["job_id"]))
+        context["log_pods"] = job_pod_names(job=context["job"])
+        context["log_retention_minutes"] = settings.FINISHED_POD_RETENTION_SECONDS // 60
         return context
 
 

@@ -209,6 +209,9 @@ SCHEDULER_LOCK_TTL_SECONDS = env.float("SCHEDULER_LOCK_TTL_SECONDS", default=30.
 # Default for a job without expected_duration on the simulated cluster.
 SIMULATED_DEFAULT_RUN_SECONDS = env.int("SIMULATED_DEFAULT_RUN_SECONDS", default=600)
 EVICTION_GRACE_SECONDS = env.int("EVICTION_GRACE_SECONDS", default=30)
+# How long a finished job pod stays on the cluster after it ended, so its log can still be read
+# (the job page, GET /api/v1/jobs/{id}/logs/, `kubectl logs`); 0 deletes it at once.
+FINISHED_POD_RETENTION_SECONDS = env.int("FINISHED_POD_RETENTION_SECONDS", default=3600)
 # Dashboards read one usage sample per queue per this many seconds.
 USAGE_SAMPLE_SECONDS = env.int("USAGE_SAMPLE_SECONDS", default=60)
 

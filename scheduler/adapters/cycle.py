@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -30,7 +30,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from portal.cluster.models import Node
+from portal.cluster.models import Node, Placement
 from portal.cluster.services import node_inventory_sync, node_seen_mark
 from portal.jobs.gpushare import SHARING_NONE
 from portal.jobs.limits import gpu_sharing
@@ -203,8 +203,9 @@ def cluster_reconcile(
     faults: Faults | None = None,
     now: datetime | None = None,
 ) -> reconcile.ReconcileReport:
-    """Make the cluster match the bound and running placements. Finished pods are deleted: the
-    observe step has already recorded their outcome. With `faults`, jobs whose pods cannot be
+    """Make the cluster match the bound and running placements. Finished pods are deleted once
+    FINISHED_POD_RETENTION_SECONDS have passed since they ended (the observe step has recorded
+    their outcome; until then their logs can be read, by the portal or `kubectl logs`). With `faults`, jobs whose pods cannot be
     built are reported there and left out (see desired_pods)."""
     if observed is None:
         observed = backend.list_pods()
@@ -212,7 +213,12 @@ def cluster_reconcile(
     desired = desired_pods(
         namespace=settings.KUBERNETES_NAMESPACE, gpu_resource_of=gpu_resource_of, faults=faults
     )
-    plan = reconcile.plan(desired, observed, delete_finished=True)
+    plan = reconcile.plan(
+        desired,
+        observed,
+        delete_finished=True,
+        keep_finished=_finished_pods_kept(now or timezone.now()),
+    )
     report = reconcile.apply(plan, backend, grace_seconds=settings.EVICTION_GRACE_SECONDS)
     unreachable = set(
         Node.objects.filter(Q(ready=False) | Q(in_cluster=False)).values_list("name", flat=True)
@@ -220,6 +226,18 @@ def cluster_reconcile(
     if stuck := reconcile.stuck_terminating(observed, unreachable, now or timezone.now()):
         reconcile.force_delete(stuck, backend, report)
     return report
+
+
+def _finished_pods_kept(now: datetime) -> frozenset[tuple[str, str]]:
+    """(namespace, name) of finished pods still within their retention."""
+    retention = settings.FINISHED_POD_RETENTION_SECONDS
+    if retention <= 0:
+        return frozenset()
+    names = Placement.objects.filter(
+        state__in=[Placement.State.SUCCEEDED, Placement.State.FAILED],
+        ended_at__gte=now - timedelta(seconds=retention),
+    ).values_list("pod_name", flat=True)
+    return frozenset((settings.KUBERNETES_NAMESPACE, name) for name in names)
 
 
 def gang_start_failures(*, job_errors: dict[str, Exception], now: datetime) -> None:

@@ -85,16 +85,22 @@ def plan(
     observed: Iterable[ObservedPod],
     *,
     delete_finished: bool = False,
+    keep_finished: frozenset[tuple[str, str]] = frozenset(),
 ) -> ReconcilePlan:
     """Pure and deterministic: same inputs, same plan, both lists sorted by (namespace, name).
 
     Raises ValueError if `desired` names one pod or one replica twice: that is a bug upstream,
     and guessing which copy to keep could bind a replica to the wrong node.
+
+    `keep_finished`: (namespace, name) of finished pods kept for their logs. A finished pod
+    runs nothing, so it never keeps a new attempt of its replica from being created.
     """
     wanted = _index_desired(desired)
     managed = [pod for pod in observed if is_managed(pod.labels)]
     observed_names = {(pod.namespace, pod.name) for pod in managed}
-    observed_replicas = {key for pod in managed if (key := replica_key(pod.labels)) is not None}
+    observed_replicas = {
+        key for pod in managed if not pod.finished and (key := replica_key(pod.labels)) is not None
+    }
 
     create = [
         pod
@@ -104,7 +110,9 @@ def plan(
     delete = [
         pod
         for pod in managed
-        if not _still_wanted(pod, wanted) and _deletable(pod, delete_finished=delete_finished)
+        if not _still_wanted(pod, wanted)
+        and _deletable(pod, delete_finished=delete_finished)
+        and not (pod.finished and _pod_key(pod) in keep_finished)
     ]
     bind: list[DesiredPod] = []
     present: dict[str, int] = defaultdict(int)

@@ -79,6 +79,17 @@ class DesiredPod:
 
 
 @dataclass(frozen=True, slots=True)
+class PodLog:
+    """The last lines a pod's main container wrote, and how it ended if it did."""
+
+    pod: str
+    lines: list[str]
+    phase: str | None = None  # None: the cluster has no such pod (any more)
+    exit_code: int | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ObservedPod:
     name: str
     namespace: str

@@ -30,6 +30,7 @@ from scheduler.adapters.cluster.base import (
     DesiredPod,
     ObservedNode,
     ObservedPod,
+    PodLog,
     RefusedClusterError,
     TransientClusterError,
 )
@@ -214,6 +215,40 @@ class KubernetesBackend:
         # (another workload's, another portal instance's).
         managed = [pod for pod in pods if self._owns(pod.labels)]
         return sorted(managed, key=lambda p: (p.namespace, p.name))
+
+    def pod_log(self, name: str, namespace: str, tail: int) -> PodLog:
+        """The pods/log subresource (the main container, its last `tail` lines) and the pod's
+        outcome; a pod that is gone has no log left (404 is an empty answer, not an error)."""
+        try:
+            pod = self._with_retries(
+                f"read pod {namespace}/{name}",
+                lambda: self.core_v1.read_namespaced_pod(
+                    name, namespace, _request_timeout=self.request_timeout
+                ),
+            )
+        except RefusedClusterError as exc:
+            if exc.status == 404:
+                return PodLog(pod=name, lines=[])
+            raise
+        observed = observed_pod_from(pod)
+        containers = [c.name for c in (pod.spec.containers or [])] if pod.spec else []
+        text = self._with_retries(
+            f"read log of pod {namespace}/{name}",
+            lambda: self.core_v1.read_namespaced_pod_log(
+                name,
+                namespace,
+                container=containers[0] if containers else None,
+                tail_lines=tail,
+                _request_timeout=self.request_timeout,
+            ),
+        )
+        return PodLog(
+            pod=name,
+            lines=str(text or "").splitlines()[-tail:],
+            phase=observed.phase,
+            exit_code=observed.exit_code,
+            reason=observed.reason,
+        )
 
     # -- writes ------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from scheduler.adapters.cluster.base import (
     DesiredPod,
     ObservedNode,
     ObservedPod,
+    PodLog,
     create_each,
 )
 from scheduler.adapters.cluster.labels import is_managed, replica_key
@@ -61,6 +62,38 @@ class SimulatedBackend:
                 raise ClusterError(f"pod {pod.name} already exists for another replica")
             return
         self._new_pod(pod).save(force_insert=True)
+
+    def pod_log(self, name: str, namespace: str, tail: int) -> PodLog:
+        """Lines the simulation writes for a pod: what it would run (image, command, the
+        environment its plugins gave it, references shown as references) and what became of
+        it, since a simulated pod runs nothing."""
+        self.advance()
+        pod = SimulatedPod.objects.filter(name=name, namespace=namespace).first()
+        if pod is None:
+            return PodLog(pod=name, lines=[])
+        lines = [f"[simulated] pod {name} created on node {pod.node_name} at "
+                 f"{pod.created_at:%Y-%m-%dT%H:%M:%SZ}"]  # fmt: skip
+        for container in pod.spec.get("containers", []):
+            run = [*container.get("command", []), *container.get("args", [])]
+            lines.append(
+                f"[simulated] container {container.get('name')}: image {container.get('image')}"
+                + (f", runs {' '.join(run)}" if run else ", runs the image's entrypoint")
+            )
+            for item in container.get("env", []):
+                value = item.get("value") if "value" in item else f"<from {item.get('valueFrom')}>"
+                lines.append(f"[simulated]   {item.get('name')}={value}")
+        if pod.started_at is not None:
+            lines.append(f"[simulated] running since {pod.started_at:%Y-%m-%dT%H:%M:%SZ}")
+        if pod.phase in FINISHED_PHASES:
+            lines.append(f"[simulated] {pod.phase.lower()}, exit code {pod.exit_code}")
+        observed = _observed(*(getattr(pod, column) for column in _POD_COLUMNS))
+        return PodLog(
+            pod=name,
+            lines=lines[-tail:],
+            phase=pod.phase,
+            exit_code=observed.exit_code,
+            reason=observed.reason,
+        )
 
     def create_pods(self, pods: Sequence[DesiredPod]) -> list[Exception | None]:
         """create_pod for many pods, in two queries per BATCH pods: which names exist, then one

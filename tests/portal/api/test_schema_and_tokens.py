@@ -14,6 +14,7 @@ OPERATIONS = {
     ("/api/v1/jobs/{job_id}/", "get"),
     ("/api/v1/jobs/{job_id}/cancel/", "post"),
     ("/api/v1/jobs/{job_id}/why/", "get"),
+    ("/api/v1/jobs/{job_id}/logs/", "get"),
     ("/api/v1/jobs/{job_id}/release/", "post"),
     ("/api/v1/queues/", "get"),
     ("/api/v1/queues/{queue_id}/", "get"),

@@ -3,6 +3,8 @@
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.conf import settings
+from django.test import override_settings
 
 from portal.cluster.models import Placement, SimulatedPod
 from portal.jobs.models import Job
@@ -103,7 +105,25 @@ def test_job_runs_then_succeeds_after_its_expected_duration(team, nlp_queue, bac
         Placement.State.SUCCEEDED
     }
     cycle(backend, clock)
-    assert not SimulatedPod.objects.exists()  # finished pods are cleaned up after recording
+    # Finished pods stay for their logs (FINISHED_POD_RETENTION_SECONDS), then go.
+    assert SimulatedPod.objects.count() == 2
+    clock.advance(settings.FINISHED_POD_RETENTION_SECONDS)
+    cycle(backend, clock)
+    assert not SimulatedPod.objects.exists()
+
+
+@override_settings(FINISHED_POD_RETENTION_SECONDS=0)
+def test_without_retention_finished_pods_go_once_recorded(team, nlp_queue, backend, clock):
+    NodeFactory(name="gpu-worker-1")
+    job = submit(team, nlp_queue, "short", replicas=1, duration=60)
+    cycle(backend, clock)
+    cycle(backend, clock)
+    clock.advance(60)
+    cycle(backend, clock)
+    job.refresh_from_db()
+    assert job.status == Job.Status.SUCCEEDED
+    cycle(backend, clock)
+    assert not SimulatedPod.objects.exists()
 
 
 def test_gang_that_cannot_fit_stays_pending_with_a_reason(team, nlp_queue, backend, clock):

@@ -299,3 +299,17 @@ def test_a_name_conflict_is_an_error_for_that_pod_only(cluster, backend):
     assert report.created == [f"{NAMESPACE}/gp-2-worker-0"]
     assert len(report.errors) == 1
     assert "name taken by another workload" in report.errors[0]
+
+
+def test_finished_pods_kept_for_their_logs_stay_and_do_not_block_a_new_attempt():
+    old = desired(7)
+    finished = observed(old, phase="Failed", exit_code=137)
+    new_attempt = replace(old, name=labels.pod_name(7, "worker", 0, attempt=1))
+    key = (finished.namespace, finished.name)
+
+    kept = plan([new_attempt], [finished], delete_finished=True, keep_finished=frozenset({key}))
+    assert names(kept.delete) == []
+    assert names(kept.create) == [new_attempt.name]  # a finished pod runs nothing
+
+    expired = plan([new_attempt], [finished], delete_finished=True)
+    assert names(expired.delete) == [finished.name]

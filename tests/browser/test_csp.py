@@ -101,7 +101,7 @@ def test_researcher_pages_run_their_scripts_under_the_policy(world, signed_in, l
     _open(page, f"{base}/jobs/new/")
     page.click("#add-role")
     page.wait_for_selector("#id_tasks-1-name")
-    assert page.input_value("#id_tasks-1-name") == "worker"
+    assert page.input_value("#id_tasks-1-name") == "worker-2"  # a name of its own
     _clean(page)
 
     _open(page, f"{base}/jobs/{world['job'].pk}/")

@@ -243,6 +243,8 @@ PAGES = [
     ),
     Page("cluster:node_list", "", get=staff_only(OK)),
     Page("dashboards:overview", "", get=per_role(OK)),
+    # Usage accounting: leads see their own tenant's figures, site admins everyone's.
+    Page("accounting:report", "", get=per_role(FORBIDDEN, a_lead=OK, b_lead=OK, staff=OK)),
     Page("dashboards:chart_data", "", kwargs={"chart": "quota"}, get=per_role(OK)),
     # Creating a token answers with the page itself: the secret is in that answer only.
     Page("api:tokens", "", get=per_role(OK), post=per_role(OK), post_body="token_form"),

@@ -22,7 +22,7 @@ def test_the_page_shows_the_limits_in_force(researcher_client, nlp_queue):
     assert "per pod at most 12 GPUs" in page
     assert 'data-max="5"' in page
     assert 'max="12"' in page
-    assert "0 to 12," in page
+    assert "0 to 12. A share of one GPU" in page
 
 
 def test_the_only_role_has_no_remove_box(researcher_client, nlp_queue):

@@ -25,7 +25,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
-MILLI = 1000  # a Placement counts whole GPUs: milli-GPU per GPU
+MILLI = 1000  # milli-GPU per whole GPU
 
 
 @dataclass(frozen=True, slots=True)

@@ -256,6 +256,11 @@ def desired_pod(
         )
         if pod_template:
             pod_template = template_with_share(pod_template, gpu_share.stack, gpu_share.size)
+        # The pod runs on a GPU node as a whole-GPU pod does: the toleration the manifest
+        # gives those for the node's GPU resource taint (pod_manifest), given here.
+        gpu_toleration = {"key": gpu_resource, "operator": "Exists", "effect": "NoSchedule"}
+        if gpu_toleration not in tolerations:
+            tolerations = [*tolerations, gpu_toleration]
     return DesiredPod(
         name=pod_name,
         namespace=namespace,

@@ -99,3 +99,17 @@ def test_a_weak_demo_password_is_refused_by_name_and_creates_no_login(monkeypatc
     with pytest.raises(CommandError, match="DEMO_PASSWORD for .*too short"):
         _seed()
     assert not get_user_model().objects.exists()
+
+
+def test_the_demo_has_shared_gpus_where_the_cluster_shares_them(db):
+    from django.core.management import call_command
+    from django.test import override_settings
+
+    from portal.jobs.models import JobTask
+
+    with override_settings(GPU_SHARING="none"):
+        call_command("seed_demo", verbosity=0)
+    assert not JobTask.objects.filter(gpu_milli__gt=0).exists()
+    call_command("seed_demo", verbosity=0)  # the default simulated cluster shares cards
+    task = JobTask.objects.get(job__name="embed-serve")
+    assert (task.gpus, task.gpu_milli, task.gpu_memory_mib) == (0, 250, 10240)

@@ -6,6 +6,7 @@ random on first creation and printed once (demo only); DEMO_PASSWORD sets a fixe
 
 import os
 import secrets
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -16,6 +17,8 @@ from django.db import transaction
 
 from portal.cluster.services import node_inventory_load, node_inventory_sync
 from portal.dashboards.demo_history import demo_history_seed
+from portal.jobs.gpushare import SHARING_NONE
+from portal.jobs.limits import gpu_sharing
 from portal.jobs.models import Job
 from portal.jobs.services import job_submit
 from portal.queues.models import Queue
@@ -174,6 +177,29 @@ DEMO_JOBS = [
         "expected_duration_seconds": 600,
     },
 ]
+# Inference replicas that need a quarter of a card each: they share cards (the dashboard's
+# occupancy map shows them). Seeded only where the cluster runs a GPU sharing stack.
+DEMO_SHARED_JOBS = [
+    {
+        "submitter": "lead",
+        "queue": "vision-batch",
+        "name": "embed-serve",
+        "tasks": [
+            {
+                "name": "server",
+                "replicas": 4,
+                "image": "ghcr.io/example/embedder:latest",
+                "command": ["python", "serve.py"],
+                "gpus": Decimal("0.25"),
+                "gpu_memory_mib": 10240,
+                "cpu_millis": 2000,
+                "memory_bytes": 16 * GiB,
+            }
+        ],
+        "min_available": 1,
+        "expected_duration_seconds": 1800,
+    },
+]
 
 
 class Command(BaseCommand):
@@ -221,7 +247,8 @@ class Command(BaseCommand):
                 if current is None or current.role != role:
                     membership_set(user=user, tenant=tenant, role=role)
 
-        for spec in DEMO_JOBS:
+        shared = DEMO_SHARED_JOBS if gpu_sharing() != SHARING_NONE else []
+        for spec in [*DEMO_JOBS, *shared]:
             data = dict(spec)
             queue = Queue.objects.get(name=data.pop("queue"))
             submitter = users[data.pop("submitter")]

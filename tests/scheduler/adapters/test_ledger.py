@@ -157,3 +157,32 @@ def test_a_cycle_books_into_its_own_month_and_never_into_a_past_one(
     december = LedgerEntry.objects.get(month=datetime(2026, 12, 1).date())
     assert december.gpu_milli_seconds_borrowed == MILLI * (1150 + 60)
     assert _ledger_gpu_total() == _placements_gpu_total()
+
+
+def test_a_share_of_a_gpu_is_booked_at_its_milli_gpu(nlp_queue):
+    from types import SimpleNamespace
+
+    from scheduler.adapters.ledger import ledger_book
+    from tests.factories import PlacementFactory
+
+    PlacementFactory(
+        task__job__queue=nlp_queue,
+        task__gpus=0,
+        task__cpu_millis=500,
+        gpus=0,
+        gpu_milli=250,
+        state=Placement.State.RUNNING,
+        started_at=START,
+    )
+    bundle = SimpleNamespace(index=SimpleNamespace(queues={}))
+    result = SimpleNamespace(queues={})
+
+    for seconds in (0, 40, 100):
+        ledger_book(
+            bundle=bundle, result=result, evicted=set(), now=START + timedelta(seconds=seconds)
+        )
+
+    (entry,) = LedgerEntry.objects.all()
+    assert entry.gpu_milli_seconds_borrowed == 250 * 100  # no guarantee: all borrowed
+    assert entry.cpu_milli_seconds_borrowed == 500 * 100
+    assert entry.gpu_milli_seconds_within == 0

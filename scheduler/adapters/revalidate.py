@@ -23,7 +23,8 @@ from collections.abc import Iterable
 from django.db import connection
 from django.db.models import Sum
 
-from portal.cluster.models import Node, Placement
+from portal.cluster.models import Node, Placement, placement_milli
+from portal.jobs.gpushare import MILLI_PER_GPU, milli_cost
 from portal.jobs.models import Job
 from scheduler.adapters.snapshot import SnapshotBundle
 from scheduler.core.types import Bind, CycleResult
@@ -140,15 +141,19 @@ def _jobs_without_room(bundle: SnapshotBundle, binds: list[Bind]) -> dict[str, s
     are locked against an admin changing a node's capacity meanwhile.
     """
     names = sorted({bind.node for bind in binds})
+    # GPUs in milli-GPU: shares of a card count their fraction.
     capacity: dict[str, tuple[int, int, int]] = {}
+    card_mib: dict[str, int] = {}
     for start in range(0, len(names), BATCH):
         rows = (
             Node.objects.select_for_update()
             .filter(name__in=names[start : start + BATCH])
             .order_by("name")
-            .values_list("name", "gpu_count", "cpu_millis", "memory_bytes")
+            .values_list("name", "gpu_count", "cpu_millis", "memory_bytes", "gpu_memory_mib")
         )
-        capacity.update((name, (gpus, cpu, memory)) for name, gpus, cpu, memory in rows)
+        for name, gpus, cpu, memory, mib in rows:
+            capacity[name] = (gpus * MILLI_PER_GPU, cpu, memory)
+            card_mib[name] = mib
     used: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     for start in range(0, len(names), BATCH):
         rows = (
@@ -157,7 +162,9 @@ def _jobs_without_room(bundle: SnapshotBundle, binds: list[Bind]) -> dict[str, s
             )
             .values("node_name")
             .annotate(
-                gpus=Sum("gpus"), cpu=Sum("task__cpu_millis"), memory=Sum("task__memory_bytes")
+                gpus=Sum(placement_milli()),
+                cpu=Sum("task__cpu_millis"),
+                memory=Sum("task__memory_bytes"),
             )
             .values_list("node_name", "gpus", "cpu", "memory")
         )
@@ -170,7 +177,12 @@ def _jobs_without_room(bundle: SnapshotBundle, binds: list[Bind]) -> dict[str, s
         for bind in job_binds:
             task = bundle.index.pending[bind.task].task
             total = need[bind.node]
-            total[0] += task.gpus
+            total[0] += milli_cost(
+                gpus=task.gpus,
+                gpu_milli=task.gpu_milli,
+                gpu_memory_mib=task.gpu_memory_mib,
+                device_memory_mib=card_mib.get(bind.node, 0),
+            )
             total[1] += task.cpu_millis
             total[2] += task.memory_bytes
         full = next(

@@ -251,3 +251,25 @@ def test_an_older_cycle_does_not_observe_after_a_newer_one_started(
         f"cycle {started[0].pk} started after this one, which stopped before its observe"
     )
     assert not Placement.objects.filter(job=job).exists()
+
+
+def test_a_stale_snapshot_cannot_overfill_a_card_with_shares(alice, nlp_queue, backend):
+    from decimal import Decimal
+
+    NodeFactory(name="gpu-worker-1", gpu_count=1, gpu_memory_mib=81920)
+    early = submit(alice, nlp_queue, "early", gpus=Decimal("0.5"))
+    stale = snapshot_build(now=Job.objects.get(pk=early.pk).submitted_at)
+    decided = run_cycle(stale.snapshot, stale.conf)
+    assert [bind.job for bind in decided.binds] == [str(early.pk)]
+    # Meanwhile another cycle gives three quarters of the card to a more urgent job.
+    urgent = submit(alice, nlp_queue, "urgent", gpus=Decimal("0.75"), priority=100)
+    other = scheduling_cycle_run(backend=backend)
+    assert list(Placement.objects.values_list("job_id", flat=True)) == [urgent.pk]
+
+    decisions_persist_fenced(
+        bundle=stale, result=decided, cycle=CycleRun.objects.create(), now=other.finished_at
+    )
+
+    assert list(Placement.objects.values_list("job_id", flat=True)) == [urgent.pk]
+    early.refresh_from_db()
+    assert early.pending_reason == WITHDRAWN_NO_ROOM.format(node="gpu-worker-1")

@@ -687,7 +687,7 @@ class JobRenderApi(ApiView):
     )
     def post(self, request: Request) -> Response:
         if not volcano.is_volcano_manifest(request.data):
-            raise serializers.ValidationError({"body": [YAML_NEEDS_MANIFEST]})
+            raise serializers.ValidationError({"body": [RENDER_NEEDS_MANIFEST]})
         rendered = job_render(request.data)
         if rendered.errors:
             raise serializers.ValidationError(rendered.errors)
@@ -732,6 +732,7 @@ class ClusterUnavailable(exceptions.APIException):
 
 
 LOG_TAIL_DEFAULT, LOG_TAIL_MAX = 200, 5000
+RENDER_NEEDS_MANIFEST = f"the body must be a Volcano Job manifest ({volcano.API_VERSION})"
 LOG_POD_NOT_OF_JOB = "pod {pod} is not a pod of this job"
 LOG_NO_PODS = "this job has had no pod yet"
 

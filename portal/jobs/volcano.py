@@ -27,7 +27,9 @@ from typing import Any
 
 from portal.common.validators import STR_NUL
 
+from .plugins import plugins_parse
 from .podtemplate import pod_template_parse
+from .policies import policies_parse
 from .quantity import BAD_QUANTITY, NEGATIVE_QUANTITY, parse_quantity  # noqa: F401 (re-exported)
 
 API_VERSION = "batch.volcano.sh/v1alpha1"
@@ -263,6 +265,15 @@ def volcano_job_parse(  # noqa: C901, PLR0912 - one branch per field of a Volcan
                     and _FIELD_NAME_RE.fullmatch(key)
                 ]
 
+    # Plugins and policies are job_submit's to check too; checked here as well so that one
+    # answer names every field at fault, the template's and these alike.
+    _, plugin_errors = plugins_parse(
+        spec.get("plugins"), task_names=[task["name"] for task in tasks], path="spec.plugins"
+    )
+    _, policy_errors = policies_parse(spec.get("policies"), path="spec.policies")
+    for key, messages in (plugin_errors | policy_errors).items():
+        for message in messages:
+            c.add(key, message)
     if c.errors:
         raise ManifestError(c.errors)
     return VolcanoJobSpec(

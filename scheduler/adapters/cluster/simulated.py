@@ -74,10 +74,13 @@ class SimulatedBackend:
         lines = [f"[simulated] pod {name} created on node {pod.node_name} at "
                  f"{pod.created_at:%Y-%m-%dT%H:%M:%SZ}"]  # fmt: skip
         for container in pod.spec.get("containers", []):
-            run = [*container.get("command", []), *container.get("args", [])]
+            command, args = container.get("command", []), container.get("args", [])
+            run = " ".join(command) if command else "the image's entrypoint"
+            if args:
+                run += f" with arguments {' '.join(args)}"
             lines.append(
-                f"[simulated] container {container.get('name')}: image {container.get('image')}"
-                + (f", runs {' '.join(run)}" if run else ", runs the image's entrypoint")
+                f"[simulated] container {container.get('name')}: image "
+                f"{container.get('image')}, runs {run}"
             )
             for item in container.get("env", []):
                 value = item.get("value") if "value" in item else f"<from {item.get('valueFrom')}>"

@@ -199,3 +199,16 @@ def test_a_template_that_states_no_cpu_or_memory_asks_the_pod_for_the_default(ap
     # the pod asks the kubelet for what the scheduler counts
     requests = task.pod_template["spec"]["containers"][0]["resources"]["requests"]
     assert requests == {"cpu": f"{TASK_DEFAULT_CPU_MILLIS}m", "memory": str(TASK_DEFAULT_MEMORY_BYTES)}
+
+
+def test_one_answer_names_the_template_and_plugin_faults_alike(api, nlp_queue):
+    manifest = _bad(_negative_size)
+    manifest["spec"]["plugins"] = {"mpi": []}
+    manifest["spec"]["policies"] = [{"event": "PodFailed", "action": "Resume"}]
+    errors = _post_manifest(api, manifest).json()["errors"]
+    assert {
+        f"{T0}.volumes[0].emptyDir.sizeLimit",
+        "spec.plugins.mpi",
+        "spec.policies[0].action",
+    } <= set(errors)
+    assert _rows() == (0, 0)

@@ -36,7 +36,7 @@ from portal.jobs.gpushare import SHARING_NONE
 from portal.jobs.limits import gpu_sharing
 from portal.jobs.models import Job
 from portal.jobs.services import job_start_refused
-from portal.scheduling.models import CycleRun
+from portal.scheduling.models import CycleRun, PreemptionEvent
 from scheduler.adapters import reconcile
 from scheduler.adapters.cluster.base import (
     ClusterBackend,
@@ -45,6 +45,7 @@ from scheduler.adapters.cluster.base import (
     RefusedClusterError,
 )
 from scheduler.adapters.cluster.gpushare import registered_cards
+from scheduler.adapters.cluster.labels import JOB_ID
 from scheduler.adapters.cluster.simulated import SimulatedBackend
 from scheduler.adapters.desired import desired_pods
 from scheduler.adapters.lock import CycleAbandoned, cycle_write_lock
@@ -219,12 +220,20 @@ def cluster_reconcile(
         delete_finished=True,
         keep_finished=_finished_pods_kept(now or timezone.now()),
     )
-    report = reconcile.apply(plan, backend, grace_seconds=settings.EVICTION_GRACE_SECONDS)
+    report = reconcile.apply(
+        plan,
+        backend,
+        grace_seconds=settings.EVICTION_GRACE_SECONDS,
+        evictions=eviction_reasons(plan.delete),
+    )
     unreachable = set(
         Node.objects.filter(Q(ready=False) | Q(in_cluster=False)).values_list("name", flat=True)
     )
     if stuck := reconcile.stuck_terminating(observed, unreachable, now or timezone.now()):
         reconcile.force_delete(stuck, backend, report)
+    record_events = getattr(backend, "record_events", None)
+    if report.events and record_events is not None:
+        record_events(report.events)
     return report
 
 
@@ -238,6 +247,32 @@ def _finished_pods_kept(now: datetime) -> frozenset[tuple[str, str]]:
         ended_at__gte=now - timedelta(seconds=retention),
     ).values_list("pod_name", flat=True)
     return frozenset((settings.KUBERNETES_NAMESPACE, name) for name in names)
+
+
+def eviction_reasons(pods: list[ObservedPod]) -> dict[str, str]:
+    """pod name -> why the portal deletes it: the latest preemption of its job on its node
+    (the sentence the preemption history shows), else that its job ended or was cancelled."""
+    running = [pod for pod in pods if not pod.finished]
+    job_ids = {int(j) for pod in running if (j := pod.labels.get(JOB_ID, "")).isdigit()}
+    if not job_ids:
+        return {}
+    sentences: dict[tuple[int, str], str] = {}
+    for job_id, node, sentence in (
+        PreemptionEvent.objects.filter(victim_job_id__in=job_ids)
+        .order_by("occurred_at", "id")
+        .values_list("victim_job_id", "node_name", "sentence")
+    ):
+        sentences[(job_id, node)] = sentence
+    statuses = dict(Job.objects.filter(id__in=job_ids).values_list("id", "status"))
+    reasons = {}
+    for pod in running:
+        job_id = int(pod.labels.get(JOB_ID, "0") or 0)
+        sentence = sentences.get((job_id, pod.node_name or ""))
+        if sentence:
+            reasons[pod.name] = sentence
+        elif statuses.get(job_id) == Job.Status.CANCELLED:
+            reasons[pod.name] = "its job was cancelled"
+    return reasons
 
 
 def gang_start_failures(*, job_errors: dict[str, Exception], now: datetime) -> None:

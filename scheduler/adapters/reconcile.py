@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -41,6 +41,7 @@ from scheduler.adapters.cluster.base import (
     ClusterBackend,
     DesiredPod,
     ObservedPod,
+    PodEvent,
     pods_bind,
     pods_create,
     pods_delete,
@@ -74,6 +75,8 @@ class ReconcileReport:
     errors: list[str] = field(default_factory=list)
     # job id -> the first error that kept its gang from starting this pass.
     job_errors: dict[str, Exception] = field(default_factory=dict)
+    # What to record on the pods as Kubernetes Events (ClusterBackend.record_events).
+    events: list[PodEvent] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -135,7 +138,11 @@ def apply(
     reconcile_plan: ReconcilePlan,
     backend: ClusterBackend,
     grace_seconds: int = DEFAULT_GRACE_SECONDS,
+    *,
+    evictions: Mapping[str, str] | None = None,
 ) -> ReconcileReport:
+    """`evictions`: pod name -> why it is evicted, recorded as a Preempted event on each such
+    pod the pass deletes."""
     report = ReconcileReport()
     deletes, creates = reconcile_plan.delete, reconcile_plan.create
     # Batch calls (a few queries in all on the simulated cluster); a backend without them is
@@ -144,6 +151,9 @@ def apply(
     outcomes = _outcomes(lambda: pods_delete(backend, refs, grace_seconds), len(deletes))
     for pod, error in zip(deletes, outcomes, strict=True):
         _record(report.deleted, report.errors, "delete", pod, error)
+        why = (evictions or {}).get(pod.name)
+        if error is None and why and not pod.finished:
+            report.events.append(PodEvent(pod.name, pod.namespace, "Preempted", why, "Warning"))
     outcomes = _outcomes(lambda: pods_create(backend, creates), len(creates))
     exists = defaultdict(int, reconcile_plan.present)
     unbound: dict[str, list[DesiredPod]] = defaultdict(list)
@@ -179,6 +189,9 @@ def _gangs_bind(
         _record(report.bound, report.errors, "bind", pod, error)
         if error is not None:
             report.job_errors.setdefault(_job_of(pod), error)
+            report.events.append(
+                PodEvent(pod.name, pod.namespace, "FailedBinding", str(error), "Warning")
+            )
     # Part of a gang is bound and would start: take it back. The next pass creates these pods
     # again (once gone) and binds the whole gang, or the job fails if it was refused for good.
     undo = [
@@ -186,6 +199,17 @@ def _gangs_bind(
         for pod, error in zip(pods, outcomes, strict=True)
         if error is None and _job_of(pod) in report.job_errors
     ]
+    report.events.extend(
+        PodEvent(
+            pod.name,
+            pod.namespace,
+            "Scheduled",
+            f"Successfully assigned {pod.namespace}/{pod.name} to {pod.node_name} "
+            f"with its gang of {pod.min_available}",
+        )
+        for pod, error in zip(pods, outcomes, strict=True)
+        if error is None and _job_of(pod) not in report.job_errors
+    )
     if not undo:
         return
     refs_undo = [(pod.name, pod.namespace) for pod in undo]

@@ -109,6 +109,18 @@ class ObservedPod:
         return self.phase in FINISHED_PHASES
 
 
+@dataclass(frozen=True, slots=True)
+class PodEvent:
+    """A Kubernetes Event about one of the portal's pods, so `kubectl describe pod` tells the
+    story the portal tells (bound, refused, evicted and why)."""
+
+    name: str
+    namespace: str
+    reason: str  # CamelCase, like kube-scheduler's: Scheduled, FailedBinding, Preempted
+    message: str
+    type: str = "Normal"  # or "Warning"
+
+
 class ClusterBackend(Protocol):
     """The four calls the cycle needs from a cluster. Implementations must make the writes
     idempotent, because reconcile re-runs them after partial failures and may run twice.
@@ -134,6 +146,11 @@ class ClusterBackend(Protocol):
 
     def bind_pod(self, name: str, namespace: str, node_name: str) -> None:
         """Assign the created pod to `node_name`; a pod already on that node is success."""
+        ...
+
+    def record_events(self, events: Sequence[PodEvent]) -> None:
+        """Best effort: an event that cannot be recorded is logged, never an error. Optional
+        (the simulated cluster has no events)."""
         ...
 
     def create_pods(self, pods: Sequence[DesiredPod]) -> list[Exception | None]:

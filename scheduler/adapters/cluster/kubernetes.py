@@ -14,10 +14,13 @@ against a hung API server would hold the cycle lock for hours of timeouts and re
 from __future__ import annotations
 
 import json
+import logging
 import os
+import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import urllib3
@@ -30,6 +33,7 @@ from scheduler.adapters.cluster.base import (
     DesiredPod,
     ObservedNode,
     ObservedPod,
+    PodEvent,
     PodLog,
     RefusedClusterError,
     TransientClusterError,
@@ -50,6 +54,7 @@ if TYPE_CHECKING:
     from scheduler.adapters.cluster.watch_cache import ClusterCache
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 _RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 _PAGE_SIZE = 500
@@ -81,6 +86,7 @@ class RetryPolicy:
 DEFAULT_REQUEST_TIMEOUT: tuple[float, float] = (5.0, 30.0)
 DEFAULT_BREAKER_THRESHOLD = 3
 DEFAULT_SCHEDULER_NAME = "gpuportal"
+EVENT_MESSAGE_CHARS = 1024  # what the API server keeps of an Event's message
 BREAKER_OPEN = "{where}: skipped, the API server failed {count} writes in a row this pass"
 
 
@@ -321,6 +327,38 @@ class KubernetesBackend:
                     raise
 
         self._write(where, attempt)
+
+    def record_events(self, events: Sequence[PodEvent]) -> None:
+        """One core/v1 Event per item, reported by the portal's scheduler name, one attempt
+        each: an event is a courtesy to `kubectl describe`, not worth a cycle's time."""
+        if self._writes_failed_in_a_row >= self.breaker_threshold:
+            return
+        now = datetime.now(tz=UTC)
+        for event in events:
+            body = client.CoreV1Event(
+                metadata=client.V1ObjectMeta(
+                    name=f"{event.name}.{secrets.token_hex(8)}", namespace=event.namespace
+                ),
+                involved_object=client.V1ObjectReference(
+                    api_version="v1", kind="Pod", name=event.name, namespace=event.namespace
+                ),
+                reason=event.reason,
+                message=event.message[:EVENT_MESSAGE_CHARS],
+                type=event.type,
+                source=client.V1EventSource(component=self.scheduler_name),
+                reporting_component=self.scheduler_name,
+                reporting_instance=self.instance,
+                first_timestamp=now,
+                last_timestamp=now,
+                count=1,
+            )
+            try:
+                self.core_v1.create_namespaced_event(
+                    event.namespace, body, _request_timeout=self.request_timeout
+                )
+            except (ApiException, urllib3.exceptions.HTTPError, ConnectionError, TimeoutError):
+                logger.warning("event %s on pod %s/%s not recorded", event.reason,
+                               event.namespace, event.name, exc_info=True)  # fmt: skip
 
     def _ensure_object(self, obj: dict[str, Any]) -> None:
         """Create one of a job's objects before its pods (they mount and resolve it); an

@@ -104,8 +104,10 @@ def test_the_verbs_the_portal_calls_are_the_verbs_deploy_rbac_grants(
     backend.cache = cache
     try:
         kube_cycle()  # the cache's list+watch, the svc objects, the gang's pods and binds
-        backend.create_pod(desired_pods(namespace=JOBS_NAMESPACE, gpu_resource_of={})[0])
+        taken = desired_pods(namespace=JOBS_NAMESPACE, gpu_resource_of={})[0]
+        backend.create_pod(taken)
         cluster.advance(1)
+        backend.pod_log(taken.name, JOBS_NAMESPACE, tail=10)  # the logs API
         job_cancel(job=job, actor=user)
         kube_cycle()  # evicts: delete
     finally:

@@ -40,6 +40,7 @@ from portal.scheduling.models import CycleRun, PreemptionEvent
 from scheduler.adapters import reconcile
 from scheduler.adapters.cluster.base import (
     ClusterBackend,
+    ClusterError,
     ObservedNode,
     ObservedPod,
     RefusedClusterError,
@@ -226,6 +227,7 @@ def cluster_reconcile(
         grace_seconds=settings.EVICTION_GRACE_SECONDS,
         evictions=eviction_reasons(plan.delete),
     )
+    _job_objects_sweep(backend, desired, report)
     unreachable = set(
         Node.objects.filter(Q(ready=False) | Q(in_cluster=False)).values_list("name", flat=True)
     )
@@ -235,6 +237,24 @@ def cluster_reconcile(
     if report.events and record_events is not None:
         record_events(report.events)
     return report
+
+
+def _job_objects_sweep(
+    backend: ClusterBackend, desired: list, report: reconcile.ReconcileReport
+) -> None:
+    """Delete the job objects (svc plugin) no desired pod needs, where the backend has them."""
+    sweep = getattr(backend, "sweep_job_objects", None)
+    if sweep is None:
+        return
+    keep = {
+        (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
+        for pod in desired
+        for obj in pod.job_objects
+    }
+    try:
+        report.deleted.extend(sweep(keep))
+    except ClusterError as error:
+        report.errors.append(f"job objects: {error}")
 
 
 def _finished_pods_kept(now: datetime) -> frozenset[tuple[str, str]]:

@@ -21,6 +21,7 @@ from scheduler.adapters.cluster.gpushare import (
     template_with_share,
 )
 from scheduler.adapters.cluster.labels import (
+    INSTANCE,
     JOB_ID,
     MANAGED,
     label_value,
@@ -112,7 +113,11 @@ def _plugin_jobs(rows: list[tuple], namespace: str) -> dict[int, tuple[JobShape,
 def plugin_objects(plugins: dict, shape: JobShape, *, namespace: str) -> tuple[dict, ...]:
     """The objects a job's plugins need besides its pods, marked as the portal's and
     selecting the job's pods by its id."""
-    mark = {MANAGED: "true", JOB_ID: label_value(str(shape.job_id))}
+    mark = {
+        MANAGED: "true",
+        INSTANCE: label_value(settings.KUBERNETES_INSTANCE),
+        JOB_ID: label_value(str(shape.job_id)),
+    }
     return tuple(job_objects(plugins, shape, namespace=namespace, labels=mark, selector=mark))
 
 

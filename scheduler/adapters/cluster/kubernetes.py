@@ -386,6 +386,50 @@ class KubernetesBackend:
         self._write(where, attempt)
         self._objects_made.add(key)
 
+    def sweep_job_objects(self, keep: set[tuple[str, str, str]]) -> list[str]:
+        """Delete the portal's job objects (the svc plugin's ConfigMaps, Services and
+        NetworkPolicies, by this instance's labels) that no desired pod needs any more: the job
+        ended or waits. `keep` holds (kind, namespace, name); returns "Kind namespace/name" of
+        each deleted. An object another instance (or nobody) owns is never touched."""
+        networking = client.NetworkingV1Api(self.core_v1.api_client)
+        kinds = (
+            ("ConfigMap", self.core_v1.list_namespaced_config_map,
+             self.core_v1.delete_namespaced_config_map),
+            ("Service", self.core_v1.list_namespaced_service,
+             self.core_v1.delete_namespaced_service),
+            ("NetworkPolicy", networking.list_namespaced_network_policy,
+             networking.delete_namespaced_network_policy),
+        )  # fmt: skip
+        deleted = []
+        for kind, list_fn, delete_fn in kinds:
+            items = self._list_all(
+                f"list {kind} in {self.namespace}",
+                list_fn,
+                self.namespace,
+                label_selector=owned_selector(self.instance),
+            )
+            for item in items:
+                meta = item.metadata
+                key = (kind, meta.namespace, meta.name)
+                if key in keep or not self._owns(meta.labels or {}):
+                    continue
+                self._delete_object(kind, meta.namespace, meta.name, delete_fn)
+                self._objects_made.discard(key)
+                deleted.append(f"{kind} {meta.namespace}/{meta.name}")
+        return deleted
+
+    def _delete_object(
+        self, kind: str, namespace: str, name: str, delete_fn: Callable[..., Any]
+    ) -> None:
+        def attempt() -> None:
+            try:
+                delete_fn(name, namespace, _request_timeout=self.request_timeout)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+        self._write(f"delete {kind} {namespace}/{name}", attempt)
+
     # -- internals ---------------------------------------------------------------------------
 
     def _accept_existing(self, pod: DesiredPod, where: str) -> None:

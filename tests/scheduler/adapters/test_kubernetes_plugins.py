@@ -7,6 +7,7 @@ import kmock
 from portal.jobs.plugins import JobShape, job_objects, pod_additions
 from scheduler.adapters.cluster import labels
 from scheduler.adapters.cluster.base import DesiredPod
+from scheduler.adapters.desired import plugin_objects
 
 NAMESPACE = "gpu-jobs"
 JOB = JobShape(job_id=7, name="ddp", tasks=(("master", 1), ("worker", 1)))
@@ -63,3 +64,31 @@ def test_an_existing_object_of_the_job_is_success(cluster, backend):
     )  # fmt: skip
     backend.create_pod(_desired("master"))
     assert cluster.pod_names() == [labels.pod_name(7, "master", 0)]
+
+
+def test_the_sweep_deletes_only_this_instances_objects_that_no_pod_needs(cluster, backend):
+    ended = plugin_objects({"svc": []}, JobShape(job_id=7, name="a", tasks=(("w", 1),)),
+                           namespace=NAMESPACE)  # fmt: skip
+    running = plugin_objects({"svc": []}, JobShape(job_id=8, name="b", tasks=(("w", 1),)),
+                             namespace=NAMESPACE)  # fmt: skip
+    foreign = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "gp-7x", "namespace": NAMESPACE,
+                            "labels": {labels.MANAGED: "true", labels.INSTANCE: "other-portal"}},
+               "spec": {"clusterIP": "None"}}  # fmt: skip
+    resource = {"ConfigMap": "configmaps", "Service": "services",
+                "NetworkPolicy": "networkpolicies.networking.k8s.io"}  # fmt: skip
+    for obj in (*ended, *running, foreign):
+        cluster.on_loop(
+            lambda obj=obj: cluster.store.create(resource[obj["kind"]], NAMESPACE, obj)
+        )
+    keep = {(o["kind"], NAMESPACE, o["metadata"]["name"]) for o in running}
+
+    deleted = backend.sweep_job_objects(keep)
+
+    assert sorted(deleted) == [
+        f"ConfigMap {NAMESPACE}/gp-7-svc",
+        f"NetworkPolicy {NAMESPACE}/gp-7",
+        f"Service {NAMESPACE}/gp-7",
+    ]
+    assert set(_stored(cluster, "services")) == {(NAMESPACE, "gp-8"), (NAMESPACE, "gp-7x")}
+    assert set(_stored(cluster, "configmaps")) == {(NAMESPACE, "gp-8-svc")}

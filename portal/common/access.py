@@ -7,7 +7,7 @@ through the scoped querysets so another tenant's ids give 404, never data.
 """
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import wraps
 from typing import Any
 
@@ -22,6 +22,7 @@ from django.http import HttpRequest, HttpResponse
 from portal.cluster.models import Node
 from portal.jobs.models import Job
 from portal.queues.models import Queue
+from portal.scheduling.models import PreemptionEvent
 from portal.tenants.models import Membership, Tenant
 
 from .rows import column, fetch_related, select_list, table
@@ -104,12 +105,7 @@ def visible_queue_get(
     found = fetch_related(sql, params, (Queue, None), (Tenant, "tenant"))
     if found is None:
         return None
-    queue = found[0]
-    if not admin:
-        # Found through the user's membership in this very request: can_submit_to need not
-        # ask the database again (the submit path would otherwise run the same check twice).
-        queue._member_checked_for = user.pk
-    return queue
+    return found[0]
 
 
 @functools.cache
@@ -152,8 +148,6 @@ def visible_nodes(user: AnyUser) -> QuerySet[Node]:
 def can_submit_to(user: AnyUser, queue: Queue) -> bool:
     if is_site_admin(user):
         return True
-    if user.is_authenticated and getattr(queue, "_member_checked_for", None) == user.pk:
-        return user.is_active
     return is_member(user, queue.tenant)
 
 
@@ -181,6 +175,48 @@ def can_cancel_job(user: AnyUser, job: Job) -> bool:
     if job.submitter_id == user.pk:
         return True
     return is_lead(user, job.tenant)
+
+
+def can_release_job(user: AnyUser, job: Job) -> bool:
+    """Send a quarantined job back to pending: site admins only (the job's cause is theirs to
+    judge). Whether the job is quarantined is the state machine's question, not this one."""
+    return is_site_admin(user)
+
+
+def can_see_evictions(user: AnyUser) -> bool:
+    """Who evicted whom, over the whole cluster, is admin information."""
+    return is_site_admin(user)
+
+
+def readable_preemptions(user: AnyUser, events: Iterable[PreemptionEvent]) -> set[int]:
+    """Ids of the preemption events whose sentence (both jobs by name) `user` may read: every
+    one for a site admin; otherwise those whose victim and preemptor (if any) the user sees."""
+    events = list(events)
+    if is_site_admin(user):
+        return {event.pk for event in events}
+    involved = {event.victim_job_id for event in events}
+    involved |= {event.preemptor_job_id for event in events if event.preemptor_job_id}
+    seen = set(visible_jobs(user).filter(pk__in=involved).values_list("pk", flat=True))
+    return {event.pk for event in events if _both_seen(event, seen)}
+
+
+def _both_seen(event: PreemptionEvent, seen: set[int]) -> bool:
+    if event.victim_job_id not in seen:
+        return False
+    if event.preemptor_job_id is None:
+        return True
+    return event.preemptor_job_id in seen
+
+
+def visible_queue_names(user: AnyUser, *, tenant: Tenant | None = None) -> set[str] | None:
+    """Names of the queues `user` sees by name (of `tenant` only, if given); None means every
+    queue (a site admin over the whole cluster). Other queues' use shows only in totals."""
+    if tenant is None and is_site_admin(user):
+        return None
+    queues = visible_queues(user)
+    if tenant is not None:
+        queues = queues.filter(tenant=tenant)
+    return set(queues.values_list("name", flat=True))
 
 
 def has_role(user: AnyUser, role: str) -> bool:

@@ -21,7 +21,13 @@ from portal.cluster.selectors import (
     placement_gpu_rows_active,
 )
 from portal.common import palette
-from portal.common.access import OTHER_TENANTS, is_site_admin, visible_queues, visible_tenants
+from portal.common.access import (
+    OTHER_TENANTS,
+    can_see_evictions,
+    visible_queue_names,
+    visible_queues,
+    visible_tenants,
+)
 from portal.jobs.selectors import pending_demand_per_queue, pending_wait_stats
 from portal.queues.models import Queue
 from portal.scheduling.selectors import preemption_counts, usage_latest_deserved, usage_series
@@ -66,14 +72,8 @@ def _queues(request: HttpRequest) -> QuerySet[Queue]:
 
 
 def _scope(request: HttpRequest) -> set[str] | None:
-    """Queue names the user may see by name; None means all (site admin, no tenant chosen)."""
-    if is_site_admin(request.user) and _tenant(request) is None:
-        return None
-    return set(_queues(request).values_list("name", flat=True))
-
-
-def _scope_all(request: HttpRequest) -> set[str]:
-    return set(visible_queues(request.user).values_list("name", flat=True))
+    """Queue names the charts show by name, of the drilled-into tenant; None means all."""
+    return visible_queue_names(request.user, tenant=_tenant(request))
 
 
 def _colours(request: HttpRequest) -> dict[str, str]:
@@ -153,7 +153,7 @@ def _largest_node_gpus(request: HttpRequest) -> int:
 
 def occupancy_data(request: HttpRequest) -> dict[str, Any]:
     # The whole cluster whatever tenant is drilled into: free GPUs are everyone's.
-    scope = None if is_site_admin(request.user) else _scope_all(request)
+    scope = visible_queue_names(request.user)
     nodes = [(node.name, node.gpu_count) for node in node_list(user=request.user, schedulable=True)]
     placements = [
         (node, queue, job, milli, devices)
@@ -198,11 +198,11 @@ def preemptions_data(request: HttpRequest) -> dict[str, Any]:
     name, span, bucket = _range(request)
     now = timezone.now()
     title = f"Evictions over time (last {name}, per {bucket})"
-    if is_site_admin(request.user):
+    if can_see_evictions(request.user):
         rows = preemption_counts(since=now - span, bucket=bucket)
         message = charts.EVICTIONS_EMPTY
     else:
-        rows = []  # who preempted whom is admin information
+        rows = []
         message = EVICTIONS_FOR_ADMINS
     figure = charts.preemptions_over_time(
         rows, title=title, since=now - span, until=now, bucket=bucket, empty_message=message
@@ -231,9 +231,10 @@ DASHBOARD_CHARTS = ("tenants", "usage", "quota", "occupancy", "pending", "preemp
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
     range_name, _, _ = _range(request)
-    admin = is_site_admin(request.user)
+    evictions = can_see_evictions(request.user)
     context = {
-        "charts": [chart for chart in DASHBOARD_CHARTS if chart != "preemptions" or admin],
+        "charts": [chart for chart in DASHBOARD_CHARTS if chart != "preemptions" or evictions],
+        "can_see_evictions": evictions,
         "free_block_labels": list(charts.free_block_labels(_largest_node_gpus(request)).items()),
         "range": range_name,
         "ranges": list(RANGES),

@@ -6,7 +6,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from portal.common.access import can_cancel_job, can_submit_to, is_site_admin
+from portal.common.access import can_cancel_job, can_release_job, can_submit_to
 from portal.common.services import prefix_errors
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
@@ -617,7 +617,7 @@ def job_start_refused(*, job_id: int, reason: str, at: datetime | None = None) -
 @transaction.atomic
 def job_quarantine_release(*, job: Job, actor: AbstractBaseUser) -> Job:
     """A site admin sends a quarantined job back to pending (after the cause was fixed)."""
-    if not is_site_admin(actor):
+    if not can_release_job(actor, job):
         raise PermissionDenied(JOB_RELEASE_FORBIDDEN)
     job = _locked(job)
     if job.status != S.QUARANTINED:

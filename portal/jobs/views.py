@@ -16,8 +16,8 @@ from portal.common.access import (
     ROLE_MEMBER,
     RoleRequiredMixin,
     can_cancel_job,
-    is_site_admin,
-    visible_jobs,
+    can_release_job,
+    readable_preemptions,
 )
 from portal.common.ids import parse_id
 from portal.dashboards.paging import LargeTablePaginator
@@ -159,23 +159,17 @@ def _job_page(request: HttpRequest, job_id: int) -> dict[str, Any]:
         if field != "cancelled_at" or job.cancelled_at
     ]
     preemptions = list(preemption_event_list_for_job(job_id=job.pk)[:100])
-    involved = {e.victim_job_id for e in preemptions} | {
-        e.preemptor_job_id for e in preemptions
-    }
-    # Jobs of other tenants appear without their names (tenant scoping).
-    visible_ids = set(
-        visible_jobs(request.user).filter(pk__in=involved).values_list("pk", flat=True)
-    )
     return {
         "job": job,
         "state": state,
         "tasks": job.tasks.all(),
         "placements": placement_list_for_job(job_id=job.pk),
         "preemptions": preemptions,
-        "visible_job_ids": visible_ids,
+        # Events naming another tenant's job are shown without the sentence.
+        "readable_preemption_ids": readable_preemptions(request.user, preemptions),
         "timeline": timeline,
         "can_cancel": can_cancel_job(request.user, job) and not job.is_terminal,
-        "can_release": job.status == Job.Status.QUARANTINED and is_site_admin(request.user),
+        "can_release": job.status == Job.Status.QUARANTINED and can_release_job(request.user, job),
     }
 
 

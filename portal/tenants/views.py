@@ -11,7 +11,7 @@ from django.shortcuts import redirect, render
 from django.views import View
 from django.views.generic import TemplateView
 
-from portal.common.access import can_edit_queue, can_edit_tenant, is_site_admin
+from portal.common.access import can_edit_queue, can_edit_tenant
 from portal.queues.preview import preview_rows_for, tenant_preview
 from portal.queues.selectors import queue_list
 
@@ -37,7 +37,9 @@ class TenantListView(LoginRequiredMixin, TemplateView):
         context = super().get_context_data(**kwargs)
         tenants = list(tenant_list(user=self.request.user))
         context["quotas"] = tenant_quota_summaries(tenants=tenants)
-        context["can_edit"] = is_site_admin(self.request.user)
+        context["editable_tenant_ids"] = {
+            tenant.pk for tenant in tenants if can_edit_tenant(self.request.user, tenant)
+        }
         return context
 
 

@@ -2,7 +2,14 @@ import pytest
 from django.contrib.auth.models import AnonymousUser
 
 from portal.common import access
-from tests.factories import JobFactory, MembershipFactory, QueueFactory, UserFactory
+from portal.tenants.models import Membership
+from tests.factories import (
+    JobFactory,
+    MembershipFactory,
+    PreemptionEventFactory,
+    QueueFactory,
+    UserFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -87,17 +94,15 @@ def test_visible_queue_get_loads_every_column_as_the_orm_does(researcher, nlp_qu
     assert found._state.db == expected._state.db
 
 
-def test_a_queue_found_through_membership_needs_no_second_membership_query(
+def test_can_submit_to_asks_for_the_membership_even_after_a_scoped_lookup(
     researcher, nlp_queue, django_assert_num_queries
 ):
     queue = access.visible_queue_get(researcher, pk=nlp_queue.pk)
-    with django_assert_num_queries(0):
-        assert access.can_submit_to(researcher, queue) is True
-    # The mark is per user: anyone else is checked against the database as before.
-    stranger = UserFactory()
     with django_assert_num_queries(1):
-        assert access.can_submit_to(stranger, queue) is False
-    researcher.is_active = False
+        assert access.can_submit_to(researcher, queue) is True
+    assert access.can_submit_to(UserFactory(), queue) is False
+    # The answer is the membership's at the time of asking, not the lookup's.
+    Membership.objects.filter(user=researcher).delete()
     assert access.can_submit_to(researcher, queue) is False
 
 
@@ -150,3 +155,42 @@ def test_user_without_tenant_has_no_member_role(user):
 def test_queue_of_other_tenant_not_editable_even_if_same_name_prefix(lead, vision):
     other = QueueFactory(tenant=vision, name="nlp-lookalike")
     assert access.can_edit_queue(lead, other) is False
+
+
+def test_can_release_job_only_for_site_admins(researcher, lead, staff, nlp_queue):
+    job = JobFactory(queue=nlp_queue, submitter=researcher)
+    assert access.can_release_job(staff, job) is True
+    assert access.can_release_job(lead, job) is False
+    assert access.can_release_job(researcher, job) is False
+    assert access.can_release_job(AnonymousUser(), job) is False
+
+
+def test_evictions_are_for_site_admins(researcher, lead, staff):
+    assert access.can_see_evictions(staff) is True
+    assert access.can_see_evictions(lead) is False
+    assert access.can_see_evictions(researcher) is False
+
+
+def test_readable_preemptions_need_both_jobs_visible(
+    researcher, outsider, staff, nlp_queue, vision_queue
+):
+    mine = JobFactory(queue=nlp_queue)
+    theirs = JobFactory(queue=vision_queue)
+    by_mine = PreemptionEventFactory(victim_job=mine, preemptor_job=JobFactory(queue=nlp_queue))
+    by_theirs = PreemptionEventFactory(victim_job=mine, preemptor_job=theirs)
+    by_nobody = PreemptionEventFactory(victim_job=mine, preemptor_job=None)
+    of_theirs = PreemptionEventFactory(victim_job=theirs, preemptor_job=None)
+    events = [by_mine, by_theirs, by_nobody, of_theirs]
+    assert access.readable_preemptions(researcher, events) == {by_mine.pk, by_nobody.pk}
+    assert access.readable_preemptions(outsider, events) == {of_theirs.pk}
+    assert access.readable_preemptions(staff, events) == {e.pk for e in events}
+    assert access.readable_preemptions(AnonymousUser(), events) == set()
+
+
+def test_visible_queue_names(researcher, lead, staff, nlp, vision, nlp_queue, vision_queue):
+    assert access.visible_queue_names(staff) is None
+    assert access.visible_queue_names(staff, tenant=vision) == {"vision-train"}
+    assert access.visible_queue_names(researcher) == {"nlp-train"}
+    assert access.visible_queue_names(lead) == {"nlp-train", "vision-train"}
+    assert access.visible_queue_names(lead, tenant=nlp) == {"nlp-train"}
+    assert access.visible_queue_names(AnonymousUser()) == set()

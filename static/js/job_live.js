@@ -15,7 +15,18 @@
 
   function say(text) { if (note) { note.textContent = text; } }
 
+  // Screen readers hear the state when it changes, not every refreshed "as of" time.
+  function announce(before) {
+    var status = document.getElementById("job-status");
+    var live = document.getElementById("live-announce");
+    if (status && live && status.textContent !== before) {
+      live.textContent = "Job state: " + status.textContent;
+    }
+  }
+
   function swap(html) {
+    var status = document.getElementById("job-status");
+    var before = status ? status.textContent : "";
     var parsed = new DOMParser().parseFromString(html, "text/html");
     Array.prototype.forEach.call(parsed.body.children, function (part) {
       var current = part.id && document.getElementById(part.id);
@@ -23,6 +34,7 @@
         current.replaceWith(document.importNode(part, true));
       }
     });
+    announce(before);
   }
 
   function stop(text) {

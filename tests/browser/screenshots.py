@@ -54,6 +54,9 @@ SHOTS = (
     ("21-phone-dashboard.png", "dashboard", "admin", True),
     ("22-phone-preemptions.png", "preemptions", "admin", True),
     ("23-phone-nodes.png", "nodes", "admin", True),
+    ("24-phone-job-list.png", "job-list", "researcher", True),
+    ("25-phone-job-detail.png", "job-detail", "researcher", True),
+    ("26-phone-queue-list.png", "queue-list", "lead", True),
 )
 
 

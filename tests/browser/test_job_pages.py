@@ -32,6 +32,8 @@ def test_the_job_page_follows_the_job_without_a_reload(demo, open_as, monkeypatc
         "() => /gpu-worker-\\d/.test(document.getElementById('placements').innerText)"
     )
     assert page.inner_text("#job-status") in ("Admitted", "Running")
+    announced = page.text_content("#live-announce")
+    assert announced in ("Job state: Admitted", "Job state: Running")
     assert page.locator("#pending-reason").count() == 0
     assert page.evaluate("window.__sameDocument") is True  # no reload happened
 

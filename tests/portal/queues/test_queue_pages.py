@@ -77,3 +77,10 @@ def test_the_change_history_speaks_cores_and_gib(lead_client, nlp_queue):
     history = history[history.index('id="queue-changes"') :]
     assert "<td>guarantee_cpu_millis</td><td>0 cores</td><td>0.25 cores</td>" in history
     assert "<td>capability_memory_bytes</td><td>unlimited</td><td>128 GiB</td>" in history
+
+
+def test_one_gpu_is_singular(researcher_client, nlp_queue):
+    QueueUsageSampleFactory(queue=nlp_queue, at=timezone.now(), gpus_deserved=1.0, gpus_pending=1)
+    row = _row(researcher_client.get(reverse("queues:queue_list")).content.decode(), "nlp-train")
+    assert 'data-label="Deserved" class="num">1 GPU</td>' in row
+    assert 'data-label="Pending" class="num">1 GPU</td>' in row

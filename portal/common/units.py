@@ -28,6 +28,14 @@ def gib(size: int | float | None) -> str:
     return f"{_number(size / GiB, 2)} GiB"
 
 
+def gpus(amount: int | float | None) -> str:
+    """32 -> "32 GPUs", 1 -> "1 GPU", 0.25 -> "0.25 GPUs", 14.5 -> "14.5 GPUs"."""
+    if amount is None:
+        return "–"
+    number = _number(amount, 3)
+    return f"{number} GPU" if number == "1" else f"{number} GPUs"
+
+
 def cpu_text(millis: int) -> str:
     """A number of millicores as a form's CPU field takes it, exactly: 8000 -> "8",
     500 -> "0.5", 1234 -> "1.234"."""

@@ -25,6 +25,11 @@ def gib(size):
 
 
 @register.filter
+def gpus(amount):
+    return units.gpus(amount)
+
+
+@register.filter
 def quota_value(value, field):
     """A quota audit row's value in the page's units: "8 cores", "64 GiB"; empty: unlimited."""
     if value in (None, ""):

@@ -88,3 +88,11 @@ def test_memory_text_is_what_the_memory_field_reads_back_exactly(size, text):
 @pytest.mark.parametrize(("seconds", "text"), [(45, "45 s"), (2400, "40 min"), (5400, "1 h 30 min"), (90, "1 min 30 s"), (7200, "2 h")])
 def test_duration(seconds, text):
     assert units.duration(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("amount", "text"),
+    [(32, "32 GPUs"), (1, "1 GPU"), (1.0, "1 GPU"), (0.25, "0.25 GPUs"), (14.5, "14.5 GPUs"), (0, "0 GPUs")],
+)
+def test_gpus(amount, text):
+    assert units.gpus(amount) == text

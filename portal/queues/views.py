@@ -11,6 +11,7 @@ from django.views.generic import TemplateView
 
 from portal.cluster.selectors import gpus_allocated_per_queue
 from portal.common.access import can_edit_queue
+from portal.jobs.gpushare import gpus_number
 from portal.scheduling.selectors import queue_usage_latest
 from portal.tenants.selectors import tenant_quota_summary
 
@@ -42,7 +43,7 @@ class QueueListView(LoginRequiredMixin, TemplateView):
             queue.usage = QueueUsage(
                 allocated=allocated.get(queue.pk, 0),
                 deserved=None if sample is None else sample.gpus_deserved,
-                pending=None if sample is None else sample.gpus_pending,
+                pending=None if sample is None else gpus_number(sample.gpus_pending * 1000),
             )
         context["queues"] = queues
         context["usage_at"] = max((sample.at for sample in samples.values()), default=None)

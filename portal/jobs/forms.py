@@ -40,6 +40,7 @@ COMMAND_INVALID = "could not split the command: {error}"
 YAML_INVALID = "not valid YAML: {error}"
 UPLOAD_NOT_UTF8 = "the file is not UTF-8 text"
 YAML_NOT_A_MAPPING = "the file must hold one Volcano Job mapping"
+TEMPLATE_NOT_A_MAPPING = "a pod template is a mapping: {spec: {containers: [...]}}"
 UPLOAD_TOO_LARGE = "the file is larger than {limit} KiB"
 PASTE_TOO_LARGE = "the text is larger than {limit} KiB"
 UPLOAD_NOTHING = "choose a file or paste a manifest"
@@ -129,6 +130,16 @@ class TaskForm(forms.Form):
         help_text="One per line: key=value:Effect, key:Effect (any value) or * (any taint).",
     )
 
+    pod_template = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}),
+        label="Pod template (advanced, YAML)",
+        help_text="A Kubernetes pod template for this role ({spec: {containers: [...]}}): "
+        "several containers, init containers, volumes (emptyDir Memory for /dev/shm), env from "
+        "secrets, pull secrets. When given, it replaces the image, command, GPUs, CPU and "
+        "memory above.",
+    )
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         limits = job_limits()
@@ -161,8 +172,30 @@ class TaskForm(forms.Form):
         except ValueError as error:
             raise ValidationError(str(error)) from error
 
+    def clean_pod_template(self) -> dict[str, Any] | None:
+        text = self.cleaned_data.get("pod_template") or ""
+        if not text.strip():
+            return None
+        if len(text.encode("utf-8")) > UPLOAD_LIMIT_BYTES:
+            raise ValidationError(PASTE_TOO_LARGE.format(limit=UPLOAD_LIMIT_BYTES // 1024))
+        try:
+            document = yaml_load_untrusted(text)
+        except UntrustedYAMLError as error:
+            raise ValidationError(YAML_INVALID.format(error=error.message)) from error
+        if not isinstance(document, dict):
+            raise ValidationError(TEMPLATE_NOT_A_MAPPING)
+        return document
+
     def as_task(self, *, gpu_model: str) -> dict[str, Any]:
         data = self.cleaned_data
+        if data.get("pod_template") is not None:
+            # The template gives the pod; job_submit checks it like the API's.
+            return {
+                "name": data["name"],
+                "replicas": data["replicas"],
+                "pod_template": data["pod_template"],
+                "tolerations": data["tolerations"],
+            }
         return {
             "name": data["name"],
             "replicas": data["replicas"],
@@ -228,8 +261,10 @@ TASK_FIELD_FOR_KEY = {
     "cpu_millis": "cpu",
     "memory_bytes": "memory",
     "tolerations": "tolerations",
+    "pod_template": "pod_template",
 }
 _TASK_KEY = re.compile(r"^tasks\[(\d+)\](?:\.(\w+))?$")
+_TEMPLATE_KEY = re.compile(r"^tasks\[(\d+)\]\.pod_template(?:\.(.+))?$")
 
 
 def submit_errors_apply(
@@ -247,6 +282,14 @@ def submit_errors_apply(
     for key, messages in error.message_dict.items():
         if key == "tasks":
             formset.non_form_errors().extend(messages)
+            continue
+        template = _TEMPLATE_KEY.match(key)
+        if template and int(template.group(1)) < len(task_forms):
+            # Inside the YAML pane: the message names the path within the template.
+            path = template.group(2)
+            task_forms[int(template.group(1))].add_error(
+                "pod_template", [f"{path}: {message}" if path else message for message in messages]
+            )
             continue
         match = _TASK_KEY.match(key)
         if match:

@@ -244,9 +244,7 @@ def _jobs_advance(
 _ENDED = {S.SUCCEEDED: "succeeded", S.FAILED: "failed"}
 
 
-def _change_note(
-    job: Job, before: dict, changes: dict[tuple, list[int]], now: datetime
-) -> None:
+def _change_note(job: Job, before: dict, changes: dict[tuple, list[int]], now: datetime) -> None:
     """Group the job's changed fields with other jobs' identical changes (one UPDATE each);
     a change of its retries (a list) is written for this job alone."""
     changed = {f: getattr(job, f) for f in JOB_FIELDS if getattr(job, f) != before[f]}

@@ -409,9 +409,7 @@ def _held(requests: Resources, placement: PlacementRow) -> Resources:
     that node's device's share, which may be more than the snapshot's lower bound."""
     if not placement.gpu_milli or placement.gpu_milli / MILLI_PER_GPU == requests.get("gpu"):
         return requests
-    return _requests(
-        int(requests.get("cpu")), int(requests.get("memory")), placement.gpu_milli
-    )
+    return _requests(int(requests.get("cpu")), int(requests.get("memory")), placement.gpu_milli)
 
 
 def _new_job_info(

@@ -38,8 +38,8 @@ def register(subparsers) -> None:
         choices=("numpy", "core"),
         default="numpy",
         help="'numpy': the reference policies (default); 'core': the scheduling core's own "
-        "predicates and node-order plugins in one live session per seed (policies binpack "
-        "and gpufrag; tie-break 'name' only)",
+        "predicates and node-order plugins in one live session per seed (policies binpack, "
+        "gpufrag and gpufrag-fill; tie-break 'name' only)",
     )
     parser.add_argument("--inflate", type=float, default=1.3)
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")

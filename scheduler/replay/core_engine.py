@@ -44,7 +44,7 @@ from scheduler.replay.openb import (
     node_rank,
 )
 
-CORE_POLICIES = ("binpack", "gpufrag")
+CORE_POLICIES = ("binpack", "gpufrag", "gpufrag-fill")
 _NO_POD_CAP = 10**9  # the trace's nodes state no pod limit
 MODEL_LABEL = "gpu-model"
 
@@ -64,6 +64,8 @@ def conf_for(policy: str, binpack_weights: dict | None = None):
         }
     elif policy == "gpufrag":
         scorer = {"name": "gpufrag"}
+    elif policy == "gpufrag-fill":
+        scorer = {"name": "gpufrag", "arguments": {"gpufrag.tieBreak": "fill"}}
     else:
         raise ValueError(f"the core engine runs {', '.join(CORE_POLICIES)}, not {policy!r}")
     return parse_conf(

@@ -717,6 +717,13 @@ class GpuFragPolicy(FgdPolicy):
     name = "gpufrag"
 
 
+class GpuFragFillPolicy(FgdFillPolicy):
+    """fgd-fill under the name of the core conf that implements it (gpufrag with
+    ``gpufrag.tieBreak: fill``)."""
+
+    name = "gpufrag-fill"
+
+
 POLICY_CLASSES = {
     cls.name: cls
     for cls in (
@@ -735,6 +742,7 @@ POLICY_CLASSES = {
         FgdPackPolicy,
         FgdFillPolicy,
         GpuFragPolicy,
+        GpuFragFillPolicy,
     )
 }
 

@@ -36,6 +36,8 @@ def plotly_file() -> Path:
     import plotly
 
     return Path(plotly.__file__).resolve().parent / "package_data" / PLOTLY_NAME
+
+
 OWN_POLICIES = (
     "fgd-fill",
     "fgd-pack",

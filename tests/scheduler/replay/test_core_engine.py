@@ -33,7 +33,7 @@ def _pods(count=260, seed=1):
     )
 
 
-@pytest.mark.parametrize("policy", ["binpack", "gpufrag"])
+@pytest.mark.parametrize("policy", ["binpack", "gpufrag", "gpufrag-fill"])
 @pytest.mark.parametrize("seed", [42, 43, 44])
 def test_core_placements_equal_the_reference(policy, seed):
     cluster, pods = _cluster(), _pods()

@@ -122,6 +122,7 @@ def test_it_sits_in_a_tier_with_binpack_and_its_weight_counts():
         ({"gpufrag.threshold": 0}, "gpufrag.threshold"),
         ({"gpufrag.threshold": 101}, "gpufrag.threshold"),
         ({"gpufrag.cpuPods": "maybe"}, "gpufrag.cpuPods"),
+        ({"gpufrag.tieBreak": "pack"}, "gpufrag.tieBreak"),
     ],
 )
 def test_bad_arguments_name_the_field(arguments, field):
@@ -171,3 +172,21 @@ def test_nodes_with_the_same_cards_in_any_order_score_alike():
     # node gives it its wholly free card, whichever index that is
     assert plugin.pick(task, n1, False) == (1,)
     assert plugin.pick(task, n2, False) == (0,)
+
+
+def test_the_fill_tie_break_prefers_the_node_with_fewer_wholly_free_cards():
+    # one whole card asked; n1 has 1 of 4 cards busy, n2 3 of 4: FGD scores both alike here
+    # (no share in the workload), so plain ties go to n1 by name and fill goes to n2
+    nodes = [_node("n1", 4), _node("n2", 4)]
+    running = [
+        _pod("a", 1, status="Running", node="n1", gpu_indices=[0]),
+        *(_pod(f"b{i}", 1, status="Running", node="n2", gpu_indices=[i]) for i in range(3)),
+    ]
+    plain = _run(nodes, [*running, _pod("w", 1)], {"name": "gpufrag"})
+    fill = _run(
+        nodes,
+        [*running, _pod("w", 1)],
+        {"name": "gpufrag", "arguments": {"gpufrag.tieBreak": "fill"}},
+    )
+    assert plain["bind"] == {"w": "n1"}
+    assert fill["bind"] == {"w": "n2"}

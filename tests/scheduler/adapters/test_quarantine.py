@@ -141,14 +141,14 @@ def test_a_job_that_breaks_the_usage_sample(jobs, run, monkeypatch, settings):
     bad, good = jobs
     settings.JOB_MAX_GPUS_PER_POD = 10**7  # past the snapshot's check of the limits
     bad.tasks.update(gpus=10**6)
-    original = persist._column
+    original = persist.gpus_sample
 
-    def column(value, most):
-        if most == persist.INT32_MAX and value >= 10**6:  # the GPU counts
+    def column(value):
+        if value >= 10**6:  # the GPU counts
             raise OverflowError("Python int too large to convert to SQLite INTEGER")
-        return original(value, most)
+        return original(value)
 
-    monkeypatch.setattr(persist, "_column", column)
+    monkeypatch.setattr(persist, "gpus_sample", column)
     cycle_run = run()
     bad.refresh_from_db()
     assert bad.status == Job.Status.QUARANTINED

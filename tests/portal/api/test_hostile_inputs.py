@@ -390,9 +390,10 @@ def test_an_unknown_spec_field_that_is_no_field_name_is_400(world, api_for, key,
 
 def test_plain_unknown_spec_fields_are_listed_in_a_header(world, api_for):
     manifest = yaml.safe_load(_manifest("hostile"))
-    manifest["spec"] |= {"maxRetry": 3, "policies": [], "scheduler_name.x-1": "v"}
+    # maxRetry and policies are honoured now; ttlSecondsAfterFinished is still only listed.
+    manifest["spec"] |= {"maxRetry": 3, "ttlSecondsAfterFinished": 60, "scheduler_name.x-1": "v"}
     response = api_for("researcher").post("/api/v1/jobs/", manifest, format="json")
     assert response.status_code == HTTPStatus.CREATED, response.content
     assert response["X-Manifest-Ignored-Fields"] == (
-        "spec.maxRetry, spec.policies, spec.scheduler_name.x-1"
+        "spec.scheduler_name.x-1, spec.ttlSecondsAfterFinished"
     )

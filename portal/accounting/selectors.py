@@ -1,5 +1,5 @@
 """Reads of the usage ledger, scoped to what the user may see: site admins every tenant,
-anyone else the tenants they belong to (portal.common.access.visible_tenants)."""
+anyone else the tenants they belong to (portal.tenants.access.visible_tenants)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from datetime import date
 from django.contrib.auth import get_user_model
 from django.db.models import Sum
 
-from portal.common.access import AnyUser, visible_tenants
+from portal.common.access import AnyUser
 from portal.queues.models import Queue
+from portal.tenants.access import visible_tenants
 from portal.tenants.models import Tenant
 
 from .models import LedgerEntry

@@ -8,7 +8,8 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views import View
 
-from portal.common.access import ROLE_LEAD, RoleRequiredMixin
+from portal.common.access import ROLE_LEAD
+from portal.tenants.access import RoleRequiredMixin
 
 from .forms import ReportForm
 from .report import current_month

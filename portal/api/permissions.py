@@ -1,4 +1,4 @@
-"""Tiny DRF permission classes; the decisions themselves live in portal.common.access."""
+"""Tiny DRF permission classes; the decisions themselves live in the access modules (portal.common.access, portal.<app>.access)."""
 
 from typing import Any
 

@@ -3,9 +3,10 @@ from dataclasses import dataclass
 from django.db.models import Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
-from portal.common.access import AnyUser, visible_nodes
+from portal.common.access import AnyUser
 from portal.jobs.gpushare import MILLI_PER_GPU, gpus_number
 
+from .access import visible_nodes
 from .models import Node, Placement, placement_milli
 
 
@@ -27,7 +28,7 @@ def node_capacity_list() -> QuerySet[Node]:
 
 
 def node_list(*, user: AnyUser, schedulable: bool | None = None) -> QuerySet[Node]:
-    """The nodes `user` may see (portal.common.access.visible_nodes), by name."""
+    """The nodes `user` may see (portal.cluster.access.visible_nodes), by name."""
     nodes = visible_nodes(user).order_by("name")
     if schedulable is not None:
         nodes = nodes.filter(schedulable=schedulable)

@@ -21,16 +21,13 @@ from portal.cluster.selectors import (
     placement_gpu_rows_active,
 )
 from portal.common import palette
-from portal.common.access import (
-    OTHER_TENANTS,
-    can_see_evictions,
-    visible_queue_names,
-    visible_queues,
-    visible_tenants,
-)
+from portal.common.access import OTHER_TENANTS
 from portal.jobs.selectors import pending_demand_per_queue, pending_wait_stats
+from portal.queues.access import visible_queue_names, visible_queues
 from portal.queues.models import Queue
+from portal.scheduling.access import can_see_evictions
 from portal.scheduling.selectors import preemption_counts, usage_latest_deserved, usage_series
+from portal.tenants.access import visible_tenants
 from portal.tenants.models import Tenant
 from portal.tenants.selectors import tenant_usage_latest
 

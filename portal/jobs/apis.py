@@ -30,12 +30,14 @@ from portal.api.parsers import YAML_PARSERS, LimitedJSONParser
 from portal.api.throttling import ApiScopedRateThrottle
 from portal.cluster.selectors import placement_list_active
 from portal.common import units
-from portal.common.access import can_cancel_job, visible_queue_get, visible_tenants
 from portal.common.ids import parse_id
+from portal.queues.access import visible_queue_get
 from portal.queues.models import Queue
+from portal.tenants.access import visible_tenants
 from scheduler.logs import LogUnavailable, pod_log_read
 
 from . import volcano
+from .access import can_cancel_job
 from .gpushare import gpus_decimal, gpus_number, milli_asked
 from .limits import host_path_allowed, task_count_check
 from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES, Job

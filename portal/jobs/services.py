@@ -6,12 +6,13 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from portal.common.access import can_cancel_job, can_release_job, can_submit_to
 from portal.common.services import prefix_errors
+from portal.queues.access import can_submit_to
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
 from scheduler.tasks import scheduling_cycle_kick
 
+from .access import can_cancel_job, can_release_job
 from .gpushare import gpus_decimal, gpus_split
 from .limits import (
     JobLimits,

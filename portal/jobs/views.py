@@ -12,20 +12,16 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from portal.cluster.selectors import node_gpu_model_list, placement_list_for_job
-from portal.common.access import (
-    ROLE_MEMBER,
-    RoleRequiredMixin,
-    can_cancel_job,
-    can_release_job,
-    readable_preemptions,
-)
+from portal.common.access import ROLE_MEMBER
 from portal.common.ids import parse_id
 from portal.dashboards.paging import LargeTablePaginator
 from portal.queues.models import Queue
 from portal.queues.selectors import queue_list
 from portal.scheduling.selectors import preemption_event_list_for_job
+from portal.tenants.access import RoleRequiredMixin
 
 from . import volcano
+from .access import can_cancel_job, can_release_job, readable_preemptions
 from .forms import JobSubmitForm, JobUploadForm, TaskFormSet, submit_errors_apply
 from .limits import host_path_allowed, job_limits, task_count_check
 from .models import Job

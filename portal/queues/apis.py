@@ -20,11 +20,11 @@ from portal.api.base import (
 )
 from portal.api.pagination import ApiPagination
 from portal.cluster.selectors import gpus_allocated_per_queue
-from portal.common.access import can_edit_queue
 from portal.jobs.gpushare import MILLI_PER_GPU, gpus_number
 from portal.scheduling.selectors import queue_usage_latest, queue_usage_series
 from portal.tenants.apis import QuotaChangeSerializer, QuotaInputSerializer
 
+from .access import can_edit_queue
 from .models import Queue
 from .selectors import queue_get, queue_list
 from .services import queue_update

@@ -14,10 +14,11 @@ from django.db.models import F, Sum
 
 from portal.cluster.models import Node
 from portal.cluster.selectors import node_capacity_list
-from portal.common.access import OTHER_TENANTS, visible_tenants
+from portal.common.access import OTHER_TENANTS
 from portal.jobs.gpushare import MILLI_PER_GPU
 from portal.jobs.models import Job, JobTask
 from portal.scheduling.selectors import scheduler_config_get_active
+from portal.tenants.access import visible_tenants
 from portal.tenants.models import Tenant
 from portal.tenants.quota import tenant_node_name
 from scheduler.core.config import SchedulerConf, default_conf, parse_conf, parse_conf_text

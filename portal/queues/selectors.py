@@ -2,8 +2,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
-from portal.common.access import editable_queues, visible_queues
-
+from .access import editable_queues, visible_queues
 from .models import Queue, QueueChange
 
 

@@ -5,7 +5,6 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection, transaction
 from django.db.models import F
 
-from portal.common.access import can_edit_queue, can_manage_queues_of
 from portal.jobs.models import Job
 from portal.tenants.models import Tenant
 from portal.tenants.quota import QUOTA_FIELDS, changes_record
@@ -15,6 +14,7 @@ from portal.tenants.services import (  # noqa: F401 - FIELD_NOT_EDITABLE: the sa
     tenant_locked,
 )
 
+from .access import can_edit_queue, can_manage_queues_of
 from .models import RESOURCES, Queue, QueueChange
 
 # Fields `queue_update` may change; every change is written as a QueueChange row.

@@ -10,11 +10,11 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from portal.cluster.selectors import gpus_allocated_per_queue
-from portal.common.access import can_edit_queue
 from portal.jobs.gpushare import gpus_number
 from portal.scheduling.selectors import queue_usage_latest
 from portal.tenants.selectors import tenant_quota_summary
 
+from .access import can_edit_queue
 from .forms import QueueEditForm
 from .models import Queue
 from .preview import preview_rows_for, queue_preview

@@ -158,7 +158,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "portal.common.context_processors.roles",
+                "portal.context_processors.roles",
             ],
         },
     }

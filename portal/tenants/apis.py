@@ -19,8 +19,9 @@ from portal.api.base import (
     error_responses,
 )
 from portal.api.pagination import ApiPagination
-from portal.common.access import can_edit_tenant, visible_queues
+from portal.queues.access import visible_queues
 
+from .access import can_edit_tenant
 from .models import Membership, Tenant
 from .quota import WEIGHT_MAX, WEIGHT_MIN
 from .selectors import tenant_get, tenant_list, tenant_quota_summaries

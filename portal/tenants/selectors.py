@@ -5,8 +5,7 @@ from django.db.models import QuerySet, Sum
 from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
 
-from portal.common.access import visible_tenants
-
+from .access import visible_tenants
 from .models import Membership, Tenant, TenantChange, TenantUsageSample
 
 

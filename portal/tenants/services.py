@@ -7,9 +7,9 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection, transaction
 from django.db.models import F
 
-from portal.common.access import can_edit_tenant
 from portal.common.services import model_update
 
+from .access import can_edit_tenant
 from .models import Membership, Tenant, TenantChange
 from .quota import (
     QUOTA_FIELDS,

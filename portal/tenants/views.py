@@ -11,10 +11,11 @@ from django.shortcuts import redirect, render
 from django.views import View
 from django.views.generic import TemplateView
 
-from portal.common.access import can_edit_queue, can_edit_tenant
+from portal.queues.access import can_edit_queue
 from portal.queues.preview import preview_rows_for, tenant_preview
 from portal.queues.selectors import queue_list
 
+from .access import can_edit_tenant
 from .forms import TenantQuotaForm
 from .models import Tenant
 from .selectors import (

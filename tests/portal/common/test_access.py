@@ -1,7 +1,14 @@
+"""The access rules: portal.common.access and each app's access module."""
+
 import pytest
 from django.contrib.auth.models import AnonymousUser
 
+from portal.cluster import access as node_access
 from portal.common import access
+from portal.jobs import access as job_access
+from portal.queues import access as queue_access
+from portal.scheduling import access as scheduling_access
+from portal.tenants import access as tenant_access
 from portal.tenants.models import Membership
 from tests.factories import (
     JobFactory,
@@ -23,62 +30,62 @@ def test_is_site_admin_only_for_active_staff(staff, researcher):
 
 
 def test_researcher_sees_only_their_tenants_queues(researcher, nlp_queue, vision_queue):
-    assert list(access.visible_queues(researcher)) == [nlp_queue]
+    assert list(queue_access.visible_queues(researcher)) == [nlp_queue]
 
 
 def test_member_of_two_tenants_sees_both(lead, nlp_queue, vision_queue):
-    assert set(access.visible_queues(lead)) == {nlp_queue, vision_queue}
+    assert set(queue_access.visible_queues(lead)) == {nlp_queue, vision_queue}
 
 
 def test_staff_sees_all_queues_and_jobs(staff, nlp_queue, vision_queue):
     jobs = [JobFactory(queue=nlp_queue), JobFactory(queue=vision_queue)]
-    assert set(access.visible_queues(staff)) == {nlp_queue, vision_queue}
-    assert set(access.visible_jobs(staff)) == set(jobs)
+    assert set(queue_access.visible_queues(staff)) == {nlp_queue, vision_queue}
+    assert set(job_access.visible_jobs(staff)) == set(jobs)
 
 
 def test_anonymous_sees_nothing(nlp_queue):
     JobFactory(queue=nlp_queue)
-    assert not access.visible_queues(AnonymousUser()).exists()
-    assert not access.visible_jobs(AnonymousUser()).exists()
+    assert not queue_access.visible_queues(AnonymousUser()).exists()
+    assert not job_access.visible_jobs(AnonymousUser()).exists()
 
 
 def test_nodes_are_seen_by_members_of_any_tenant_and_admins_only(
     researcher, outsider, staff, user, cluster
 ):
     for member in (researcher, outsider, staff):
-        assert access.visible_nodes(member).count() == 4
-    assert not access.visible_nodes(user).exists()  # signed in, in no tenant
-    assert not access.visible_nodes(AnonymousUser()).exists()
+        assert node_access.visible_nodes(member).count() == 4
+    assert not node_access.visible_nodes(user).exists()  # signed in, in no tenant
+    assert not node_access.visible_nodes(AnonymousUser()).exists()
     researcher.is_active = False
-    assert not access.visible_nodes(researcher).exists()
+    assert not node_access.visible_nodes(researcher).exists()
 
 
 def test_inactive_member_sees_nothing(researcher, nlp_queue):
     researcher.is_active = False
-    assert not access.visible_queues(researcher).exists()
+    assert not queue_access.visible_queues(researcher).exists()
 
 
 def test_visible_jobs_scoped_to_tenants_not_submitter(researcher, nlp_queue, vision_queue):
     colleague_job = JobFactory(queue=nlp_queue)
     JobFactory(queue=vision_queue)
-    assert list(access.visible_jobs(researcher)) == [colleague_job]
+    assert list(job_access.visible_jobs(researcher)) == [colleague_job]
 
 
 def test_can_submit_to(researcher, staff, nlp_queue, vision_queue):
-    assert access.can_submit_to(researcher, nlp_queue) is True
-    assert access.can_submit_to(researcher, vision_queue) is False
-    assert access.can_submit_to(staff, vision_queue) is True
+    assert queue_access.can_submit_to(researcher, nlp_queue) is True
+    assert queue_access.can_submit_to(researcher, vision_queue) is False
+    assert queue_access.can_submit_to(staff, vision_queue) is True
 
 
 @pytest.mark.parametrize("who", ["researcher", "lead", "outsider", "staff", "anonymous"])
 def test_visible_queue_get_answers_as_visible_queues(request, who, nlp_queue, vision_queue):
     user = AnonymousUser() if who == "anonymous" else request.getfixturevalue(who)
-    visible = set(access.visible_queues(user))
+    visible = set(queue_access.visible_queues(user))
     for queue in (nlp_queue, vision_queue):
         for lookup in ({"pk": queue.pk}, {"name": queue.name}):
-            found = access.visible_queue_get(user, **lookup)
+            found = queue_access.visible_queue_get(user, **lookup)
             assert (found == queue) is (queue in visible), (who, lookup)
-    assert access.visible_queue_get(user, name="no-such-queue") is None
+    assert queue_access.visible_queue_get(user, name="no-such-queue") is None
 
 
 def _values(instance):
@@ -86,8 +93,8 @@ def _values(instance):
 
 
 def test_visible_queue_get_loads_every_column_as_the_orm_does(researcher, nlp_queue):
-    found = access.visible_queue_get(researcher, name=nlp_queue.name)
-    expected = access.visible_queues(researcher).select_related("tenant").get(pk=nlp_queue.pk)
+    found = queue_access.visible_queue_get(researcher, name=nlp_queue.name)
+    expected = queue_access.visible_queues(researcher).select_related("tenant").get(pk=nlp_queue.pk)
     assert _values(found) == _values(expected)
     assert _values(found.tenant) == _values(expected.tenant)
     assert found._state.adding is False
@@ -97,20 +104,20 @@ def test_visible_queue_get_loads_every_column_as_the_orm_does(researcher, nlp_qu
 def test_can_submit_to_asks_for_the_membership_even_after_a_scoped_lookup(
     researcher, nlp_queue, django_assert_num_queries
 ):
-    queue = access.visible_queue_get(researcher, pk=nlp_queue.pk)
+    queue = queue_access.visible_queue_get(researcher, pk=nlp_queue.pk)
     with django_assert_num_queries(1):
-        assert access.can_submit_to(researcher, queue) is True
-    assert access.can_submit_to(UserFactory(), queue) is False
+        assert queue_access.can_submit_to(researcher, queue) is True
+    assert queue_access.can_submit_to(UserFactory(), queue) is False
     # The answer is the membership's at the time of asking, not the lookup's.
     Membership.objects.filter(user=researcher).delete()
-    assert access.can_submit_to(researcher, queue) is False
+    assert queue_access.can_submit_to(researcher, queue) is False
 
 
 def test_can_edit_queue(researcher, lead, staff, nlp_queue, vision_queue):
-    assert access.can_edit_queue(researcher, nlp_queue) is False
-    assert access.can_edit_queue(lead, nlp_queue) is True
-    assert access.can_edit_queue(lead, vision_queue) is False  # only a researcher there
-    assert access.can_edit_queue(staff, vision_queue) is True
+    assert queue_access.can_edit_queue(researcher, nlp_queue) is False
+    assert queue_access.can_edit_queue(lead, nlp_queue) is True
+    assert queue_access.can_edit_queue(lead, vision_queue) is False  # only a researcher there
+    assert queue_access.can_edit_queue(staff, vision_queue) is True
 
 
 def test_can_cancel_job(researcher, lead, staff, outsider, nlp_queue):
@@ -118,17 +125,17 @@ def test_can_cancel_job(researcher, lead, staff, outsider, nlp_queue):
     colleague = UserFactory()
     MembershipFactory(user=colleague, tenant=nlp_queue.tenant)
     others = JobFactory(queue=nlp_queue, submitter=colleague)
-    assert access.can_cancel_job(researcher, own) is True
-    assert access.can_cancel_job(researcher, others) is False
-    assert access.can_cancel_job(lead, others) is True
-    assert access.can_cancel_job(staff, others) is True
-    assert access.can_cancel_job(outsider, own) is False
-    assert access.can_cancel_job(AnonymousUser(), own) is False
+    assert job_access.can_cancel_job(researcher, own) is True
+    assert job_access.can_cancel_job(researcher, others) is False
+    assert job_access.can_cancel_job(lead, others) is True
+    assert job_access.can_cancel_job(staff, others) is True
+    assert job_access.can_cancel_job(outsider, own) is False
+    assert job_access.can_cancel_job(AnonymousUser(), own) is False
 
 
 def test_lead_and_member_tenants(lead, nlp, vision):
-    assert list(access.lead_tenants(lead)) == [nlp]
-    assert set(access.member_tenants(lead)) == {nlp, vision}
+    assert list(tenant_access.lead_tenants(lead)) == [nlp]
+    assert set(tenant_access.member_tenants(lead)) == {nlp, vision}
 
 
 @pytest.mark.parametrize(
@@ -144,31 +151,31 @@ def test_lead_and_member_tenants(lead, nlp, vision):
     ],
 )
 def test_has_role(request, who, role, expected):
-    assert access.has_role(request.getfixturevalue(who), role) is expected
+    assert tenant_access.has_role(request.getfixturevalue(who), role) is expected
 
 
 def test_user_without_tenant_has_no_member_role(user):
-    assert access.has_role(user, access.ROLE_MEMBER) is False
-    assert not access.visible_queues(user).exists()
+    assert tenant_access.has_role(user, access.ROLE_MEMBER) is False
+    assert not queue_access.visible_queues(user).exists()
 
 
 def test_queue_of_other_tenant_not_editable_even_if_same_name_prefix(lead, vision):
     other = QueueFactory(tenant=vision, name="nlp-lookalike")
-    assert access.can_edit_queue(lead, other) is False
+    assert queue_access.can_edit_queue(lead, other) is False
 
 
 def test_can_release_job_only_for_site_admins(researcher, lead, staff, nlp_queue):
     job = JobFactory(queue=nlp_queue, submitter=researcher)
-    assert access.can_release_job(staff, job) is True
-    assert access.can_release_job(lead, job) is False
-    assert access.can_release_job(researcher, job) is False
-    assert access.can_release_job(AnonymousUser(), job) is False
+    assert job_access.can_release_job(staff, job) is True
+    assert job_access.can_release_job(lead, job) is False
+    assert job_access.can_release_job(researcher, job) is False
+    assert job_access.can_release_job(AnonymousUser(), job) is False
 
 
 def test_evictions_are_for_site_admins(researcher, lead, staff):
-    assert access.can_see_evictions(staff) is True
-    assert access.can_see_evictions(lead) is False
-    assert access.can_see_evictions(researcher) is False
+    assert scheduling_access.can_see_evictions(staff) is True
+    assert scheduling_access.can_see_evictions(lead) is False
+    assert scheduling_access.can_see_evictions(researcher) is False
 
 
 def test_readable_preemptions_need_both_jobs_visible(
@@ -181,16 +188,16 @@ def test_readable_preemptions_need_both_jobs_visible(
     by_nobody = PreemptionEventFactory(victim_job=mine, preemptor_job=None)
     of_theirs = PreemptionEventFactory(victim_job=theirs, preemptor_job=None)
     events = [by_mine, by_theirs, by_nobody, of_theirs]
-    assert access.readable_preemptions(researcher, events) == {by_mine.pk, by_nobody.pk}
-    assert access.readable_preemptions(outsider, events) == {of_theirs.pk}
-    assert access.readable_preemptions(staff, events) == {e.pk for e in events}
-    assert access.readable_preemptions(AnonymousUser(), events) == set()
+    assert job_access.readable_preemptions(researcher, events) == {by_mine.pk, by_nobody.pk}
+    assert job_access.readable_preemptions(outsider, events) == {of_theirs.pk}
+    assert job_access.readable_preemptions(staff, events) == {e.pk for e in events}
+    assert job_access.readable_preemptions(AnonymousUser(), events) == set()
 
 
 def test_visible_queue_names(researcher, lead, staff, nlp, vision, nlp_queue, vision_queue):
-    assert access.visible_queue_names(staff) is None
-    assert access.visible_queue_names(staff, tenant=vision) == {"vision-train"}
-    assert access.visible_queue_names(researcher) == {"nlp-train"}
-    assert access.visible_queue_names(lead) == {"nlp-train", "vision-train"}
-    assert access.visible_queue_names(lead, tenant=nlp) == {"nlp-train"}
-    assert access.visible_queue_names(AnonymousUser()) == set()
+    assert queue_access.visible_queue_names(staff) is None
+    assert queue_access.visible_queue_names(staff, tenant=vision) == {"vision-train"}
+    assert queue_access.visible_queue_names(researcher) == {"nlp-train"}
+    assert queue_access.visible_queue_names(lead) == {"nlp-train", "vision-train"}
+    assert queue_access.visible_queue_names(lead, tenant=nlp) == {"nlp-train"}
+    assert queue_access.visible_queue_names(AnonymousUser()) == set()

@@ -1,8 +1,12 @@
+"""Template context every page gets. Project level (beside urls.py), not in ``portal.common``:
+it reads the tenants' memberships, and ``portal.common`` stays below the apps."""
+
 from typing import Any
 
 from django.http import HttpRequest
 
-from portal.common.access import ROLE_LEAD, ROLE_MEMBER, has_role, is_site_admin, lead_tenants
+from portal.common.access import ROLE_LEAD, ROLE_MEMBER, is_site_admin
+from portal.tenants.access import has_role, lead_tenants
 
 
 def roles(request: HttpRequest) -> dict[str, Any]:

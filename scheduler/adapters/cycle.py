@@ -109,7 +109,8 @@ def scheduling_cycle_run(
             with transaction.atomic():
                 _fence(cycle)
                 _refuse_if_superseded(cycle, "observe")
-                cluster_observe(pods=pods, now=now())
+                requeued = cluster_observe(pods=pods, now=now())
+            _events_record(backend, requeued)
             # A job whose data breaks a phase is quarantined; the cycle goes on without it.
             isolation = Isolation(now=now)
             bundle = isolation.snapshot(snapshot_build)
@@ -233,10 +234,15 @@ def cluster_reconcile(
     )
     if stuck := reconcile.stuck_terminating(observed, unreachable, now or timezone.now()):
         reconcile.force_delete(stuck, backend, report)
-    record_events = getattr(backend, "record_events", None)
-    if report.events and record_events is not None:
-        record_events(report.events)
+    _events_record(backend, report.events)
     return report
+
+
+def _events_record(backend: ClusterBackend, events: list) -> None:
+    """Kubernetes Events where the backend has them (the simulated cluster has none)."""
+    record_events = getattr(backend, "record_events", None)
+    if events and record_events is not None:
+        record_events(events)
 
 
 def _job_objects_sweep(

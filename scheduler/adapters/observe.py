@@ -24,7 +24,7 @@ from portal.jobs.policies import (
     policy_action,
 )
 from scheduler.adapters.bulk import ids_update
-from scheduler.adapters.cluster.base import ObservedPod
+from scheduler.adapters.cluster.base import ObservedPod, PodEvent
 from scheduler.adapters.ledger import placement_end
 
 P = Placement.State
@@ -75,14 +75,17 @@ JOB_COLUMNS = ("id", "min_available", "policies", "max_retry", *JOB_FIELDS)
 
 def cluster_observe(
     *, pods: list[ObservedPod], now: datetime, start_timeout_seconds: int | None = None
-) -> None:
+) -> list[PodEvent]:
     """Apply observed pod phases to the active placements: one query to read, then one UPDATE
     per distinct change (a cycle's changes share a few values: "running", "succeeded", now).
 
     A pod that cannot start says so on its job at once (START_BLOCKED); a bound pod still not
     started after `start_timeout_seconds` (settings.KUBERNETES_POD_START_TIMEOUT_SECONDS), or
     one the kubelet refused at admission (OutOf<resource>: the node was fuller than the
-    snapshot said), gives its placement back and the job is requeued."""
+    snapshot said), gives its placement back and the job is requeued.
+
+    Returns a Requeued event for each such pod of a job that was requeued (not ended by a
+    policy), for the caller to record once this transaction has committed."""
     if start_timeout_seconds is None:
         start_timeout_seconds = settings.KUBERNETES_POD_START_TIMEOUT_SECONDS
     start_deadline = now - timedelta(seconds=start_timeout_seconds)
@@ -104,6 +107,7 @@ def cluster_observe(
         lost: dict[int, str] = {}  # job id -> why its pod is lost
         failed: dict[int, tuple[Placement, ObservedPod]] = {}
         blocked: dict[int, str] = {}  # job id -> why a pod of it cannot start
+        released: dict[int, list[tuple[ObservedPod, str]]] = defaultdict(list)  # pod health
         for placement in placements:
             pod = by_name.get(placement.pod_name)
             why = None
@@ -111,6 +115,8 @@ def cluster_observe(
                 why = _lost_why(placement, pod, gone, start_deadline, start_timeout_seconds)
             if why is not None:
                 lost.setdefault(placement.job_id, why)
+                if pod is not None and placement.node_name not in gone:
+                    released[placement.job_id].append((pod, why))
                 moved[P.DELETED].append(placement.id)
                 continue
             state = _next_state(placement, pod)
@@ -133,6 +139,21 @@ def cluster_observe(
             ids_update(Placement, ids, state=state, updated_at=now, **ends)
         jobs = {p.job_id: p.job for p in placements}
         _jobs_advance(jobs, lost, failed, now, blocked)
+    return _requeued_events(released, jobs)
+
+
+def _requeued_events(
+    released: dict[int, list[tuple[ObservedPod, str]]], jobs: dict[int, Job]
+) -> list[PodEvent]:
+    """A Requeued warning on each pod that pod health released (start timeout, admission
+    refusal), when its job went back to the queue: `kubectl describe pod` then says why the
+    portal deletes a pod that is still Pending or was refused."""
+    return [
+        PodEvent(pod.name, pod.namespace, "Requeued", why, "Warning")
+        for job_id in sorted(released)
+        if jobs[job_id].status == S.PREEMPTED
+        for pod, why in released[job_id]
+    ]
 
 
 def _lost_why(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from portal.cluster.models import Placement
+from portal.jobs.models import Job
 from portal.jobs.services import job_cancel
 from portal.tenants.models import Membership
 from tests.factories import MembershipFactory, PreemptionEventFactory, UserFactory
@@ -94,3 +95,102 @@ def test_a_refused_bind_is_a_warning_on_the_pod(cluster, kube_cycle, user, nlp_q
     ((reason, kind, message, _),) = events_of(cluster, f"gp-{job.pk}-worker-0")
     assert (reason, kind) == ("FailedBinding", "Warning")
     assert "HTTP 403" in message
+
+
+def test_a_pod_released_after_the_start_timeout_says_it_was_requeued(
+    cluster, kube_cycle, user, nlp_queue, settings
+):
+    settings.KUBERNETES_POD_START_TIMEOUT_SECONDS = 60
+    cluster.add_node("gpu-a", GPU_NODE)
+    cluster.fail_image_pull("registry.local/typo:1")
+    job = submit_job(user, nlp_queue, "typo", gpus=8, image="registry.local/typo:1")
+    kube_cycle(seconds=61)
+    pod = Placement.objects.get(job=job).pod_name
+    cluster.advance(1)
+    assert [e[0] for e in events_of(cluster, pod)] == ["Scheduled"]
+
+    kube_cycle()  # t=61: past the timeout
+
+    assert events_of(cluster, pod)[-1] == (
+        "Requeued",
+        "Warning",
+        f"pod {pod} did not start within 60 s on node gpu-a (last: ErrImagePull); "
+        "the job was requeued",
+        "gpuportal",
+    )
+
+
+def test_a_pod_the_kubelet_refused_says_it_was_requeued(cluster, kube_cycle, user, nlp_queue):
+    cluster.add_node("gpu-a", GPU_NODE)
+    job = submit_job(user, nlp_queue, "train", gpus=8)
+    kube_cycle()
+    pod = Placement.objects.get(job=job).pod_name
+    cluster.add_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "other", "namespace": "team-b"},
+            "spec": {
+                "nodeName": "gpu-a",
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "x",
+                        "resources": {
+                            "requests": {"nvidia.com/gpu": "4"},
+                            "limits": {"nvidia.com/gpu": "4"},
+                        },
+                    }
+                ],
+            },
+            "status": {"phase": "Running"},
+        }
+    )
+    cluster.advance(1)
+
+    kube_cycle()
+
+    assert events_of(cluster, pod)[-1][:3] == (
+        "Requeued",
+        "Warning",
+        f"node gpu-a refused pod {pod} (OutOfnvidia.com/gpu); the job was requeued",
+    )
+
+
+def test_a_pod_released_by_a_policy_that_fails_the_job_is_not_called_requeued(
+    cluster, kube_cycle, user, nlp_queue
+):
+    cluster.add_node("gpu-a", GPU_NODE)
+    job = submit_job(user, nlp_queue, "train", gpus=8)
+    job.policies = [{"events": ["OutOfSync"], "action": "AbortJob"}]
+    job.save(update_fields=["policies"])
+    kube_cycle()
+    pod = Placement.objects.get(job=job).pod_name
+    cluster.add_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "other", "namespace": "team-b"},
+            "spec": {
+                "nodeName": "gpu-a",
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "x",
+                        "resources": {
+                            "requests": {"nvidia.com/gpu": "4"},
+                            "limits": {"nvidia.com/gpu": "4"},
+                        },
+                    }
+                ],
+            },
+            "status": {"phase": "Running"},
+        }
+    )
+    cluster.advance(1)
+
+    kube_cycle()
+
+    job.refresh_from_db()
+    assert job.status == Job.Status.FAILED
+    assert "Requeued" not in [e[0] for e in events_of(cluster, pod)]

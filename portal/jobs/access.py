@@ -36,15 +36,21 @@ def can_release_job(user: AnyUser, job: Job) -> bool:
     return is_site_admin(user)
 
 
+def visible_job_ids(user: AnyUser, ids: Iterable[int | None]) -> set[int]:
+    """Those of `ids` (None ignored) that are jobs `user` sees: pages name these and hide the
+    others (another tenant's job appears without its name)."""
+    wanted = {pk for pk in ids if pk is not None}
+    return set(visible_jobs(user).filter(pk__in=wanted).values_list("pk", flat=True))
+
+
 def readable_preemptions(user: AnyUser, events: Iterable["PreemptionEvent"]) -> set[int]:
     """Ids of the preemption events whose sentence (both jobs by name) `user` may read: every
     one for a site admin; otherwise those whose victim and preemptor (if any) the user sees."""
     events = list(events)
     if is_site_admin(user):
         return {event.pk for event in events}
-    involved = {event.victim_job_id for event in events}
-    involved |= {event.preemptor_job_id for event in events if event.preemptor_job_id}
-    seen = set(visible_jobs(user).filter(pk__in=involved).values_list("pk", flat=True))
+    ids = [event.victim_job_id for event in events] + [event.preemptor_job_id for event in events]
+    seen = visible_job_ids(user, ids)
     return {event.pk for event in events if _both_seen(event, seen)}
 
 

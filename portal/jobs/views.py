@@ -21,7 +21,7 @@ from portal.scheduling.selectors import preemption_event_list_for_job
 from portal.tenants.access import RoleRequiredMixin
 
 from . import volcano
-from .access import can_cancel_job, can_release_job, readable_preemptions
+from .access import can_cancel_job, can_release_job, readable_preemptions, visible_job_ids
 from .forms import JobSubmitForm, JobUploadForm, TaskFormSet, submit_errors_apply
 from .limits import host_path_allowed, job_limits, task_count_check
 from .models import Job
@@ -163,6 +163,10 @@ def _job_page(request: HttpRequest, job_id: int) -> dict[str, Any]:
         "preemptions": preemptions,
         # Events naming another tenant's job are shown without the sentence.
         "readable_preemption_ids": readable_preemptions(request.user, preemptions),
+        "visible_job_ids": visible_job_ids(
+            request.user,
+            [e.victim_job_id for e in preemptions] + [e.preemptor_job_id for e in preemptions],
+        ),
         "timeline": timeline,
         "can_cancel": can_cancel_job(request.user, job) and not job.is_terminal,
         "can_release": job.status == Job.Status.QUARANTINED and can_release_job(request.user, job),

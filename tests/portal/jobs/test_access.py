@@ -55,3 +55,11 @@ def test_readable_preemptions_need_both_jobs_visible(
     assert job_access.readable_preemptions(outsider, events) == {of_theirs.pk}
     assert job_access.readable_preemptions(staff, events) == {e.pk for e in events}
     assert job_access.readable_preemptions(AnonymousUser(), events) == set()
+
+
+def test_visible_job_ids_keeps_the_jobs_the_user_sees(researcher, staff, nlp_queue, vision_queue):
+    mine = JobFactory(queue=nlp_queue)
+    theirs = JobFactory(queue=vision_queue)
+    assert job_access.visible_job_ids(researcher, [mine.pk, theirs.pk, None]) == {mine.pk}
+    assert job_access.visible_job_ids(staff, [mine.pk, theirs.pk]) == {mine.pk, theirs.pk}
+    assert job_access.visible_job_ids(AnonymousUser(), [mine.pk]) == set()

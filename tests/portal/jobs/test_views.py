@@ -273,6 +273,21 @@ def test_job_detail_timeline_and_preemption_history(
     assert "secret-preemptor" in body
 
 
+def test_job_detail_links_the_jobs_of_a_preemption_the_user_may_see(
+    researcher_client, nlp_queue
+):
+    from tests.factories import PreemptionEventFactory
+
+    job = JobFactory(queue=nlp_queue, name="victim")
+    neighbour = JobFactory(queue=nlp_queue, name="same-tenant-preemptor")
+    PreemptionEventFactory(victim_job=job, preemptor_job=neighbour, sentence="neighbour won")
+    body = researcher_client.get(reverse("jobs:job_detail", args=[job.pk])).content.decode()
+    assert reverse("jobs:job_detail", args=[neighbour.pk]) in body
+    assert "same-tenant-preemptor" in body
+    assert "neighbour won" in body
+    assert "a job of another tenant" not in body
+
+
 def test_a_quarantined_job_shows_why_and_only_admins_may_release_it(
     researcher_client, staff_client, researcher, nlp_queue
 ):

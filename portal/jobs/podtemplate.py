@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from .affinity import affinity_parse
 from .gpushare import (
     GPU_MEMORY_NAMES,
     PERCENT_ABOVE_100,
@@ -85,7 +86,6 @@ HOST_PATH_NOT_ALLOWED = (
 NOT_ABSOLUTE = "must be an absolute path"
 DUPLICATE_MOUNT_PATH = "mount path {path} is used twice in this container"
 UNSUPPORTED_WHY = {
-    "affinity": "placement constraints beyond nodeSelector; use nodeSelector",
     "hostNetwork": "pods of the portal never share the node's network",
     "hostPID": "pods of the portal never share the node's process namespace",
     "hostIPC": "pods of the portal never share the node's IPC namespace",
@@ -269,6 +269,7 @@ def pod_template_parse(raw: Any, *, allow_host_path: bool, prefix: str = "") -> 
             "imagePullSecrets",
             "securityContext",
             "nodeSelector",
+            "affinity",
             "priorityClassName",
             "restartPolicy",
             "terminationGracePeriodSeconds",
@@ -307,6 +308,7 @@ def pod_template_parse(raw: Any, *, allow_host_path: bool, prefix: str = "") -> 
     _put(pod, "securityContext", _pod_security(w, spec.get("securityContext")))
     selector = w.string_map(spec.get("nodeSelector"), "spec.nodeSelector")
     _put(pod, "nodeSelector", selector or None)
+    _put(pod, "affinity", affinity_parse(w, spec.get("affinity"), "spec.affinity"))
     _put(pod, "priorityClassName", w.string(spec.get("priorityClassName"), "spec.priorityClassName",
                                             pattern=_OBJECT_NAME, message=BAD_NAME))  # fmt: skip
     restart = w.string(spec.get("restartPolicy"), "spec.restartPolicy")

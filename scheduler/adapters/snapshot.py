@@ -16,10 +16,11 @@ import functools
 import json
 from collections import defaultdict
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from django.db import connection, transaction
 from django.db.models import F, FloatField, Func, TextField
+from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
 from portal.cluster.models import Node, Placement
@@ -30,7 +31,9 @@ from portal.jobs.models import Job, JobTask
 from portal.queues.models import Queue
 from portal.queues.tree import tree_queue_infos, wants_tree
 from portal.scheduling.models import SchedulerConfig
+from scheduler.adapters.cluster.labels import JOB_ID
 from scheduler.adapters.cluster.labels import pod_name as task_key
+from scheduler.adapters.cluster.podspec import affinity_for_job
 from scheduler.adapters.feasibility import conf_with_hard_feasibility
 from scheduler.adapters.history import snapshot_history
 from scheduler.adapters.quarantine import (
@@ -69,6 +72,7 @@ _PLACEMENT_TASK_STATUS = {
     Placement.State.SUCCEEDED: TaskStatus.SUCCEEDED,
 }
 GPU_MODEL_LABEL = "gpu-model"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 MIB = 1024**2
 # What node_info reads, and the id persist links placements to.
 NODE_COLUMNS = (
@@ -131,6 +135,10 @@ class TaskRow:
     memory_bytes: int
     node_selector: dict[str, str]
     tolerations: tuple[Toleration, ...]
+    # The template's spec.affinity (portal.jobs.affinity) and metadata.labels: None for
+    # nearly every task.
+    affinity: Any
+    template_labels: Any
 
 
 @dataclasses.dataclass(slots=True)
@@ -242,15 +250,19 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
         # "[]" needs no decoding (the JSON field's converter decoded it for each of 10,000
         # tasks).
         task_columns = (
-            *TASK_COLUMNS[:-2],
+            *TASK_COLUMNS[:-4],
             Cast("node_selector", TextField()),
             Cast("tolerations", TextField()),
+            Cast(KT("pod_template__spec__affinity"), TextField()),
+            Cast(KT("pod_template__metadata__labels"), TextField()),
         )
         tasks = [
             TaskRow(
-                *row[:-2],
-                json.loads(row[-2]) if row[-2] != "{}" else {},
-                tolerations_of(row[-1]),
+                *row[:-4],
+                json.loads(row[-4]) if row[-4] != "{}" else {},
+                tolerations_of(row[-3]),
+                json.loads(row[-2]) if row[-2] else None,
+                json.loads(row[-1]) if row[-1] else None,
             )
             for row in JobTask.objects.filter(job__status__in=SCHEDULABLE_STATUSES)
             .values_list(*task_columns)
@@ -331,6 +343,8 @@ def node_info(node: Node) -> NodeInfo:
     labels = {**node.labels, **node.topology_labels}
     if node.gpu_model:
         labels.setdefault(GPU_MODEL_LABEL, node.gpu_model)
+    # The kubelet sets it on every node; pod anti-affinity's only topology key.
+    labels.setdefault(HOSTNAME_LABEL, node.name)
     allocatable = Resources.of(
         {
             "cpu": node.cpu_millis,
@@ -435,9 +449,17 @@ def _job_info(
     schedulable = job.status in SCHEDULABLE_STATUSES
     queue = job.queue
     tasks = []
+    # Pod labels matter only to pod anti-affinity, which the portal confines to the job's own
+    # pods (podspec.affinity_for_job): labelled only in the jobs that have some.
+    job_label = (JOB_ID, str(job.id))
+    labelled = any((task.affinity or {}).get("podAntiAffinity") for task in job_tasks)
     for task in job_tasks:
         requests = task_requests(task, index.device_mib)
         selector = tuple(sorted(task.node_selector.items())) if task.node_selector else ()
+        affinity = affinity_for_job(task.affinity, job_label[1]) if task.affinity else None
+        labels: tuple[tuple[str, str], ...] = ()
+        if labelled:
+            labels = tuple(sorted({**(task.template_labels or {}), JOB_ID: job_label[1]}.items()))
         for replica in range(task.replicas):
             name = task_key(job.id, task.name, replica)
             placement = by_replica.get((task.id, replica))
@@ -462,6 +484,8 @@ def _job_info(
                     role=task.name,
                     node_selector=selector,
                     tolerations=task.tolerations,
+                    affinity=affinity,
+                    labels=labels,
                 )
             )
     return JobInfo(

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from scheduler.adapters.cluster.base import DesiredPod
+from scheduler.adapters.cluster.labels import JOB_ID
 
 CONTAINER_NAME = "main"
 # Resources whose request the kubelet reads as-is; everything else in requests is an extended
@@ -24,6 +25,7 @@ NATIVE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
 DEFAULT_RESTART_POLICY = "Never"
 # Pod spec keys a template may carry besides the containers (portal.jobs.podtemplate checked
 # them) plus the host names the svc plugin sets.
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _POD_KEYS = (
     "volumes",
     "imagePullSecrets",
@@ -60,7 +62,20 @@ def _body(desired: DesiredPod, gpu_names: frozenset[str]) -> dict[str, Any]:
     for key in _POD_KEYS:
         if template.get(key) not in (None, "", [], {}):
             body[key] = copy.deepcopy(template[key])
+    if template.get("affinity"):
+        body["affinity"] = affinity_for_job(template["affinity"], desired.labels.get(JOB_ID, ""))
     return body
+
+
+def affinity_for_job(affinity: Mapping[str, Any], job_id: str) -> dict[str, Any]:
+    """A template's affinity (portal.jobs.affinity, already checked) with each pod
+    anti-affinity selector confined to the job's own pods by its job-id label: a tenant's
+    selector (say `app: ddp`) must not repel, nor be repelled by, another job's pods."""
+    out = copy.deepcopy(dict(affinity))
+    for term in (out.get("podAntiAffinity") or {}).get(_REQUIRED) or []:
+        selector = term.setdefault("labelSelector", {})
+        selector["matchLabels"] = {**(selector.get("matchLabels") or {}), JOB_ID: job_id}
+    return out
 
 
 def with_additions(body: dict[str, Any], additions: Mapping[str, Any]) -> dict[str, Any]:

@@ -144,16 +144,23 @@ def _other_namespace(spec):
     spec["containers"][0]["env"][0]["valueFrom"]["secretKeyRef"]["namespace"] = "kube-system"
 
 
+def _preferred_affinity(spec):
+    term = {"weight": 1, "preference": {"matchExpressions": [{"key": "a", "operator": "Exists"}]}}
+    spec["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
 @pytest.mark.parametrize(
     ("mutate", "path"),
     [
         (_hundred_containers, f"{T0}.containers"),
+        (_preferred_affinity,
+         f"{T0}.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"),
         (_host_path, f"{T0}.volumes[1].hostPath"),
         (_undeclared_mount, f"{T0}.containers[0].volumeMounts[1].name"),
         (_negative_size, f"{T0}.volumes[0].emptyDir.sizeLimit"),
         (_other_namespace, f"{T0}.containers[0].env[0].valueFrom.secretKeyRef.namespace"),
     ],
-    ids=["100-containers", "hostPath", "undeclared-mount", "negative-size",
+    ids=["100-containers", "preferred-affinity", "hostPath", "undeclared-mount", "negative-size",
          "other-namespace"],  # fmt: skip
 )
 def test_bad_templates_are_a_400_naming_the_field_and_nothing_is_written(

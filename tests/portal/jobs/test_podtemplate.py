@@ -133,7 +133,7 @@ BAD = [
      "negative"),
     ("spec/containers/0/env/1/valueFrom/secretKeyRef/namespace", "kube-system",
      f"{C0}.env[1].valueFrom.secretKeyRef.namespace", "another namespace"),
-    ("spec/affinity", {"podAffinity": {}}, "spec.affinity", "not supported"),
+    ("spec/affinity", {"podAffinity": {}}, "spec.affinity.podAffinity", "not supported"),
     ("spec/hostNetwork", True, "spec.hostNetwork", "not supported"),
     ("spec/restartPolicy", "Always", "spec.restartPolicy", "Never, OnFailure"),
     ("spec/containers/0/livenessProbe", {}, f"{C0}.livenessProbe", "unknown"),

@@ -121,6 +121,7 @@ def test_main_writes_every_output_and_nothing_on_bad_input(tmp_path):
         "openb_default.html",
         "openb_default.svg",
         "openb_table.md",
+        "plotly.min.js",  # the HTML pages load it from beside them
         "queues_table.md",
     ]
     assert report.main([str(tmp_path / "missing"), str(good)]) == 2

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .client import ApiClient, ApiError, ConnectionFailed
-from .output import table
+from .output import cores, gib, table
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 EXIT_OK, EXIT_API_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -277,14 +277,14 @@ def run(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:  # no
             print(f"reason: {job['pending_reason']}", file=out)
         print(
             table(
-                ["task", "replicas", "gpus", "cpu_m", "memory", "image"],
+                ["task", "replicas", "gpus", "cpu", "memory", "image"],
                 [
                     [
                         t["name"],
                         t["replicas"],
                         t["gpus"],
-                        t["cpu_millis"],
-                        t["memory_bytes"],
+                        cores(t["cpu_millis"]),
+                        gib(t["memory_bytes"]),
                         t["image"],
                     ]
                     for t in job["tasks"]

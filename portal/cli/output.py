@@ -14,6 +14,16 @@ def cell(value: Any) -> str:
     return str(value)
 
 
+def cores(millis: int) -> str:
+    """Millicores as the --cpu flag and the form take them: 8000 -> "8", 500 -> "0.5"."""
+    return f"{millis / 1000:g}"
+
+
+def gib(size: int) -> str:
+    """Bytes in GiB as the --memory flag takes them: 64 GiB -> "64Gi", 512 MiB -> "0.5Gi"."""
+    return f"{round(size / 2**30, 3):g}Gi"
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     texts = [[cell(value) for value in row] for row in rows]
     widths = [len(h) for h in headers]

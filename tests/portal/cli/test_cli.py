@@ -75,6 +75,14 @@ def test_submit_from_flags_then_list_why_and_cancel(gpuq, nlp_queue, cluster):
     assert "bert" in lines[1]
     assert "pending" in lines[1]
 
+    code, out, _ = gpuq("show", str(job.pk))
+    assert code == 0
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("TASK"))
+    header, row = lines[at].split(), lines[at + 1].split()
+    assert header == ["TASK", "REPLICAS", "GPUS", "CPU", "MEMORY", "IMAGE"]
+    assert row[3:5] == ["0.5", "16Gi"]  # as --cpu and --memory take them
+
     code, out, _ = gpuq("why", str(job.pk))
     assert code == 0
     assert "position 1 in queue nlp-train: 0 job(s) ahead" in out

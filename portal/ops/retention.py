@@ -8,6 +8,10 @@ change audit, placements, and any accounting ledger) is never touched:
   deleted. Whole UTC days, one transaction per day, oldest first: an interrupted run leaves
   whole days, and the rollups of a day are recomputed from all of its samples right before they
   go, so the dashboards show the same figures before and after. Rollups are kept.
+* `TenantUsageSample` (one row per tenant per cycle that samples): deleted after the sample
+  age, with no rollup. Only each tenant's newest sample is read (its share on the tenant pages);
+  the dashboards' history comes from the queues' rollups and the ledger keeps the accounting, so
+  an old tenant sample has no reader, and each tenant's newest sample is kept whatever its age.
 * `PreemptionEvent`: deleted after their own age (the preemption history and its chart).
 * `CycleRun`: deleted after their own age, except cycles a kept PreemptionEvent points to
   (the history links each eviction to its cycle's timings).
@@ -23,14 +27,16 @@ from django.db import transaction
 
 from portal.scheduling.models import CycleRun, PreemptionEvent, QueueUsageSample
 from portal.scheduling.rollups import DAY, bucket_start, usage_rollups_rebuild
+from portal.tenants.models import TenantUsageSample
 
-PRUNED_MODELS = (QueueUsageSample, PreemptionEvent, CycleRun)
+PRUNED_MODELS = (QueueUsageSample, TenantUsageSample, PreemptionEvent, CycleRun)
 BATCH = 5000
 
 
 @dataclass
 class RetentionReport:
     samples_deleted: int = 0
+    tenant_samples_deleted: int = 0
     days_rolled_up: list[str] = field(default_factory=list)
     preemption_events_deleted: int = 0
     cycle_runs_deleted: int = 0
@@ -66,6 +72,9 @@ def retention_run(
         _samples_prune(
             report, before=bucket_start(now - timedelta(days=sample_days), DAY), deadline=deadline
         )
+        report.tenant_samples_deleted = _tenant_samples_prune(
+            before=now - timedelta(days=sample_days)
+        )
     if preemption_event_days:
         old = PreemptionEvent.objects.filter(
             occurred_at__lt=now - timedelta(days=preemption_event_days)
@@ -100,6 +109,19 @@ def _samples_prune(report: RetentionReport, *, before: datetime, deadline: float
             deleted, _ = QueueUsageSample.objects.filter(at__gte=day, at__lt=end).delete()
         report.samples_deleted += deleted
         report.days_rolled_up.append(day.date().isoformat())
+
+
+def _tenant_samples_prune(*, before: datetime) -> int:
+    tenant_ids = TenantUsageSample.objects.values_list("tenant_id", flat=True).distinct()
+    newest = [
+        TenantUsageSample.objects.filter(tenant_id=tenant_id)
+        .order_by("-at", "-id")
+        .values_list("pk", flat=True)
+        .first()
+        for tenant_id in tenant_ids
+    ]
+    old = TenantUsageSample.objects.filter(at__lt=before).exclude(pk__in=newest)
+    return _delete_in_batches(old)
 
 
 def _delete_in_batches(queryset) -> int:

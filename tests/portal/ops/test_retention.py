@@ -189,3 +189,25 @@ def test_a_run_stops_at_its_time_budget_and_the_next_one_carries_on(frozen, nlp_
     assert not second.samples_left
     assert second.days_rolled_up[0] == "2026-11-25"
     assert second.days_rolled_up[-1] == "2026-11-29"  # the day before yesterday
+
+
+def test_tenant_samples_go_after_the_sample_age_but_each_tenants_newest_stays(frozen, nlp):
+    from portal.tenants.models import TenantUsageSample
+    from tests.factories import TenantFactory
+
+    quiet = TenantFactory(name="quiet")
+    for days in (5, 3, 1, 0):
+        TenantUsageSample.objects.create(tenant=nlp, at=NOW - timedelta(days=days))
+    TenantUsageSample.objects.create(tenant=quiet, at=NOW - timedelta(days=9))  # its newest
+
+    report = retention_run(now=NOW, sample_days=2, preemption_event_days=0, cycle_run_days=0)
+
+    left = sorted(TenantUsageSample.objects.values_list("tenant__name", "at"))
+    assert left == [
+        ("nlp", NOW - timedelta(days=1)),
+        ("nlp", NOW),
+        ("quiet", NOW - timedelta(days=9)),
+    ]
+    assert report.tenant_samples_deleted == 2
+    retention_run(now=NOW, sample_days=0, preemption_event_days=0, cycle_run_days=0)
+    assert TenantUsageSample.objects.count() == 3  # 0 keeps them all

@@ -1,4 +1,4 @@
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
@@ -53,21 +53,32 @@ SEEN_RESOLUTION = timedelta(minutes=1)
 
 
 def node_seen_mark(
-    *, at: datetime, names: Iterable[str] | None = None, resolution: timedelta = SEEN_RESOLUTION
+    *,
+    at: datetime,
+    names: Iterable[str] | None = None,
+    in_cluster: bool | None = None,
+    resolution: timedelta = SEEN_RESOLUTION,
 ) -> int:
-    """Record that the cluster reported these nodes (None: every node) at `at`.
+    """Record that the cluster reported these nodes (None: every node, or with `in_cluster`
+    every node in the cluster, which after a sync of the cluster's list is the list) at `at`.
 
     Rows are written once per `resolution` at most: the cycle calls this every few seconds,
     and "last seen" a minute ago is as good as now. Returns the rows written."""
     nodes = Node.objects.filter(Q(last_seen_at__isnull=True) | Q(last_seen_at__lt=at - resolution))
     if names is not None:
         nodes = nodes.filter(name__in=list(names))
+    if in_cluster is not None:
+        nodes = nodes.filter(in_cluster=in_cluster)
     return nodes.update(last_seen_at=at)
 
 
 @transaction.atomic
 def node_inventory_sync(  # noqa: C901, PLR0912 - one branch per field of the node form
-    *, nodes: list[dict[str, Any]], seen_at: datetime | None = None, absent_gone: bool = False
+    *,
+    nodes: list[dict[str, Any]],
+    seen_at: datetime | None = None,
+    absent_gone: bool = False,
+    current: Collection[str] = frozenset(),
 ) -> dict[str, list[str]]:
     """Upsert `nodes` by name and mark nodes missing from the list unschedulable, or, with
     `absent_gone` (the list is the cluster's own), gone from the cluster: the snapshot then
@@ -75,6 +86,9 @@ def node_inventory_sync(  # noqa: C901, PLR0912 - one branch per field of the no
 
     Rows are written only when something changed, so syncing the same inventory twice
     is a no-op. `seen_at` (an observation time) is stored as `last_seen_at` when given.
+    `current` names listed nodes whose rows the caller knows to hold their spec already (it
+    wrote them and nothing else has since): they count as listed but are neither read nor
+    compared, which is most of the cost at thousands of nodes.
     Returns the names created, updated and marked unschedulable.
     """
     errors: dict[str, list[str]] = {}
@@ -100,8 +114,25 @@ def node_inventory_sync(  # noqa: C901, PLR0912 - one branch per field of the no
         raise ValidationError(errors)
 
     result: dict[str, list[str]] = {"created": [], "updated": [], "unschedulable": [], "gone": []}
-    existing = {node.name: node for node in Node.objects.select_for_update().order_by("name")}
+    rows = Node.objects.select_for_update().order_by("name")
+    if current:
+        # Only rows that may differ: listed ones not vouched for, and absent ones whose
+        # absence is not recorded yet (a row already gone or unschedulable stays so).
+        present = dict(
+            Node.objects.values_list("name", "in_cluster" if absent_gone else "schedulable")
+        )
+        current = {name for name in current if name in present}  # a deleted row is created again
+        rows = rows.filter(
+            name__in=[
+                name
+                for name, still in present.items()
+                if name not in current and (still or name in seen)
+            ]
+        )
+    existing = {node.name: node for node in rows}
     for index, spec in enumerate(nodes):
+        if spec["name"] in current:
+            continue
         data = {key: value for key, value in spec.items() if key in NODE_FIELDS}
         data.setdefault("schedulable", True)
         data["in_cluster"] = True

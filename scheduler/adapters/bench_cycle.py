@@ -15,10 +15,13 @@ first cycle) and, on kubernetes, cache_rss_mb.
 process of its own) with the same nodes and --foreign-pods running pods of other workloads,
 and reads it through the watch cache; between cycles --churn of those pods are replaced through
 the API, and the emulator's kubelets start the pods the cycle created. The simulated backend
-has no foreign pods and ignores --foreign-pods and --churn. --backend both runs the simulated
-backend, then the kubernetes one on the same seed, and ends with a comparison line: the
-kubernetes / simulated steady cycle ratios, in wall time and in this process's CPU time (the
-emulator's own work runs in its process and is not counted).
+has no API server: its nodes are seeded with what those --foreign-pods request on each node
+(used_by_others, as the watch cache sums them), so both backends schedule onto the same free
+capacity and do the same work (with --foreign-pods a multiple of --nodes, --churn replaces
+each pod on its own node, so the sums hold). --backend both runs the simulated backend, then
+the kubernetes one on the same seed, and ends with a comparison line: the kubernetes /
+simulated steady cycle ratios, in wall time and in this process's CPU time (the emulator's
+own work runs in its process and is not counted).
 
 The database is migrated and emptied first (--reset is required when it already holds jobs), so
 point it at a database of its own. DEBUG is off unless DJANGO_DEBUG says otherwise.
@@ -84,7 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     summaries = {}
     for backend_name in BOTH if args.backend == "both" else (args.backend,):
         call_command("flush", interactive=False, verbosity=0)
-        seed(nodes=args.nodes, jobs=args.jobs, queues=args.queues, rng=random.Random(args.seed))  # noqa: S311 - a seeded workload, not a secret
+        seed(
+            nodes=args.nodes,
+            jobs=args.jobs,
+            queues=args.queues,
+            rng=random.Random(args.seed),  # noqa: S311 - a seeded workload, not a secret
+            foreign_pods=args.foreign_pods,
+        )
         with cluster(backend_name, args) as (backend, between_cycles, extra):
             lines = []
             for number in range(1, args.cycles + 1):
@@ -244,7 +253,27 @@ def _rss_mb() -> float:
     return 0.0
 
 
-def seed(*, nodes: int, jobs: int, queues: int, rng: random.Random) -> None:
+def others_usage(*, nodes: int, foreign_pods: int) -> list[dict[str, int]]:
+    """What the emulator's other-workload pods request on each node (it spreads them round
+    robin), as the watch cache sums them: the simulated half's nodes carry the same, so both
+    halves schedule onto the same free capacity and make the same decisions."""
+    if not foreign_pods:
+        return [{} for _ in range(nodes)]
+    from scheduler.adapters.cluster.manifests import parse_resources
+    from scheduler.adapters.cluster.testing.emulator import foreign_pod_object
+
+    per_pod = {"pods": 1}
+    for container in foreign_pod_object(0, "node-00000")["spec"]["containers"]:
+        for name, amount in parse_resources(container["resources"]["requests"]).items():
+            per_pod[name] = per_pod.get(name, 0) + amount
+    usage = []
+    for index in range(nodes):
+        count = foreign_pods // nodes + (1 if index < foreign_pods % nodes else 0)
+        usage.append({name: amount * count for name, amount in per_pod.items()} if count else {})
+    return usage
+
+
+def seed(*, nodes: int, jobs: int, queues: int, rng: random.Random, foreign_pods: int = 0) -> None:
     from django.contrib.auth import get_user_model
     from django.db import transaction
     from django.utils import timezone
@@ -266,6 +295,7 @@ def seed(*, nodes: int, jobs: int, queues: int, rng: random.Random) -> None:
                 for i in range(queues)
             ]
         )
+        usage = others_usage(nodes=nodes, foreign_pods=foreign_pods)
         Node.objects.bulk_create(
             [
                 Node(
@@ -275,6 +305,8 @@ def seed(*, nodes: int, jobs: int, queues: int, rng: random.Random) -> None:
                     cpu_millis=96_000,
                     memory_bytes=1024 * GiB,
                     topology_labels={"topology.kubernetes.io/zone": f"rack-{i // 32}"},
+                    pods_capacity=250,  # as the emulator's nodes report
+                    used_by_others=usage[i],
                 )
                 for i in range(nodes)
             ],

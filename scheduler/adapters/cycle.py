@@ -50,6 +50,7 @@ from scheduler.adapters.cluster.labels import JOB_ID
 from scheduler.adapters.cluster.simulated import SimulatedBackend
 from scheduler.adapters.desired import desired_pods
 from scheduler.adapters.lock import CycleAbandoned, cycle_write_lock
+from scheduler.adapters.node_memo import NodeSyncMemo, node_sync_memo
 from scheduler.adapters.observability import cycle_observed
 from scheduler.adapters.observe import cluster_observe
 from scheduler.adapters.persist import decisions_persist
@@ -103,8 +104,9 @@ def scheduling_cycle_run(
                 with transaction.atomic():
                     _fence(cycle)
                     _refuse_if_superseded(cycle, "node sync")
-                    nodes_sync(observed_nodes)
-                    node_seen_mark(names=[node.name for node in observed_nodes], at=now())
+                    nodes_sync(observed_nodes, memo=node_sync_memo(backend))
+                    # The sync left exactly the listed nodes in the cluster: no 5,000-name IN.
+                    node_seen_mark(in_cluster=True, at=now())
             pods = backend.list_pods()
             with transaction.atomic():
                 _fence(cycle)
@@ -332,7 +334,7 @@ def registered_gpus(node: ObservedNode, stack: str, model: str) -> dict[str, Any
     }
 
 
-def nodes_sync(observed: list[ObservedNode]) -> None:
+def nodes_sync(observed: list[ObservedNode], memo: NodeSyncMemo | None = None) -> None:
     stack = gpu_sharing()
     gpu_names = set(settings.GPU_RESOURCE_NAMES)
     specs = []
@@ -361,7 +363,10 @@ def nodes_sync(observed: list[ObservedNode]) -> None:
         )
     # The list is the cluster's own: a node missing from it was deleted, and its capacity
     # with it (marking it unschedulable would keep it in every queue's deserved share).
-    node_inventory_sync(nodes=specs, absent_gone=True)
+    current = memo.current(specs) if memo else set()
+    written = node_inventory_sync(nodes=specs, absent_gone=True, current=current)
+    if memo:
+        memo.synced(specs, wrote=any(written.values()))
 
 
 @contextmanager

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.adapters.bench_cycle import comparison, summary
+from scheduler.adapters.bench_cycle import comparison, others_usage, summary
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -46,6 +46,18 @@ def test_the_comparison_divides_kubernetes_by_simulated():
         "steady_cycle_ratio": 1.25,
         "steady_cycle_cpu_ratio": 1.2,
     }
+
+
+def test_the_simulated_nodes_carry_what_the_emulators_other_pods_request():
+    usage = others_usage(nodes=3, foreign_pods=7)
+
+    # Round robin: 3, 2, 2 pods of 100m CPU and 128Mi each.
+    assert usage == [
+        {"pods": 3, "cpu": 300, "memory": 3 * 128 * 1024**2},
+        {"pods": 2, "cpu": 200, "memory": 2 * 128 * 1024**2},
+        {"pods": 2, "cpu": 200, "memory": 2 * 128 * 1024**2},
+    ]
+    assert others_usage(nodes=2, foreign_pods=0) == [{}, {}]
 
 
 @pytest.mark.slow

@@ -1,0 +1,58 @@
+"""What a backend's node sync last wrote, so a steady cycle does not re-read every node row.
+
+A cycle on a real cluster syncs every observed node into the database. At thousands of nodes,
+reading the rows back to compare them (decoding their labels, taints and usage) cost more
+than the rest of a quiet cycle, while almost nothing changes between two cycles. The memo keeps
+the spec of each node as this process last synced it, with a token of the table (row count,
+highest id, latest updated_at); a node whose spec is the one last synced, in a table no one
+else has written since, is known current and skipped. Anything else, any doubt, is compared
+with its row as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from weakref import WeakKeyDictionary
+
+from django.db.models import Count, Max
+
+from portal.cluster.models import Node
+
+
+class NodeSyncMemo:
+    def __init__(self) -> None:
+        self._token: tuple | None = None
+        self._specs: dict[str, dict[str, Any]] = {}
+
+    def current(self, specs: list[dict[str, Any]]) -> set[str]:
+        """The names among `specs` whose rows hold that spec already."""
+        if self._token is None or self._token != table_token():
+            # Another writer (an inventory upload, an admin, a rolled back sync): trust nothing.
+            self._token, self._specs = None, {}
+            return set()
+        return {spec["name"] for spec in specs if self._specs.get(spec["name"]) == spec}
+
+    def synced(self, specs: list[dict[str, Any]], *, wrote: bool = True) -> None:
+        """`specs` are now the rows (call after the sync, in its transaction; `wrote`: whether
+        it wrote any row, else the token read before it still holds)."""
+        self._specs = {spec["name"]: spec for spec in specs}
+        if wrote or self._token is None:
+            self._token = table_token()
+
+
+def table_token() -> tuple:
+    """Changes with any node row created, deleted or saved (updated_at is auto_now)."""
+    figures = Node.objects.aggregate(rows=Count("id"), last_id=Max("id"), changed=Max("updated_at"))
+    return (figures["rows"], figures["last_id"], figures["changed"])
+
+
+# One memo per backend object: a worker's backend (and its watch cache) lives as long as the
+# worker, and a new backend (another cluster, a test) starts from the rows.
+_MEMOS: WeakKeyDictionary[Any, NodeSyncMemo] = WeakKeyDictionary()
+
+
+def node_sync_memo(backend: Any) -> NodeSyncMemo:
+    memo = _MEMOS.get(backend)
+    if memo is None:
+        memo = _MEMOS[backend] = NodeSyncMemo()
+    return memo

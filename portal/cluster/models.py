@@ -90,6 +90,10 @@ class Placement(BaseModel):
     # placement leaves the active states.
     started_at = models.DateTimeField(default=whole_seconds_now)
     ended_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # How the pod ended, as observed before it was deleted (kept after it is): its main
+    # container's exit code and the reason (OOMKilled, Error, Evicted, Completed, ...).
+    exit_code = models.IntegerField(null=True, blank=True)
+    exit_reason = models.CharField(max_length=128, blank=True, default="")
 
     class Meta:
         ordering = ["job_id", "task_id", "replica", "id"]
@@ -119,6 +123,14 @@ class Placement(BaseModel):
     def gpus_held_text(self) -> str:
         """ "0.25 of GPU 3", "2 on GPUs 0, 1": what the job page shows."""
         return held_text(self.milli_held, self.gpu_devices or ())
+
+    @property
+    def exit_text(self) -> str:
+        """ "exit code 137 (OOMKilled)", "Evicted", or "" while the pod has not ended."""
+        code = "" if self.exit_code is None else f"exit code {self.exit_code}"
+        if code and self.exit_reason:
+            return f"{code} ({self.exit_reason})"
+        return code or self.exit_reason
 
 
 def placement_milli(prefix: str = "") -> Greatest:
@@ -151,6 +163,8 @@ class SimulatedPod(models.Model):
     # When a pod whose deletion was requested disappears (end of its grace period).
     delete_after = models.DateTimeField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
+    # What the kubelet would say of a failed pod (OOMKilled, Evicted); empty: Error.
+    reason = models.CharField(max_length=128, blank=True, default="")
     # The pod's body as the Kubernetes backend would send it (containers with their env,
     # volumes, host names: scheduler/adapters/cluster/podspec.py), so what a job's pods would
     # run with can be seen without a cluster.

@@ -60,6 +60,19 @@ def placement_list_active(*, job_id: int | None = None) -> QuerySet[Placement]:
     return placements.select_related("task", "node").order_by("task_id", "replica")
 
 
+def placement_list_ended(*, job_id: int) -> list[Placement]:
+    """The job's pods that ran to an end (succeeded or failed), with how they ended; the
+    latest ENDED_PODS_MAX, oldest first."""
+    placements = Placement.objects.filter(
+        job_id=job_id, state__in=(Placement.State.SUCCEEDED, Placement.State.FAILED)
+    ).select_related("task")
+    latest = list(placements.order_by("-id")[:ENDED_PODS_MAX])
+    return sorted(latest, key=lambda placement: placement.id)
+
+
+ENDED_PODS_MAX = 500
+
+
 # --- pages and dashboards -------------------------------------------------------------------
 
 

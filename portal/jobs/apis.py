@@ -28,7 +28,7 @@ from portal.api.errors import django_validation_errors
 from portal.api.pagination import ApiPagination
 from portal.api.parsers import YAML_PARSERS, LimitedJSONParser
 from portal.api.throttling import ApiScopedRateThrottle
-from portal.cluster.selectors import placement_list_active
+from portal.cluster.selectors import placement_list_active, placement_list_ended
 from portal.common import units
 from portal.common.ids import parse_id
 from portal.queues.access import visible_queue_get
@@ -242,6 +242,20 @@ class JobDetailApi(ApiView):
                 child=serializers.IntegerField(), help_text="GPU device indices on the node"
             )
 
+        class EndedPodSerializer(ApiSerializer):
+            task = serializers.CharField(source="task.name")
+            replica = serializers.IntegerField()
+            node = serializers.CharField(source="node_name")
+            pod = serializers.CharField(source="pod_name")
+            state = serializers.CharField(help_text="succeeded or failed")
+            exit_code = serializers.IntegerField(
+                allow_null=True, help_text="The main container's exit code (null: not reported)"
+            )
+            exit_reason = serializers.CharField(
+                help_text="As the kubelet said: Completed, Error, OOMKilled, Evicted, ..."
+            )
+            ended_at = serializers.DateTimeField(allow_null=True)
+
         url = None  # the detail has `links.self` instead
         expected_duration_seconds = serializers.IntegerField(allow_null=True)
         admitted_at = serializers.DateTimeField(allow_null=True)
@@ -262,6 +276,7 @@ class JobDetailApi(ApiView):
         )
         tasks = TaskSerializer(many=True, source="tasks.all")
         placements = serializers.SerializerMethodField()
+        ended_pods = serializers.SerializerMethodField()
         can_cancel = serializers.SerializerMethodField()
         links = serializers.SerializerMethodField()
 
@@ -269,6 +284,10 @@ class JobDetailApi(ApiView):
         def get_placements(self, job: Job) -> list[dict[str, Any]]:
             placements = placement_list_active(job_id=job.pk)
             return self.PlacementSerializer(placements, many=True).data
+
+        @extend_schema_field(EndedPodSerializer(many=True))
+        def get_ended_pods(self, job: Job) -> list[dict[str, Any]]:
+            return self.EndedPodSerializer(placement_list_ended(job_id=job.pk), many=True).data
 
         def get_can_cancel(self, job: Job) -> bool:
             user = self.context["request"].user
@@ -298,7 +317,10 @@ class JobDetailApi(ApiView):
     def get(self, request: Request, job_id: int) -> Response:
         job = job_get(user=request.user, job_id=job_id)
         placements = placement_list_active(job_id=job.pk)
-        return Response(job_detail_data(job, user=request.user, placements=placements))
+        ended = placement_list_ended(job_id=job.pk)
+        return Response(
+            job_detail_data(job, user=request.user, placements=placements, ended_pods=ended)
+        )
 
 
 # One shared instance formats every timestamp as DRF's DateTimeField does (ISO 8601, `Z`).
@@ -306,7 +328,9 @@ _DATETIME = serializers.DateTimeField()
 _DETAIL_FIELDS = tuple(JobDetailApi.OutputSerializer._declared_fields)
 
 
-def job_detail_data(job: Job, *, user: Any, placements: Any = ()) -> dict[str, Any]:
+def job_detail_data(
+    job: Job, *, user: Any, placements: Any = (), ended_pods: Any = ()
+) -> dict[str, Any]:
     """What `JobDetailApi.OutputSerializer` renders for `job`, built directly.
 
     The serializer stays the documented schema; building its output with it deep-copies
@@ -370,6 +394,19 @@ def job_detail_data(job: Job, *, user: Any, placements: Any = ()) -> dict[str, A
                 "gpu_devices": list(placement.gpu_devices),
             }
             for placement in placements
+        ],
+        "ended_pods": [
+            {
+                "task": placement.task.name,
+                "replica": placement.replica,
+                "node": placement.node_name,
+                "pod": placement.pod_name,
+                "state": placement.state,
+                "exit_code": placement.exit_code,
+                "exit_reason": placement.exit_reason,
+                "ended_at": stamp(placement.ended_at) if placement.ended_at else None,
+            }
+            for placement in ended_pods
         ],
         "can_cancel": can_cancel_job(user, job) and not job.is_terminal,
         "links": {
@@ -656,7 +693,8 @@ def _job_acted(request: Request, job_id: int, action: Callable[..., Job]) -> Res
     action(job=job, actor=request.user)
     job = job_get(user=request.user, job_id=job_id)
     placements = placement_list_active(job_id=job.pk)
-    return Response(job_detail_data(job, user=request.user, placements=placements))
+    ended = placement_list_ended(job_id=job.pk)
+    return Response(job_detail_data(job, user=request.user, placements=placements, ended_pods=ended))
 
 
 class JobRenderApi(ApiView):

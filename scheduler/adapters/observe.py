@@ -104,6 +104,9 @@ def cluster_observe(
             .order_by("id")
         )
         moved: dict[str, list[int]] = defaultdict(list)
+        # (exit code, reason) -> placements whose pods were seen ending so: kept after the pods
+        # are deleted, for the job page and the API.
+        outcomes: dict[tuple[int | None, str], list[int]] = defaultdict(list)
         lost: dict[int, str] = {}  # job id -> why its pod is lost
         failed: dict[int, tuple[Placement, ObservedPod]] = {}
         blocked: dict[int, str] = {}  # job id -> why a pod of it cannot start
@@ -131,12 +134,16 @@ def cluster_observe(
                 failed.setdefault(placement.job_id, (placement, pod))
             if state != placement.state:
                 moved[state].append(placement.id)
+                if state in (P.SUCCEEDED, P.FAILED) and pod is not None:
+                    outcomes[(pod.exit_code, (pod.reason or "")[:128])].append(placement.id)
         ended = (
             {"ended_at": placement_end(now)} if moved.keys() & set(Placement.ENDED_STATES) else {}
         )
         for state, ids in sorted(moved.items()):
             ends = ended if state in Placement.ENDED_STATES else {}
             ids_update(Placement, ids, state=state, updated_at=now, **ends)
+        for (exit_code, reason), ids in sorted(outcomes.items(), key=lambda item: item[1]):
+            ids_update(Placement, ids, exit_code=exit_code, exit_reason=reason)
         jobs = {p.job_id: p.job for p in placements}
         _jobs_advance(jobs, lost, failed, now, blocked)
     return _requeued_events(released, jobs)

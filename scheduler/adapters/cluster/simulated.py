@@ -254,6 +254,7 @@ _POD_COLUMNS = (
     "annotations",
     "delete_after",
     "exit_code",
+    "reason",
 )
 _LABELS = _POD_COLUMNS.index("labels")
 
@@ -267,6 +268,7 @@ def _observed(
     annotations: dict[str, str],
     delete_after: datetime | None,
     exit_code: int | None,
+    reason: str = "",
 ) -> ObservedPod:
     return ObservedPod(
         name=name,
@@ -277,5 +279,6 @@ def _observed(
         annotations=dict(annotations),
         deletion_requested=delete_after is not None,
         exit_code=exit_code,
-        reason="Completed" if phase == "Succeeded" else None,
+        # As the kubelet words an evicted pod or a terminated container (OOMKilled, ...).
+        reason=reason or ("Completed" if phase == "Succeeded" else None),
     )

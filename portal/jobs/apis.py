@@ -269,6 +269,7 @@ class JobDetailApi(ApiView):
             help_text="Volcano job plugins the portal runs for this job, with their flags.",
         )
         max_retry = serializers.IntegerField()
+        ttl_seconds_after_finished = serializers.IntegerField(allow_null=True)
         retry_count = serializers.IntegerField()
         retries = serializers.ListField(
             child=serializers.DictField(),
@@ -362,6 +363,7 @@ def job_detail_data(
         "preemption_count": job.preemption_count,
         "plugins": {str(name): [str(arg) for arg in args] for name, args in job.plugins.items()},
         "max_retry": job.max_retry,
+        "ttl_seconds_after_finished": job.ttl_seconds_after_finished,
         "retry_count": job.retry_count,
         "retries": list(job.retries),
         "tasks": [
@@ -537,6 +539,12 @@ class JobCreateApi(ApiView):
         max_retry = serializers.IntegerField(
             required=False, help_text="Restarts a policy may make (default 3)."
         )
+        ttl_seconds_after_finished = serializers.IntegerField(
+            required=False,
+            allow_null=True,
+            help_text="Delete the finished job's pods and objects this many seconds after it "
+            "ends (default: each pod FINISHED_POD_RETENTION_SECONDS after it ends).",
+        )
         plugins = serializers.DictField(
             child=serializers.ListField(child=serializers.CharField(), allow_empty=True),
             required=False,
@@ -676,6 +684,7 @@ class JobCreateApi(ApiView):
                 plugins=data.get("plugins"),
                 policies=data.get("policies"),
                 max_retry=data.get("max_retry"),
+                ttl_seconds_after_finished=data.get("ttl_seconds_after_finished"),
             )
         except DjangoValidationError as error:
             errors = django_validation_errors(error)

@@ -83,6 +83,9 @@ class Job(BaseModel):
     retry_count = models.PositiveIntegerField(default=0)
     # Each restart: {"at": ISO time, "pod": name, "event": ..., "action": ..., "reason": ...}.
     retries = models.JSONField(default=list, blank=True)
+    # Volcano's ttlSecondsAfterFinished: the finished job's pods and objects are deleted this
+    # long after it ends (None: after FINISHED_POD_RETENTION_SECONDS from each pod's end).
+    ttl_seconds_after_finished = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["-submitted_at", "-id"]

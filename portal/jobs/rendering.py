@@ -61,6 +61,7 @@ def job_render(data: Any, *, namespace: str | None = None) -> Rendered:
         plugins=spec.plugins,
         policies=spec.policies,
         max_retry=spec.max_retry,
+        ttl_seconds_after_finished=spec.ttl_seconds_after_finished,
         limits=job_limits(),
     )
     if errors:

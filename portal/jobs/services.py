@@ -62,6 +62,9 @@ TEMPLATE_SUMMARY_FIELDS = (
 )
 MAX_RETRY_MAX = 100
 JOB_SUBMIT_BAD_MAX_RETRY = f"must be an integer between 0 and {MAX_RETRY_MAX}"
+# A finished job's pods hold their node's pod slots and the API server's memory: 30 days at most.
+TTL_MAX_SECONDS = 30 * 86400
+JOB_SUBMIT_BAD_TTL = f"must be an integer between 0 and {TTL_MAX_SECONDS} (seconds)"
 JOB_SUBMIT_GIVEN_BY_TEMPLATE = "give this in pod_template, not beside it"
 
 JOB_SUBMIT_NOT_A_MEMBER = "you are not a member of tenant {tenant}, which owns queue {queue}"
@@ -286,6 +289,7 @@ def job_build(
     plugins: Any = None,
     policies: Any = None,
     max_retry: Any = None,
+    ttl_seconds_after_finished: Any = None,
     limits: JobLimits,
     tenant: Tenant | None = None,
     queue: Queue | None = None,
@@ -316,6 +320,12 @@ def job_build(
     elif isinstance(max_retry, bool) or not isinstance(max_retry, int) or not 0 <= max_retry <= MAX_RETRY_MAX:
         errors.setdefault("max_retry", []).append(JOB_SUBMIT_BAD_MAX_RETRY)
         max_retry = DEFAULT_MAX_RETRY
+    ttl = ttl_seconds_after_finished
+    if ttl is not None and (
+        isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 <= ttl <= TTL_MAX_SECONDS
+    ):
+        errors.setdefault("ttl_seconds_after_finished", []).append(JOB_SUBMIT_BAD_TTL)
+        ttl = None
 
     total_replicas = sum(task.replicas for task in task_instances if isinstance(task.replicas, int))
     job = Job(
@@ -329,6 +339,7 @@ def job_build(
         plugins=stored_plugins,
         policies=stored_policies,
         max_retry=max_retry,
+        ttl_seconds_after_finished=ttl,
         status=Job.Status.PENDING,
         submitted_at=timezone.now(),
         pending_reason=JOB_PENDING_REASON_SUBMITTED,
@@ -372,6 +383,7 @@ def job_submit(
     plugins: Any = None,
     policies: Any = None,
     max_retry: Any = None,
+    ttl_seconds_after_finished: Any = None,
 ) -> Job:
     """Validate and store a pending job with its tasks; the job comes back with its tasks
     loaded (`job.tasks.all()` reads no rows).
@@ -398,6 +410,7 @@ def job_submit(
         plugins=plugins,
         policies=policies,
         max_retry=max_retry,
+        ttl_seconds_after_finished=ttl_seconds_after_finished,
         limits=limits,
         tenant=queue.tenant,
         queue=queue,

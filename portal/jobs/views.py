@@ -313,6 +313,7 @@ class JobUploadView(RoleRequiredMixin, View):
                 plugins=spec.plugins,
                 policies=spec.policies,
                 max_retry=spec.max_retry,
+                ttl_seconds_after_finished=spec.ttl_seconds_after_finished,
             )
         except ValidationError as error:
             errors = {volcano.manifest_path(k): v for k, v in error.message_dict.items()}

@@ -8,8 +8,9 @@ No Django, no I/O: the API resolves the queue and calls the `job_submit` service
 What is mapped:
 - metadata.name -> job name; annotation `priority` (an integer) -> job priority;
   annotation `gpuq/expected-duration-seconds` -> expected duration.
-- spec.queue (required), spec.minAvailable; spec.priorityClassName, schedulerName,
-  policies, maxRetry, ... are ignored (the portal's scheduler decides).
+- spec.queue (required), spec.minAvailable, plugins, policies, maxRetry,
+  ttlSecondsAfterFinished; spec.priorityClassName, schedulerName, ... are ignored (the
+  portal's scheduler decides).
 - spec.tasks[i].name, .replicas, and .template, the pod template, whole: `job_submit` checks
   it (portal.jobs.podtemplate: several containers, init containers, volumes, env valueFrom,
   ...) and sums its resources the way the kubelet does; `.template.spec.tolerations` become
@@ -67,6 +68,7 @@ _JOB_FIELD_PATHS = {
     "expected_duration_seconds": f"metadata.annotations.{DURATION_ANNOTATION}",
     "tasks": "spec.tasks",
     "max_retry": "spec.maxRetry",
+    "ttl_seconds_after_finished": "spec.ttlSecondsAfterFinished",
 }
 _TASK_FIELD_PATHS = {
     "name": "name",
@@ -108,6 +110,12 @@ class VolcanoJobSpec:
     plugins: Any = None  # spec.plugins as given; job_submit checks it (portal.jobs.plugins)
     policies: Any = None  # spec.policies as given (portal.jobs.policies)
     max_retry: Any = None  # spec.maxRetry as given
+    ttl_seconds_after_finished: Any = None  # spec.ttlSecondsAfterFinished as given
+
+
+_MAPPED_SPEC_KEYS = (
+    "queue", "minAvailable", "tasks", "plugins", "policies", "maxRetry", "ttlSecondsAfterFinished"
+)  # fmt: skip
 
 
 def is_volcano_manifest(data: Any) -> bool:
@@ -230,8 +238,7 @@ def volcano_job_parse(  # noqa: C901, PLR0912 - one branch per field of a Volcan
     ignored = sorted(
         key
         for key in spec
-        if key not in ("queue", "minAvailable", "tasks", "plugins", "policies", "maxRetry")
-        and isinstance(key, str)
+        if key not in _MAPPED_SPEC_KEYS and isinstance(key, str)
     )
     for key in ignored:
         if not _FIELD_NAME_RE.fullmatch(key):
@@ -287,6 +294,7 @@ def volcano_job_parse(  # noqa: C901, PLR0912 - one branch per field of a Volcan
         plugins=spec.get("plugins"),
         policies=spec.get("policies"),
         max_retry=spec.get("maxRetry"),
+        ttl_seconds_after_finished=spec.get("ttlSecondsAfterFinished"),
     )
 
 

@@ -48,7 +48,7 @@ from scheduler.adapters.cluster.base import (
 from scheduler.adapters.cluster.gpushare import registered_cards
 from scheduler.adapters.cluster.labels import JOB_ID
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.desired import desired_pods
+from scheduler.adapters.desired import desired_pods, ended_job_objects
 from scheduler.adapters.lock import CycleAbandoned, cycle_write_lock
 from scheduler.adapters.node_memo import NodeSyncMemo, node_sync_memo
 from scheduler.adapters.observability import cycle_observed
@@ -230,7 +230,7 @@ def cluster_reconcile(
         grace_seconds=settings.EVICTION_GRACE_SECONDS,
         evictions=eviction_reasons(plan.delete),
     )
-    _job_objects_sweep(backend, desired, report)
+    _job_objects_sweep(backend, desired, report, now or timezone.now())
     unreachable = set(
         Node.objects.filter(Q(ready=False) | Q(in_cluster=False)).values_list("name", flat=True)
     )
@@ -248,16 +248,18 @@ def _events_record(backend: ClusterBackend, events: list) -> None:
 
 
 def _job_objects_sweep(
-    backend: ClusterBackend, desired: list, report: reconcile.ReconcileReport
+    backend: ClusterBackend, desired: list, report: reconcile.ReconcileReport, now: datetime
 ) -> None:
-    """Delete the job objects (svc plugin) no desired pod needs, where the backend has them."""
+    """Delete the job objects (svc plugin) no desired pod needs, where the backend has them;
+    an ended job's stay until its ttlSecondsAfterFinished runs out."""
     sweep = getattr(backend, "sweep_job_objects", None)
     if sweep is None:
         return
+    kept_jobs = ended_job_objects(_ttl_jobs_kept(now), namespace=settings.KUBERNETES_NAMESPACE)
     keep = {
         (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
-        for pod in desired
-        for obj in pod.job_objects
+        for objects in (*(pod.job_objects for pod in desired), *kept_jobs)
+        for obj in objects
     }
     try:
         report.deleted.extend(sweep(keep))
@@ -266,15 +268,51 @@ def _job_objects_sweep(
 
 
 def _finished_pods_kept(now: datetime) -> frozenset[tuple[str, str]]:
-    """(namespace, name) of finished pods still within their retention."""
+    """(namespace, name) of finished pods still within their retention: a job's
+    ttlSecondsAfterFinished from the job's end (kept while the job runs on), else
+    FINISHED_POD_RETENTION_SECONDS from the pod's own end."""
     retention = settings.FINISHED_POD_RETENTION_SECONDS
-    if retention <= 0:
-        return frozenset()
-    names = Placement.objects.filter(
-        state__in=[Placement.State.SUCCEEDED, Placement.State.FAILED],
-        ended_at__gte=now - timedelta(seconds=retention),
-    ).values_list("pod_name", flat=True)
+    finished = Placement.objects.filter(
+        state__in=[Placement.State.SUCCEEDED, Placement.State.FAILED]
+    )
+    by_default = finished.filter(job__ttl_seconds_after_finished__isnull=True)
+    names = (
+        list(
+            by_default.filter(ended_at__gte=now - timedelta(seconds=retention)).values_list(
+                "pod_name", flat=True
+            )
+        )
+        if retention > 0
+        else []
+    )
+    for name, status, finished_at, cancelled_at, ttl in finished.filter(
+        job__ttl_seconds_after_finished__isnull=False
+    ).values_list(
+        "pod_name",
+        "job__status",
+        "job__finished_at",
+        "job__cancelled_at",
+        "job__ttl_seconds_after_finished",
+    ):
+        ended = finished_at or cancelled_at
+        if status not in Job.TERMINAL_STATUSES or (
+            ended is not None and now < ended + timedelta(seconds=ttl)
+        ):
+            names.append(name)
     return frozenset((settings.KUBERNETES_NAMESPACE, name) for name in names)
+
+
+def _ttl_jobs_kept(now: datetime) -> list[int]:
+    """Ended jobs whose ttlSecondsAfterFinished has not run out: their svc objects stay."""
+    rows = Job.objects.filter(
+        ttl_seconds_after_finished__gt=0, status__in=Job.TERMINAL_STATUSES
+    ).values_list("id", "finished_at", "cancelled_at", "ttl_seconds_after_finished")
+    return [
+        job_id
+        for job_id, finished_at, cancelled_at, ttl in rows
+        if (ended := finished_at or cancelled_at) is not None
+        and now < ended + timedelta(seconds=ttl)
+    ]
 
 
 def eviction_reasons(pods: list[ObservedPod]) -> dict[str, str]:

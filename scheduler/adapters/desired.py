@@ -10,7 +10,7 @@ from django.conf import settings
 from portal.cluster.models import Placement
 from portal.jobs.gpushare import SHARING_NONE
 from portal.jobs.limits import gpu_sharing
-from portal.jobs.models import JobTask
+from portal.jobs.models import Job, JobTask
 from portal.jobs.plugins import JobShape, job_objects, pod_additions
 from scheduler.adapters.cluster.base import DesiredPod
 from scheduler.adapters.cluster.gpushare import (
@@ -108,6 +108,31 @@ def _plugin_jobs(rows: list[tuple], namespace: str) -> dict[int, tuple[JobShape,
         shape = JobShape(job_id=job_id, name=name, tasks=tuple(tasks.get(job_id, ())))
         jobs[job_id] = (shape, plugin_objects(plugins[job_id], shape, namespace=namespace))
     return jobs
+
+
+def ended_job_objects(job_ids: list[int], *, namespace: str) -> list[tuple[dict, ...]]:
+    """The plugin objects of jobs that no longer have pods to run (kept for their
+    ttlSecondsAfterFinished)."""
+    if not job_ids:
+        return []
+    tasks: dict[int, list[tuple[str, int]]] = {}
+    for job_id, name, replicas in (
+        JobTask.objects.filter(job_id__in=job_ids)
+        .order_by("id")
+        .values_list("job_id", "name", "replicas")
+    ):
+        tasks.setdefault(job_id, []).append((name, replicas))
+    return [
+        plugin_objects(
+            plugins,
+            JobShape(job_id=job_id, name=name, tasks=tuple(tasks.get(job_id, ()))),
+            namespace=namespace,
+        )
+        for job_id, name, plugins in Job.objects.filter(id__in=job_ids)
+        .exclude(plugins={})
+        .order_by("id")
+        .values_list("id", "name", "plugins")
+    ]
 
 
 def plugin_objects(plugins: dict, shape: JobShape, *, namespace: str) -> tuple[dict, ...]:

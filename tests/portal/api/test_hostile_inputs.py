@@ -390,10 +390,9 @@ def test_an_unknown_spec_field_that_is_no_field_name_is_400(world, api_for, key,
 
 def test_plain_unknown_spec_fields_are_listed_in_a_header(world, api_for):
     manifest = yaml.safe_load(_manifest("hostile"))
-    # maxRetry and policies are honoured now; ttlSecondsAfterFinished is still only listed.
+    # maxRetry, policies and ttlSecondsAfterFinished are honoured, so not listed.
     manifest["spec"] |= {"maxRetry": 3, "ttlSecondsAfterFinished": 60, "scheduler_name.x-1": "v"}
     response = api_for("researcher").post("/api/v1/jobs/", manifest, format="json")
     assert response.status_code == HTTPStatus.CREATED, response.content
-    assert response["X-Manifest-Ignored-Fields"] == (
-        "spec.scheduler_name.x-1, spec.ttlSecondsAfterFinished"
-    )
+    assert response["X-Manifest-Ignored-Fields"] == "spec.scheduler_name.x-1"
+    assert Job.objects.get(name="hostile").ttl_seconds_after_finished == 60

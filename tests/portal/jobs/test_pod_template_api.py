@@ -219,3 +219,22 @@ def test_one_answer_names_the_template_and_plugin_faults_alike(api, nlp_queue):
         "spec.policies[0].action",
     } <= set(errors)
     assert _rows() == (0, 0)
+
+
+@pytest.mark.parametrize("ttl", [-5, "soon", 10**9])
+def test_a_bad_ttl_seconds_after_finished_is_a_400_naming_it(api, nlp_queue, ttl):
+    manifest = copy.deepcopy(MANIFEST)
+    manifest["spec"]["ttlSecondsAfterFinished"] = ttl
+    response = _post_manifest(api, manifest)
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    assert "spec.ttlSecondsAfterFinished" in response.json()["errors"], response.json()
+    assert _rows() == (0, 0)
+
+
+def test_ttl_seconds_after_finished_is_stored_and_shown(api, nlp_queue):
+    manifest = copy.deepcopy(MANIFEST)
+    manifest["spec"]["ttlSecondsAfterFinished"] = 600
+    response = _post_manifest(api, manifest)
+    assert response.status_code == HTTPStatus.CREATED, response.json()
+    assert response.json()["ttl_seconds_after_finished"] == 600
+    assert Job.objects.get().ttl_seconds_after_finished == 600

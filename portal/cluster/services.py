@@ -86,8 +86,8 @@ def node_inventory_sync(  # noqa: C901, PLR0912 - one branch per field of the no
 
     Rows are written only when something changed, so syncing the same inventory twice
     is a no-op. `seen_at` (an observation time) is stored as `last_seen_at` when given.
-    `current` names listed nodes whose rows the caller knows to hold their spec already (it
-    wrote them and nothing else has since): they count as listed but are neither read nor
+    `current` names nodes the caller lists without a spec because their rows hold it already
+    (it wrote them and no one has since): they count as listed but are neither read nor
     compared, which is most of the cost at thousands of nodes.
     Returns the names created, updated and marked unschedulable.
     """
@@ -112,6 +112,7 @@ def node_inventory_sync(  # noqa: C901, PLR0912 - one branch per field of the no
             seen.add(name)
     if errors:
         raise ValidationError(errors)
+    seen.update(current)
 
     result: dict[str, list[str]] = {"created": [], "updated": [], "unschedulable": [], "gone": []}
     rows = Node.objects.select_for_update().order_by("name")
@@ -121,7 +122,6 @@ def node_inventory_sync(  # noqa: C901, PLR0912 - one branch per field of the no
         present = dict(
             Node.objects.values_list("name", "in_cluster" if absent_gone else "schedulable")
         )
-        current = {name for name in current if name in present}  # a deleted row is created again
         rows = rows.filter(
             name__in=[
                 name
@@ -131,8 +131,6 @@ def node_inventory_sync(  # noqa: C901, PLR0912 - one branch per field of the no
         )
     existing = {node.name: node for node in rows}
     for index, spec in enumerate(nodes):
-        if spec["name"] in current:
-            continue
         data = {key: value for key, value in spec.items() if key in NODE_FIELDS}
         data.setdefault("schedulable", True)
         data["in_cluster"] = True

@@ -375,8 +375,13 @@ def registered_gpus(node: ObservedNode, stack: str, model: str) -> dict[str, Any
 def nodes_sync(observed: list[ObservedNode], memo: NodeSyncMemo | None = None) -> None:
     stack = gpu_sharing()
     gpu_names = set(settings.GPU_RESOURCE_NAMES)
+    # A node's row follows from the node and these settings alone.
+    context = (stack, frozenset(gpu_names))
+    current = memo.current(observed, context) if memo else set()
     specs = []
     for node in observed:
+        if node.name in current:
+            continue
         gpu_name = next((n for n in sorted(node.allocatable) if n in gpu_names), None)
         model = next((node.labels[k] for k in GPU_MODEL_LABELS if k in node.labels), "")
         specs.append(
@@ -401,10 +406,9 @@ def nodes_sync(observed: list[ObservedNode], memo: NodeSyncMemo | None = None) -
         )
     # The list is the cluster's own: a node missing from it was deleted, and its capacity
     # with it (marking it unschedulable would keep it in every queue's deserved share).
-    current = memo.current(specs) if memo else set()
     written = node_inventory_sync(nodes=specs, absent_gone=True, current=current)
     if memo:
-        memo.synced(specs, wrote=any(written.values()))
+        memo.synced(observed, context, wrote=any(written.values()))
 
 
 @contextmanager

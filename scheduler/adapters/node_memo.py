@@ -3,10 +3,10 @@
 A cycle on a real cluster syncs every observed node into the database. At thousands of nodes,
 reading the rows back to compare them (decoding their labels, taints and usage) cost more
 than the rest of a quiet cycle, while almost nothing changes between two cycles. The memo keeps
-the spec of each node as this process last synced it, with a token of the table (row count,
-highest id, latest updated_at); a node whose spec is the one last synced, in a table no one
-else has written since, is known current and skipped. Anything else, any doubt, is compared
-with its row as before.
+each node as this process last synced it, with a token of the table (row count, highest id,
+latest updated_at); a node observed as it was last synced, in a table no one else has written
+since, is known current and skipped (its row is neither built, read nor compared). Anything
+else, any doubt, is compared with its row as before.
 """
 
 from __future__ import annotations
@@ -17,25 +17,30 @@ from weakref import WeakKeyDictionary
 from django.db.models import Count, Max
 
 from portal.cluster.models import Node
+from scheduler.adapters.cluster.base import ObservedNode
 
 
 class NodeSyncMemo:
     def __init__(self) -> None:
         self._token: tuple | None = None
-        self._specs: dict[str, dict[str, Any]] = {}
+        self._context: Any = None
+        self._nodes: dict[str, ObservedNode] = {}
 
-    def current(self, specs: list[dict[str, Any]]) -> set[str]:
-        """The names among `specs` whose rows hold that spec already."""
-        if self._token is None or self._token != table_token():
+    def current(self, observed: list[ObservedNode], context: Any) -> set[str]:
+        """The names among `observed` whose rows hold what that node, under `context` (the
+        settings its row also depends on), would write."""
+        if self._token is None or context != self._context or self._token != table_token():
             # Another writer (an inventory upload, an admin, a rolled back sync): trust nothing.
-            self._token, self._specs = None, {}
+            self._token, self._nodes = None, {}
             return set()
-        return {spec["name"] for spec in specs if self._specs.get(spec["name"]) == spec}
+        # The watch cache hands out the same object for a node that did not change.
+        return {node.name for node in observed if self._nodes.get(node.name) == node}
 
-    def synced(self, specs: list[dict[str, Any]], *, wrote: bool = True) -> None:
-        """`specs` are now the rows (call after the sync, in its transaction; `wrote`: whether
-        it wrote any row, else the token read before it still holds)."""
-        self._specs = {spec["name"]: spec for spec in specs}
+    def synced(self, observed: list[ObservedNode], context: Any, *, wrote: bool = True) -> None:
+        """The rows now hold `observed` (call after the sync, in its transaction; `wrote`:
+        whether it wrote any row, else the token read before it still holds)."""
+        self._nodes = {node.name: node for node in observed}
+        self._context = context
         if wrote or self._token is None:
             self._token = table_token()
 

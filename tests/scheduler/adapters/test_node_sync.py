@@ -109,9 +109,7 @@ def test_current_nodes_are_neither_read_nor_compared_but_count_as_listed():
     Node.objects.filter(name="a").update(gpu_count=1)  # not what the caller vouches for
 
     result = node_inventory_sync(
-        nodes=[{"name": "a", "gpu_count": 8}, {"name": "b", "gpu_count": 4}, {"name": "c"}],
-        absent_gone=True,
-        current={"a", "c"},  # "c" has no row: created all the same
+        nodes=[{"name": "b", "gpu_count": 4}, {"name": "c"}], absent_gone=True, current={"a"}
     )
 
     assert result == {"created": ["c"], "updated": ["b"], "unschedulable": [], "gone": []}
@@ -126,9 +124,10 @@ def test_current_nodes_are_neither_read_nor_compared_but_count_as_listed():
 def test_an_absent_node_is_marked_gone_once_with_current_names():
     node_inventory_sync(nodes=[{"name": "a"}, {"name": "b"}])
 
-    first = node_inventory_sync(nodes=[{"name": "a"}], absent_gone=True, current={"a"})
-    again = node_inventory_sync(nodes=[{"name": "a"}], absent_gone=True, current={"a"})
+    first = node_inventory_sync(nodes=[], absent_gone=True, current={"a"})
+    again = node_inventory_sync(nodes=[], absent_gone=True, current={"a"})
 
     assert first["gone"] == ["b"]
     assert again["gone"] == []
+    assert Node.objects.get(name="a").in_cluster is True
     assert Node.objects.get(name="b").in_cluster is False

@@ -47,6 +47,8 @@ from scheduler.adapters.cluster.base import (
 )
 from scheduler.adapters.cluster.gpushare import registered_cards
 from scheduler.adapters.cluster.labels import JOB_ID
+from scheduler.adapters.cluster.owner import KIND as OWNER_KIND
+from scheduler.adapters.cluster.owner import owner_name
 from scheduler.adapters.cluster.simulated import SimulatedBackend
 from scheduler.adapters.desired import desired_pods, ended_job_objects
 from scheduler.adapters.lock import CycleAbandoned, cycle_write_lock
@@ -108,10 +110,12 @@ def scheduling_cycle_run(
                     # The sync left exactly the listed nodes in the cluster: no 5,000-name IN.
                     node_seen_mark(in_cluster=True, at=now())
             pods = backend.list_pods()
+            owners_deleted = getattr(backend, "owners_deleted", None)
+            owners_gone = owners_deleted() if owners_deleted is not None else {}
             with transaction.atomic():
                 _fence(cycle)
                 _refuse_if_superseded(cycle, "observe")
-                requeued = cluster_observe(pods=pods, now=now())
+                requeued = cluster_observe(pods=pods, now=now(), owners_gone=owners_gone)
             _events_record(backend, requeued)
             # A job whose data breaks a phase is quarantined; the cycle goes on without it.
             isolation = Isolation(now=now)
@@ -230,7 +234,7 @@ def cluster_reconcile(
         grace_seconds=settings.EVICTION_GRACE_SECONDS,
         evictions=eviction_reasons(plan.delete),
     )
-    _job_objects_sweep(backend, desired, report, now or timezone.now())
+    _job_objects_sweep(backend, desired, observed, report, now or timezone.now())
     unreachable = set(
         Node.objects.filter(Q(ready=False) | Q(in_cluster=False)).values_list("name", flat=True)
     )
@@ -248,10 +252,16 @@ def _events_record(backend: ClusterBackend, events: list) -> None:
 
 
 def _job_objects_sweep(
-    backend: ClusterBackend, desired: list, report: reconcile.ReconcileReport, now: datetime
+    backend: ClusterBackend,
+    desired: list,
+    observed: list[ObservedPod],
+    report: reconcile.ReconcileReport,
+    now: datetime,
 ) -> None:
     """Delete the job objects (svc plugin) no desired pod needs, where the backend has them;
-    an ended job's stay until its ttlSecondsAfterFinished runs out."""
+    an ended job's stay until its ttlSecondsAfterFinished runs out. A job's owner object goes
+    once none of that holds and no pod of the job is left to own (finished pods are kept for
+    their retention)."""
     sweep = getattr(backend, "sweep_job_objects", None)
     if sweep is None:
         return
@@ -261,6 +271,18 @@ def _job_objects_sweep(
         for objects in (*(pod.job_objects for pod in desired), *kept_jobs)
         for obj in objects
     }
+    deleted = set(report.deleted)
+    owning = [(pod.namespace, pod.labels.get(JOB_ID, "")) for pod in desired] + [
+        (pod.namespace, pod.labels.get(JOB_ID, ""))
+        for pod in observed
+        if not pod.deletion_requested and f"{pod.namespace}/{pod.name}" not in deleted
+    ]
+    owning += [
+        (obj["metadata"]["namespace"], obj["metadata"].get("labels", {}).get(JOB_ID, ""))
+        for objects in kept_jobs
+        for obj in objects
+    ]
+    keep |= {(OWNER_KIND, namespace, owner_name(job)) for namespace, job in owning if job}
     try:
         report.deleted.extend(sweep(keep))
     except ClusterError as error:

@@ -7,6 +7,7 @@ pods that started, finished, failed or vanished, and evicted pods that are final
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -74,7 +75,11 @@ JOB_COLUMNS = ("id", "min_available", "policies", "max_retry", *JOB_FIELDS)
 
 
 def cluster_observe(
-    *, pods: list[ObservedPod], now: datetime, start_timeout_seconds: int | None = None
+    *,
+    pods: list[ObservedPod],
+    now: datetime,
+    start_timeout_seconds: int | None = None,
+    owners_gone: Mapping[str, str] | None = None,
 ) -> list[PodEvent]:
     """Apply observed pod phases to the active placements: one query to read, then one UPDATE
     per distinct change (a cycle's changes share a few values: "running", "succeeded", now).
@@ -84,11 +89,16 @@ def cluster_observe(
     one the kubelet refused at admission (OutOf<resource>: the node was fuller than the
     snapshot said), gives its placement back and the job is requeued.
 
+    `owners_gone` (job id -> why): jobs whose owner object someone deleted, and with it their
+    pods (the garbage collector's work, however far it has got): each active one is requeued
+    like a job whose pods vanished, rather than failed, because nothing the job did is at fault.
+
     Returns a Requeued event for each such pod of a job that was requeued (not ended by a
     policy), for the caller to record once this transaction has committed."""
     if start_timeout_seconds is None:
         start_timeout_seconds = settings.KUBERNETES_POD_START_TIMEOUT_SECONDS
     start_deadline = now - timedelta(seconds=start_timeout_seconds)
+    owner_gone = owners_gone or {}
     by_name = {pod.name: pod for pod in pods}
     with transaction.atomic():
         # A node deleted from the cluster takes its pods with it: whatever the API still
@@ -114,12 +124,17 @@ def cluster_observe(
         for placement in placements:
             pod = by_name.get(placement.pod_name)
             why = None
-            if not placement.job.is_terminal:
+            owner_why = owner_gone.get(str(placement.job_id))
+            if placement.job.is_terminal:
+                pass
+            elif owner_why and placement.state in (P.BOUND, P.RUNNING):
+                why = owner_why
+            else:
                 why = _lost_why(placement, pod, gone, start_deadline, start_timeout_seconds)
+                if why is not None and pod is not None and placement.node_name not in gone:
+                    released[placement.job_id].append((pod, why))
             if why is not None:
                 lost.setdefault(placement.job_id, why)
-                if pod is not None and placement.node_name not in gone:
-                    released[placement.job_id].append((pod, why))
                 moved[P.DELETED].append(placement.id)
                 continue
             state = _next_state(placement, pod)

@@ -99,7 +99,9 @@ def _persist_binds(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
     admitted = [
         job
         for key in sorted({bind.job for bind in result.binds}, key=int)
-        if (job := index.jobs[key]).status == Job.Status.PENDING
+        # A requeued job (preempted, or its pods lost) may be placed again in the very cycle
+        # that requeued it, before it ever shows as pending: it is admitted all the same.
+        if (job := index.jobs[key]).status in (Job.Status.PENDING, Job.Status.PREEMPTED)
     ]
     for job in admitted:
         job.status = Job.Status.ADMITTED

@@ -5,6 +5,7 @@ placed, evicted and cleaned up, exit status 0; and a clear failure when nothing 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -71,7 +72,12 @@ def test_the_smoke_script_places_evicts_and_cleans_up_a_gang(kubeconfig):
     assert lines[2] == "smoke: placed: 2 pods bound through pods/binding and Running"
     assert lines[3].startswith("smoke: evicted: ")
     assert lines[3].endswith("deleted gracefully and gone")
-    assert lines[4:] == ["smoke: cleaned up: no test pod left", "smoke: OK"]
+    # The gang's owner object goes too.
+    assert re.fullmatch(
+        r"smoke: cleaned up: no test pod left, ConfigMap gpu-jobs/gp-smoke-[0-9a-f]{6} deleted",
+        lines[4],
+    )
+    assert lines[5:] == ["smoke: OK"]
 
 
 def test_the_smoke_script_fails_clearly_when_nothing_fits(kubeconfig):

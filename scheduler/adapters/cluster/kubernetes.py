@@ -40,6 +40,7 @@ from scheduler.adapters.cluster.base import (
 )
 from scheduler.adapters.cluster.labels import (
     DEFAULT_INSTANCE,
+    JOB_ID,
     owned_by,
     owned_selector,
     replica_key,
@@ -48,6 +49,14 @@ from scheduler.adapters.cluster.manifests import (
     nodes_observed,
     observed_pod_from,
     pod_manifest,
+)
+from scheduler.adapters.cluster.owner import (
+    OWNER_DELETED,
+    owner_manifest,
+    owner_name,
+    owner_reference,
+    owner_selector,
+    with_owner,
 )
 
 if TYPE_CHECKING:
@@ -120,7 +129,13 @@ class KubernetesBackend:
         self._writes_failed_in_a_row = 0
         # Job objects (svc plugin: Service, ConfigMap, NetworkPolicy) known to exist, so each
         # is created once per process rather than before every pod of its job.
-        self._objects_made: set[tuple[str, str, str]] = set()
+        # -> the owner object (namespace, name) they were made under.
+        self._objects_made: dict[tuple[str, str, str], tuple[str, str]] = {}
+        # Owner objects (cluster.owner) known to exist: (namespace, name) -> uid, refreshed
+        # from the API by every list_pods; one that vanished without the portal deleting it
+        # is reported by owners_deleted().
+        self._owners: dict[tuple[str, str], str] = {}
+        self._owners_gone: dict[str, str] = {}  # job id -> why
         # With a watch cache (watch_cache.ClusterCache), reads come from memory.
         self.cache: ClusterCache | None = None
 
@@ -203,6 +218,7 @@ class KubernetesBackend:
         return nodes_observed(nodes, pods, self._owns)
 
     def list_pods(self) -> list[ObservedPod]:
+        self._owners_refresh()
         if self.cache is not None:
             return [
                 pod
@@ -221,6 +237,36 @@ class KubernetesBackend:
         # (another workload's, another portal instance's).
         managed = [pod for pod in pods if self._owns(pod.labels)]
         return sorted(managed, key=lambda p: (p.namespace, p.name))
+
+    def owners_deleted(self) -> dict[str, str]:
+        """job id -> why, for each job whose owner object someone else deleted since the
+        previous list_pods: the garbage collector takes its pods, so the job is lost."""
+        gone, self._owners_gone = self._owners_gone, {}
+        return gone
+
+    def _owners_refresh(self) -> None:
+        items = self._list_all(
+            f"list owner ConfigMaps in {self.namespace}",
+            self.core_v1.list_namespaced_config_map,
+            self.namespace,
+            label_selector=owner_selector(self.instance),
+        )
+        fresh = {
+            (item.metadata.namespace, item.metadata.name): item.metadata.uid
+            for item in items
+            if self._owns(item.metadata.labels or {})
+        }
+        for key, uid in self._owners.items():
+            if fresh.get(key) == uid:
+                continue
+            # Deleted (or deleted and made again) behind the portal's back: its dependents
+            # are the garbage collector's now, and the ones the portal made must be made again.
+            job_id = key[1].removeprefix("gp-")
+            self._owners_gone[job_id] = OWNER_DELETED.format(namespace=key[0], name=key[1])
+            self._objects_made = {
+                made: under for made, under in self._objects_made.items() if under != key
+            }
+        self._owners = fresh
 
     def pod_log(self, name: str, namespace: str, tail: int) -> PodLog:
         """The pods/log subresource (the main container, its last `tail` lines) and the pod's
@@ -260,8 +306,15 @@ class KubernetesBackend:
 
     def create_pod(self, pod: DesiredPod) -> None:
         manifest = pod_manifest(pod, self.gpu_resource_names, self.scheduler_name)
+        owner = self._ensure_owner(pod.labels[JOB_ID], pod.namespace)
+        manifest.metadata.owner_references = [
+            client.V1OwnerReference(
+                api_version=owner["apiVersion"], kind=owner["kind"], name=owner["name"],
+                uid=owner["uid"],
+            )
+        ]  # fmt: skip
         for obj in pod.job_objects:
-            self._ensure_object(obj)
+            self._ensure_object(with_owner(obj, owner), owner["name"])
         where = f"create pod {pod.namespace}/{pod.name}"
 
         def attempt() -> None:
@@ -360,7 +413,46 @@ class KubernetesBackend:
                 logger.warning("event %s on pod %s/%s not recorded", event.reason,
                                event.namespace, event.name, exc_info=True)  # fmt: skip
 
-    def _ensure_object(self, obj: dict[str, Any]) -> None:
+    def _ensure_owner(self, job_id: str, namespace: str) -> dict[str, Any]:
+        """The job's owner object as an ownerReference, created first if it does not exist.
+        A 409 means it exists: its uid is read back (by list, which RBAC grants) and used only
+        if it is this instance's; another instance's or nobody's is refused."""
+        name = owner_name(job_id)
+        key = (namespace, name)
+        if key not in self._owners:
+            body = owner_manifest(job_id=job_id, namespace=namespace, instance=self.instance)
+            where = f"create ConfigMap {namespace}/{name}"
+
+            def attempt() -> None:
+                try:
+                    made = self.core_v1.create_namespaced_config_map(
+                        namespace, body, _request_timeout=self.request_timeout
+                    )
+                except ApiException as exc:
+                    if exc.status != 409:
+                        raise
+                    self._owner_adopt(key, where)
+                else:
+                    self._owners[key] = made.metadata.uid
+
+            self._write(where, attempt)
+        return owner_reference(name, self._owners[key])
+
+    def _owner_adopt(self, key: tuple[str, str], where: str) -> None:
+        items = self._list_all(
+            f"list owner ConfigMaps in {key[0]}",
+            self.core_v1.list_namespaced_config_map,
+            key[0],
+            label_selector=owner_selector(self.instance),
+        )
+        for item in items:
+            meta = item.metadata
+            if (meta.namespace, meta.name) == key and self._owns(meta.labels or {}):
+                self._owners[key] = meta.uid
+                return
+        raise ClusterError(f"{where}: name taken by an object that is not this instance's")
+
+    def _ensure_object(self, obj: dict[str, Any], owner: str) -> None:
         """Create one of a job's objects before its pods (they mount and resolve it); an
         existing one (409) is success: its name is the job's id, so it is this job's."""
         kind, meta = obj["kind"], obj["metadata"]
@@ -384,21 +476,23 @@ class KubernetesBackend:
                     raise
 
         self._write(where, attempt)
-        self._objects_made.add(key)
+        self._objects_made[key] = (meta["namespace"], owner)
 
     def sweep_job_objects(self, keep: set[tuple[str, str, str]]) -> list[str]:
-        """Delete the portal's job objects (the svc plugin's ConfigMaps, Services and
-        NetworkPolicies, by this instance's labels) that no desired pod needs any more: the job
-        ended or waits. `keep` holds (kind, namespace, name); returns "Kind namespace/name" of
+        """Delete the portal's job objects (owner objects, the svc plugin's ConfigMaps, Services
+        and NetworkPolicies, by this instance's labels) that no desired pod needs any more: the
+        job ended or waits. `keep` holds (kind, namespace, name); returns "Kind namespace/name" of
         each deleted. An object another instance (or nobody) owns is never touched."""
         networking = client.NetworkingV1Api(self.core_v1.api_client)
+        # Owners (ConfigMaps) last: objects made before owner objects existed have none, so
+        # the garbage collector would not take them.
         kinds = (
-            ("ConfigMap", self.core_v1.list_namespaced_config_map,
-             self.core_v1.delete_namespaced_config_map),
             ("Service", self.core_v1.list_namespaced_service,
              self.core_v1.delete_namespaced_service),
             ("NetworkPolicy", networking.list_namespaced_network_policy,
              networking.delete_namespaced_network_policy),
+            ("ConfigMap", self.core_v1.list_namespaced_config_map,
+             self.core_v1.delete_namespaced_config_map),
         )  # fmt: skip
         deleted = []
         for kind, list_fn, delete_fn in kinds:
@@ -414,7 +508,9 @@ class KubernetesBackend:
                 if key in keep or not self._owns(meta.labels or {}):
                     continue
                 self._delete_object(kind, meta.namespace, meta.name, delete_fn)
-                self._objects_made.discard(key)
+                self._objects_made.pop(key, None)
+                if kind == "ConfigMap":  # an owner object: the portal deleted it, not someone
+                    self._owners.pop((meta.namespace, meta.name), None)
                 deleted.append(f"{kind} {meta.namespace}/{meta.name}")
         return deleted
 

@@ -28,6 +28,8 @@ JOB_NAME = PREFIX + "job-name"
 # other's pods. Pods from before the label existed belong to no instance: they are left alone.
 INSTANCE = PREFIX + "instance"
 DEFAULT_INSTANCE = "gpuportal"
+# Marks a job's owner object (cluster.owner), apart from the job's plugin objects.
+OWNER = PREFIX + "owner"
 
 MANAGED_SELECTOR = f"{MANAGED}=true"
 

@@ -76,7 +76,9 @@ def run(backend: KubernetesBackend, *, image: str, gpus: int, timeout: float, sa
             except ClusterError as error:
                 say(f"cleanup: {pod.name}: {error}")
     _wait(backend, lambda seen: not seen, timeout, "every test pod gone")
-    say("cleaned up: no test pod left")
+    # The gang's owner object (ConfigMap gp-<job id>): this run's instance owns nothing else.
+    owners = backend.sweep_job_objects(keep=set())
+    say(f"cleaned up: no test pod left, {', '.join(owners) or 'no owner object'} deleted")
 
 
 def _pod(

@@ -12,6 +12,7 @@ from portal.cluster.models import Node, Placement
 from portal.jobs.models import Job
 from portal.tenants.models import Membership
 from scheduler.adapters.cluster import labels
+from scheduler.adapters.observe import cluster_observe
 from scheduler.adapters.snapshot import snapshot_build
 from tests.factories import MembershipFactory, UserFactory
 from tests.scheduler.conftest import submit_job
@@ -161,11 +162,10 @@ def test_a_job_on_a_deleted_node_is_requeued_and_never_recreated_there(
 
     run()
     job.refresh_from_db()
-    assert job.status == Job.Status.PREEMPTED
-    assert "node gpu-a left the cluster" in job.pending_reason
+    # Requeued and, gpu-b being free, placed again in the same cycle.
+    assert job.status == Job.Status.ADMITTED
     assert cluster.pod(NAMESPACE, pod_name) is None  # not created again on the gone node
 
-    run()
     run()
     assert placed_on(job) == ["gpu-b"]
     assert [
@@ -174,6 +174,22 @@ def test_a_job_on_a_deleted_node_is_requeued_and_never_recreated_there(
             job=job, state__in=Placement.ACTIVE_STATES
         ).values_list("pod_name", flat=True)
     ] == ["gpu-b"]
+
+
+def test_the_requeue_names_the_node_that_left(cluster, run, backend, user, nlp_queue):
+    cluster.add_node("gpu-a", GPU_NODE)
+    job = submit_job(user, nlp_queue, "train", gpus=8)
+    run()
+    Node.objects.filter(name="gpu-a").update(in_cluster=False)  # what the node sync records
+
+    cluster_observe(pods=backend.list_pods(), now=datetime.now(tz=UTC))
+
+    job.refresh_from_db()
+    assert job.status == Job.Status.PREEMPTED
+    pod_name = Placement.objects.get(job=job).pod_name
+    assert job.pending_reason == (
+        f"node gpu-a left the cluster with pod {pod_name}; the job was requeued"
+    )
 
 
 def test_what_other_workloads_hold_is_not_offered(cluster, run, user, nlp_queue):

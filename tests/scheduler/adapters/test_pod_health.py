@@ -80,8 +80,10 @@ def test_a_pod_that_never_starts_gives_its_placement_back_after_the_timeout(
     kube_cycle()  # t=90
 
     job.refresh_from_db()
-    assert job.status == Job.Status.PREEMPTED
+    # Requeued, and placed again at once (the node is free): a new attempt of the replica.
+    assert job.status == Job.Status.ADMITTED
     assert not Placement.objects.filter(job=job, pod_name=pod, state__in=["bound", "running"])
+    assert Placement.objects.get(job=job, state="bound").pod_name == f"{pod}-a1"
     assert cluster.pod(NAMESPACE, pod) is None  # the unstarted pod is deleted
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -234,7 +234,7 @@ def cluster_reconcile(
         grace_seconds=settings.EVICTION_GRACE_SECONDS,
         evictions=eviction_reasons(plan.delete),
     )
-    _job_objects_sweep(backend, desired, observed, report, now or timezone.now())
+    _job_objects_sweep(backend, desired, report, now or timezone.now(), observed)
     unreachable = set(
         Node.objects.filter(Q(ready=False) | Q(in_cluster=False)).values_list("name", flat=True)
     )
@@ -254,9 +254,9 @@ def _events_record(backend: ClusterBackend, events: list) -> None:
 def _job_objects_sweep(
     backend: ClusterBackend,
     desired: list,
-    observed: list[ObservedPod],
     report: reconcile.ReconcileReport,
     now: datetime,
+    observed: Sequence[ObservedPod] = (),
 ) -> None:
     """Delete the job objects (svc plugin) no desired pod needs, where the backend has them;
     an ended job's stay until its ttlSecondsAfterFinished runs out. A job's owner object goes

@@ -114,9 +114,12 @@ def test_one_cycle_worker_single_process_with_the_schedulers_account(documents):
         if doc["kind"] == "ServiceAccount"
     }
     assert (NAMESPACE, spec["template"]["spec"]["serviceAccountName"]) in accounts
-    # Nothing else carries cluster credentials.
+    # The web reads pod logs with an account of its own; nothing else carries credentials.
+    web = deployments(documents)["gpu-portal-web"]["spec"]["template"]["spec"]
+    assert (NAMESPACE, web["serviceAccountName"]) in accounts
+    assert web["serviceAccountName"] != spec["template"]["spec"]["serviceAccountName"]
     for name, pod in pod_specs(documents):
-        if name != "gpu-portal-cycle-worker":
+        if name not in ("gpu-portal-cycle-worker", "gpu-portal-web"):
             assert pod["automountServiceAccountToken"] is False, name
             assert "serviceAccountName" not in pod, name
 

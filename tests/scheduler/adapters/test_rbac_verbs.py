@@ -13,6 +13,7 @@ import yaml
 
 from portal.jobs.services import job_cancel, job_submit
 from portal.tenants.models import Membership
+from scheduler.adapters.cluster.base import DesiredPod
 from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
 from scheduler.adapters.desired import desired_pods
 from tests.factories import MembershipFactory, UserFactory
@@ -25,14 +26,15 @@ GPU_NODE = {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8", "pods": "110"
 Grant = tuple[str, str, str, str | None]  # (api group, resource, verb, namespace or None)
 
 
-def granted() -> set[Grant]:
-    """(group, resource, verb, namespace) the file grants; namespace None: every namespace."""
+def granted(account: str = "gpu-portal") -> set[Grant]:
+    """(group, resource, verb, namespace) the file grants `account` (in namespace gpu-portal);
+    namespace None: every namespace."""
     documents = [doc for doc in yaml.safe_load_all(RBAC.read_text()) if doc]
     bound = {
         (doc["roleRef"]["kind"], doc["roleRef"]["name"], doc["metadata"].get("namespace"))
         for doc in documents
         if doc["kind"] in ("RoleBinding", "ClusterRoleBinding")
-        and {"kind": "ServiceAccount", "name": "gpu-portal", "namespace": "gpu-portal"}
+        and {"kind": "ServiceAccount", "name": account, "namespace": "gpu-portal"}
         in doc["subjects"]
     }
     grants: set[Grant] = set()
@@ -60,7 +62,10 @@ def allowed(call: Grant, grants: set[Grant]) -> Grant | None:
 
 
 def called(cluster) -> set[Grant]:
-    requests = cluster.on_loop(lambda: list(cluster.handler._requests))
+    return called_from(cluster.on_loop(lambda: list(cluster.handler._requests)))
+
+
+def called_from(requests) -> set[Grant]:
     calls: set[Grant] = set()
     for request in requests:
         resource = request.resource
@@ -106,21 +111,47 @@ def test_the_verbs_the_portal_calls_are_the_verbs_deploy_rbac_grants(
         kube_cycle()  # the cache's list+watch, the svc objects, the gang's pods and binds
         taken = desired_pods(namespace=JOBS_NAMESPACE, gpu_resource_of={})[0]
         backend.create_pod(taken)
-        cluster.advance(1)
-        backend.pod_log(taken.name, JOBS_NAMESPACE, tail=10)  # the logs API
         job_cancel(job=job, actor=user)
         kube_cycle()  # evicts: delete
     finally:
         cache.stop()
 
-    calls = called(cluster)
+    assert_exactly_granted(called(cluster), granted())
     grants = granted()
+    # Writes only ever in the jobs namespace; nothing is written cluster-wide.
+    assert {ns for (_, _, verb, ns) in grants if verb not in ("get", "list", "watch")} == {
+        JOBS_NAMESPACE
+    }
+
+
+def test_the_web_account_reads_a_pods_log_and_nothing_else(cluster, backend):
+    """The logs API runs in the web process, under its own account (gpu-portal-web)."""
+    cluster.add_node("gpu-a", GPU_NODE)
+    pod = DesiredPod(
+        name="gp-7-worker-0",
+        namespace=JOBS_NAMESPACE,
+        node_name="gpu-a",
+        image="trainer:1",
+        command=["sleep", "60"],
+        env={},
+        requests={"cpu": 1000},
+        labels={},
+        annotations={},
+    )
+    backend.create_pod(pod)
+    cluster.advance(1)
+    before = cluster.on_loop(lambda: len(cluster.handler._requests))
+
+    backend.pod_log(pod.name, JOBS_NAMESPACE, tail=10)
+
+    requests = cluster.on_loop(lambda: list(cluster.handler._requests))
+    calls = called_from(requests[before:])
+    assert_exactly_granted(calls, granted("gpu-portal-web"))
+
+
+def assert_exactly_granted(calls: set[Grant], grants: set[Grant]) -> None:
     refused = sorted(call for call in calls if allowed(call, grants) is None)
     assert refused == [], f"called but not granted by deploy/rbac.yaml: {refused}"
     used = {allowed(call, grants) for call in calls}
     unused = sorted(grants - used, key=str)
     assert unused == [], f"granted by deploy/rbac.yaml but never called: {unused}"
-    # Writes only ever in the jobs namespace; nothing is written cluster-wide.
-    assert {ns for (_, _, verb, ns) in grants if verb not in ("get", "list", "watch")} == {
-        JOBS_NAMESPACE
-    }

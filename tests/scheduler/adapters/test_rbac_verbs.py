@@ -14,6 +14,7 @@ import yaml
 from portal.jobs.services import job_cancel, job_submit
 from portal.tenants.models import Membership
 from scheduler.adapters.cluster.base import DesiredPod
+from scheduler.adapters.cluster.labels import replica_labels
 from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
 from scheduler.adapters.desired import desired_pods
 from tests.factories import MembershipFactory, UserFactory
@@ -135,7 +136,7 @@ def test_the_web_account_reads_a_pods_log_and_nothing_else(cluster, backend):
         command=["sleep", "60"],
         env={},
         requests={"cpu": 1000},
-        labels={},
+        labels=replica_labels(job_id=7, task="worker", replica=0, queue="q", tenant="t"),
         annotations={},
     )
     backend.create_pod(pod)

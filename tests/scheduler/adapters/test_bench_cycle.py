@@ -89,3 +89,12 @@ def test_a_tiny_run_of_both_backends_prints_cycles_summaries_and_the_comparison(
     assert kubernetes["cache_relists"] == 0
     assert compared["comparison"] is True
     assert compared["steady_cycle_ratio"] > 0
+
+
+def test_the_simulated_usage_is_what_the_watch_cache_sums_on_the_emulator(cluster, backend):
+    from scheduler.adapters.cluster.testing.emulator import seed as emulator_seed
+
+    cluster.on_loop(lambda: emulator_seed(cluster.store, nodes=3, gpus=8, foreign_pods=7))
+
+    observed = {node.name: node.used_by_others for node in backend.list_nodes()}
+    assert [observed[f"node-{i:05d}"] for i in range(3)] == others_usage(nodes=3, foreign_pods=7)

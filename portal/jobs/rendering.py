@@ -52,18 +52,7 @@ def job_render(data: Any, *, namespace: str | None = None) -> Rendered:
         )
     except ManifestError as error:
         return Rendered(errors=error.errors)
-    job, tasks, errors = job_build(
-        name=spec.name,
-        tasks=spec.tasks,
-        priority=spec.priority,
-        min_available=spec.min_available,
-        expected_duration_seconds=spec.expected_duration_seconds,
-        plugins=spec.plugins,
-        policies=spec.policies,
-        max_retry=spec.max_retry,
-        ttl_seconds_after_finished=spec.ttl_seconds_after_finished,
-        limits=job_limits(),
-    )
+    job, tasks, errors = job_build(**spec.job_fields(), limits=job_limits())
     if errors:
         return Rendered(errors={manifest_path(key): value for key, value in errors.items()})
     shape = JobShape(

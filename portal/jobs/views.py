@@ -302,19 +302,7 @@ class JobUploadView(RoleRequiredMixin, View):
             errors = {"spec.queue": [UPLOAD_QUEUE_UNKNOWN.format(name=spec.queue)]}
             return self._render(request, form, _lines(errors))
         try:
-            job = job_submit(
-                submitter=request.user,
-                queue=queue,
-                name=spec.name,
-                tasks=spec.tasks,
-                priority=spec.priority,
-                min_available=spec.min_available,
-                expected_duration_seconds=spec.expected_duration_seconds,
-                plugins=spec.plugins,
-                policies=spec.policies,
-                max_retry=spec.max_retry,
-                ttl_seconds_after_finished=spec.ttl_seconds_after_finished,
-            )
+            job = job_submit(submitter=request.user, queue=queue, **spec.job_fields())
         except ValidationError as error:
             errors = {volcano.manifest_path(k): v for k, v in error.message_dict.items()}
             return self._render(request, form, _lines(errors))

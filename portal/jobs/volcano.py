@@ -112,6 +112,21 @@ class VolcanoJobSpec:
     max_retry: Any = None  # spec.maxRetry as given
     ttl_seconds_after_finished: Any = None  # spec.ttlSecondsAfterFinished as given
 
+    def job_fields(self) -> dict[str, Any]:
+        """The keyword arguments of `job_submit` / `job_build` this manifest gives (all but the
+        queue, which the caller resolves, and the submitter)."""
+        return {
+            "name": self.name,
+            "tasks": self.tasks,
+            "priority": self.priority,
+            "min_available": self.min_available,
+            "expected_duration_seconds": self.expected_duration_seconds,
+            "plugins": self.plugins,
+            "policies": self.policies,
+            "max_retry": self.max_retry,
+            "ttl_seconds_after_finished": self.ttl_seconds_after_finished,
+        }
+
 
 _MAPPED_SPEC_KEYS = (
     "queue", "minAvailable", "tasks", "plugins", "policies", "maxRetry", "ttlSecondsAfterFinished"

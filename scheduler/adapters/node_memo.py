@@ -1,4 +1,4 @@
-"""What a backend's node sync last wrote, so a steady cycle does not re-read every node row.
+"""What the node sync last wrote from a cluster's nodes, so a steady cycle does not re-read every node row.
 
 A cycle on a real cluster syncs every observed node into the database. At thousands of nodes,
 reading the rows back to compare them (decoding their labels, taints and usage) cost more
@@ -51,13 +51,16 @@ def table_token() -> tuple:
     return (figures["rows"], figures["last_id"], figures["changed"])
 
 
-# One memo per backend object: a worker's backend (and its watch cache) lives as long as the
-# worker, and a new backend (another cluster, a test) starts from the rows.
+# One memo per source of nodes: the backend's watch cache, which the cycle worker keeps from
+# cycle to cycle while each cycle gets a fresh backend (scheduler.adapters.backends), or the
+# backend itself when it reads without a cache. A new cache (another cluster, a test) starts
+# from the rows.
 _MEMOS: WeakKeyDictionary[Any, NodeSyncMemo] = WeakKeyDictionary()
 
 
 def node_sync_memo(backend: Any) -> NodeSyncMemo:
-    memo = _MEMOS.get(backend)
+    source = getattr(backend, "cache", None) or backend
+    memo = _MEMOS.get(source)
     if memo is None:
-        memo = _MEMOS[backend] = NodeSyncMemo()
+        memo = _MEMOS[source] = NodeSyncMemo()
     return memo

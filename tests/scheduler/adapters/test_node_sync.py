@@ -9,11 +9,17 @@ import re
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from kubernetes import client
 
 from portal.cluster.models import Node
 from portal.cluster.services import node_inventory_sync
+from scheduler.adapters.cluster.kubernetes import KubernetesBackend
+from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
+from scheduler.adapters.cycle import scheduling_cycle_run
 
 pytestmark = pytest.mark.django_db
+NAMESPACE = "gpu-jobs"
+GPU_RESOURCE_NAMES = ["nvidia.com/gpu"]
 GPU_NODE = {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8", "pods": "110"}
 TABLE = Node._meta.db_table
 LAST_SEEN_ONLY = re.compile(rf'^UPDATE "{TABLE}" SET "last_seen_at" = [^,]+ WHERE ')
@@ -49,6 +55,33 @@ def test_a_steady_cycle_locks_and_writes_no_node_row(cluster, kube_cycle):
     assert all(LAST_SEEN_ONLY.match(sql) for sql in updates), updates
     assert not [sql for sql in statements if "FOR UPDATE" in sql]
     assert rows() == before
+
+
+def test_a_fresh_backend_each_cycle_shares_the_memo_through_its_watch_cache(
+    cluster, backend, cycle_clock
+):
+    """As in the cycle worker: a new backend per cycle, one watch cache per process."""
+    for name in ("gpu-a", "gpu-b"):
+        cluster.add_node(name, GPU_NODE)
+    backend.cache = ClusterCache(backend.core_v1, manifests_translation())
+    backend.cache.start()
+
+    def fresh() -> KubernetesBackend:
+        again = KubernetesBackend.from_configuration(
+            client.Configuration(host=cluster.url), NAMESPACE, GPU_RESOURCE_NAMES
+        )
+        again.cache = backend.cache
+        return again
+
+    try:
+        scheduling_cycle_run(backend=fresh(), now=cycle_clock)
+        with CaptureQueriesContext(connection) as queries:
+            scheduling_cycle_run(backend=fresh(), now=cycle_clock)
+    finally:
+        backend.cache.stop()
+
+    statements = node_statements(queries)
+    assert len([sql for sql in statements if f'"{TABLE}"."labels"' in sql]) == 1, statements
 
 
 def test_a_changed_vanished_or_new_node_is_still_written(cluster, kube_cycle):

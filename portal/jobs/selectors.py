@@ -60,7 +60,8 @@ def pending_demand_per_queue() -> dict[str, int | float]:
         # overflow the database's integers (SQLite's SUM raises, PostgreSQL's int4 too).
         .annotate(
             milli=Sum(
-                Cast("replicas", FloatField()) * (F("gpus") * MILLI_PER_GPU + F("gpu_milli"))
+                Cast("replicas", FloatField())
+                * (Cast("gpus", FloatField()) * MILLI_PER_GPU + F("gpu_milli"))
             )
         )
         .order_by()

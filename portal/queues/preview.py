@@ -10,7 +10,8 @@ the preview computes what the cycle will.
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import F, Sum
+from django.db.models import F, FloatField, Sum
+from django.db.models.functions import Cast
 
 from portal.cluster.models import Node
 from portal.cluster.selectors import node_capacity_list
@@ -120,9 +121,13 @@ def current_demand() -> dict[str, Resources]:
         JobTask.objects.filter(job__status__in=DEMAND_STATUSES)
         .values("job__queue__name")
         .annotate(
-            milli=Sum(F("replicas") * (F("gpus") * MILLI_PER_GPU + F("gpu_milli"))),
-            cpu=Sum(F("replicas") * F("cpu_millis")),
-            memory=Sum(F("replicas") * F("memory_bytes")),
+            # In floating point: a stored job's products can outgrow the database's integers.
+            milli=Sum(
+                Cast("replicas", FloatField())
+                * (Cast("gpus", FloatField()) * MILLI_PER_GPU + F("gpu_milli"))
+            ),
+            cpu=Sum(Cast("replicas", FloatField()) * F("cpu_millis")),
+            memory=Sum(Cast("replicas", FloatField()) * F("memory_bytes")),
         )
     )
     return {

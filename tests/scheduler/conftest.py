@@ -300,6 +300,9 @@ class Workers:
             sys.executable, str(script), "worker", f"--pool={pool}",
             f"--concurrency={concurrency}", "--loglevel=INFO", f"--hostname={name}@%h",
             "--without-gossip", "--without-mingle", "--without-heartbeat",
+            # The cycle task is routed to queue `cycle` (CELERY_TASK_ROUTES); these workers
+            # run it as ./dev run's worker does.
+            "-Q", "celery,cycle",
         ]  # fmt: skip
         if beat:
             args += ["--beat", "--schedule", str(self.directory / f"beat-{name}")]
@@ -308,6 +311,8 @@ class Workers:
             "DJANGO_SETTINGS_MODULE": "portal.settings.test",
             "PYTHONPATH": str(ROOT),
             "CELERY_TASK_ALWAYS_EAGER": "false",
+            # Finished pods go at once, so "cleaned up" is reached within a test's patience.
+            "FINISHED_POD_RETENTION_SECONDS": "0",
             "DATABASE_URL": database_url(),
             "REDIS_URL": self.redis.url,
             "CELERY_BROKER_URL": self.redis.url,

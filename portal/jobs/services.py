@@ -49,17 +49,8 @@ TASK_FIELDS = (
     "policies",
 )
 # What a pod template gives a task (its summary); given alongside a template they conflict.
-TEMPLATE_SUMMARY_FIELDS = (
-    "image",
-    "command",
-    "env",
-    "gpus",
-    "gpu_milli",
-    "gpu_memory_mib",
-    "cpu_millis",
-    "memory_bytes",
-    "node_selector",
-)
+_NOT_FROM_TEMPLATE = ("name", "replicas", "tolerations", "pod_template", "policies")
+TEMPLATE_SUMMARY_FIELDS = tuple(f for f in TASK_FIELDS if f not in _NOT_FROM_TEMPLATE)
 MAX_RETRY_MAX = 100
 JOB_SUBMIT_BAD_MAX_RETRY = f"must be an integer between 0 and {MAX_RETRY_MAX}"
 # A finished job's pods hold their node's pod slots and the API server's memory: 30 days at most.

@@ -282,6 +282,9 @@ def run(argv: list[str] | None = None) -> dict:  # noqa: C901, PLR0912, PLR0915 
         "worker",
         "--loglevel=WARNING",
         f"--concurrency={args.celery_concurrency}",
+        # Both queues: the cycle task is routed to `cycle` (CELERY_TASK_ROUTES).
+        "-Q",
+        "celery,cycle",
     ]
     beat_cmd = [
         celery,

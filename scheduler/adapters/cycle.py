@@ -50,6 +50,7 @@ from scheduler.adapters.cluster.labels import JOB_ID
 from scheduler.adapters.cluster.owner import KIND as OWNER_KIND
 from scheduler.adapters.cluster.owner import owner_name
 from scheduler.adapters.cluster.simulated import SimulatedBackend
+from scheduler.adapters.collector import run_cycle_paused
 from scheduler.adapters.desired import desired_pods, ended_job_objects
 from scheduler.adapters.lock import CycleAbandoned, cycle_write_lock
 from scheduler.adapters.node_memo import NodeSyncMemo, node_sync_memo
@@ -59,7 +60,6 @@ from scheduler.adapters.persist import decisions_persist
 from scheduler.adapters.quarantine import Faults, Isolation
 from scheduler.adapters.revalidate import decisions_revalidate
 from scheduler.adapters.snapshot import SnapshotBundle, snapshot_build
-from scheduler.core.cycle import run_cycle
 from scheduler.core.types import CycleResult
 
 logger = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ def scheduling_cycle_run(
             isolation = Isolation(now=now)
             bundle = isolation.snapshot(snapshot_build)
         with _timed(timings, "core_ms"):
-            bundle, result = isolation.core(bundle, run_cycle)
+            bundle, result = isolation.core(bundle, run_cycle_paused)
         with _timed(timings, "persist_ms"):
             checkpoint()
             at = now()
@@ -129,7 +129,7 @@ def scheduling_cycle_run(
                 bundle,
                 result,
                 lambda b, r: decisions_persist_fenced(bundle=b, result=r, cycle=cycle, now=at),
-                lambda: isolation.core(isolation.snapshot(snapshot_build), run_cycle),
+                lambda: isolation.core(isolation.snapshot(snapshot_build), run_cycle_paused),
             )
         with _timed(timings, "reconcile_ms"):
             checkpoint()

@@ -17,6 +17,7 @@ import sys
 import time
 import tracemalloc
 
+from scheduler.adapters.collector import collector_paused
 from scheduler.core.config import default_conf
 from scheduler.core.cycle import run_cycle, run_cycle_timed
 from scheduler.core.synthetic import synthetic_snapshot
@@ -62,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
     result = None
     for _ in range(args.repeat):
         start, cpu_start = time.perf_counter(), time.process_time()
-        result, timings = run_cycle_timed(snapshot, conf, time.perf_counter)
+        # Paused as the cycle worker pauses it (scheduler.adapters.cycle).
+        with collector_paused():
+            result, timings = run_cycle_timed(snapshot, conf, time.perf_counter)
         totals.append(time.perf_counter() - start)
         cpu_totals.append(time.process_time() - cpu_start)
         for name, seconds in timings.items():
@@ -98,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
 def _peak_memory_mb(snapshot, conf) -> float:
     tracemalloc.start()
     try:
-        run_cycle(snapshot, conf)
+        with collector_paused():
+            run_cycle(snapshot, conf)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -6,9 +6,7 @@ Execute, CloseSession) and framework/job_updater.go for the pod group phase repo
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 from scheduler.core.actions import ACTIONS
 from scheduler.core.actions.allocate import job_needs
@@ -42,31 +40,16 @@ def open_session(snapshot: Snapshot, conf: SchedulerConf) -> Session:
     return ssn
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """A cycle allocates hundreds of thousands of small objects that live until it ends, so
-    the cyclic collector ran over and over across the whole session for nothing: about a
-    fifth of a 10,000-job cycle. Plain reference counting still frees garbage meanwhile, and
-    ``Session.release`` cuts the session's own reference cycles before the collector is back,
-    so its first pass finds only the result (it walked the whole session before: 5-10% of a
-    cycle)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def run_cycle(snapshot: Snapshot, conf: SchedulerConf) -> CycleResult:
-    """Run every configured action once over ``snapshot``; never raises for "does not fit"."""
-    with _collector_paused():
-        ssn = open_session(snapshot, conf)
-        for action in conf.actions:
-            ACTIONS[action].execute(ssn)
-        result = close_session(ssn)
-        ssn.release()
+    """Run every configured action once over ``snapshot``; never raises for "does not fit".
+
+    Leaves the garbage collector alone: pausing it for a big cycle is the calling process's
+    choice (scheduler.adapters.collector), as the web process runs small cycles too."""
+    ssn = open_session(snapshot, conf)
+    for action in conf.actions:
+        ACTIONS[action].execute(ssn)
+    result = close_session(ssn)
+    ssn.release()
     return result
 
 
@@ -79,18 +62,17 @@ def run_cycle_timed(
     twice accumulates. Phases: ``open_session``, each action, ``close_session``.
     """
     timings: dict[str, float] = {}
-    with _collector_paused():
+    start = clock()
+    ssn = open_session(snapshot, conf)
+    timings["open_session"] = clock() - start
+    for action in conf.actions:
         start = clock()
-        ssn = open_session(snapshot, conf)
-        timings["open_session"] = clock() - start
-        for action in conf.actions:
-            start = clock()
-            ACTIONS[action].execute(ssn)
-            timings[action] = timings.get(action, 0.0) + clock() - start
-        start = clock()
-        result = close_session(ssn)
-        ssn.release()
-        timings["close_session"] = clock() - start
+        ACTIONS[action].execute(ssn)
+        timings[action] = timings.get(action, 0.0) + clock() - start
+    start = clock()
+    result = close_session(ssn)
+    ssn.release()
+    timings["close_session"] = clock() - start
     return result, timings
 
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from scheduler.adapters.collector import run_cycle_paused
 from scheduler.core.config import parse_conf_text
-from scheduler.core.cycle import run_cycle
 from scheduler.core.resources import Resources
 from scheduler.core.types import (
     JobInfo,
@@ -410,7 +410,7 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
             i += 1
         snapshot = _snapshot(nodes, queues, pending, running, by_name, phases, t)
         started = time.perf_counter()
-        result = run_cycle(snapshot, conf)
+        result = run_cycle_paused(snapshot, conf)
         stats.cycle_seconds.append(time.perf_counter() - started)
         stats.cycles += 1
         last_cycle = t

@@ -1,9 +1,11 @@
+import gc
 from http import HTTPStatus
 
 import pytest
 from django.urls import reverse
 
 from portal.queues.models import QueueChange
+from tests.factories import JobFactory, JobTaskFactory
 from tests.portal.common.pages import queue_form_data
 
 pytestmark = pytest.mark.django_db
@@ -134,9 +136,7 @@ def test_edit_page_shows_preview_of_every_queue(lead_client, nlp_queue, vision_q
     ]
 
 
-def test_preview_json_reflects_proposed_weight(
-    lead_client, nlp, nlp_queue, vision_queue, cluster
-):
+def test_preview_json_reflects_proposed_weight(lead_client, nlp, nlp_queue, vision_queue, cluster):
     from tests.factories import JobFactory, JobTaskFactory, QueueFactory
 
     dev = QueueFactory(tenant=nlp, name="nlp-dev", weight=1)
@@ -156,6 +156,22 @@ def test_preview_json_reflects_proposed_weight(
     assert rows["nlp-train"]["edited"] is True
     nlp_queue.refresh_from_db()
     assert nlp_queue.weight == 2
+
+
+def test_a_preview_request_never_pauses_the_collector(
+    lead_client, nlp_queue, vision_queue, cluster, monkeypatch
+):
+    # The preview runs the core inside a web request: gc is the whole process's, so pausing
+    # it there would stop collection for every other request the process serves meanwhile.
+    JobTaskFactory(job=JobFactory(queue=nlp_queue), replicas=2, gpus=8)
+    calls = []
+    monkeypatch.setattr(gc, "disable", lambda: calls.append("disable"))
+    url = reverse("queues:queue_preview", args=[nlp_queue.pk])
+    response = lead_client.get(url, _form(nlp_queue, weight="3"))
+    assert response.status_code == HTTPStatus.OK
+    assert response.json()["queues"]
+    assert calls == []
+    assert gc.isenabled()
 
 
 def test_preview_json_invalid_input_is_400(lead_client, nlp_queue, cluster):

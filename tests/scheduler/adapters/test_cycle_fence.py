@@ -56,7 +56,7 @@ def hold_core(monkeypatch, meanwhile):
             meanwhile()
         return result
 
-    monkeypatch.setattr(cycle_module, "run_cycle", core)
+    monkeypatch.setattr(cycle_module, "run_cycle_paused", core)
 
 
 def active_gpus(node_name):

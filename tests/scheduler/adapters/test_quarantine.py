@@ -78,14 +78,14 @@ def raising_for(job_id: int, original, *, job_of):
 def core_fails_for(job_id: int, monkeypatch) -> None:
     """The pure core raises whenever job `job_id` is in its snapshot (as a bug its data
     triggers would, in whatever action or plugin)."""
-    real = cycle_module.run_cycle
+    real = cycle_module.run_cycle_paused
 
     def run_cycle(snapshot, conf):
         if any(job.name == str(job_id) for job in snapshot.jobs):
             raise ValueError(f"broken data in job {job_id}")
         return real(snapshot, conf)
 
-    monkeypatch.setattr(cycle_module, "run_cycle", run_cycle)
+    monkeypatch.setattr(cycle_module, "run_cycle_paused", run_cycle)
 
 
 def assert_quarantined_and_others_placed(bad, good, cycle_run, phase, error="ValueError"):
@@ -225,7 +225,7 @@ def test_errors_that_are_no_job_s_fault_fail_the_cycle_as_before(jobs, run, monk
     def locked(*args, **kwargs):
         raise OperationalError("database is locked")
 
-    monkeypatch.setattr(cycle_module, "run_cycle", locked)
+    monkeypatch.setattr(cycle_module, "run_cycle_paused", locked)
     with pytest.raises(OperationalError):
         run()
     assert not Job.objects.filter(status=Job.Status.QUARANTINED).exists()
@@ -235,7 +235,7 @@ def test_a_failure_without_any_job_quarantines_nobody(jobs, run, monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("a bug in the conf, not in a job")
 
-    monkeypatch.setattr(cycle_module, "run_cycle", broken)
+    monkeypatch.setattr(cycle_module, "run_cycle_paused", broken)
     with pytest.raises(ValueError):
         run()
     assert not Job.objects.filter(status=Job.Status.QUARANTINED).exists()

@@ -33,6 +33,18 @@ def test_every_job_with_pending_pods_gets_one_sentence():
     assert all("\n" not in reason for reason in result.pending_reasons.values())
 
 
+def test_the_core_leaves_the_collector_to_its_caller(monkeypatch):
+    # gc is process-wide: the web process runs the core for the quota preview, and must keep
+    # collecting (scheduler.adapters.collector pauses it for the cycle worker).
+    calls = []
+    monkeypatch.setattr(gc, "disable", lambda: calls.append("disable"))
+    monkeypatch.setattr(gc, "enable", lambda: calls.append("enable"))
+    snapshot = synthetic_snapshot(4, 10, 2, seed=1)
+    run_cycle(snapshot, default_conf())
+    run_cycle_timed(snapshot, default_conf(), lambda: 0.0)
+    assert calls == []
+
+
 def test_a_cycle_leaves_no_reference_cycles_for_the_collector():
     # The session is freed by reference counting when the cycle ends; a cycle left behind
     # (a plugin holding the session, a node holding the index) would make the collector walk

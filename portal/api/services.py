@@ -11,8 +11,9 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from portal.common.access import AnyUser, is_site_admin
+from portal.common.access import AnyUser
 
+from .access import can_revoke_token
 from .models import ApiToken
 from .tokens import password_fingerprint, secret_digest, secret_new, secret_prefix
 
@@ -101,13 +102,10 @@ def _revoke(tokens, reason: str) -> int:
 
 @transaction.atomic
 def api_token_revoke(*, token: ApiToken, by: AnyUser) -> bool:
-    """Revoke one token: its owner or a site admin. False if it was already revoked."""
-    if token.user_id == by.pk:
-        reason = ApiToken.Revoker.OWNER
-    elif is_site_admin(by):
-        reason = ApiToken.Revoker.ADMIN
-    else:
+    """Revoke one token (who may: `can_revoke_token`). False if it was already revoked."""
+    if not can_revoke_token(by, token):
         raise PermissionDenied(NOT_YOURS)
+    reason = ApiToken.Revoker.OWNER if token.user_id == by.pk else ApiToken.Revoker.ADMIN
     return bool(_revoke(ApiToken.objects.filter(pk=token.pk), reason))
 
 

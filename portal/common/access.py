@@ -37,15 +37,24 @@ def is_site_admin(user: AnyUser) -> bool:
     return bool(user.is_staff)
 
 
-def staff_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Function-view decorator: login page for anonymous users, 403 for non-staff."""
+def rule_required(
+    rule: Callable[[AnyUser], bool], role: str
+) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    """Function-view decorator over one access rule (a `can_*` of an app's access.py): login
+    page for anonymous users, 403 naming `role` for users the rule refuses."""
 
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not request.user.is_authenticated:
-            return redirect_to_login(request.get_full_path())
-        if not is_site_admin(request.user):
-            raise PermissionDenied(FORBIDDEN_ROLE.format(role=ROLE_STAFF))
-        return view(request, *args, **kwargs)
+    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            if not rule(request.user):
+                raise PermissionDenied(FORBIDDEN_ROLE.format(role=role))
+            return view(request, *args, **kwargs)
 
-    return wrapper
+        return wrapper
+
+    return decorate
+
+
+staff_required = rule_required(is_site_admin, ROLE_STAFF)

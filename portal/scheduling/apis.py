@@ -18,8 +18,9 @@ from portal.api.base import (
     error_responses,
 )
 from portal.api.pagination import ApiPagination
-from portal.api.permissions import IsSiteAdmin
+from portal.api.permissions import SITE_ADMIN_REQUIRED, allowed_by
 
+from .access import can_change_scheduler_config, can_see_evictions, can_see_scheduler_config
 from .models import PreemptionEvent, SchedulerConfig
 from .selectors import preemption_event_list, scheduler_config_list
 from .services import (
@@ -31,13 +32,17 @@ from .services import (
 RANGE_INVERTED = "until must be after since"
 MAX_CONF_CHARS = 100_000
 
+SeesEvictions = allowed_by(can_see_evictions, SITE_ADMIN_REQUIRED)
+SeesSchedulerConfig = allowed_by(can_see_scheduler_config, SITE_ADMIN_REQUIRED)
+ChangesSchedulerConfig = allowed_by(can_change_scheduler_config, SITE_ADMIN_REQUIRED)
+
 CONF_EXAMPLE = 'actions: "enqueue, allocate, backfill"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n  - name: proportion\n'
 
 
 class PreemptionListApi(ApiView):
     """Every eviction (site admins): who lost which GPUs to whom, and why; newest first."""
 
-    permission_classes = [IsSiteAdmin]
+    permission_classes = [SeesEvictions]
     pagination_class = ApiPagination
 
     class FilterSerializer(ApiSerializer):
@@ -125,7 +130,7 @@ class SchedulerConfigCreatedSerializer(SchedulerConfigOutputSerializer):
 class SchedulerConfigListApi(ApiView):
     """Every version of the Volcano-format scheduler conf, newest first (site admins)."""
 
-    permission_classes = [IsSiteAdmin]
+    permission_classes = [SeesSchedulerConfig]
     pagination_class = ApiPagination
     OutputSerializer = SchedulerConfigOutputSerializer
 
@@ -144,7 +149,7 @@ class SchedulerConfigCreateApi(ApiView):
     """Store a new version (validated by the scheduler core's parser; errors name the
     offending path inside `text`), active at once unless `activate` is false."""
 
-    permission_classes = [IsSiteAdmin]
+    permission_classes = [ChangesSchedulerConfig]
 
     class InputSerializer(StrictSerializer):
         text = serializers.CharField(max_length=MAX_CONF_CHARS, trim_whitespace=False)
@@ -187,7 +192,7 @@ class SchedulerConfigCreateApi(ApiView):
 class SchedulerConfigDetailApi(ApiView):
     """One version of the scheduler conf (site admins)."""
 
-    permission_classes = [IsSiteAdmin]
+    permission_classes = [SeesSchedulerConfig]
     OutputSerializer = SchedulerConfigOutputSerializer
 
     @extend_schema(
@@ -203,7 +208,7 @@ class SchedulerConfigDetailApi(ApiView):
 class SchedulerConfigActivateApi(ApiView):
     """Make a stored version the only active one (site admins)."""
 
-    permission_classes = [IsSiteAdmin]
+    permission_classes = [ChangesSchedulerConfig]
     OutputSerializer = SchedulerConfigOutputSerializer
 
     @extend_schema(

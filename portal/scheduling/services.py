@@ -7,8 +7,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Max
 
-from portal.common.access import is_site_admin
-
+from .access import can_change_scheduler_config
 from .models import SchedulerConfig
 
 CONF_NOT_YAML = "not valid YAML: {error}"
@@ -78,7 +77,8 @@ def _validate_conf_shallow(text: str) -> None:
 
 
 def _check_actor(actor: AbstractBaseUser | None) -> None:
-    if actor is not None and not is_site_admin(actor):
+    # None: the system itself (migrations, seed commands), not a user.
+    if actor is not None and not can_change_scheduler_config(actor):
         raise PermissionDenied(CONFIG_EDIT_FORBIDDEN)
 
 

@@ -4,10 +4,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from portal.common.access import staff_required
+from portal.common.access import ROLE_STAFF, rule_required
 from portal.common.csvsafe import CsvLines
 from portal.dashboards.paging import LargeTablePaginator
 
+from .access import can_change_scheduler_config, can_see_evictions
 from .forms import PreemptionFilterForm, SchedulerConfigForm
 from .models import SchedulerConfig
 from .selectors import preemption_event_list, scheduler_config_get_active, scheduler_config_list
@@ -44,7 +45,7 @@ def _filtered_events(request: HttpRequest):
     return form, preemption_event_list(**form.filters())
 
 
-@staff_required
+@rule_required(can_see_evictions, ROLE_STAFF)
 def preemption_list(request: HttpRequest) -> HttpResponse:
     """Every preemption and reclaim, newest first, filterable, 50 per page."""
     form, events = _filtered_events(request)
@@ -94,7 +95,7 @@ def _history_columns(events):
     )
 
 
-@staff_required
+@rule_required(can_see_evictions, ROLE_STAFF)
 def preemption_csv(request: HttpRequest) -> HttpResponse:
     """The same filtered history as CSV (streamed, no row limit)."""
     from django.http import StreamingHttpResponse
@@ -129,7 +130,7 @@ def preemption_csv(request: HttpRequest) -> HttpResponse:
     return response
 
 
-@staff_required
+@rule_required(can_change_scheduler_config, ROLE_STAFF)
 def config_edit(request: HttpRequest) -> HttpResponse:
     """Edit the Volcano-format conf; the core's parser validates it, errors name the field."""
     active = scheduler_config_get_active()
@@ -173,7 +174,7 @@ def _default_text() -> str:
 
 
 @require_POST
-@staff_required
+@rule_required(can_change_scheduler_config, ROLE_STAFF)
 def config_activate(request: HttpRequest, config_id: int) -> HttpResponse:
     config = get_object_or_404(SchedulerConfig, pk=config_id)
     config = scheduler_config_activate(config=config, actor=request.user)

@@ -77,6 +77,9 @@ class Placement(BaseModel):
     )
     node_name = models.CharField(max_length=253)
     pod_name = models.CharField(max_length=253, unique=True)
+    # The namespace the pod was made in (portal.cluster.namespaces); blank on placements from
+    # before it was stored, which were all made in KUBERNETES_NAMESPACE.
+    namespace = models.CharField(max_length=63, blank=True, default="")
     state = models.CharField(
         max_length=16, choices=State.choices, default=State.BOUND, db_index=True
     )

@@ -13,6 +13,7 @@ from portal.jobs.gpushare import milli_cost
 from portal.jobs.models import JobTask
 
 from .models import Node, Placement
+from .namespaces import placing_namespaces
 from .naming import pod_name
 
 NODE_FIELDS = (
@@ -194,6 +195,7 @@ def placement_create(
         replica=replica,
         node=node,
         node_name=node.name,
+        namespace=placing_namespaces({job.id: job.tenant.name})[job.id],
         pod_name=placement_pod_name(job=job, task=task, replica=replica, attempt=attempt),
         state=state,
         gpus=task.gpus,

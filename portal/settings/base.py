@@ -190,6 +190,11 @@ GPU_SHARING = env.str(
     "GPU_SHARING", default="volcano" if CLUSTER_BACKEND == "simulated" else "none"
 )
 KUBERNETES_NAMESPACE = env.str("KUBERNETES_NAMESPACE", default="gpu-jobs")
+# On: each tenant's jobs live in a namespace of its own, <prefix><tenant name> (a cluster admin
+# creates it: portal/cluster/namespaces.py, deploy/README-kubernetes.md); off: all in
+# KUBERNETES_NAMESPACE. Jobs already running stay where they started when this changes.
+KUBERNETES_NAMESPACE_PER_TENANT = env.bool("KUBERNETES_NAMESPACE_PER_TENANT", default=False)
+KUBERNETES_NAMESPACE_PREFIX = env.str("KUBERNETES_NAMESPACE_PREFIX", default="gpu-")
 # Nodes and pods come from a list+watch cache kept by the cycle worker between cycles; off, every
 # cycle lists them all again.
 KUBERNETES_WATCH_CACHE = env.bool("KUBERNETES_WATCH_CACHE", default=True)

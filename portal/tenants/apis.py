@@ -19,6 +19,7 @@ from portal.api.base import (
     error_responses,
 )
 from portal.api.pagination import ApiPagination
+from portal.cluster.namespaces import job_namespace
 from portal.queues.access import visible_queues
 
 from .access import can_edit_tenant
@@ -84,6 +85,7 @@ class TenantOutputSerializer(QuotaOutputFields):
     id = serializers.IntegerField()
     name = serializers.CharField()
     display_name = serializers.CharField()
+    namespace = serializers.SerializerMethodField()
     role = serializers.SerializerMethodField()
     queues = serializers.SerializerMethodField()
     queues_guarantee_gpus = serializers.SerializerMethodField()
@@ -94,6 +96,10 @@ class TenantOutputSerializer(QuotaOutputFields):
 
     def _summary(self, tenant: Tenant) -> Any:
         return self.context["summaries"][tenant.pk]
+
+    def get_namespace(self, tenant: Tenant) -> str:
+        """The Kubernetes namespace its new jobs' pods go to (a cluster admin creates it)."""
+        return job_namespace(tenant.name)
 
     @extend_schema_field(serializers.ChoiceField(choices=Membership.Role.choices, allow_null=True))
     def get_role(self, tenant: Tenant) -> str | None:
@@ -128,6 +134,7 @@ TENANT_EXAMPLE = {
     "id": 1,
     "name": "nlp",
     "display_name": "Natural language processing",
+    "namespace": "gpu-jobs",
     "weight": 2,
     "reclaimable": True,
     "guarantee_gpus": 12,

@@ -3,6 +3,7 @@ with the live preview of every tenant's and queue's deserved share and the audit
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -11,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.views import View
 from django.views.generic import TemplateView
 
+from portal.cluster.namespaces import job_namespace
 from portal.queues.access import can_edit_queue
 from portal.queues.preview import preview_rows_for, tenant_preview
 from portal.queues.selectors import queue_list
@@ -59,6 +61,8 @@ class TenantDetailView(LoginRequiredMixin, View):
             "queues": queues,
             "changes": tenant_change_list(tenant=tenant),
             "can_edit": can_edit_tenant(request.user, tenant),
+            "namespace": job_namespace(tenant.name),
+            "namespace_per_tenant": settings.KUBERNETES_NAMESPACE_PER_TENANT,
         }
         return render(request, self.template_name, context)
 

@@ -31,6 +31,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from portal.cluster.models import Node, Placement
+from portal.cluster.namespaces import placement_namespace
 from portal.cluster.services import node_inventory_sync, node_seen_mark
 from portal.jobs.gpushare import SHARING_NONE
 from portal.jobs.limits import gpu_sharing
@@ -219,9 +220,7 @@ def cluster_reconcile(
     if observed is None:
         observed = backend.list_pods()
     gpu_resource_of = dict(Node.objects.values_list("name", "gpu_resource_name"))
-    desired = desired_pods(
-        namespace=settings.KUBERNETES_NAMESPACE, gpu_resource_of=gpu_resource_of, faults=faults
-    )
+    desired = desired_pods(gpu_resource_of=gpu_resource_of, faults=faults)
     plan = reconcile.plan(
         desired,
         observed,
@@ -265,7 +264,7 @@ def _job_objects_sweep(
     sweep = getattr(backend, "sweep_job_objects", None)
     if sweep is None:
         return
-    kept_jobs = ended_job_objects(_ttl_jobs_kept(now), namespace=settings.KUBERNETES_NAMESPACE)
+    kept_jobs = ended_job_objects(_ttl_jobs_kept(now))
     keep = {
         (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
         for objects in (*(pod.job_objects for pod in desired), *kept_jobs)
@@ -301,15 +300,16 @@ def _finished_pods_kept(now: datetime) -> frozenset[tuple[str, str]]:
     names = (
         list(
             by_default.filter(ended_at__gte=now - timedelta(seconds=retention)).values_list(
-                "pod_name", flat=True
+                "namespace", "pod_name"
             )
         )
         if retention > 0
         else []
     )
-    for name, status, finished_at, cancelled_at, ttl in finished.filter(
+    for namespace, name, status, finished_at, cancelled_at, ttl in finished.filter(
         job__ttl_seconds_after_finished__isnull=False
     ).values_list(
+        "namespace",
         "pod_name",
         "job__status",
         "job__finished_at",
@@ -320,8 +320,8 @@ def _finished_pods_kept(now: datetime) -> frozenset[tuple[str, str]]:
         if status not in Job.TERMINAL_STATUSES or (
             ended is not None and now < ended + timedelta(seconds=ttl)
         ):
-            names.append(name)
-    return frozenset((settings.KUBERNETES_NAMESPACE, name) for name in names)
+            names.append((namespace, name))
+    return frozenset((placement_namespace(namespace), name) for namespace, name in names)
 
 
 def _ttl_jobs_kept(now: datetime) -> list[int]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from portal.cluster.models import Placement
+from portal.cluster.namespaces import placement_namespace
 from portal.jobs.gpushare import SHARING_NONE
 from portal.jobs.limits import gpu_sharing
 from portal.jobs.models import Job, JobTask
@@ -59,16 +60,19 @@ COLUMNS = (
     "task__gpu_memory_mib",
     "node__gpu_memory_mib",
     "node__gpu_uuids",
+    "namespace",
 )
 _JOB_ID, _JOB_NAME = COLUMNS.index("job_id"), COLUMNS.index("job__name")
 _PLUGINS = COLUMNS.index("job__plugins")
 _SHARE = _PLUGINS + 1
+_NAMESPACE = COLUMNS.index("namespace")
 
 
 def desired_pods(
-    *, namespace: str, gpu_resource_of: dict[str, str], faults: Faults | None = None
+    *, gpu_resource_of: dict[str, str], faults: Faults | None = None
 ) -> list[DesiredPod]:
-    """`gpu_resource_of` maps node name -> the GPU resource name that node advertises, so a pod
+    """Each pod in the namespace its placement was made in (portal.cluster.namespaces).
+    `gpu_resource_of` maps node name -> the GPU resource name that node advertises, so a pod
     asks for `nvidia.com/gpu` on one node and `mars-tech.com/gpu` on another.
 
     With `faults`, a job whose rows break one of its pods is reported there and none of its
@@ -78,22 +82,24 @@ def desired_pods(
         .order_by("id")
         .values_list(*COLUMNS)
     )
-    jobs = _plugin_jobs(rows, namespace)
+    jobs = _plugin_jobs(rows)
     if faults is None:
-        return [_desired(row, namespace, gpu_resource_of, jobs) for row in rows]
+        return [_desired(row, gpu_resource_of, jobs) for row in rows]
     built = [
-        (row[3], faults.call("reconcile", row[3], _desired, row, namespace, gpu_resource_of, jobs))
+        (row[3], faults.call("reconcile", row[3], _desired, row, gpu_resource_of, jobs))
         for row in rows
     ]
     failed = {fault.job_id for fault in faults}
     return [pod for job_id, pod in built if pod is not None and job_id not in failed]
 
 
-def _plugin_jobs(rows: list[tuple], namespace: str) -> dict[int, tuple[JobShape, tuple]]:
+def _plugin_jobs(rows: list[tuple]) -> dict[int, tuple[JobShape, tuple]]:
     """For each job of `rows` that runs plugins (svc, env, pytorch): its shape (every task's
-    name and replicas, in the job's order) and the objects it needs besides its pods."""
+    name and replicas, in the job's order) and the objects it needs besides its pods, in the
+    namespace of its pods."""
     names = {row[_JOB_ID]: row[_JOB_NAME] for row in rows if row[_PLUGINS]}
     plugins = {row[_JOB_ID]: row[_PLUGINS] for row in rows if row[_PLUGINS]}
+    namespaces = {row[_JOB_ID]: placement_namespace(row[_NAMESPACE]) for row in rows}
     if not names:
         return {}
     tasks: dict[int, list[tuple[str, int]]] = {}
@@ -106,15 +112,21 @@ def _plugin_jobs(rows: list[tuple], namespace: str) -> dict[int, tuple[JobShape,
     jobs = {}
     for job_id, name in names.items():
         shape = JobShape(job_id=job_id, name=name, tasks=tuple(tasks.get(job_id, ())))
-        jobs[job_id] = (shape, plugin_objects(plugins[job_id], shape, namespace=namespace))
+        objects = plugin_objects(plugins[job_id], shape, namespace=namespaces[job_id])
+        jobs[job_id] = (shape, objects)
     return jobs
 
 
-def ended_job_objects(job_ids: list[int], *, namespace: str) -> list[tuple[dict, ...]]:
+def ended_job_objects(job_ids: list[int]) -> list[tuple[dict, ...]]:
     """The plugin objects of jobs that no longer have pods to run (kept for their
-    ttlSecondsAfterFinished)."""
+    ttlSecondsAfterFinished), in the namespace their pods were in."""
     if not job_ids:
         return []
+    namespaces = dict(
+        Placement.objects.filter(job_id__in=job_ids)
+        .order_by("id")
+        .values_list("job_id", "namespace")
+    )
     tasks: dict[int, list[tuple[str, int]]] = {}
     for job_id, name, replicas in (
         JobTask.objects.filter(job_id__in=job_ids)
@@ -126,7 +138,7 @@ def ended_job_objects(job_ids: list[int], *, namespace: str) -> list[tuple[dict,
         plugin_objects(
             plugins,
             JobShape(job_id=job_id, name=name, tasks=tuple(tasks.get(job_id, ()))),
-            namespace=namespace,
+            namespace=placement_namespace(namespaces.get(job_id, "")),
         )
         for job_id, name, plugins in Job.objects.filter(id__in=job_ids)
         .exclude(plugins={})
@@ -148,7 +160,6 @@ def plugin_objects(plugins: dict, shape: JobShape, *, namespace: str) -> tuple[d
 
 def _desired(
     row: tuple,
-    namespace: str,
     gpu_resource_of: dict[str, str],
     jobs: dict[int, tuple[JobShape, tuple]],
 ) -> DesiredPod:
@@ -177,7 +188,7 @@ def _desired(
     return desired_pod(
         pod_name=pod_name,
         node_name=node_name,
-        namespace=namespace,
+        namespace=placement_namespace(row[_NAMESPACE]),
         gpu_resource=gpu_resource_of.get(node_name, "nvidia.com/gpu"),
         job_id=job_id,
         job_name=job_name,
@@ -205,7 +216,7 @@ def _desired(
 def _gpu_share(row: tuple, node_name: str) -> GpuShare | None:
     """The share of a card this pod holds, in the cluster's sharing stack; None for whole
     GPUs (the device plugin's resource) or no GPU."""
-    devices, milli, memory, device_memory, uuids = row[_SHARE:]
+    devices, milli, memory, device_memory, uuids = row[_SHARE:_NAMESPACE]
     if not milli and not memory:
         return None
     stack = gpu_sharing()

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import Count
 
 from portal.cluster.models import Placement, whole_second
+from portal.cluster.namespaces import placing_namespaces
 from portal.cluster.services import placement_pod_name
 from portal.jobs.gpushare import MILLI_PER_GPU, gpus_sample, milli_cost
 from portal.jobs.models import Job
@@ -67,6 +68,9 @@ def _persist_binds(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
         .values_list("task_id", "replica", "n")
         .order_by()
     }
+    namespaces = placing_namespaces(
+        {int(key): _tenant(index.jobs[key]) for key in {bind.job for bind in result.binds}}
+    )
     placements = []
     for bind, replica in zip(result.binds, replicas):
         job = index.jobs[bind.job]
@@ -83,6 +87,7 @@ def _persist_binds(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
                 pod_name=placement_pod_name(
                     job=job, task=task, replica=replica.replica, attempt=attempt
                 ),
+                namespace=namespaces[job.id],
                 state=Placement.State.BOUND,
                 gpus=task.gpus,
                 gpu_milli=milli_cost(
@@ -116,6 +121,10 @@ def _persist_binds(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
         pending_reason_at=now,
         updated_at=now,
     )
+
+
+def _tenant(job: JobRow) -> str:
+    return job.queue.tenant.name if job.queue is not None else ""
 
 
 def _persist_evictions(

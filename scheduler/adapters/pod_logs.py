@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from portal.cluster.models import Placement
+from portal.cluster.namespaces import placement_namespace
 from scheduler.adapters.cluster.base import PodLog
 
 
 def pod_log_read(*, pod_name: str, tail: int) -> PodLog:
-    """The last `tail` lines of `pod_name` in the jobs namespace; ClusterError when the
-    cluster cannot be asked."""
-    namespace = settings.KUBERNETES_NAMESPACE
+    """The last `tail` lines of `pod_name`, in the namespace its placement was made in;
+    ClusterError when the cluster cannot be asked."""
+    stored = Placement.objects.filter(pod_name=pod_name).values_list("namespace", flat=True)
+    namespace = placement_namespace(stored.first() or "")
     if settings.CLUSTER_BACKEND == "kubernetes":
         from scheduler.adapters.cluster.kubernetes import KubernetesBackend
 

@@ -47,7 +47,7 @@ def test_a_two_pod_pytorch_job_gets_ranks_and_one_master_address(researcher, nlp
     assert master_addr == f"{master_spec['hostname']}.{master_spec['subdomain']}"
     assert pods["worker"].spec["subdomain"] == master_spec["subdomain"]
     # ... and the subdomain is the job's headless Service, which selects the master pod.
-    objects = desired_pods(namespace="gpu-jobs", gpu_resource_of={})[0].job_objects
+    objects = desired_pods(gpu_resource_of={})[0].job_objects
     service = next(o for o in objects if o["kind"] == "Service")
     assert service["metadata"]["name"] == master_spec["subdomain"]
     assert service["spec"]["clusterIP"] == "None"

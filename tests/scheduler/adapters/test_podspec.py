@@ -125,5 +125,5 @@ def test_a_task_without_template_gets_one_container_from_its_fields():
 def test_desired_pods_carry_the_tasks_template():
     task = JobTaskFactory(pod_template=TEMPLATE, gpus=4)
     PlacementFactory(task=task, state=Placement.State.BOUND)
-    (pod,) = desired_pods(namespace="gpu-jobs", gpu_resource_of={})
+    (pod,) = desired_pods(gpu_resource_of={})
     assert pod.template == TEMPLATE

@@ -110,7 +110,7 @@ def test_the_verbs_the_portal_calls_are_the_verbs_deploy_rbac_grants(
     backend.cache = cache
     try:
         kube_cycle()  # the cache's list+watch, the svc objects, the gang's pods and binds
-        taken = desired_pods(namespace=JOBS_NAMESPACE, gpu_resource_of={})[0]
+        taken = desired_pods(gpu_resource_of={})[0]
         backend.create_pod(taken)
         job_cancel(job=job, actor=user)
         kube_cycle()  # evicts: delete

@@ -143,7 +143,7 @@ def test_the_reconciler_builds_a_shared_pod_on_the_card_the_core_picked(
                          gpu_milli=1000, gpu_devices=[0], state=Placement.State.BOUND)  # fmt: skip
         pods = {
             pod.name: pod
-            for pod in desired_pods(namespace="ns", gpu_resource_of={"n1": "nvidia.com/gpu"})
+            for pod in desired_pods(gpu_resource_of={"n1": "nvidia.com/gpu"})
         }
     shared, trainer = pods["shared"], pods["whole"]
     ids = "volcano.sh/vgpu-ids-new" if stack == "volcano" else "hami.io/vgpu-devices-allocated"

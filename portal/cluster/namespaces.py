@@ -1,0 +1,77 @@
+"""Which namespace a job's objects live in (pods, their bindings and Events, the owner object,
+the svc plugin's Service, ConfigMap and NetworkPolicy): one rule for every writer and reader.
+
+With KUBERNETES_NAMESPACE_PER_TENANT, a tenant's jobs go to `<KUBERNETES_NAMESPACE_PREFIX>
+<tenant name>` (portal.cluster.naming.tenant_namespace), else all to KUBERNETES_NAMESPACE.
+A placement keeps the namespace its pod was made in (Placement.namespace), and a job placed
+again while some of its pods run joins them, so changing the setting never moves, orphans or
+deletes a running job's objects: new jobs follow the new rule, running ones end where they
+started.
+
+The portal never creates namespaces (that would need cluster-wide rights on them); a cluster
+admin does, with the Role the portal needs there (`python -m portal.cluster.rbac_for_tenant`).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from portal.cluster.naming import tenant_namespace
+
+NAMESPACE_MISSING = (
+    "namespace {namespace} does not exist; ask the cluster admin to create it "
+    "(python -m portal.cluster.rbac_for_tenant {tenant} | kubectl apply -f -)"
+)
+
+
+def job_namespace(tenant: str) -> str:
+    """Where a new job of `tenant` (its name) is placed under the current settings."""
+    if not settings.KUBERNETES_NAMESPACE_PER_TENANT:
+        return settings.KUBERNETES_NAMESPACE
+    try:
+        return tenant_namespace(tenant, settings.KUBERNETES_NAMESPACE_PREFIX)
+    except ValueError as error:
+        raise ImproperlyConfigured(str(error)) from error
+
+
+def placement_namespace(stored: str) -> str:
+    """The namespace of a placement's pod: the one it was made in. Placements from before
+    namespaces were stored have none, and were all made in KUBERNETES_NAMESPACE."""
+    return stored or settings.KUBERNETES_NAMESPACE
+
+
+def job_namespaces() -> set[str]:
+    """Every namespace the portal's job objects may be in now: KUBERNETES_NAMESPACE, each
+    tenant's (per tenant), and those of active placements (jobs started under another
+    setting). The backend lists its owner objects and svc objects in each of these."""
+    from portal.cluster.models import Placement
+    from portal.tenants.models import Tenant
+
+    found = {settings.KUBERNETES_NAMESPACE}
+    if settings.KUBERNETES_NAMESPACE_PER_TENANT:
+        found |= {job_namespace(name) for name in Tenant.objects.values_list("name", flat=True)}
+    found |= {
+        placement_namespace(stored)
+        for stored in Placement.objects.filter(state__in=Placement.ACTIVE_STATES)
+        .values_list("namespace", flat=True)
+        .distinct()
+    }
+    return found
+
+
+def placing_namespaces(tenant_of: dict[int, str]) -> dict[int, str]:
+    """job id -> the namespace its new placements go to, for jobs `tenant_of` (id -> tenant
+    name): where the job's active pods are, if any (a gang's pods must share the namespace of
+    its svc objects), else the tenant's under the current rule."""
+    from portal.cluster.models import Placement
+
+    running = dict(
+        Placement.objects.filter(job_id__in=tenant_of, state__in=Placement.ACTIVE_STATES)
+        .order_by("id")
+        .values_list("job_id", "namespace")
+    )
+    return {
+        job_id: placement_namespace(running[job_id]) if job_id in running else job_namespace(tenant)
+        for job_id, tenant in tenant_of.items()
+    }

@@ -706,6 +706,12 @@ def _job_acted(request: Request, job_id: int, action: Callable[..., Job]) -> Res
     return Response(job_detail_data(job, user=request.user, placements=placements, ended_pods=ended))
 
 
+def _queue_tenant(request: Request, queue: str) -> str | None:
+    """The tenant of `queue` if the caller may see it: where its jobs' objects go."""
+    found = visible_queue_get(request.user, name=queue)
+    return found.tenant.name if found is not None else None
+
+
 class JobRenderApi(ApiView):
     """Dry run: every Kubernetes object the portal would create for a Volcano Job manifest
     (JSON or YAML), as `python -m portal.jobs.render` prints them; nothing is stored, the
@@ -737,7 +743,7 @@ class JobRenderApi(ApiView):
     def post(self, request: Request) -> Response:
         if not volcano.is_volcano_manifest(request.data):
             raise serializers.ValidationError({"body": [RENDER_NEEDS_MANIFEST]})
-        rendered = job_render(request.data)
+        rendered = job_render(request.data, tenant_of=lambda name: _queue_tenant(request, name))
         if rendered.errors:
             raise serializers.ValidationError(rendered.errors)
         return Response({"objects": rendered.objects, "warnings": rendered.warnings})

@@ -1,7 +1,8 @@
-"""`python -m portal.jobs.render FILE.yaml [--namespace NS]`: print, as YAML documents, every
-Kubernetes object the portal would create for a Volcano Job manifest (pods without a node,
-the job's Service, ConfigMap and NetworkPolicy), or the errors naming the manifest's fields and
-exit 1. Offline: no database, no cluster (see portal.jobs.rendering). `-` reads stdin."""
+"""`python -m portal.jobs.render FILE.yaml [--namespace NS | --tenant NAME]`: print, as YAML
+documents, every Kubernetes object the portal would create for a Volcano Job manifest (pods
+without a node, the job's Service, ConfigMap and NetworkPolicy), or the errors naming the
+manifest's fields and exit 1. Offline: no database, no cluster (see portal.jobs.rendering).
+`-` reads stdin. --tenant puts them in that tenant's namespace (a namespace per tenant)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,16 @@ import sys
 from typing import TextIO
 
 
-def main(argv: list[str] | None = None, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+def main(
+    argv: list[str] | None = None, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr
+) -> int:
     parser = argparse.ArgumentParser(prog="python -m portal.jobs.render", description=__doc__)
     parser.add_argument("file", help="a Volcano Job manifest (YAML or JSON); - for stdin")
-    parser.add_argument("--namespace", help="the namespace to render into (default: the portal's)")
+    into = parser.add_mutually_exclusive_group()
+    into.add_argument("--namespace", help="the namespace to render into (default: the portal's)")
+    into.add_argument(
+        "--tenant", help="the queue's tenant: its namespace, with a namespace per tenant"
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.local")
     import django  # settings must be chosen before Django loads
@@ -38,7 +45,7 @@ def main(argv: list[str] | None = None, *, out: TextIO = sys.stdout, err: TextIO
     for number, data in enumerate(documents, start=1):
         # Several documents (a Job and its Queue, say): each is named in what is said of it.
         where = f"document {number}: " if len(documents) > 1 else ""
-        rendered = job_render(data, namespace=args.namespace)
+        rendered = job_render(data, namespace=args.namespace, tenant_of=lambda _queue: args.tenant)
         for warning in rendered.warnings:
             print(f"warning: {where}{warning}", file=err)
         for path, messages in rendered.errors.items():
@@ -50,6 +57,7 @@ def main(argv: list[str] | None = None, *, out: TextIO = sys.stdout, err: TextIO
         return 1
     yaml.safe_dump_all(objects, out, sort_keys=False, default_flow_style=False)
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,12 +12,14 @@ checked offline: a warning says so.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 from kubernetes import client
 
+from portal.cluster.namespaces import job_namespace
 from portal.cluster.naming import pod_name
 from scheduler.adapters.cluster.manifests import pod_manifest
 from scheduler.adapters.desired import desired_pod, plugin_objects
@@ -34,6 +36,10 @@ QUEUE_NOT_CHECKED = (
     "queue {queue} is not checked by a dry run: submitting checks that it exists, is open "
     "and that you may use it"
 )
+NAMESPACE_NOT_KNOWN = (
+    "each tenant's jobs run in a namespace of its own, and the tenant of queue {queue} is not "
+    "known here (name it: --tenant), so the objects are shown in {namespace}"
+)
 
 
 @dataclass
@@ -43,9 +49,15 @@ class Rendered:
     warnings: list[str] = field(default_factory=list)
 
 
-def job_render(data: Any, *, namespace: str | None = None) -> Rendered:
-    """The objects for manifest `data` (parsed YAML/JSON), or the errors by manifest path."""
-    namespace = namespace or settings.KUBERNETES_NAMESPACE
+def job_render(
+    data: Any,
+    *,
+    namespace: str | None = None,
+    tenant_of: Callable[[str], str | None] | None = None,
+) -> Rendered:
+    """The objects for manifest `data` (parsed YAML/JSON), or the errors by manifest path.
+    They go to `namespace` if given, else where the job of the queue's tenant would
+    (portal.cluster.namespaces; `tenant_of(queue)` names it, None when not known)."""
     try:
         spec = volcano_job_parse(
             data, too_many_tasks=task_count_check(), allow_host_path=host_path_allowed()
@@ -55,6 +67,12 @@ def job_render(data: Any, *, namespace: str | None = None) -> Rendered:
     job, tasks, errors = job_build(**spec.job_fields(), limits=job_limits())
     if errors:
         return Rendered(errors={manifest_path(key): value for key, value in errors.items()})
+    tenant = tenant_of(spec.queue) if tenant_of is not None else None
+    warnings = [QUEUE_NOT_CHECKED.format(queue=spec.queue)]
+    if namespace is None:
+        namespace = job_namespace(tenant) if tenant else settings.KUBERNETES_NAMESPACE
+        if not tenant and settings.KUBERNETES_NAMESPACE_PER_TENANT:
+            warnings.append(NAMESPACE_NOT_KNOWN.format(queue=spec.queue, namespace=namespace))
     shape = JobShape(
         job_id=RENDER_JOB_ID, name=job.name, tasks=tuple((t.name, t.replicas) for t in tasks)
     )
@@ -71,7 +89,7 @@ def job_render(data: Any, *, namespace: str | None = None) -> Rendered:
                 job_name=job.name,
                 duration=job.expected_duration_seconds,
                 queue=spec.queue,
-                tenant="",
+                tenant=tenant or "",
                 task=task.name,
                 replica=replica,
                 image=task.image,
@@ -90,7 +108,6 @@ def job_render(data: Any, *, namespace: str | None = None) -> Rendered:
                 desired, settings.GPU_RESOURCE_NAMES, settings.KUBERNETES_SCHEDULER_NAME
             )
             objects.append(api.sanitize_for_serialization(manifest))
-    warnings = [QUEUE_NOT_CHECKED.format(queue=spec.queue)]
     warnings += [IGNORED.format(field=f"spec.{key}") for key in spec.ignored]
     return Rendered(objects=objects, warnings=warnings)
 

@@ -68,7 +68,7 @@ def test_the_smoke_script_places_evicts_and_cleans_up_a_gang(kubeconfig):
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "smoke: nodes: 2 usable, gang placed on node-00000, node-00001"
-    assert lines[1] == "smoke: created: 2 pods, unbound, schedulerName gpuportal"
+    assert lines[1] == "smoke: created: 2 pods in gpu-jobs, unbound, schedulerName gpuportal"
     assert lines[2] == "smoke: placed: 2 pods bound through pods/binding and Running"
     assert lines[3].startswith("smoke: evicted: ")
     assert lines[3].endswith("deleted gracefully and gone")
@@ -78,6 +78,18 @@ def test_the_smoke_script_places_evicts_and_cleans_up_a_gang(kubeconfig):
         lines[4],
     )
     assert lines[5:] == ["smoke: OK"]
+
+
+def test_the_smoke_script_checks_a_tenants_namespace_as_the_portal_names_it(kubeconfig):
+    result = smoke(kubeconfig, "--tenant", "vision", "--namespace-prefix", "team-")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1] == "smoke: created: 2 pods in team-vision, unbound, schedulerName gpuportal"
+    assert re.fullmatch(
+        r"smoke: cleaned up: no test pod left, ConfigMap team-vision/gp-smoke-[0-9a-f]{6} deleted",
+        lines[4],
+    )
 
 
 def test_the_smoke_script_fails_clearly_when_nothing_fits(kubeconfig):

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from portal.cluster.naming import tenant_namespace
 from scheduler.adapters.cluster import labels
 from scheduler.adapters.cluster.base import ClusterError, DesiredPod, ObservedNode, ObservedPod
 from scheduler.adapters.cluster.kubernetes import DEFAULT_SCHEDULER_NAME, KubernetesBackend
@@ -55,7 +56,10 @@ def run(backend: KubernetesBackend, *, image: str, gpus: int, timeout: float, sa
         pods = _wait(backend, lambda seen: len(seen) == GANG, timeout, "both pods created")
         if any(pod.node_name for pod in pods.values()):
             raise SmokeFailed("a pod was bound before the whole gang existed")
-        say(f"created: {GANG} pods, unbound, schedulerName {backend.scheduler_name}")
+        say(
+            f"created: {GANG} pods in {backend.namespace}, unbound, "
+            f"schedulerName {backend.scheduler_name}"
+        )
         for pod in gang:
             backend.bind_pod(pod.name, pod.namespace, pod.node_name)
         _wait(
@@ -135,7 +139,14 @@ def _wait(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--namespace", default="gpu-jobs", help="the portal's jobs namespace")
+    into = parser.add_mutually_exclusive_group()
+    into.add_argument("--namespace", default="gpu-jobs", help="the portal's jobs namespace")
+    into.add_argument(
+        "--tenant",
+        help="with a namespace per tenant: check this tenant's namespace (--namespace-prefix "
+        "and the tenant's name, as the portal names it), with the portal's grants there",
+    )
+    parser.add_argument("--namespace-prefix", default="gpu-", help="KUBERNETES_NAMESPACE_PREFIX")
     parser.add_argument("--image", default=DEFAULT_IMAGE)
     parser.add_argument("--gpus", type=int, default=0, help="GPUs per test pod")
     parser.add_argument("--gpu-resource", default="nvidia.com/gpu")
@@ -147,8 +158,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"smoke: {line}", flush=True)
 
     try:
+        namespace = (
+            tenant_namespace(args.tenant, args.namespace_prefix) if args.tenant else args.namespace
+        )
+    except ValueError as error:
+        parser.error(str(error))
+    try:
         backend = KubernetesBackend.from_config(
-            args.namespace,
+            namespace,
             [args.gpu_resource],
             scheduler_name=args.scheduler_name,
             instance=f"smoke-{secrets.token_hex(3)}",

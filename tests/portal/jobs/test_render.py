@@ -206,3 +206,41 @@ def test_the_api_answers_400_naming_the_field(researcher):
     response = api.post("/api/v1/jobs/render/", text, content_type="application/yaml")
     assert response.status_code == HTTPStatus.BAD_REQUEST
     assert "spec.plugins.ssh" in response.json()["errors"]
+
+
+PER_TENANT = {"KUBERNETES_NAMESPACE_PER_TENANT": True, "KUBERNETES_NAMESPACE_PREFIX": "gpu-"}
+
+
+def _namespaces(objects):
+    return {o["metadata"]["namespace"] for o in objects}
+
+
+def test_with_a_namespace_per_tenant_the_render_goes_to_the_tenants_namespace():
+    with override_settings(**PER_TENANT):
+        rendered = job_render(_load(TF), tenant_of={"default": "vision"}.get)
+        assert _namespaces(rendered.objects) == {"gpu-vision"}
+        assert {o["metadata"]["labels"]["gpuportal.io/tenant"] for o in rendered.objects if o["kind"] == "Pod"} == {"vision"}
+        assert not any("namespace of its own" in w for w in rendered.warnings)
+
+        unknown = job_render(_load(TF), tenant_of=lambda queue: None)
+        assert _namespaces(unknown.objects) == {"gpu-jobs"}
+        assert any("the tenant of queue default is not known" in w for w in unknown.warnings)
+
+        out, err = io.StringIO(), io.StringIO()
+        assert main([str(EXAMPLES / TF), "--tenant", "nlp"], out=out, err=err) == 0
+        assert _namespaces(yaml.safe_load_all(out.getvalue())) == {"gpu-nlp"}
+    off = job_render(_load(TF), tenant_of={"default": "vision"}.get)
+    assert _namespaces(off.objects) == {"gpu-jobs"}
+
+
+@pytest.mark.django_db
+def test_the_api_renders_into_the_namespace_of_a_queue_the_caller_may_see(researcher, nlp_queue, vision_queue):
+    api = APIClient()
+    api.force_authenticate(researcher)
+    data = _load(TF)
+    with override_settings(**PER_TENANT):
+        for queue, namespace in ((nlp_queue, "gpu-nlp"), (vision_queue, "gpu-jobs")):
+            data["spec"]["queue"] = queue.name
+            response = api.post("/api/v1/jobs/render/", data, format="json")
+            assert response.status_code == HTTPStatus.OK, response.json()
+            assert _namespaces(response.json()["objects"]) == {namespace}, queue.name

@@ -40,6 +40,7 @@ def backend_from_settings() -> ClusterBackend:
 def _shared_cache(backend: KubernetesBackend) -> ClusterCache:
     """One watch cache per process and API server, kept from cycle to cycle (the cycle worker
     is one process); each cycle still gets a fresh backend, so its write breaker starts closed."""
+    from scheduler.adapters.cluster.labels import owned_selector
     from scheduler.adapters.cluster.watch_cache import (
         ClusterCache,
         manifests_translation,
@@ -48,6 +49,11 @@ def _shared_cache(backend: KubernetesBackend) -> ClusterCache:
 
     host = backend.core_v1.api_client.configuration.host
     return shared_cache(
-        ("kubernetes", host, backend.instance),
-        lambda: ClusterCache(backend.core_v1, manifests_translation(backend.instance)),
+        ("kubernetes", host, backend.instance, backend.namespace),
+        lambda: ClusterCache(
+            backend.core_v1,
+            manifests_translation(backend.instance),
+            object_namespaces=(backend.namespace,),
+            object_selector=owned_selector(backend.instance),
+        ),
     )

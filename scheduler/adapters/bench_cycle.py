@@ -168,6 +168,7 @@ def _kubernetes(kubeconfig: Path, args: argparse.Namespace) -> Iterator:
     from kubernetes import client, config
 
     from scheduler.adapters.cluster.kubernetes import KubernetesBackend
+    from scheduler.adapters.cluster.labels import owned_selector
     from scheduler.adapters.cluster.testing.emulator import foreign_pod_object
     from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
 
@@ -178,7 +179,13 @@ def _kubernetes(kubeconfig: Path, args: argparse.Namespace) -> Iterator:
     )
     # The first list of 100,000 pods can outlast the default wait on a loaded machine; a real
     # cycle would then fail with that reason and the next one find the cache ready.
-    backend.cache = ClusterCache(backend.core_v1, manifests_translation(), sync_timeout=1800)
+    backend.cache = ClusterCache(
+        backend.core_v1,
+        manifests_translation(backend.instance),
+        sync_timeout=1800,
+        object_namespaces=(backend.namespace,),
+        object_selector=owned_selector(backend.instance),
+    )
     figures: dict[str, Any] = {"foreign_pods": args.foreign_pods}
     # Memory: RSS growth while the cache makes its first lists (the first list_nodes waits for
     # both). An upper bound: it includes the decoding's transient peak.

@@ -282,8 +282,11 @@ def _job_objects_sweep(
         for obj in objects
     ]
     keep |= {(OWNER_KIND, namespace, owner_name(job)) for namespace, job in owning if job}
+    # A desired pod's objects that someone deleted are made again (a Service or host-name
+    # ConfigMap its running pods resolve).
+    wanted = [obj for pod in desired for obj in pod.job_objects]
     try:
-        report.deleted.extend(sweep(keep))
+        report.deleted.extend(sweep(keep, wanted))
     except ClusterError as error:
         report.errors.append(f"job objects: {error}")
 

@@ -55,9 +55,9 @@ from scheduler.adapters.cluster.owner import (
     owner_manifest,
     owner_name,
     owner_reference,
-    owner_selector,
     with_owner,
 )
+from scheduler.adapters.cluster.watch_cache import JobObject
 
 if TYPE_CHECKING:
     from scheduler.adapters.cluster.watch_cache import ClusterCache
@@ -245,20 +245,21 @@ class KubernetesBackend:
         return gone
 
     def _owners_refresh(self) -> None:
-        items = self._list_all(
-            f"list owner ConfigMaps in {self.namespace}",
-            self.core_v1.list_namespaced_config_map,
-            self.namespace,
-            label_selector=owner_selector(self.instance),
-        )
         fresh = {
-            (item.metadata.namespace, item.metadata.name): item.metadata.uid
-            for item in items
-            if self._owns(item.metadata.labels or {})
+            (obj.namespace, obj.name): obj.uid
+            for obj in self._job_objects("ConfigMap")
+            if obj.is_owner and self._owns(obj.labels)
         }
-        for key, uid in self._owners.items():
-            if fresh.get(key) == uid:
-                continue
+        if self._objects_cached():
+            # The cache saw each deletion, also between two cycles' backends.
+            gone = {
+                (obj.namespace, obj.name)
+                for obj in self.cache.owners_gone(self.namespace)  # type: ignore[union-attr]
+                if self._owns(obj.labels)
+            }
+        else:
+            gone = {key for key, uid in self._owners.items() if fresh.get(key) != uid}
+        for key in sorted(gone):
             # Deleted (or deleted and made again) behind the portal's back: its dependents
             # are the garbage collector's now, and the ones the portal made must be made again.
             job_id = key[1].removeprefix("gp-")
@@ -267,6 +268,43 @@ class KubernetesBackend:
                 made: under for made, under in self._objects_made.items() if under != key
             }
         self._owners = fresh
+
+    def _objects_cached(self) -> bool:
+        return self.cache is not None and self.namespace in self.cache.object_namespaces
+
+    def _job_objects(
+        self, kind: str, namespace: str | None = None, *, from_api: bool = False
+    ) -> list[JobObject]:
+        """This instance's objects of `kind` (ConfigMap, Service, NetworkPolicy): from the
+        watch cache when it keeps them, else listed by label."""
+        namespace = namespace or self.namespace
+        if self.cache is not None and not from_api:
+            cached = self.cache.job_objects(kind, namespace)
+            if cached is not None:
+                return cached
+        list_fn = {
+            "ConfigMap": self.core_v1.list_namespaced_config_map,
+            "Service": self.core_v1.list_namespaced_service,
+            "NetworkPolicy": client.NetworkingV1Api(
+                self.core_v1.api_client
+            ).list_namespaced_network_policy,
+        }[kind]
+        items = self._list_all(
+            f"list {kind} in {namespace}",
+            list_fn,
+            namespace,
+            label_selector=owned_selector(self.instance),
+        )
+        return [
+            JobObject(
+                kind=kind,
+                namespace=item.metadata.namespace,
+                name=item.metadata.name,
+                uid=item.metadata.uid,
+                labels=item.metadata.labels or {},
+            )
+            for item in items
+        ]
 
     def pod_log(self, name: str, namespace: str, tail: int) -> PodLog:
         """The pods/log subresource (the main container, its last `tail` lines) and the pod's
@@ -434,22 +472,21 @@ class KubernetesBackend:
                     self._owner_adopt(key, where)
                 else:
                     self._owners[key] = made.metadata.uid
+                    self._note_made("ConfigMap", made)
 
             self._write(where, attempt)
         return owner_reference(name, self._owners[key])
 
     def _owner_adopt(self, key: tuple[str, str], where: str) -> None:
-        items = self._list_all(
-            f"list owner ConfigMaps in {key[0]}",
-            self.core_v1.list_namespaced_config_map,
-            key[0],
-            label_selector=owner_selector(self.instance),
-        )
-        for item in items:
-            meta = item.metadata
-            if (meta.namespace, meta.name) == key and self._owns(meta.labels or {}):
-                self._owners[key] = meta.uid
-                return
+        # The cache may not have heard yet of an owner made a moment ago (by a restarted
+        # worker, or an attempt whose answer was lost): then the API server is asked.
+        for from_api in (False, True):
+            for obj in self._job_objects("ConfigMap", key[0], from_api=from_api):
+                if (obj.namespace, obj.name) == key and self._owns(obj.labels):
+                    self._owners[key] = obj.uid
+                    return
+            if not self._objects_cached():
+                break
         raise ClusterError(f"{where}: name taken by an object that is not this instance's")
 
     def _ensure_object(self, obj: dict[str, Any], owner: str) -> None:
@@ -458,6 +495,9 @@ class KubernetesBackend:
         kind, meta = obj["kind"], obj["metadata"]
         key = (kind, meta["namespace"], meta["name"])
         if key in self._objects_made:
+            return
+        if self.cache is not None and self.cache.job_object(*key) is not None:
+            self._objects_made[key] = (meta["namespace"], owner)
             return
         create = {
             "ConfigMap": self.core_v1.create_namespaced_config_map,
@@ -470,48 +510,67 @@ class KubernetesBackend:
 
         def attempt() -> None:
             try:
-                create(meta["namespace"], obj, _request_timeout=self.request_timeout)
+                made = create(meta["namespace"], obj, _request_timeout=self.request_timeout)
             except ApiException as exc:
                 if exc.status != 409:
                     raise
+            else:
+                self._note_made(kind, made)
 
         self._write(where, attempt)
         self._objects_made[key] = (meta["namespace"], owner)
 
-    def sweep_job_objects(self, keep: set[tuple[str, str, str]]) -> list[str]:
+    def _note_made(self, kind: str, made: Any) -> None:
+        """Tell the watch cache about an object the portal just created (the API's answer)."""
+        if self.cache is not None and getattr(made, "metadata", None) is not None:
+            meta = made.metadata
+            self.cache.object_made(
+                kind,
+                {"namespace": meta.namespace, "name": meta.name, "uid": meta.uid,
+                 "labels": meta.labels or {}},
+            )  # fmt: skip
+
+    def sweep_job_objects(
+        self, keep: set[tuple[str, str, str]], wanted: Sequence[dict[str, Any]] = ()
+    ) -> list[str]:
         """Delete the portal's job objects (owner objects, the svc plugin's ConfigMaps, Services
         and NetworkPolicies, by this instance's labels) that no desired pod needs any more: the
-        job ended or waits. `keep` holds (kind, namespace, name); returns "Kind namespace/name" of
-        each deleted. An object another instance (or nobody) owns is never touched."""
+        job ended or waits; then make again each of `wanted` (the desired pods' job objects,
+        wire shape) that is missing because someone deleted it. `keep` holds (kind, namespace,
+        name); returns "Kind namespace/name" of each deleted. An object another instance (or
+        nobody) owns is never touched."""
         networking = client.NetworkingV1Api(self.core_v1.api_client)
         # Owners (ConfigMaps) last: objects made before owner objects existed have none, so
         # the garbage collector would not take them.
         kinds = (
-            ("Service", self.core_v1.list_namespaced_service,
-             self.core_v1.delete_namespaced_service),
-            ("NetworkPolicy", networking.list_namespaced_network_policy,
-             networking.delete_namespaced_network_policy),
-            ("ConfigMap", self.core_v1.list_namespaced_config_map,
-             self.core_v1.delete_namespaced_config_map),
-        )  # fmt: skip
+            ("Service", self.core_v1.delete_namespaced_service),
+            ("NetworkPolicy", networking.delete_namespaced_network_policy),
+            ("ConfigMap", self.core_v1.delete_namespaced_config_map),
+        )
         deleted = []
-        for kind, list_fn, delete_fn in kinds:
-            items = self._list_all(
-                f"list {kind} in {self.namespace}",
-                list_fn,
-                self.namespace,
-                label_selector=owned_selector(self.instance),
-            )
-            for item in items:
-                meta = item.metadata
-                key = (kind, meta.namespace, meta.name)
-                if key in keep or not self._owns(meta.labels or {}):
+        present: set[tuple[str, str, str]] = set()
+        for kind, delete_fn in kinds:
+            for obj in self._job_objects(kind):
+                if obj.key in keep or not self._owns(obj.labels):
+                    present.add(obj.key)
                     continue
-                self._delete_object(kind, meta.namespace, meta.name, delete_fn)
-                self._objects_made.pop(key, None)
-                if kind == "ConfigMap":  # an owner object: the portal deleted it, not someone
-                    self._owners.pop((meta.namespace, meta.name), None)
-                deleted.append(f"{kind} {meta.namespace}/{meta.name}")
+                self._delete_object(kind, obj.namespace, obj.name, delete_fn)
+                self._objects_made.pop(obj.key, None)
+                if obj.is_owner:  # the portal deleted it, not someone else
+                    self._owners.pop((obj.namespace, obj.name), None)
+                deleted.append(f"{kind} {obj.namespace}/{obj.name}")
+        for obj in wanted:
+            meta = obj["metadata"]
+            key = (obj["kind"], meta["namespace"], meta["name"])
+            if key in present or meta["namespace"] != self.namespace:
+                continue
+            job_id = (meta.get("labels") or {}).get(JOB_ID)
+            if not job_id:
+                continue
+            present.add(key)
+            self._objects_made.pop(key, None)
+            owner = self._ensure_owner(job_id, meta["namespace"])
+            self._ensure_object(with_owner(obj, owner), owner["name"])
         return deleted
 
     def _delete_object(
@@ -524,7 +583,13 @@ class KubernetesBackend:
                 if exc.status != 404:
                     raise
 
-        self._write(f"delete {kind} {namespace}/{name}", attempt)
+        forgotten = self.cache.object_deleting(kind, namespace, name) if self.cache else None
+        try:
+            self._write(f"delete {kind} {namespace}/{name}", attempt)
+        except ClusterError:
+            if self.cache is not None:
+                self.cache.object_kept(forgotten)
+            raise
 
     # -- internals ---------------------------------------------------------------------------
 

@@ -15,6 +15,15 @@ Staleness is explicit: reads wait for the first full list, and fail (TransientCl
 like an unreachable API server) when the watch has not heard from the server for
 `max_staleness` seconds, so a cycle never decides on a picture it cannot vouch for.
 
+Given the jobs namespaces (`object_namespaces`), the cache also keeps the portal's job objects
+there (ConfigMaps, Services, NetworkPolicies carrying `object_selector`'s labels): only their
+identity (kind, namespace, name, uid, labels), which is all the reconcile's sweep and the owner
+bookkeeping read. The portal's own creates and deletes are noted at once (`object_made`,
+`object_deleting`), as client-go's MutationCache overlays an informer, so the next cycle neither
+makes nor deletes them again while the watch catches up. An owner object the portal did not
+delete that disappears (a DELETED event, or missing from a relist) is reported once by
+`owners_gone`.
+
 The official client's informer module (kubernetes.informer.SharedInformer, in client 35+) is
 not used: it lists without `limit`/`continue`, decodes every object into a model on every
 list, does not ask for bookmarks, and tracks the resourceVersion only when it decodes, which
@@ -25,12 +34,13 @@ raw objects; the resourceVersion is tracked here.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +49,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.adapters.cluster.base import ObservedNode, ObservedPod, TransientClusterError
-from scheduler.adapters.cluster.labels import DEFAULT_INSTANCE
+from scheduler.adapters.cluster.labels import DEFAULT_INSTANCE, OWNER
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +91,28 @@ class _Pod:
     observed: ObservedPod | None  # pods the portal owns
     node: str | None  # pods it does not own: where they hold `usage`
     usage: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class JobObject:
+    """One of the portal's job objects, as much of it as the sweep and the owners need."""
+
+    kind: str  # ConfigMap | Service | NetworkPolicy
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.kind, self.namespace, self.name)
+
+    @property
+    def is_owner(self) -> bool:
+        return self.kind == "ConfigMap" and self.labels.get(OWNER) == "true"
+
+
+OBJECT_KINDS = ("ConfigMap", "Service", "NetworkPolicy")
 
 
 @dataclass
@@ -256,6 +288,8 @@ class ClusterCache:
         max_staleness: float = DEFAULT_MAX_STALENESS,
         sync_timeout: float = DEFAULT_SYNC_TIMEOUT,
         clock: Callable[[], float] = time.monotonic,
+        object_namespaces: Sequence[str] = (),
+        object_selector: str = "",
     ) -> None:
         self.translation = translation
         self.max_staleness = max_staleness
@@ -266,6 +300,12 @@ class ClusterCache:
         self._pods: dict[tuple[str, str], _Pod] = {}
         self._owned: dict[tuple[str, str], ObservedPod] = {}  # the portal's: a few of _pods
         self._usage: dict[str, dict[str, int]] = {}
+        self._objects: dict[tuple[str, str, str], JobObject] = {}
+        # uid -> (kind, namespace) of each object the portal deleted and the watch has not
+        # yet reported gone.
+        self._deleting: dict[str, tuple[str, str]] = {}
+        self._owners_gone: list[JobObject] = []
+        self.object_namespaces = tuple(object_namespaces)
         self.decode_errors = 0
         common = {
             "page_size": page_size,
@@ -287,6 +327,23 @@ class ClusterCache:
             apply=self._apply_pod,
             **common,
         )
+        networking = client.NetworkingV1Api(core_v1.api_client)
+        listers = {
+            "ConfigMap": core_v1.list_namespaced_config_map,
+            "Service": core_v1.list_namespaced_service,
+            "NetworkPolicy": networking.list_namespaced_network_policy,
+        }
+        self.object_reflectors = [
+            Reflector(
+                f"{kind} in {namespace}",
+                functools.partial(listers[kind], namespace, label_selector=object_selector),
+                replace=functools.partial(self._replace_objects, kind, namespace),
+                apply=functools.partial(self._apply_object, kind),
+                **common,
+            )
+            for namespace in self.object_namespaces
+            for kind in OBJECT_KINDS
+        ]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._pid: int | None = None
@@ -301,14 +358,17 @@ class ClusterCache:
         self._stop.clear()
         self._threads = [
             threading.Thread(target=r.run, args=(self._stop,), name=f"watch-{r.what}", daemon=True)
-            for r in (self.node_reflector, self.pod_reflector)
+            for r in self._reflectors()
         ]
         for thread in self._threads:
             thread.start()
 
+    def _reflectors(self) -> list[Reflector]:
+        return [self.node_reflector, self.pod_reflector, *self.object_reflectors]
+
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
-        for reflector in (self.node_reflector, self.pod_reflector):
+        for reflector in self._reflectors():
             reflector.stop_watch()
         for thread in self._threads:
             thread.join(timeout=timeout)
@@ -332,6 +392,61 @@ class ClusterCache:
         with self._lock:
             return [self._owned[key] for key in sorted(self._owned)]
 
+    def job_objects(self, kind: str, namespace: str) -> list[JobObject] | None:
+        """The portal's objects of `kind` in `namespace`; None when this cache does not keep
+        that namespace's objects (the caller lists them)."""
+        if namespace not in self.object_namespaces:
+            return None
+        self._ensure_current()
+        with self._lock:
+            return [
+                obj
+                for key, obj in sorted(self._objects.items())
+                if key[0] == kind and key[1] == namespace
+            ]
+
+    def job_object(self, kind: str, namespace: str, name: str) -> JobObject | None:
+        """The portal's object of that identity, if this cache keeps its namespace and has it."""
+        if namespace not in self.object_namespaces:
+            return None
+        self._ensure_current()
+        with self._lock:
+            return self._objects.get((kind, namespace, name))
+
+    def owners_gone(self, namespace: str) -> list[JobObject]:
+        """Owner objects in `namespace` that disappeared without the portal deleting them since
+        the previous call (each reported once)."""
+        with self._lock:
+            gone = [obj for obj in self._owners_gone if obj.namespace == namespace]
+            self._owners_gone = [obj for obj in self._owners_gone if obj.namespace != namespace]
+        return gone
+
+    def object_made(self, kind: str, raw_meta: Mapping[str, Any]) -> None:
+        """The portal created this object (its answer's metadata): known before the watch says."""
+        obj = _job_object(kind, raw_meta)
+        if obj.namespace not in self.object_namespaces:
+            return
+        with self._lock:
+            self._objects[obj.key] = obj
+
+    def object_deleting(self, kind: str, namespace: str, name: str) -> JobObject | None:
+        """The portal is about to delete this object: forget it, and do not take its DELETED
+        event for someone else's deletion. Hand the answer to `object_kept` if the delete
+        fails."""
+        with self._lock:
+            obj = self._objects.pop((kind, namespace, name), None)
+            if obj is not None:
+                self._deleting[obj.uid] = (kind, namespace)
+            return obj
+
+    def object_kept(self, obj: JobObject | None) -> None:
+        """The delete announced by `object_deleting` failed: the object is still there."""
+        if obj is None:
+            return
+        with self._lock:
+            if self._deleting.pop(obj.uid, None) is not None:
+                self._objects.setdefault(obj.key, obj)
+
     def usage(self) -> dict[str, dict[str, int]]:
         """node -> what pods the portal does not own request there (a copy)."""
         with self._lock:
@@ -346,6 +461,7 @@ class ClusterCache:
             }
         return {
             **counts,
+            "job_objects": len(self._objects),
             "decode_errors": self.decode_errors,
             "nodes_reflector": vars(self.node_reflector.stats),
             "pods_reflector": vars(self.pod_reflector.stats),
@@ -353,7 +469,7 @@ class ClusterCache:
 
     def _ensure_current(self) -> None:
         self.start()
-        for reflector in (self.node_reflector, self.pod_reflector):
+        for reflector in self._reflectors():
             if not reflector.synced.wait(self.sync_timeout):
                 raise TransientClusterError(
                     NOT_SYNCED.format(
@@ -439,6 +555,39 @@ class ClusterCache:
                     self._owned[key] = entry.observed
             self._forget_nodes({e.node for e in (previous, entry) if e is not None and e.node})
 
+    def _replace_objects(self, kind: str, namespace: str, raws: list[Raw]) -> None:
+        fresh = {}
+        for raw in raws:
+            obj = _job_object(kind, raw.get("metadata") or {})
+            fresh[obj.key] = obj
+        listed = {obj.uid for obj in fresh.values()}
+        with self._lock:
+            for key, old in list(self._objects.items()):
+                if key[0] != kind or key[1] != namespace:
+                    continue
+                del self._objects[key]
+                if old.is_owner and old.uid not in listed and old.uid not in self._deleting:
+                    self._owners_gone.append(old)  # gone while the watch was down
+            # A deletion the list no longer shows is over; one it still shows is under way.
+            for uid, where in list(self._deleting.items()):
+                if where == (kind, namespace) and uid not in listed:
+                    del self._deleting[uid]
+            self._objects.update(
+                (key, obj) for key, obj in fresh.items() if obj.uid not in self._deleting
+            )
+
+    def _apply_object(self, kind: str, event: str, raw: Raw) -> None:
+        obj = _job_object(kind, raw.get("metadata") or {})
+        with self._lock:
+            current = self._objects.get(obj.key)
+            if event == "DELETED":
+                if current is not None and current.uid == obj.uid:
+                    del self._objects[obj.key]
+                if self._deleting.pop(obj.uid, None) is None and obj.is_owner:
+                    self._owners_gone.append(obj)
+            elif obj.uid not in self._deleting:  # a late event of what the portal deleted
+                self._objects[obj.key] = obj
+
     def _pod(self, raw: Raw) -> _Pod | None:
         rv = str((raw.get("metadata") or {}).get("resourceVersion") or "")
         if self.translation.owns((raw.get("metadata") or {}).get("labels") or {}):
@@ -502,6 +651,16 @@ def usage_view(raw: Raw) -> Raw:
             ]
     status = {k: v for k, v in (raw.get("status") or {}).items() if k not in _UNUSED_POD_STATUS}
     return {**raw, "metadata": meta, "spec": spec, "status": status}
+
+
+def _job_object(kind: str, meta: Mapping[str, Any]) -> JobObject:
+    return JobObject(
+        kind=kind,
+        namespace=meta.get("namespace") or "",
+        name=meta.get("name") or "",
+        uid=meta.get("uid") or "",
+        labels=dict(meta.get("labels") or {}),
+    )
 
 
 def _add_usage(usage: dict[str, dict[str, int]], entry: _Pod, sign: int) -> None:

@@ -14,7 +14,7 @@ import yaml
 from portal.jobs.services import job_cancel, job_submit
 from portal.tenants.models import Membership
 from scheduler.adapters.cluster.base import DesiredPod
-from scheduler.adapters.cluster.labels import replica_labels
+from scheduler.adapters.cluster.labels import owned_selector, replica_labels
 from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
 from scheduler.adapters.desired import desired_pods
 from tests.factories import MembershipFactory, UserFactory
@@ -106,7 +106,12 @@ def test_the_verbs_the_portal_calls_are_the_verbs_deploy_rbac_grants(
     )
     backend.list_nodes()  # the plain list path
     backend.list_pods()
-    cache = ClusterCache(backend.core_v1, manifests_translation(backend.instance))
+    cache = ClusterCache(
+        backend.core_v1,
+        manifests_translation(backend.instance),
+        object_namespaces=(JOBS_NAMESPACE,),
+        object_selector=owned_selector(backend.instance),
+    )
     backend.cache = cache
     try:
         kube_cycle()  # the cache's list+watch, the svc objects, the gang's pods and binds

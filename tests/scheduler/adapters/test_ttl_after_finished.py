@@ -85,7 +85,7 @@ class _Sweeper:
     def __init__(self) -> None:
         self.keep: set = set()
 
-    def sweep_job_objects(self, keep):
+    def sweep_job_objects(self, keep, wanted=()):
         self.keep = set(keep)
         return []
 

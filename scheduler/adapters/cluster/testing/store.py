@@ -60,6 +60,7 @@ KINDS = {
     "configmaps": "ConfigMap",
     "events": "Event",
     "namespaces": "Namespace",
+    "networkpolicies": "NetworkPolicy",
 }
 
 

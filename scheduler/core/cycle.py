@@ -12,7 +12,6 @@ from scheduler.core.actions import ACTIONS
 from scheduler.core.actions.allocate import job_needs
 from scheduler.core.config import SchedulerConf
 from scheduler.core.plugins import PLUGINS
-from scheduler.core.plugins._quota import QueueAttr
 from scheduler.core.reasons import explain_unplaced
 from scheduler.core.resources import Resources
 from scheduler.core.session import Session
@@ -111,7 +110,7 @@ def close_session(ssn: Session) -> CycleResult:
         pending_kinds=kinds,
         queues={name: queue_share(ssn, name) for name in ssn.queues},
         phases=phases,
-        rescheduling_ran=bool(getattr(ssn.plugins.get("rescheduling"), "due", False)),
+        rescheduling_ran=ssn.rescheduling_ran(),
     )
 
 
@@ -138,18 +137,9 @@ def _phase(job: Job) -> PodGroupPhase:
     return PodGroupPhase.PENDING
 
 
-def share_of_queue(ssn: Session, name: str) -> QueueAttr | None:
-    for plugin_name in ("proportion", "capacity"):
-        plugin = ssn.plugins.get(plugin_name)
-        if plugin is not None and plugin.share(name) is not None:
-            share: QueueAttr = plugin.share(name)
-            return share
-    return None
-
-
 def queue_share(ssn: Session, name: str) -> QueueShare:
     info = ssn.queues[name].info
-    attr = share_of_queue(ssn, name)
+    attr = ssn.queue_share(name)
     if attr is not None:
         return QueueShare(
             attr.deserved, attr.allocated, attr.request, info.guarantee, info.capability

@@ -15,11 +15,11 @@ volcano-sh/volcano pkg/scheduler/framework/session_plugins.go:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from functools import cmp_to_key
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from scheduler.core.config import SchedulerConf
 from scheduler.core.devices import DeviceLedger, GpuNeed, gpu_need, node_devices
@@ -35,6 +35,9 @@ from scheduler.core.types import (
     Vote,
 )
 
+if TYPE_CHECKING:
+    from scheduler.core.plugins._quota import QueueAttr
+
 DEFAULT_MAX_PODS = 110  # Kubernetes' default kubelet maxPods when a node states none
 
 
@@ -44,6 +47,65 @@ class FitError:
 
     reason: str
     resolvable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """What a plugin declares about one hook it registers, besides the function.
+
+    The framework reads these instead of asking which plugin registered a hook (Volcano's
+    session_plugins.go dispatches on the callbacks alone; the declarations here add what our
+    shortcuts and explanations need to know to stay exact).
+    """
+
+    # node_order: the score depends only on ``Node.state_key()`` (and the task), so equal
+    # nodes are scored once
+    state_only: bool = False
+    # predicate: the answer looks at pods on other nodes (pod anti-affinity of running pods),
+    # so no NodeIndex class can answer for its members
+    reads_pods: bool = False
+    # predicate: the part of the check no eviction or uncordon resolves (selector, node
+    # affinity, taints)
+    lasting: Callable[[Task, Node], FitError | None] | None = None
+    # allocatable: the sentence saying why the queue refused the task (None: the quota is the
+    # whole cluster anyway)
+    explain: Callable[[Queue, Task], str | None] | None = None
+    # preemptable: the verdict depends on the preemptor's job itself, not only on its
+    # request and priority (drf compares the job's dominant share with each victim's)
+    by_preemptor_job: bool = False
+    # victim_tasks: the hook is the periodic rescheduling pass, reported in the cycle result
+    rescheduling: bool = False
+
+
+# declaration -> the hooks it may be declared on
+_DECLARABLE = {
+    "state_only": ("node_order",),
+    "reads_pods": ("predicate",),
+    "lasting": ("predicate",),
+    "explain": ("allocatable",),
+    "by_preemptor_job": ("preemptable",),
+    "rescheduling": ("victim_tasks",),
+}
+_NOTHING_DECLARED = Declared()
+
+
+class QueueShares(Protocol):
+    """A quota plugin's per-queue figures (proportion, capacity), registered with
+    ``Session.add_queue_shares``."""
+
+    @property
+    def binds_deserved(self) -> bool:
+        """True when a queue is held to its deserved share, False when to its real capability
+        (capacity lends up to it)."""
+        ...
+
+    @property
+    def divides_tree(self) -> bool:
+        """True when deserved shares are divided down a queue tree by weight, so a queue's
+        real limit also depends on its siblings' demand."""
+        ...
+
+    def share(self, queue: str) -> QueueAttr | None: ...
 
 
 @dataclass(slots=True)
@@ -130,12 +192,16 @@ class Session:
         self.now = snapshot.now
         self.fns: dict[str, dict[str, Callable[..., Any]]] = {hook: {} for hook in _HOOKS}
         self.keys: dict[str, dict[str, Callable[..., Any]]] = {hook: {} for hook in _ORDER_HOOKS}
+        self.declared: dict[str, dict[str, Declared]] = {hook: {} for hook in _HOOKS}
+        self._declared_cache: dict[str, list[Declared]] = {}
+        self.queue_shares: dict[str, QueueShares] = {}  # plugin name -> its figures
         self._key_cache: dict[str, Callable[..., Any] | None] = {}
         self._explain_memo: dict[tuple[str, Resources, int], tuple[bool, str | None]] = {}
         self._enabled_cache: dict[str, list[Any]] = {}
         self._split_cache: tuple[tuple[Any, ...], Callable[..., Any] | None] | None = None
         self._tiers_cache: dict[str, list[Any]] = {}
         self._equivalent_cache: bool | None = None
+        self._state_only_cache: bool | None = None
         self._keyed_cache: tuple[list[KeyedBatchScorer] | None] | None = None
         self.event_handlers: list[EventHandler] = []
         self.plugins: dict[str, Any] = {}
@@ -283,23 +349,70 @@ class Session:
         node.changed()
 
     # registry ---------------------------------------------------------------------------------
-    def add_fn(
-        self, hook: str, plugin: str, fn: Callable[..., Any], key: Callable[..., Any] | None = None
+    def add_fn(  # noqa: PLR0913 - one keyword per declaration, each checked against the hook
+        self,
+        hook: str,
+        plugin: str,
+        fn: Callable[..., Any],
+        key: Callable[..., Any] | None = None,
+        *,
+        state_only: bool = False,
+        reads_pods: bool = False,
+        lasting: Callable[[Task, Node], FitError | None] | None = None,
+        explain: Callable[[Queue, Task], str | None] | None = None,
+        by_preemptor_job: bool = False,
+        rescheduling: bool = False,
     ) -> None:
-        """Register ``fn``; an order hook may add ``key``, a sort key that orders exactly as
-        ``fn`` compares (equal keys iff ``fn`` says 0), so sorting needs no compare calls."""
+        """Register ``fn`` with what the plugin declares about it (``Declared``); an order hook
+        may add ``key``, a sort key that orders exactly as ``fn`` compares (equal keys iff
+        ``fn`` says 0), so sorting needs no compare calls."""
+        given = {
+            "state_only": state_only,
+            "reads_pods": reads_pods,
+            "lasting": lasting,
+            "explain": explain,
+            "by_preemptor_job": by_preemptor_job,
+            "rescheduling": rescheduling,
+        }
+        for name, value in given.items():
+            if value and hook not in _DECLARABLE[name]:
+                hooks = ", ".join(_DECLARABLE[name])
+                raise ValueError(f"{plugin}: {name} is declared on {hooks}, not {hook}")
+        declared = Declared(
+            state_only, reads_pods, lasting, explain, by_preemptor_job, rescheduling
+        )
         self.fns[hook][plugin] = fn
+        self.declared[hook][plugin] = declared
         if key is not None:
             self.keys[hook][plugin] = key
         elif hook in self.keys:
             self.keys[hook].pop(plugin, None)
         self._enabled_cache.pop(hook, None)
+        self._declared_cache.pop(hook, None)
         self._tiers_cache.pop(hook, None)
         self._key_cache.pop(hook, None)
-        self._equivalent_cache = self._keyed_cache = None
+        self._equivalent_cache = self._keyed_cache = self._state_only_cache = None
 
     def add_event_handler(self, handler: EventHandler) -> None:
         self.event_handlers.append(handler)
+
+    def add_queue_shares(self, plugin: str, shares: QueueShares) -> None:
+        """A quota plugin offers its per-queue figures (the first one registered answers)."""
+        self.queue_shares[plugin] = shares
+
+    def add_gpu_picker(self, picker: Callable[[Task, Node, bool], tuple[int, ...] | None]) -> None:
+        """A plugin that chooses the cards a pod takes on a node (the first answer wins)."""
+        self.gpu_pickers.append(picker)
+
+    def _declarations(self, hook: str) -> list[Declared]:
+        """What the enabled registrations of ``hook`` declare, in conf order."""
+        cached = self._declared_cache.get(hook)
+        if cached is None:
+            declared = self.declared[hook]
+            cached = self._declared_cache[hook] = [
+                declared.get(name, _NOTHING_DECLARED) for _, name, _ in self._enabled(hook)
+            ]
+        return cached
 
     def _enabled(self, hook: str) -> list[tuple[int, str, Callable[..., Any]]]:
         """(tier index, plugin name, fn) for every enabled registration, in conf order."""
@@ -485,7 +598,7 @@ class Session:
             for name, score in fn(task, nodes).items():
                 scores[name] += score
         if map_fns:
-            state_only = all(getattr(fn, "state_only", False) for fn in map_fns)
+            state_only = self.scorers_state_only()
             by_state: dict[tuple[Any, ...], float] = {}
             for node in nodes:
                 if state_only:
@@ -524,12 +637,23 @@ class Session:
         return cached
 
     def _scorers_state_only(self) -> bool:
-        if self.keyed_batch_scorers() is None:
+        if self.keyed_batch_scorers() is None or not self.scorers_state_only():
             return False
-        if not all(getattr(fn, "state_only", False) for _, _, fn in self._enabled("node_order")):
-            return False
-        predicates = self.plugins.get("predicates")
-        return not (predicates is not None and predicates.anti_affine)
+        return not any(d.reads_pods for d in self._declarations("predicate"))
+
+    def scorers_state_only(self) -> bool:
+        """Does every enabled node-order scorer score a node by its ``state_key`` alone?"""
+        cached = self._state_only_cache
+        if cached is None:
+            cached = self._state_only_cache = all(
+                d.state_only for d in self._declarations("node_order")
+            )
+        return cached
+
+    def map_score(self, task: Task, node: Node) -> float:
+        """The sum of the enabled node-order scores (batch scores not included)."""
+        score: float = sum(fn(task, node) for _, _, fn in self._enabled("node_order"))
+        return score
 
     def keyed_batch_scorers(self) -> list[KeyedBatchScorer] | None:
         """The enabled batch scorers when every one is keyed (possibly none), else None."""
@@ -593,19 +717,66 @@ class Session:
 
     def _explain_quota(self, queue: Queue, task: Task) -> tuple[bool, str | None]:
         """(True, the plugin's sentence) or (False, the refusing plugin without one)."""
-        for _, name, fn in self._enabled("allocatable"):
+        enabled = self._enabled("allocatable")
+        declared = self._declarations("allocatable")
+        for (_, name, fn), declaration in zip(enabled, declared, strict=True):
             if not fn(queue, task):
-                plugin = self.plugins.get(name)
-                if plugin is not None and hasattr(plugin, "explain"):
-                    return True, plugin.explain(queue, task)
+                if declaration.explain is not None:
+                    return True, declaration.explain(queue, task)
                 return False, name
         # Asked after a gang's tentative pods were rolled back, the single pod may fit again:
         # the quota plugin's numbers still explain why the whole gang did not.
-        for _, name, _ in self._enabled("allocatable"):
-            plugin = self.plugins.get(name)
-            if plugin is not None and hasattr(plugin, "explain"):
-                return True, plugin.explain(queue, task)
+        for declaration in declared:
+            if declaration.explain is not None:
+                return True, declaration.explain(queue, task)
         return False, None
+
+    # declared capabilities ----------------------------------------------------------------------
+    def queue_share(self, queue: str) -> QueueAttr | None:
+        """The queue's figures from the first quota plugin that has them, else None."""
+        for shares in self.queue_shares.values():
+            attr = shares.share(queue)
+            if attr is not None:
+                return attr
+        return None
+
+    def binding_quota(self, queue: str) -> tuple[QueueShares, QueueAttr] | None:
+        """(quota plugin, the queue's figures) when that plugin's allocatable hook is enabled,
+        so its numbers are what limit the queue; else None."""
+        attr = self.queue_share(queue)
+        if attr is None:
+            return None
+        for _, name, _ in self._enabled("allocatable"):
+            shares = self.queue_shares.get(name)
+            if shares is not None and shares.share(queue) is attr:
+                return shares, attr
+        return None
+
+    def lasting_filter(self) -> Callable[[Task, Node], FitError | None] | None:
+        """The enabled predicates' lasting parts (``Declared.lasting``) as one check, or None
+        when no predicate declares one (then nothing but resources keeps a pod off a node)."""
+        filters = [d.lasting for d in self._declarations("predicate") if d.lasting is not None]
+        if not filters:
+            return None
+        if len(filters) == 1:
+            return filters[0]
+
+        def lasting(task: Task, node: Node) -> FitError | None:
+            for check in filters:
+                error = check(task, node)
+                if error is not None:
+                    return error
+            return None
+
+        return lasting
+
+    def preemptable_by_preemptor_job(self) -> bool:
+        """Does an enabled preemptable hook judge by the preemptor's job itself?"""
+        return any(d.by_preemptor_job for d in self._declarations("preemptable"))
+
+    def rescheduling_ran(self) -> bool:
+        """Did a rescheduling pass register this session (it registers only when due)?"""
+        return any(d.rescheduling for d in self.declared["victim_tasks"].values())
 
     def sorted_by_score(self, task: Task, nodes: list[Node]) -> list[Node]:
         scored = self.node_scores(task, nodes)
@@ -633,6 +804,12 @@ class Session:
             if victims:
                 return victims
         return victims or []
+
+    def victim_tasks(self) -> Iterator[Task]:
+        """Volcano's VictimTasks: every enabled plugin's victims, plugin by plugin (lazily:
+        a plugin may look at the evictions made so far)."""
+        for _, _, fn in self._enabled("victim_tasks"):
+            yield from fn()
 
     def preemptable(self, preemptor: Task, candidates: list[Task]) -> list[Task]:
         return self._victims("preemptable", preemptor, candidates)

@@ -24,13 +24,11 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
-from scheduler.core.plugins._quota import QueueAttr
 from scheduler.core.reasons import amount, describe
 from scheduler.core.resources import CPU, GPU, MIN_RESOURCE, PODS, Resources
-from scheduler.core.session import FitError, Session
+from scheduler.core.session import Session
 from scheduler.core.state import Job, Node, Queue, Task
 from scheduler.core.types import ALLOCATED_STATUSES, TaskStatus
 
@@ -100,14 +98,6 @@ def _shape(ssn: Session, task: Task) -> tuple[Any, ...]:
     return (task.resreq, ssn.predicate_signature(task))
 
 
-def _lasting_filter(ssn: Session) -> Callable[[Task, Node], FitError | None] | None:
-    """The predicates plugin's filters that no eviction or uncordon resolves, or None when it
-    is not enabled (then nothing but resources keeps a pod off a node)."""
-    plugin = ssn.plugins.get("predicates")
-    enabled = any(name == "predicates" for _, name, _ in ssn._enabled("predicate"))
-    return plugin.lasting_misfit if plugin is not None and enabled else None
-
-
 def _node_fits(ssn: Session, tasks: list[Task]) -> dict[tuple[Any, ...], Fits]:
     """Per task shape: (nodes its placement rules allow, of those the ones whose allocatable
     holds one pod, why the others refuse it). Memoised per shape for the session."""
@@ -123,7 +113,7 @@ def _node_fits(ssn: Session, tasks: list[Task]) -> dict[tuple[Any, ...], Fits]:
 
 
 def _fits_of(ssn: Session, task: Task) -> Fits:
-    lasting = _lasting_filter(ssn)
+    lasting = ssn.lasting_filter()
     matching: list[Node] = []
     holding: list[Node] = []
     refusals: Counter[str] = Counter()
@@ -247,27 +237,11 @@ def _copies(request: Resources, allocatable: Resources) -> int:
     return min(counts) if counts else 0
 
 
-def quota_plugin(ssn: Session, queue: str) -> tuple[str, QueueAttr] | None:
-    """(plugin name, queue attributes) of the quota plugin whose allocatable hook limits this
-    queue, or None (then capability and shares do not bind)."""
-    from scheduler.core.cycle import share_of_queue
-
-    attr = share_of_queue(ssn, queue)
-    if attr is None:
-        return None
-    for _, name, _ in ssn._enabled("allocatable"):
-        if name in ("proportion", "capacity"):
-            plugin = ssn.plugins.get(name)
-            if plugin is not None and plugin.share(queue) is attr:
-                return name, attr
-    return None
-
-
 def _quota_never(ssn: Session, queue: Queue, gang: Resources, need: int, lead: str) -> str | None:
-    found = quota_plugin(ssn, queue.name)
+    found = ssn.binding_quota(queue.name)
     if found is None:
         return None
-    _, attr = found
+    shares, attr = found
     for name in _dimensions(gang):
         wanted = gang.get(name)
         # A stated capability on the queue or any ancestor is a hard cap (a tenant's binds
@@ -285,7 +259,7 @@ def _quota_never(ssn: Session, queue: Queue, gang: Resources, need: int, lead: s
                     f"{owner} {describe(name, cap)}; lower the request to "
                     f"{describe(name, cap)} or ask {lead} to raise the capability"
                 )
-        if _shares_a_tree(ssn):
+        if shares.divides_tree:
             # In the tree the real capability also depends on the siblings' demand (a
             # guarantee holds back only what its queue asks for): not a "never" limit.
             continue
@@ -311,20 +285,14 @@ def _path(ssn: Session, queue: str) -> list[str]:
     return out
 
 
-def _shares_a_tree(ssn: Session) -> bool:
-    """Does the proportion plugin divide shares down a queue tree (enableHierarchy)?"""
-    plugin = ssn.plugins.get("proportion")
-    return getattr(plugin, "tree", None) is not None
-
-
 # waits ----------------------------------------------------------------------------------------
 def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:  # noqa: PLR0912 - one branch per kind of conclusion
     """``8 GPUs needed at once > 4 left of its deserved share (14 - 10 allocated): 4 GPUs short;
     it fits once job 12 ends (expected 14:05 UTC)`` or ``""`` when the numbers do not bind."""
-    found = quota_plugin(ssn, queue.name)
+    found = ssn.binding_quota(queue.name)
     if found is None:
         return ""
-    plugin, attr = found
+    shares, attr = found
     pending = ssn.sorted_tasks(
         [t for t in job.tasks.values() if t.status is TaskStatus.PENDING and not t.best_effort]
     )
@@ -341,11 +309,10 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:  # noqa: PLR0
     # least left of its share; on a tie one at its stated capability (a tenant at its cap is
     # the block, as the rule above says), then the lowest.
     level, attr = queue.name, attr
-    if plugin == "proportion" and _shares_a_tree(ssn):
-        tree = ssn.plugins["proportion"]
+    if shares.divides_tree:
         ranked = []
         for depth, node in enumerate(_path(ssn, queue.name)):
-            above = tree.share(node)
+            above = shares.share(node)
             if above is None:
                 continue
             share = above.deserved.get(name)
@@ -355,7 +322,7 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:  # noqa: PLR0
                 ranked.append((round(left_here, 6), not capped, depth, node, above))
         if ranked:
             _, _, _, level, attr = min(ranked, key=lambda row: row[:3])
-    bound = (attr.deserved if plugin == "proportion" else attr.real_capability).get(name)
+    bound = (attr.deserved if shares.binds_deserved else attr.real_capability).get(name)
     if bound == math.inf:
         return ""
     allocated = attr.allocated.get(name)
@@ -366,7 +333,7 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:  # noqa: PLR0
     label = (
         "capability"
         if bound >= ssn.queues[level].info.capability.get(name) - MIN_RESOURCE
-        else ("deserved share" if plugin == "proportion" else "real capability")
+        else ("deserved share" if shares.binds_deserved else "real capability")
     )
     whose = "its" if level == queue.name else f"{level}'s"
     text = (
@@ -514,5 +481,4 @@ __all__ = [
     "nodes_conclusion",
     "position",
     "quota_conclusion",
-    "quota_plugin",
 ]

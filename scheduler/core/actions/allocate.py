@@ -87,9 +87,7 @@ def execute(ssn: Session) -> None:
 
 
 def overused_reason(ssn: Session, queue: Queue) -> str:
-    from scheduler.core.cycle import share_of_queue
-
-    share = share_of_queue(ssn, queue.name)
+    share = ssn.queue_share(queue.name)
     if share is None:
         return f"queue {queue.name} is using its whole share"
     from scheduler.core.reasons import describe
@@ -292,14 +290,11 @@ def _first_best(
     if batch is None:
         batch = [(fn.node_key, fn.by_key(task)) for fn in scorers]
         batch = [(node_key, by_key) for node_key, by_key in batch if by_key]
-    map_fns = None
     best, best_score = None, None
     for node, entry in candidates:
         score = entry[2]
         if score is None:
-            if map_fns is None:
-                map_fns = [fn for _, _, fn in ssn._enabled("node_order")]
-            score = entry[2] = 0.0 + sum(fn(task, node) for fn in map_fns)
+            score = entry[2] = 0.0 + ssn.map_score(task, node)
         if batch:
             total = 0.0
             for node_key, by_key in batch:

@@ -130,8 +130,10 @@ def _hosts(ssn: Session) -> dict[tuple[Any, ...], list[Any]]:
 
 
 def _job_key(ssn: Session, job: Job) -> str | None:
-    """drf's verdict depends on the preemptor job's own share, so failures are per job then."""
-    return job.name if any(n == "drf" for _, n, _ in ssn._enabled("preemptable")) else None
+    """A failure carries over to other jobs of the same shape unless a preemptable hook judges
+    by the preemptor's job itself (``Declared.by_preemptor_job``: drf compares the job's own
+    dominant share, as upstream's drf preemptableFn does); then failures are per job."""
+    return job.name if ssn.preemptable_by_preemptor_job() else None
 
 
 def _attempt(
@@ -288,20 +290,16 @@ def _checked_names(request: Resources) -> tuple[str, ...]:
 
 
 def evict_victim_tasks(ssn: Session) -> None:
-    fns = [fn for _, _, fn in ssn._enabled("victim_tasks")]
-    if not fns:
-        return
     stmt = Statement(ssn)
     seen: set[str] = set()
-    for fn in fns:
-        for task in fn():
-            if task.name in seen or task.status is not TaskStatus.RUNNING:
-                continue
-            seen.add(task.name)
-            stmt.evict(
-                task,
-                "rescheduling",
-                f"moved off busy node {task.node} to even out node utilization",
-                None,
-            )
+    for task in ssn.victim_tasks():
+        if task.name in seen or task.status is not TaskStatus.RUNNING:
+            continue
+        seen.add(task.name)
+        stmt.evict(
+            task,
+            "rescheduling",
+            f"moved off busy node {task.node} to even out node utilization",
+            None,
+        )
     stmt.commit()

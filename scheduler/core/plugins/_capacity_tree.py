@@ -186,7 +186,7 @@ class CapacityTree:
         ssn = self.ssn
         ssn.add_fn("queue_order", self.name, self.queue_order)
         ssn.add_fn("victim_queue_order", self.name, self.victim_queue_order)
-        ssn.add_fn("allocatable", self.name, self.allocatable)
+        ssn.add_fn("allocatable", self.name, self.allocatable, explain=self.explain)
         ssn.add_fn("preemptive", self.name, self.preemptive)
         ssn.add_fn("reclaimable", self.name, self.reclaimable)
         ssn.add_fn("job_enqueueable", self.name, self.enqueueable)

@@ -233,7 +233,7 @@ class ProportionTree:
         # shares mid-sift instead; neither is upstream, whose proportion is flat).
         ssn.add_fn("queue_order", self.name, self.queue_order, key=self.queue_key)
         ssn.add_fn("overused", self.name, self.overused)
-        ssn.add_fn("allocatable", self.name, self.allocatable)
+        ssn.add_fn("allocatable", self.name, self.allocatable, explain=self.explain)
         ssn.add_fn("preemptive", self.name, self.preemptive)
         ssn.add_fn("reclaimable", self.name, self.reclaimable)
         ssn.add_fn("job_enqueueable", self.name, self.enqueueable)

@@ -29,7 +29,7 @@ class BinpackPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         if self.weight:
-            ssn.add_fn("node_order", self.name, self.score)
+            ssn.add_fn("node_order", self.name, self.score, state_only=True)
 
     def score(self, task: Task, node: Node) -> float:
         """Depends only on the task and the node's allocatable and used resources."""
@@ -87,6 +87,3 @@ def binpacking_score(task: Task, node: Node, weight: int, weights: dict[str, int
     if weight_sum > 0:
         score /= weight_sum
     return score * MAX_NODE_SCORE * weight
-
-
-BinpackPlugin.score.state_only = True  # type: ignore[attr-defined]  # lets the session score identical nodes once

@@ -46,8 +46,14 @@ class CapacityPlugin:
         self.arguments = arguments or {}
         self.tree: CapacityTree | None = None
 
+    # QueueShares: a queue may lend up to its real capability; its tree passes capabilities
+    # down, it does not divide shares by weight
+    binds_deserved = False
+    divides_tree = False
+
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
+        ssn.add_queue_shares(self.name, self)
         option = ssn.conf.plugin(self.name)
         if option is not None and option.enabled("enableHierarchy"):
             from scheduler.core.plugins._capacity_tree import CapacityTree
@@ -75,7 +81,7 @@ class CapacityPlugin:
             attr.update_share()
 
         ssn.add_fn("queue_order", self.name, self.queue_order)
-        ssn.add_fn("allocatable", self.name, self.allocatable)
+        ssn.add_fn("allocatable", self.name, self.allocatable, explain=self.explain)
         ssn.add_fn("preemptive", self.name, self.preemptive)
         ssn.add_fn("reclaimable", self.name, self.reclaimable)
         ssn.add_fn("job_enqueueable", self.name, self.enqueueable)

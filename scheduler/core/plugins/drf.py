@@ -72,7 +72,9 @@ class DrfPlugin:
             self._update(task.job, self.allocated[task.job].sub(task.resreq))
 
         ssn.add_fn("job_order", self.name, order)
-        ssn.add_fn("preemptable", self.name, preemptable)
+        # Its verdict compares the preemptor job's own dominant share (upstream drf's
+        # preemptableFn), so preempt may not carry a failure over to another job of one shape.
+        ssn.add_fn("preemptable", self.name, preemptable, by_preemptor_job=True)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
 
     def _update(self, job: str, allocated: Resources) -> None:

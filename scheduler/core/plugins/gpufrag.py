@@ -13,7 +13,7 @@ too little CPU), else only the milli left on cards with less left than its share
 a node for a pod is ``int(sigmoid((frag before - frag after) / 1000) x 100)`` (times
 ``gpufrag.weight``): a placement that leaves less fragmentation scores higher. For a share of
 one card every card that fits is tried and the pod takes the first best (lowest index among the
-best): the plugin tells the session which card (``Session.gpu_pickers``).
+best): the plugin tells the session which card (``Session.add_gpu_picker``).
 
 Typical pods: every pod of the snapshot (running and pending) by (cpu, per-card milli-GPU, card
 count), most popular first, the smallest prefix covering ``gpufrag.threshold`` percent, as
@@ -183,8 +183,8 @@ class GpuFragPlugin:
             else:
                 shapes.append((cpu, FULL, need.whole))
         self.set_typical(TypicalPods.from_pods(shapes, self.threshold / 100, self.cpu_pods))
-        ssn.add_fn("node_order", self.name, self.score)
-        ssn.gpu_pickers.append(self.pick)
+        ssn.add_fn("node_order", self.name, self.score, state_only=True)
+        ssn.add_gpu_picker(self.pick)
 
     # scoring -------------------------------------------------------------------------------
     def _options(
@@ -252,9 +252,6 @@ class GpuFragPlugin:
         best = max(score for score, _ in options)
         position = min(i for score, i in options if score == best)
         return (ledger.devices[position].index,)
-
-
-GpuFragPlugin.score.state_only = True  # type: ignore[attr-defined]  # lets the session score identical nodes once
 
 
 def build(arguments: dict[str, Any]) -> GpuFragPlugin:

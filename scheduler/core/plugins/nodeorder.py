@@ -85,7 +85,7 @@ class NodeOrderPlugin:
         self.balanced = weights["balancedresource.weight"]
 
     def on_session_open(self, ssn: Session) -> None:
-        ssn.add_fn("node_order", self.name, self.score)
+        ssn.add_fn("node_order", self.name, self.score, state_only=True)
 
     def score(self, task: Task, node: Node) -> float:
         """Depends only on the task and the node's allocatable and used resources."""
@@ -97,6 +97,3 @@ class NodeOrderPlugin:
         if self.balanced:
             score += balanced_resource(task, node) * self.balanced
         return float(score)
-
-
-NodeOrderPlugin.score.state_only = True  # type: ignore[attr-defined]  # lets the session score identical nodes once

@@ -103,7 +103,13 @@ class PredicatesPlugin:
         ]
         # Pods this session evicted (a discarded eviction brings its pod back).
         self.evicted: set[str] = set()
-        ssn.add_fn("predicate", self.name, self.predicate)
+        ssn.add_fn(
+            "predicate",
+            self.name,
+            self.predicate,
+            reads_pods=bool(self.anti_affine),
+            lasting=self.lasting_misfit,
+        )
         ssn.add_event_handler(EventHandler(self._on_allocate, self._on_deallocate))
 
     def _on_allocate(self, task: Task) -> None:

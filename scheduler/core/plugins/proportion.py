@@ -17,7 +17,7 @@ flat; so does this one when no queue names a parent.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler.core.plugins._quota import (
     QueueAttr,
@@ -31,6 +31,9 @@ from scheduler.core.resources import INFINITY, Resources, le_named
 from scheduler.core.session import EventHandler, Session
 from scheduler.core.state import Job, Queue, Task
 from scheduler.core.types import QueueInfo, Vote
+
+if TYPE_CHECKING:
+    from scheduler.core.plugins._proportion_tree import ProportionTree
 
 PLUGIN_NAME = "proportion"
 
@@ -92,9 +95,17 @@ def water_fill(attrs: list[QueueAttr], cluster: Resources) -> None:
 class ProportionPlugin:
     name = PLUGIN_NAME
 
+    # QueueShares: a queue is held to its deserved share
+    binds_deserved = True
+
+    @property
+    def divides_tree(self) -> bool:
+        return self.tree is not None
+
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
-        self.tree = None
+        self.tree: ProportionTree | None = None
+        ssn.add_queue_shares(self.name, self)
         option = ssn.conf.plugin(self.name)
         if (
             option is not None
@@ -137,7 +148,7 @@ class ProportionPlugin:
 
         ssn.add_fn("queue_order", self.name, self.queue_order, key=self.queue_key)
         ssn.add_fn("overused", self.name, self.overused)
-        ssn.add_fn("allocatable", self.name, self.allocatable)
+        ssn.add_fn("allocatable", self.name, self.allocatable, explain=self.explain)
         ssn.add_fn("preemptive", self.name, self.allocatable)
         ssn.add_fn("reclaimable", self.name, self.reclaimable)
         ssn.add_fn("job_enqueueable", self.name, self.enqueueable)

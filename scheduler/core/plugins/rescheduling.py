@@ -128,7 +128,7 @@ class ReschedulingPlugin:
         last = ssn.snapshot.last_rescheduling
         self.due = last is None or ssn.now - last >= self.interval
         if self.due:
-            ssn.add_fn("victim_tasks", self.name, self.victims)
+            ssn.add_fn("victim_tasks", self.name, self.victims, rescheduling=True)
         # task -> node it was moved off within the interval; job -> its last move in the window
         self.moved_off: dict[str, str] = {}
         self.last_move: dict[str, float] = {}
@@ -251,9 +251,7 @@ class ReschedulingPlugin:
 def _takes_back(ssn: Session, queue: str, task: Task) -> bool:
     """Would the queue's quota let the pod be placed again once it left (allocated, minus the
     pod, plus the pod, within deserved in every resource it asks for)?"""
-    from scheduler.core.cycle import share_of_queue
-
-    attr = share_of_queue(ssn, queue)
+    attr = ssn.queue_share(queue)
     if attr is None:
         return True
     for name, value in task.resreq.explicit_items():

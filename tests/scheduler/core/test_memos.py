@@ -164,10 +164,12 @@ def test_reclaim_failure_memo_decides_like_retrying(monkeypatch):
     assert saved > 0
 
 
-def test_preempt_failure_memo_decides_like_retrying(monkeypatch):
+@pytest.mark.parametrize("conf", ["default", "drf"])
+def test_preempt_failure_memo_decides_like_retrying(monkeypatch, conf):
+    # drf judges by the preemptor's own job (a declared capability): its failures are per job
     saved = _compare(
         monkeypatch,
-        default_conf(),
+        default_conf() if conf == "default" else _confs()[conf],
         (preempt, "preempt"),
         lambda patch: patch.setattr(preempt, "_shape_key", _fresh_key),
     )

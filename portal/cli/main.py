@@ -154,7 +154,14 @@ class UsageError(Exception):
 VGPU_NUMBER = "volcano.sh/vgpu-number"
 VGPU_CORES = "volcano.sh/vgpu-cores"
 VGPU_MEMORY = "volcano.sh/vgpu-memory"
-_MIB = {"": 1024, "gi": 1024, "mi": 1, "ti": 1024 * 1024, "g": 1000**3 / 2**20, "m": 1000**2 / 2**20}
+_MIB = {
+    "": 1024,
+    "gi": 1024,
+    "mi": 1,
+    "ti": 1024 * 1024,
+    "g": 1000**3 / 2**20,
+    "m": 1000**2 / 2**20,
+}
 
 
 def _gpu_limits(args: argparse.Namespace) -> dict[str, Any]:

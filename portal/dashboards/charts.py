@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from portal.common import units
 from portal.common.palette import FREE as FREE_COLOUR
 from portal.common.palette import INK, INK_MUTED, OTHER_TENANTS
 from portal.jobs.gpushare import MILLI_PER_GPU, gpus_text
@@ -165,7 +166,7 @@ def deserved_hover(deserved: float, cluster_gpus: int) -> str:
     (scheduler/core/plugins/proportion.py, after Volcano's proportion.go), so a queue that
     deserves 3.5 GPUs gets up to 3 whole GPUs by its own share.
     """
-    text = f"deserves {deserved:g} GPUs"
+    text = f"deserves {units.gpus(deserved)}"
     if cluster_gpus:
         text += f" ({100 * deserved / cluster_gpus:.0f}% of {cluster_gpus})"
     whole = math.floor(deserved + 1e-9)

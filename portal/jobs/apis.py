@@ -51,7 +51,6 @@ YAML_NEEDS_MANIFEST = f"a YAML body must be a Volcano Job manifest ({volcano.API
 MANIFEST_IGNORED_HEADER = "X-Manifest-Ignored-Fields"
 
 
-
 @extend_schema_field(OpenApiTypes.NUMBER)
 class GpusField(serializers.Field):
     """GPUs per pod: a whole number (2), or a fraction of one GPU (0.25) with at most three
@@ -703,7 +702,9 @@ def _job_acted(request: Request, job_id: int, action: Callable[..., Job]) -> Res
     job = job_get(user=request.user, job_id=job_id)
     placements = placement_list_active(job_id=job.pk)
     ended = placement_list_ended(job_id=job.pk)
-    return Response(job_detail_data(job, user=request.user, placements=placements, ended_pods=ended))
+    return Response(
+        job_detail_data(job, user=request.user, placements=placements, ended_pods=ended)
+    )
 
 
 def _queue_tenant(request: Request, queue: str) -> str | None:

@@ -47,6 +47,7 @@ UPLOAD_NOTHING = "choose a file or paste a manifest"
 UPLOAD_BOTH = "choose a file or paste a manifest, not both"
 UPLOAD_LIMIT_BYTES = 256 * 1024
 
+
 class GpuMemoryField(QuantityField):
     """GPU memory of one device: a size as for memory ("10Gi", a bare number in GiB), kept in
     MiB (rounded up)."""

@@ -20,6 +20,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from portal.common import units
+
 from .gpushare import MILLI_PER_GPU, SHARING_NONE, SHARING_STACKS, gpus_decimal, mib_text
 
 # Fixed limits: the columns, labels and annotations these values end up in.
@@ -48,7 +50,9 @@ GPUS_NOT_A_NUMBER = "must be a number of GPUs: whole (2) or a fraction of one GP
 GPUS_TOO_LARGE = "is too large a number of GPUs"
 GPUS_PRINTABLE_MAX = 10**18  # a whole number past this is not read into an int at all
 GPUS_NEGATIVE = "must not be negative; this asks for {asked}"
-GPUS_TOO_PRECISE = "at most 3 decimal places (GPUs are counted in thousandths); this asks for {asked}"
+GPUS_TOO_PRECISE = (
+    "at most 3 decimal places (GPUs are counted in thousandths); this asks for {asked}"
+)
 GPUS_FRACTION_ABOVE_ONE = (
     "a fraction of a GPU is a share of one device: {asked} is more than one GPU and not whole; "
     "ask for {whole} whole GPUs, or for a fraction below 1"
@@ -97,8 +101,8 @@ class JobLimits:
 # JobLimits field -> (its setting, what it counts, as the messages say it).
 SETTINGS: dict[str, tuple[str, str]] = {
     "gpus_per_pod": ("JOB_MAX_GPUS_PER_POD", "GPUs per pod"),
-    "cpu_millis_per_pod": ("JOB_MAX_CPU_MILLIS_PER_POD", "millicores of CPU per pod"),
-    "memory_bytes_per_pod": ("JOB_MAX_MEMORY_BYTES_PER_POD", "bytes of memory per pod"),
+    "cpu_millis_per_pod": ("JOB_MAX_CPU_MILLIS_PER_POD", "of CPU per pod"),
+    "memory_bytes_per_pod": ("JOB_MAX_MEMORY_BYTES_PER_POD", "of memory per pod"),
     "tasks_per_job": ("JOB_MAX_TASKS", "tasks per job"),
     "replicas_per_task": ("JOB_MAX_REPLICAS_PER_TASK", "replicas per task"),
     "replicas_per_job": ("JOB_MAX_REPLICAS_PER_JOB", "replicas per job"),
@@ -109,6 +113,13 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "env_chars": ("JOB_MAX_ENV_CHARS", "characters of environment names and values"),
 }
 assert set(SETTINGS) == {f.name for f in fields(JobLimits)}  # noqa: S101 - checks this module's own two tables agree, at import
+
+# JobLimits fields stored in smaller units than people type: how an amount reads, and the unit
+# it is stored in (shown only where rounding would hide the difference).
+_STORED_UNITS: dict[str, tuple[Callable[[int], str], str]] = {
+    "cpu_millis_per_pod": (units.cores, "millicores"),
+    "memory_bytes_per_pod": (units.gib, "bytes"),
+}
 
 # Task field -> the JobLimits field that bounds it (the per-pod and per-task numbers).
 _TASK_NUMBERS = {
@@ -121,7 +132,9 @@ _TASK_NUMBERS = {
 
 def job_limits() -> JobLimits:
     """The limits in force now (settings are read here, never at import time)."""
-    return JobLimits(**{name: getattr(settings, setting) for name, (setting, _) in SETTINGS.items()})
+    return JobLimits(
+        **{name: getattr(settings, setting) for name, (setting, _) in SETTINGS.items()}
+    )
 
 
 def shown(value: int) -> str:
@@ -132,9 +145,19 @@ def shown(value: int) -> str:
 
 
 def exceeded(limits: JobLimits, name: str, asked: int) -> str:
-    """The message for `asked` above the tunable limit `name` (a JobLimits field)."""
+    """The message for `asked` above the tunable limit `name` (a JobLimits field). CPU and
+    memory read in the units the form takes (cores, GiB), not the stored millicores and bytes."""
     setting, what = SETTINGS[name]
-    return AT_MOST.format(limit=getattr(limits, name), what=what, source=setting, asked=shown(asked))
+    limit = getattr(limits, name)
+    if (unit := _STORED_UNITS.get(name)) is None:
+        return AT_MOST.format(limit=limit, what=what, source=setting, asked=shown(asked))
+    amount, stored = unit
+    limit_text, asked_text = amount(limit), shown(asked)
+    if abs(asked) <= 2**_PRINTABLE_BITS:
+        asked_text = amount(asked)
+        if asked_text == limit_text:  # rounded to the same text: say the exact stored amounts
+            limit_text, asked_text = f"{limit_text} ({limit} {stored})", f"{asked} {stored}"
+    return AT_MOST.format(limit=limit_text, what=what, source=setting, asked=asked_text)
 
 
 def task_count_error(count: int, *, limits: JobLimits) -> str | None:
@@ -180,7 +203,9 @@ def task_limit_errors(task: Any, *, limits: JobLimits, prefix: str) -> dict[str,
     if isinstance(template, Mapping) and template:
         # The template's containers carry the command and environment the pod runs with;
         # the task's command and env only summarise its first container.
-        errors.update(template_limit_errors(template, limits=limits, prefix=f"{prefix}pod_template."))
+        errors.update(
+            template_limit_errors(template, limits=limits, prefix=f"{prefix}pod_template.")
+        )
         command = env = None
     else:
         command, env = getattr(task, "command", None), getattr(task, "env", None)
@@ -242,7 +267,9 @@ def job_limit_errors(
     if low is not None and low < -PRIORITY_MAX:
         errors.add(
             "priority",
-            AT_LEAST.format(limit=-PRIORITY_MAX, what="for priority", source=FIXED, asked=shown(low)),
+            AT_LEAST.format(
+                limit=-PRIORITY_MAX, what="for priority", source=FIXED, asked=shown(low)
+            ),
         )
     errors.fixed("expected_duration_seconds", expected_duration_seconds, DURATION_MAX_SECONDS,
                  "seconds of expected duration")  # fmt: skip
@@ -319,7 +346,8 @@ def gpus_number_error(value: Any) -> str | None:
         return GPUS_TOO_PRECISE.format(asked=_decimal_text(number))
     if number > 1:
         return GPUS_FRACTION_ABOVE_ONE.format(
-            asked=_decimal_text(number), whole=int(number.to_integral_value(rounding="ROUND_CEILING"))
+            asked=_decimal_text(number),
+            whole=int(number.to_integral_value(rounding="ROUND_CEILING")),
         )
     return None
 

@@ -108,9 +108,11 @@ def plugins_parse(
             errors.setdefault(ppath, []).append(NOT_SUPPORTED.format(name=name))
             continue
         args = [] if args is None else args
-        if not isinstance(args, list) or not all(isinstance(a, str) for a in args) or len(
-            args
-        ) > ARGS_MAX:
+        if (
+            not isinstance(args, list)
+            or not all(isinstance(a, str) for a in args)
+            or len(args) > ARGS_MAX
+        ):
             errors.setdefault(ppath, []).append(NOT_ARGS)
             continue
         for index, arg in enumerate(args):

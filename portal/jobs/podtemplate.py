@@ -287,7 +287,7 @@ def pod_template_parse(raw: Any, *, allow_host_path: bool, prefix: str = "") -> 
     }
     names: set[str] = set()
     containers = _containers(w, spec.get("containers"), "spec.containers", declared, names)
-    if not containers and "spec.containers" not in {k[len(prefix):] for k in w.errors}:
+    if not containers and "spec.containers" not in {k[len(prefix) :] for k in w.errors}:
         w.add("spec.containers", NO_CONTAINERS)
     init = _containers(w, spec.get("initContainers"), "spec.initContainers", declared, names)
     pod["containers"] = containers
@@ -355,7 +355,9 @@ def _containers(
         # have none, so a missing name defaults to "main" (the first app container), else
         # "container-<i>" or "init-<i>".
         is_app = path.endswith(".containers")
-        default = "main" if is_app and index == 0 else f"{'container' if is_app else 'init'}-{index}"
+        default = (
+            "main" if is_app and index == 0 else f"{'container' if is_app else 'init'}-{index}"
+        )
         name = w.string(spec.get("name", default), f"{cpath}.name", required=True,
                         pattern=_DNS_LABEL, message=BAD_DNS_LABEL)  # fmt: skip
         if name is not None:
@@ -380,7 +382,9 @@ def _containers(
         _put(container, "volumeMounts", mounts or None)
         policy = w.string(spec.get("imagePullPolicy"), f"{cpath}.imagePullPolicy")
         if policy is not None and policy not in ("Always", "IfNotPresent", "Never"):
-            w.add(f"{cpath}.imagePullPolicy", NOT_ONE_OF.format(choices="Always, IfNotPresent, Never"))
+            w.add(
+                f"{cpath}.imagePullPolicy", NOT_ONE_OF.format(choices="Always, IfNotPresent, Never")
+            )
             policy = None
         _put(container, "imagePullPolicy", policy)
         _put(container, "securityContext",
@@ -698,7 +702,9 @@ def _projection(key: str) -> Any:
         out: dict[str, Any] = {}
         out[key] = w.string(spec.get(key), f"{path}.{key}", required=True, pattern=_OBJECT_NAME,
                             message=BAD_NAME)  # fmt: skip
-        _put(out, "defaultMode", w.integer(spec.get("defaultMode"), f"{path}.defaultMode", 0, 0o777))
+        _put(
+            out, "defaultMode", w.integer(spec.get("defaultMode"), f"{path}.defaultMode", 0, 0o777)
+        )
         _put(out, "optional", w.boolean(spec.get("optional"), f"{path}.optional"))
         items = []
         for index, item in enumerate(w.items(spec.get("items"), f"{path}.items", 256, "items")):
@@ -709,7 +715,9 @@ def _projection(key: str) -> Any:
             projected: dict[str, Any] = {}
             _put(projected, "key", w.string(entry.get("key"), f"{ipath}.key", required=True))
             item_path = w.string(entry.get("path"), f"{ipath}.path", required=True)
-            if item_path is not None and (item_path.startswith("/") or ".." in item_path.split("/")):
+            if item_path is not None and (
+                item_path.startswith("/") or ".." in item_path.split("/")
+            ):
                 w.add(f"{ipath}.path", "must be a relative path without '..'")
             else:
                 _put(projected, "path", item_path)
@@ -753,7 +761,9 @@ def _pod_security(w: _Walk, raw: Any) -> dict[str, Any] | None:
         _put(out, key, w.integer(spec.get(key), f"{path}.{key}", 0, 2**31 - 1))
     _put(out, "runAsNonRoot", w.boolean(spec.get("runAsNonRoot"), f"{path}.runAsNonRoot"))
     groups = w.items(spec.get("supplementalGroups"), f"{path}.supplementalGroups", 32, "groups")
-    checked = [w.integer(g, f"{path}.supplementalGroups[{i}]", 0, 2**31 - 1) for i, g in enumerate(groups)]
+    checked = [
+        w.integer(g, f"{path}.supplementalGroups[{i}]", 0, 2**31 - 1) for i, g in enumerate(groups)
+    ]
     _put(out, "supplementalGroups", [g for g in checked if g is not None] or None)
     return out or None
 
@@ -802,9 +812,7 @@ def _sum_resources(
         setattr(summary, key, max(total, largest_init))
 
 
-def _container_amounts(
-    w: _Walk, container: dict, path: str
-) -> tuple[dict[str, int], str | None]:
+def _container_amounts(w: _Walk, container: dict, path: str) -> tuple[dict[str, int], str | None]:
     """(gpus, cpu_millis, memory_bytes) a container asks for: its requests, or its limits where
     it gives none (Kubernetes defaults a missing request to the limit)."""
     resources = container.get("resources", {})

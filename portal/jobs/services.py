@@ -104,9 +104,7 @@ ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 
-def _task_instances(
-    *, tasks: Any, limits: JobLimits
-) -> tuple[list[JobTask], dict[str, list[str]]]:
+def _task_instances(*, tasks: Any, limits: JobLimits) -> tuple[list[JobTask], dict[str, list[str]]]:
     """Build unsaved JobTasks from dicts; errors are keyed `tasks[<i>].<field>`.
 
     `gpus` may be a fraction of one GPU (0.25, a Decimal, a float or its text): it is stored
@@ -133,7 +131,9 @@ def _task_instances(
                 ]
         template = spec.get("pod_template")
         fields = {
-            key: value for key, value in spec.items() if key in TASK_FIELDS and key != "pod_template"
+            key: value
+            for key, value in spec.items()
+            if key in TASK_FIELDS and key != "pod_template"
         }
         gpus_error = _gpus_fields(fields)
         errors.update(_policies_checked(fields, path))
@@ -148,9 +148,7 @@ def _task_instances(
             # any, would only say the same less clearly).
             # A template's summary fields were checked as parts of the template.
             derived = TEMPLATE_SUMMARY_FIELDS if task.pod_template else ()
-            task.full_clean(
-                exclude=["job", *derived, *(key.rsplit(".", 1)[1] for key in over)]
-            )
+            task.full_clean(exclude=["job", *derived, *(key.rsplit(".", 1)[1] for key in over)])
         except ValidationError as error:
             for key, messages in prefix_errors(error, f"{path}.").items():
                 errors.setdefault(key, []).extend(messages)
@@ -308,7 +306,11 @@ def job_build(
     errors.update(policy_errors)
     if max_retry is None:
         max_retry = DEFAULT_MAX_RETRY
-    elif isinstance(max_retry, bool) or not isinstance(max_retry, int) or not 0 <= max_retry <= MAX_RETRY_MAX:
+    elif (
+        isinstance(max_retry, bool)
+        or not isinstance(max_retry, int)
+        or not 0 <= max_retry <= MAX_RETRY_MAX
+    ):
         errors.setdefault("max_retry", []).append(JOB_SUBMIT_BAD_MAX_RETRY)
         max_retry = DEFAULT_MAX_RETRY
     ttl = ttl_seconds_after_finished
@@ -432,9 +434,7 @@ def job_submit(
     return job
 
 
-def _pending_pods_refusal(
-    *, job: Job, adding: int, limits: JobLimits
-) -> str | None:
+def _pending_pods_refusal(*, job: Job, adding: int, limits: JobLimits) -> str | None:
     """Why the tenant may not queue `adding` more pods, or None. Locks the tenant row until
     the caller's transaction ends, so concurrent submissions are counted one after another."""
     tenant = job.tenant
@@ -560,7 +560,9 @@ def _locked(job: Job) -> Job:
     return Job.objects.select_for_update().get(pk=job.pk)
 
 
-def job_quarantine(*, job_id: int, phase: str, error: str, at: datetime | None = None) -> Job | None:
+def job_quarantine(
+    *, job_id: int, phase: str, error: str, at: datetime | None = None
+) -> Job | None:
     """Stop scheduling a job whose data made a scheduling phase fail; its pods are released.
 
     Called by the cycle (scheduler/adapters/quarantine.py) in a transaction of its own. Returns

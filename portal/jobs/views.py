@@ -105,7 +105,10 @@ def _job_list_columns(jobs):
         )
         .prefetch_related(None)
         .prefetch_related(
-            Prefetch("tasks", queryset=JobTask.objects.only("id", "job_id", "replicas", "gpus", "gpu_milli")),
+            Prefetch(
+                "tasks",
+                queryset=JobTask.objects.only("id", "job_id", "replicas", "gpus", "gpu_milli"),
+            ),
         )
     )
 
@@ -258,9 +261,7 @@ class JobSubmitView(RoleRequiredMixin, View):
                 expected_duration_seconds=data["expected_duration_seconds"],
             )
         except ValidationError as error:
-            submit_errors_apply(
-                error=error, form=form, formset=formset, task_forms=task_forms
-            )
+            submit_errors_apply(error=error, form=form, formset=formset, task_forms=task_forms)
             return self._render(request, form, formset)
         messages.success(request, JOB_SUBMITTED.format(name=job.name, queue=job.queue.name))
         return redirect("jobs:job_detail", job_id=job.pk)

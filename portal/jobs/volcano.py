@@ -236,7 +236,9 @@ def volcano_job_parse(  # noqa: C901, PLR0912 - one branch per field of a Volcan
     priority = 0
     if PRIORITY_ANNOTATION in annotations:
         priority = (
-            c.integer(annotations[PRIORITY_ANNOTATION], f"metadata.annotations.{PRIORITY_ANNOTATION}")
+            c.integer(
+                annotations[PRIORITY_ANNOTATION], f"metadata.annotations.{PRIORITY_ANNOTATION}"
+            )
             or 0
         )
     duration = None
@@ -250,11 +252,7 @@ def volcano_job_parse(  # noqa: C901, PLR0912 - one branch per field of a Volcan
     min_available = None
     if spec.get("minAvailable") is not None:
         min_available = c.integer(spec["minAvailable"], "spec.minAvailable")
-    ignored = sorted(
-        key
-        for key in spec
-        if key not in _MAPPED_SPEC_KEYS and isinstance(key, str)
-    )
+    ignored = sorted(key for key in spec if key not in _MAPPED_SPEC_KEYS and isinstance(key, str))
     for key in ignored:
         if not _FIELD_NAME_RE.fullmatch(key):
             c.add("spec", NOT_A_FIELD_NAME.format(key=key))
@@ -272,9 +270,7 @@ def volcano_job_parse(  # noqa: C901, PLR0912 - one branch per field of a Volcan
         c.add("spec.tasks", too_many)
     else:
         for index, raw_task in enumerate(raw_tasks):
-            task = _task_parse(
-                c, raw_task, f"spec.tasks[{index}]", allow_host_path=allow_host_path
-            )
+            task = _task_parse(c, raw_task, f"spec.tasks[{index}]", allow_host_path=allow_host_path)
             if task is not None:
                 tasks.append(task)
             if isinstance(raw_task, dict):

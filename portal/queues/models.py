@@ -6,7 +6,6 @@ from portal.common.validators import validate_dns_label
 from portal.tenants.models import Tenant
 from portal.tenants.quota import (  # noqa: F401 - the queue's names for the shared rules
     GUARANTEE_ABOVE_CAPABILITY,
-    RESOURCE_UNITS,
     RESOURCES,
     WEIGHT_MAX,
     WEIGHT_MIN,

@@ -12,6 +12,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
+from portal.common import units
 from scheduler.core.resources import Resources
 from scheduler.core.types import QueueInfo
 
@@ -20,7 +21,9 @@ WEIGHT_MAX = 65535
 
 # Resource suffixes a quota limits. Each has guarantee_, capability_ and borrowing_limit_.
 RESOURCES = ("gpus", "cpu_millis", "memory_bytes")
-RESOURCE_UNITS = {"gpus": "GPUs", "cpu_millis": "millicores", "memory_bytes": "bytes"}
+# How an amount of each reads in a message: in the units the forms take (cores, GiB), not the
+# stored ones (millicores, bytes).
+RESOURCE_TEXT = {"gpus": units.gpus, "cpu_millis": units.cores, "memory_bytes": units.gib}
 # The fields an owner changes; every change is audited.
 QUOTA_FIELDS = (
     "weight",
@@ -63,7 +66,7 @@ class QuotaFields(models.Model):
                 continue
             if guarantee > capability:
                 errors[f"guarantee_{resource}"] = GUARANTEE_ABOVE_CAPABILITY.format(
-                    guarantee=guarantee, capability=capability
+                    guarantee=amount(resource, guarantee), capability=amount(resource, capability)
                 )
         if errors:
             raise ValidationError(errors)
@@ -117,15 +120,21 @@ def tenant_node_name(tenant_name: str) -> str:
     return f"{TENANT_NODE_PREFIX}{tenant_name}"
 
 
-def named_parts(parts: list[tuple[str, int]]) -> str:
-    """``nlp-train 32 + nlp-dev 16``: the non-zero parts of a sum, or ``none``."""
-    return " + ".join(f"{name} {value}" for name, value in parts if value) or "none"
+def amount(resource: str, value: int | float) -> str:
+    """A stored amount of ``resource`` as people read it: "32 GPUs", "8 cores", "64 GiB"."""
+    return RESOURCE_TEXT[resource](value)
 
 
-def sum_parts(parts: list[tuple[str, int]]) -> str:
-    """``48 (nlp-train 32 + nlp-dev 16)``: a total and the named parts that make it."""
+def named_parts(resource: str, parts: list[tuple[str, int]]) -> str:
+    """``nlp-train 32 GPUs + nlp-dev 16 GPUs``: the non-zero parts of a sum, or ``none``."""
+    return " + ".join(f"{name} {amount(resource, v)}" for name, v in parts if v) or "none"
+
+
+def sum_parts(resource: str, parts: list[tuple[str, int]]) -> str:
+    """``48 GPUs (nlp-train 32 GPUs + nlp-dev 16 GPUs)``: a total and the parts that make it."""
     total = sum(value for _, value in parts)
-    return f"{total} ({named_parts(parts)})" if total else str(total)
+    text = amount(resource, total)
+    return f"{text} ({named_parts(resource, parts)})" if total else text
 
 
 def quota_info(

@@ -13,8 +13,8 @@ from .access import can_edit_tenant
 from .models import Membership, Tenant, TenantChange
 from .quota import (
     QUOTA_FIELDS,
-    RESOURCE_UNITS,
     RESOURCES,
+    amount,
     changes_record,
     named_parts,
     sum_parts,
@@ -24,12 +24,11 @@ FIELD_NOT_EDITABLE = "this field cannot be changed here"
 TENANT_EDIT_FORBIDDEN = "Only a site admin may change a tenant's quota."
 TENANT_BELOW_QUEUES = "{field}: {value} is below the sum of {tenant}'s queue guarantees, {parts}"
 QUEUES_ABOVE_TENANT = (
-    "{field}: {tenant}'s queues would guarantee {total} {unit} ({parts}) but tenant {tenant} "
+    "{field}: {tenant}'s queues would guarantee {total} ({parts}) but tenant {tenant} "
     "guarantees {limit}"
 )
 TENANTS_ABOVE_CLUSTER = (
-    "{field}: the tenants' guarantees would be {total} {unit} ({parts}) but the cluster has "
-    "{capacity}"
+    "{field}: the tenants' guarantees would be {total} ({parts}) but the cluster has {capacity}"
 )
 
 
@@ -115,10 +114,9 @@ def check_queue_guarantees_fit_tenant(
             errors[field] = QUEUES_ABOVE_TENANT.format(
                 field=field,
                 tenant=tenant.name,
-                total=total,
-                unit=RESOURCE_UNITS[resource],
-                parts=named_parts(parts),
-                limit=limit,
+                total=amount(resource, total),
+                parts=named_parts(resource, parts),
+                limit=amount(resource, limit),
             )
     if errors:
         raise ValidationError(errors)
@@ -137,7 +135,10 @@ def _check_queues_fit_tenant(*, tenant: Tenant, previous: dict[str, int]) -> Non
         value = getattr(tenant, field)
         if sum(v for _, v in parts) > value:
             errors[field] = TENANT_BELOW_QUEUES.format(
-                field=field, value=value, tenant=tenant.name, parts=sum_parts(parts)
+                field=field,
+                value=amount(resource, value),
+                tenant=tenant.name,
+                parts=sum_parts(resource, parts),
             )
     if errors:
         raise ValidationError(errors)
@@ -172,10 +173,9 @@ def check_tenant_guarantees_fit_cluster(*, tenant: Tenant, previous: dict[str, i
         if total > capacity.get(resource):
             errors[field] = TENANTS_ABOVE_CLUSTER.format(
                 field=field,
-                total=total,
-                unit=RESOURCE_UNITS[resource],
-                parts=named_parts(parts),
-                capacity=capacity.get(resource),
+                total=amount(resource, total),
+                parts=named_parts(resource, parts),
+                capacity=amount(resource, capacity.get(resource)),
             )
     if errors:
         raise ValidationError(errors)

@@ -72,7 +72,9 @@ def test_a_job_that_can_never_run_says_only_that(demo, open_as):
 def test_the_job_list_is_a_stack_of_cards_on_a_phone(demo, open_as):
     page = open_as("researcher", "/jobs/", "#jobs", viewport=PHONE)
     assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1
-    box = page.locator("#jobs").evaluate("t => t.parentElement.scrollWidth - t.parentElement.clientWidth")
+    box = page.locator("#jobs").evaluate(
+        "t => t.parentElement.scrollWidth - t.parentElement.clientWidth"
+    )
     assert box <= 1  # the table does not scroll sideways either: each job is a card
     card = page.locator("#jobs tbody tr", has_text="bert-pretrain")
     assert card.bounding_box()["width"] <= PHONE["width"]

@@ -25,9 +25,11 @@ def test_every_routed_queue_is_consumed_by_each_way_of_running_the_workers():
     routed = {route["queue"] for route in settings.CELERY_TASK_ROUTES.values()} | {"celery"}
     for launcher in ("dev", "docker-compose.yml", "deploy/portal"):
         path = ROOT / launcher
-        texts = [p.read_text() for p in sorted(path.glob("*.yaml"))] if path.is_dir() else [
-            path.read_text()
-        ]
+        texts = (
+            [p.read_text() for p in sorted(path.glob("*.yaml"))]
+            if path.is_dir()
+            else [path.read_text()]
+        )
         consumed = {
             queue
             for text in texts

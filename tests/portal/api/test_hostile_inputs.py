@@ -91,8 +91,16 @@ JOB_BODIES = [
     ("env 200 vars", _task(env={f"V{i}": "1" for i in range(200)}), {"tasks[0].env"}),
     ("env 40,000 chars", _task(env={"BIG": "x" * 40_000}), {"tasks[0].env"}),
     ("image 501 chars", _task(image="i" * 501), {"tasks[0].image"}),
-    ("selector 33 entries", _task(node_selector={f"k{i}": "v" for i in range(33)}), {"tasks[0].node_selector"}),
-    ("selector value 64 chars", _task(node_selector={"gpu-model": "v" * 64}), {"tasks[0].node_selector"}),
+    (
+        "selector 33 entries",
+        _task(node_selector={f"k{i}": "v" for i in range(33)}),
+        {"tasks[0].node_selector"},
+    ),
+    (
+        "selector value 64 chars",
+        _task(node_selector={"gpu-model": "v" * 64}),
+        {"tasks[0].node_selector"},
+    ),
     ("priority 10**12", _job(priority=10**12), {"priority"}),
     ("duration 10**9 s", _job(expected_duration_seconds=10**9), {"expected_duration_seconds"}),
     ("min_available 2**40", _job(min_available=2**40), {"min_available"}),

@@ -33,4 +33,4 @@ def test_csv_cell(value, expected):
 def test_lines_quote_as_csv_and_neutralise_every_text_cell():
     writer = CsvLines()
     text = writer.line(["=a,b", 1, "ok", '-"x"']) + writer.line(["+", -2])
-    assert list(csv.reader(io.StringIO(text))) == [["'=a,b", "1", "ok", "'-\"x\""], ["'+", "-2"]]
+    assert list(csv.reader(io.StringIO(text))) == [["'=a,b", "1", "ok", '\'-"x"'], ["'+", "-2"]]

@@ -76,7 +76,13 @@ def test_cpu_text_is_what_the_cpu_field_reads_back_exactly(millis, text):
 
 @pytest.mark.parametrize(
     ("size", "text"),
-    [(64 * units.GiB, "64Gi"), (512 * 1024**2, "512Mi"), (3 * 1024, "3Ki"), (1000, "1000b"), (0, "0")],
+    [
+        (64 * units.GiB, "64Gi"),
+        (512 * 1024**2, "512Mi"),
+        (3 * 1024, "3Ki"),
+        (1000, "1000b"),
+        (0, "0"),
+    ],
 )
 def test_memory_text_is_what_the_memory_field_reads_back_exactly(size, text):
     from portal.common.fields import parse_memory
@@ -85,14 +91,24 @@ def test_memory_text_is_what_the_memory_field_reads_back_exactly(size, text):
     assert parse_memory(text) == size
 
 
-@pytest.mark.parametrize(("seconds", "text"), [(45, "45 s"), (2400, "40 min"), (5400, "1 h 30 min"), (90, "1 min 30 s"), (7200, "2 h")])
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(45, "45 s"), (2400, "40 min"), (5400, "1 h 30 min"), (90, "1 min 30 s"), (7200, "2 h")],
+)
 def test_duration(seconds, text):
     assert units.duration(seconds) == text
 
 
 @pytest.mark.parametrize(
     ("amount", "text"),
-    [(32, "32 GPUs"), (1, "1 GPU"), (1.0, "1 GPU"), (0.25, "0.25 GPUs"), (14.5, "14.5 GPUs"), (0, "0 GPUs")],
+    [
+        (32, "32 GPUs"),
+        (1, "1 GPU"),
+        (1.0, "1 GPU"),
+        (0.25, "0.25 GPUs"),
+        (14.5, "14.5 GPUs"),
+        (0, "0 GPUs"),
+    ],
 )
 def test_gpus(amount, text):
     assert units.gpus(amount) == text

@@ -88,7 +88,7 @@ def test_quota_bars_encode_meanings_by_shape_and_explain_unlimited_and_fractions
         "deserves 6.5 GPUs (20% of 32): a weighted share; pods take whole GPUs, "
         "so up to 6 by its own share"
     )
-    assert deserved["text"][1] == "deserves 1 GPUs (3% of 32)"
+    assert deserved["text"][1] == "deserves 1 GPU (3% of 32)"
     notes = figure["layout"]["annotations"]
     assert [(note["x"], note["text"]) for note in notes] == [("a", charts.UNLIMITED_NOTE)]
     for trace in (capability, guarantee, deserved):
@@ -134,7 +134,9 @@ def test_occupancy_shows_shared_devices_where_the_placements_say():
         result["cells"], result["jobs"], colours=COLOURS, milli=result["milli"],
         holders=result["holders"],
     )  # fmt: skip
-    assert figure["data"][0]["text"][0][0] == "cv (job 2) and 2 more: shared, 0.85 of the GPU in use"
+    assert (
+        figure["data"][0]["text"][0][0] == "cv (job 2) and 2 more: shared, 0.85 of the GPU in use"
+    )
 
 
 def test_free_block_labels_fit_the_node_size():

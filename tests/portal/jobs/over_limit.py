@@ -33,7 +33,10 @@ def over_limit_manifest(queue: str = "nlp-train") -> dict:
                     "template": {
                         "spec": {
                             "containers": [
-                                {"image": "trainer:1", "resources": {"limits": {"nvidia.com/gpu": GPUS}}}
+                                {
+                                    "image": "trainer:1",
+                                    "resources": {"limits": {"nvidia.com/gpu": GPUS}},
+                                }
                             ]
                         }
                     },

@@ -35,7 +35,9 @@ def test_the_form_shows_the_advanced_pane(researcher_client, nlp_queue):
 def test_a_role_with_a_pod_template_is_stored_from_it(researcher_client, nlp_queue):
     data = job_form_data(nlp_queue.pk, **{"tasks-0-pod_template": TEMPLATE})
     response = researcher_client.post(reverse("jobs:job_submit"), data)
-    assert response.status_code == HTTPStatus.FOUND, response.context and response.context["formset"].errors
+    assert response.status_code == HTTPStatus.FOUND, (
+        response.context and response.context["formset"].errors
+    )
     task = JobTask.objects.get()
     assert [c["name"] for c in task.pod_template["spec"]["containers"]] == ["trainer", "sidecar"]
     assert (task.image, task.gpus, task.cpu_millis) == ("trainer:2", 2, 8000)

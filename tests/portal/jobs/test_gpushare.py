@@ -49,7 +49,13 @@ def test_milli_cost(gpus, milli, memory, device, cost):
 
 
 def test_gpus_text_and_number():
-    assert [gpushare.gpus_text(m) for m in (8000, 250, 1500, 0, 1)] == ["8", "0.25", "1.5", "0", "0.001"]
+    assert [gpushare.gpus_text(m) for m in (8000, 250, 1500, 0, 1)] == [
+        "8",
+        "0.25",
+        "1.5",
+        "0",
+        "0.001",
+    ]
     assert gpushare.gpus_number(8000) == 8
     assert isinstance(gpushare.gpus_number(8000), int)
     assert gpushare.gpus_number(250) == 0.25
@@ -83,9 +89,9 @@ def test_gpus_number_error(value, error):
 
 def test_task_gpu_errors_name_the_field():
     whole_and_share = JobTask(gpus=2, gpu_milli=250)
-    assert task_gpu_errors(whole_and_share, sharing="volcano", largest_device_mib=81920, prefix="t.") == {
-        "t.gpu_milli": [GPU_FRACTION_AND_WHOLE.format(gpus=2, share="250 milli-GPU")]
-    }
+    assert task_gpu_errors(
+        whole_and_share, sharing="volcano", largest_device_mib=81920, prefix="t."
+    ) == {"t.gpu_milli": [GPU_FRACTION_AND_WHOLE.format(gpus=2, share="250 milli-GPU")]}
     too_much = JobTask(gpu_memory_mib=100 * 1024)
     assert task_gpu_errors(too_much, sharing="hami", largest_device_mib=81920, prefix="") == {
         "gpu_memory_mib": [GPU_MEMORY_ABOVE_LARGEST.format(limit="80 GiB", asked="100 GiB")]
@@ -102,6 +108,7 @@ def test_task_gpu_errors_name_the_field():
 
 
 # --- the service: every way in goes through it ------------------------------------------------
+
 
 def _task(**overrides):
     return {"name": "infer", "replicas": 2, "image": "server:1", **overrides}
@@ -136,7 +143,10 @@ class TestSubmit:
         assert "ask for 2 whole GPUs" in errors["tasks[0].gpus"][0]
 
     def test_negative_and_nonsense_gpus(self, researcher, nlp_queue, cluster):
-        assert "must not be negative" in _refused(researcher, nlp_queue, gpus="-0.5")["tasks[0].gpus"][0]
+        assert (
+            "must not be negative"
+            in _refused(researcher, nlp_queue, gpus="-0.5")["tasks[0].gpus"][0]
+        )
         assert list(_refused(researcher, nlp_queue, gpu_milli=-5)) == ["tasks[0].gpu_milli"]
 
     def test_more_memory_than_the_largest_device(self, researcher, nlp_queue, cluster):
@@ -167,7 +177,9 @@ class TestSubmit:
 
     @override_settings(GPU_SHARING="none")
     def test_without_a_sharing_stack_fractions_are_refused(self, researcher, nlp_queue, cluster):
-        assert _refused(researcher, nlp_queue, gpus="0.5") == {"tasks[0].gpu_milli": [GPU_SHARING_OFF]}
+        assert _refused(researcher, nlp_queue, gpus="0.5") == {
+            "tasks[0].gpu_milli": [GPU_SHARING_OFF]
+        }
         assert _refused(researcher, nlp_queue, gpu_memory_mib=1024) == {
             "tasks[0].gpu_memory_mib": [GPU_SHARING_OFF]
         }
@@ -178,7 +190,9 @@ class TestSubmit:
     def test_an_unknown_sharing_stack_is_a_configuration_error(self, researcher, nlp_queue):
         from django.core.exceptions import ImproperlyConfigured
 
-        with pytest.raises(ImproperlyConfigured, match="GPU_SHARING must be one of none, volcano, hami"):
+        with pytest.raises(
+            ImproperlyConfigured, match="GPU_SHARING must be one of none, volcano, hami"
+        ):
             job_submit(submitter=researcher, queue=nlp_queue, name="w", tasks=[_task(gpus=1)])
 
 
@@ -278,7 +292,9 @@ def _manifest(limits: dict) -> dict:
 
 
 def _summary(limits: dict):
-    template = {"spec": {"containers": [{"name": "s", "image": "s:1", "resources": {"limits": limits}}]}}
+    template = {
+        "spec": {"containers": [{"name": "s", "image": "s:1", "resources": {"limits": limits}}]}
+    }
     return pod_template_parse(template, allow_host_path=False)
 
 
@@ -301,7 +317,10 @@ def _gpu_fields(limits: dict) -> tuple[int, int, int]:
         ({"volcano.sh/vgpu-cores": 100}, (1, 0, 0)),  # all of one card
         # HAMi
         ({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 20000}, (0, 0, 20000)),
-        ({"nvidia.com/gpu": 1, "nvidia.com/gpucores": 30, "nvidia.com/gpumem": 4096}, (0, 300, 4096)),
+        (
+            {"nvidia.com/gpu": 1, "nvidia.com/gpucores": 30, "nvidia.com/gpumem": 4096},
+            (0, 300, 4096),
+        ),
         ({"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 25}, (0, 250, 0)),
     ],
 )
@@ -395,5 +414,7 @@ def test_what_pages_say_a_pod_holds():
 def test_cli_refuses_a_fraction_above_one_as_the_server_would():
     from portal.cli.main import UsageError
 
-    with pytest.raises(UsageError, match="--gpus: a fraction of a GPU is a share of one device: 1.5"):
+    with pytest.raises(
+        UsageError, match="--gpus: a fraction of a GPU is a share of one device: 1.5"
+    ):
         _cli("--gpus", "1.5")

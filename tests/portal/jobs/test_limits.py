@@ -68,10 +68,11 @@ def test_each_task_limit_is_reported_under_its_field():
         ],
         "tasks[2].gpus": ["at most 8 GPUs per pod (JOB_MAX_GPUS_PER_POD); this asks for 9"],
         "tasks[2].cpu_millis": [
-            "at most 1000 millicores of CPU per pod (JOB_MAX_CPU_MILLIS_PER_POD); this asks for 1001"
+            "at most 1 core of CPU per pod (JOB_MAX_CPU_MILLIS_PER_POD); this asks for 1.001 cores"
         ],
         "tasks[2].memory_bytes": [
-            "at most 1024 bytes of memory per pod (JOB_MAX_MEMORY_BYTES_PER_POD); this asks for 1025"
+            "at most 0 GiB (1024 bytes) of memory per pod (JOB_MAX_MEMORY_BYTES_PER_POD); "
+            "this asks for 1025 bytes"
         ],
         "tasks[2].command": [
             "at most 2 command and argument items (JOB_MAX_COMMAND_ITEMS); this asks for 3"
@@ -105,9 +106,12 @@ def test_job_limits_count_replicas_in_all_and_bound_priority_and_duration():
             "at most 100000000 seconds of expected duration (fixed); this asks for 100000001"
         ],
     }
-    assert job_limit_errors(
-        replicas=[10], priority=10**9, expected_duration_seconds=None, limits=job_limits()
-    ) == {}
+    assert (
+        job_limit_errors(
+            replicas=[10], priority=10**9, expected_duration_seconds=None, limits=job_limits()
+        )
+        == {}
+    )
 
 
 @override_settings(JOB_MAX_PENDING_PODS_PER_TENANT=100)

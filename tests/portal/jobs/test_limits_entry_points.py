@@ -30,6 +30,7 @@ from tests.portal.jobs.over_limit import (
 
 pytestmark = pytest.mark.django_db
 
+
 def _rows() -> tuple[int, int]:
     return Job.objects.count(), JobTask.objects.count()
 

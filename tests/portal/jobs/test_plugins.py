@@ -44,7 +44,9 @@ def test_svc_sets_host_names_mounts_the_hosts_and_refers_to_them():
     assert additions.volumes == ({"name": "gp-42-svc", "configMap": {"name": "gp-42-svc"}},)
     assert additions.mounts == ({"name": "gp-42-svc", "mountPath": "/etc/volcano"},)
     env = _env(additions)
-    assert env["VC_WORKER_HOSTS"] == {"configMapKeyRef": {"name": "gp-42-svc", "key": "VC_WORKER_HOSTS"}}
+    assert env["VC_WORKER_HOSTS"] == {
+        "configMapKeyRef": {"name": "gp-42-svc", "key": "VC_WORKER_HOSTS"}
+    }
     assert set(env) == {"VC_MASTER_HOSTS", "VC_MASTER_NUM", "VC_WORKER_HOSTS", "VC_WORKER_NUM"}
 
 

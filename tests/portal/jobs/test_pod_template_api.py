@@ -77,9 +77,10 @@ def test_a_manifest_with_sidecars_and_volumes_is_stored_whole(api, nlp_queue):
     containers = task.pod_template["spec"]["containers"]
     assert [c["name"] for c in containers] == ["trainer", "sidecar"]
     # The secret is a reference in the database, never its value.
-    assert containers[0]["env"] == MANIFEST["spec"]["tasks"][0]["template"]["spec"]["containers"][
-        0
-    ]["env"]
+    assert (
+        containers[0]["env"]
+        == MANIFEST["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["env"]
+    )
     assert (task.image, task.command, task.gpus, task.cpu_millis) == (
         "trainer:1",
         ["--epochs", "3"],
@@ -153,15 +154,23 @@ def _preferred_affinity(spec):
     ("mutate", "path"),
     [
         (_hundred_containers, f"{T0}.containers"),
-        (_preferred_affinity,
-         f"{T0}.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"),
+        (
+            _preferred_affinity,
+            f"{T0}.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+        ),
         (_host_path, f"{T0}.volumes[1].hostPath"),
         (_undeclared_mount, f"{T0}.containers[0].volumeMounts[1].name"),
         (_negative_size, f"{T0}.volumes[0].emptyDir.sizeLimit"),
         (_other_namespace, f"{T0}.containers[0].env[0].valueFrom.secretKeyRef.namespace"),
     ],
-    ids=["100-containers", "preferred-affinity", "hostPath", "undeclared-mount", "negative-size",
-         "other-namespace"],  # fmt: skip
+    ids=[
+        "100-containers",
+        "preferred-affinity",
+        "hostPath",
+        "undeclared-mount",
+        "negative-size",
+        "other-namespace",
+    ],  # fmt: skip
 )
 def test_bad_templates_are_a_400_naming_the_field_and_nothing_is_written(
     api, nlp_queue, mutate, path
@@ -191,7 +200,9 @@ def test_a_1mb_env_value_is_a_400_naming_the_env_of_its_container(api, nlp_queue
 
 
 def test_a_1mb_env_value_is_past_the_default_body_limit_before_any_parsing(api, nlp_queue):
-    assert _post_manifest(api, _bad(_megabyte_env)).status_code == HTTPStatus.REQUEST_ENTITY_TOO_LARGE
+    assert (
+        _post_manifest(api, _bad(_megabyte_env)).status_code == HTTPStatus.REQUEST_ENTITY_TOO_LARGE
+    )
     assert _rows() == (0, 0)
 
 
@@ -202,10 +213,16 @@ def test_a_template_that_states_no_cpu_or_memory_asks_the_pod_for_the_default(ap
     }
     assert _post_manifest(api, manifest).status_code == HTTPStatus.CREATED
     task = JobTask.objects.get()
-    assert (task.cpu_millis, task.memory_bytes) == (TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES)
+    assert (task.cpu_millis, task.memory_bytes) == (
+        TASK_DEFAULT_CPU_MILLIS,
+        TASK_DEFAULT_MEMORY_BYTES,
+    )
     # the pod asks the kubelet for what the scheduler counts
     requests = task.pod_template["spec"]["containers"][0]["resources"]["requests"]
-    assert requests == {"cpu": f"{TASK_DEFAULT_CPU_MILLIS}m", "memory": str(TASK_DEFAULT_MEMORY_BYTES)}
+    assert requests == {
+        "cpu": f"{TASK_DEFAULT_CPU_MILLIS}m",
+        "memory": str(TASK_DEFAULT_MEMORY_BYTES),
+    }
 
 
 def test_one_answer_names_the_template_and_plugin_faults_alike(api, nlp_queue):

@@ -86,7 +86,10 @@ def test_a_ddp_template_is_kept_whole_and_summarised():
 
 def test_value_from_stays_a_reference():
     env = _parse(DDP).template["spec"]["containers"][0]["env"]
-    assert env[1] == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}
+    assert env[1] == {
+        "name": "HF_TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}},
+    }
     assert "value" not in env[1]
 
 
@@ -179,7 +182,9 @@ def test_host_path_is_accepted_when_the_setting_allows_it():
 def test_every_problem_is_reported_at_once_under_the_prefix():
     template = _with("spec/restartPolicy", "Always")
     template["spec"]["volumes"][0]["emptyDir"]["sizeLimit"] = "-1"
-    errors = pod_template_parse(template, allow_host_path=False, prefix="tasks[0].pod_template.").errors
+    errors = pod_template_parse(
+        template, allow_host_path=False, prefix="tasks[0].pod_template."
+    ).errors
     assert set(errors) == {
         "tasks[0].pod_template.spec.restartPolicy",
         "tasks[0].pod_template.spec.volumes[0].emptyDir.sizeLimit",

@@ -14,15 +14,29 @@ from portal.jobs.policies import policies_parse, policy_action
 def test_task_policies_come_before_the_jobs_like_apply_policies():
     task = [{"events": ["PodFailed"], "action": "RestartTask"}]
     job = [{"events": ["*"], "action": "AbortJob"}]
-    assert policy_action(event="PodFailed", exit_code=1, task_policies=task, job_policies=job) == "RestartTask"
-    assert policy_action(event="PodEvicted", exit_code=None, task_policies=task, job_policies=job) == "AbortJob"
-    assert policy_action(event="PodEvicted", exit_code=None, task_policies=[], job_policies=[]) is None
+    assert (
+        policy_action(event="PodFailed", exit_code=1, task_policies=task, job_policies=job)
+        == "RestartTask"
+    )
+    assert (
+        policy_action(event="PodEvicted", exit_code=None, task_policies=task, job_policies=job)
+        == "AbortJob"
+    )
+    assert (
+        policy_action(event="PodEvicted", exit_code=None, task_policies=[], job_policies=[]) is None
+    )
 
 
 def test_an_exit_code_policy_matches_its_code():
     policies = [{"exitCode": 137, "action": "RestartJob"}]
-    assert policy_action(event="PodFailed", exit_code=137, task_policies=[], job_policies=policies) == "RestartJob"
-    assert policy_action(event="PodFailed", exit_code=1, task_policies=[], job_policies=policies) is None
+    assert (
+        policy_action(event="PodFailed", exit_code=137, task_policies=[], job_policies=policies)
+        == "RestartJob"
+    )
+    assert (
+        policy_action(event="PodFailed", exit_code=1, task_policies=[], job_policies=policies)
+        is None
+    )
 
 
 def test_event_and_events_are_normalised():
@@ -39,8 +53,11 @@ def test_event_and_events_are_normalised():
         ([{"event": "PodPending", "action": "RestartJob"}], "policies[0].event", "unknown event"),
         ([{"event": "PodFailed", "action": "RestartPod"}], "policies[0].action", "unknown action"),
         ([{"event": "PodFailed"}], "policies[0].action", "needs an action"),
-        ([{"event": "PodFailed", "action": "RestartJob", "timeout": "10m"}],
-         "policies[0].timeout", "not supported"),
+        (
+            [{"event": "PodFailed", "action": "RestartJob", "timeout": "10m"}],
+            "policies[0].timeout",
+            "not supported",
+        ),
         ([{"exitCode": 0, "action": "RestartJob"}], "policies[0].exitCode", "non-zero"),
         ([{"action": "RestartJob"}], "policies[0]", "needs an event"),
         ({"event": "PodFailed"}, "policies", "list"),
@@ -80,7 +97,10 @@ def test_a_manifests_policies_and_max_retry_are_stored(api, nlp_queue):
     response = api.post("/api/v1/jobs/", MANIFEST, content_type="application/yaml")
     assert response.status_code == HTTPStatus.CREATED, response.json()
     job = Job.objects.get()
-    assert (job.policies, job.max_retry) == ([{"action": "RestartJob", "events": ["PodEvicted"]}], 5)
+    assert (job.policies, job.max_retry) == (
+        [{"action": "RestartJob", "events": ["PodEvicted"]}],
+        5,
+    )
     assert job.tasks.get().policies == [{"action": "CompleteJob", "events": ["TaskCompleted"]}]
     assert "X-Manifest-Ignored-Fields" not in response
     assert (response.json()["max_retry"], response.json()["retries"]) == (5, [])
@@ -92,8 +112,10 @@ def test_a_manifests_policies_and_max_retry_are_stored(api, nlp_queue):
     [
         (lambda m: m["spec"].update(maxRetry=-1), "spec.maxRetry"),
         (lambda m: m["spec"]["policies"][0].update(action="Resume"), "spec.policies[0].action"),
-        (lambda m: m["spec"]["tasks"][0]["policies"][0].update(event="Bogus"),
-         "spec.tasks[0].policies[0].event"),
+        (
+            lambda m: m["spec"]["tasks"][0]["policies"][0].update(event="Bogus"),
+            "spec.tasks[0].policies[0].event",
+        ),
     ],  # fmt: skip
 )
 def test_bad_policies_are_a_400_naming_the_manifest_path(api, nlp_queue, change, path):

@@ -81,7 +81,9 @@ def test_tf_dist_mnist_renders_a_host_list_a_headless_service_and_three_pods():
     env = _env(worker1)
     assert (env["VK_TASK_INDEX"], env["VC_TASK_INDEX"]) == ("1", "1")
     assert env["VC_PS_HOSTS"] == {"configMapKeyRef": {"key": "VC_PS_HOSTS", "name": "gp-new-svc"}}
-    assert worker1["spec"]["containers"][0]["ports"] == [{"containerPort": 2222, "name": "tfjob-port"}]
+    assert worker1["spec"]["containers"][0]["ports"] == [
+        {"containerPort": 2222, "name": "tfjob-port"}
+    ]
     assert worker1["spec"]["containers"][0]["command"][:2] == ["sh", "-c"]
     # what the portal does not honour is said, not silently dropped
     assert "spec.schedulerName is ignored by the portal" in rendered.warnings
@@ -95,8 +97,10 @@ def test_tf_dist_mnist_renders_a_host_list_a_headless_service_and_three_pods():
         ("MindSpore-example-mindspore_cpu-mindspore-cpu.yaml", "spec.plugins.ssh"),
         ("MindSpore-example-mindspore_gpu-mindspore-gpu.yaml", "spec.plugins.ssh"),
         ("kubecon-2019-china-mpi-sample-mpi-example.yaml", "spec.plugins.ssh"),
-        ("integrations-paddlepaddle-ctr-paddlepaddle-on-volcano.yaml",
-         "spec.tasks[0].template.spec.volumes[0].hostPath"),
+        (
+            "integrations-paddlepaddle-ctr-paddlepaddle-on-volcano.yaml",
+            "spec.tasks[0].template.spec.volumes[0].hostPath",
+        ),
         ("kubecon-2019-china-gang-nginx.yaml", "kind"),
     ],  # fmt: skip
 )
@@ -108,7 +112,9 @@ def test_what_the_portal_cannot_run_is_an_error_naming_the_field(name, path):
 
 @override_settings(JOB_ALLOW_HOST_PATH=True)
 def test_paddlepaddle_renders_where_host_paths_are_allowed():
-    rendered = job_render(_load("integrations-paddlepaddle-ctr-paddlepaddle-on-volcano.yaml", queue="q"))
+    rendered = job_render(
+        _load("integrations-paddlepaddle-ctr-paddlepaddle-on-volcano.yaml", queue="q")
+    )
     assert rendered.errors == {}
     pods = [o for o in rendered.objects if o["kind"] == "Pod"]
     assert len(pods) == 4  # 2 pservers + 2 trainers

@@ -200,7 +200,9 @@ class TestJobSubmitLimits:
 
     @override_settings(JOB_MAX_GPUS_PER_POD=8, JOB_MAX_REPLICAS_PER_TASK=4)
     def test_per_pod_and_per_task_limits_name_the_task_field(self, researcher, nlp_queue):
-        errors = self._refused(researcher, nlp_queue, tasks=[task(), task(name="w2", gpus=9, replicas=5)])
+        errors = self._refused(
+            researcher, nlp_queue, tasks=[task(), task(name="w2", gpus=9, replicas=5)]
+        )
         assert errors == {
             "tasks[1].gpus": ["at most 8 GPUs per pod (JOB_MAX_GPUS_PER_POD); this asks for 9"],
             "tasks[1].replicas": [
@@ -276,9 +278,7 @@ class TestJobSubmitLimits:
         job_submit(submitter=researcher, queue=nlp_queue, name="c", tasks=[task(replicas=3)])
 
     @override_settings(JOB_MAX_PENDING_PODS_PER_TENANT=1)
-    def test_pending_cap_refusal_leaves_the_callers_transaction_usable(
-        self, researcher, nlp_queue
-    ):
+    def test_pending_cap_refusal_leaves_the_callers_transaction_usable(self, researcher, nlp_queue):
         with transaction.atomic():
             self._refused(researcher, nlp_queue, tasks=[task(replicas=2)])
             assert Job.objects.count() == 0  # TransactionManagementError if broken
@@ -386,7 +386,8 @@ class TestTransitions:
 
 class TestJobQuarantine:
     @pytest.mark.parametrize(
-        "status", [Job.Status.PENDING, Job.Status.ADMITTED, Job.Status.RUNNING, Job.Status.PREEMPTED]
+        "status",
+        [Job.Status.PENDING, Job.Status.ADMITTED, Job.Status.RUNNING, Job.Status.PREEMPTED],
     )
     def test_any_job_the_scheduler_works_on_can_be_quarantined(self, nlp_queue, status):
         job = JobFactory(queue=nlp_queue, status=status)

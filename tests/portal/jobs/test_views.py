@@ -273,9 +273,7 @@ def test_job_detail_timeline_and_preemption_history(
     assert "secret-preemptor" in body
 
 
-def test_job_detail_links_the_jobs_of_a_preemption_the_user_may_see(
-    researcher_client, nlp_queue
-):
+def test_job_detail_links_the_jobs_of_a_preemption_the_user_may_see(researcher_client, nlp_queue):
     from tests.factories import PreemptionEventFactory
 
     job = JobFactory(queue=nlp_queue, name="victim")

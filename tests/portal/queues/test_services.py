@@ -3,7 +3,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 
 from portal.jobs.models import Job
 from portal.queues import services
-from portal.queues.models import GUARANTEE_ABOVE_CAPABILITY, Queue, QueueChange
+from portal.queues.models import Queue, QueueChange
 from portal.queues.services import queue_create, queue_delete, queue_update
 from tests.factories import JobFactory, QueueFactory
 
@@ -48,17 +48,23 @@ class TestQueueCreate:
             queue_create(tenant=vision, name="shared")
         assert "name" in info.value.message_dict
 
-    @pytest.mark.parametrize("resource", ["gpus", "cpu_millis", "memory_bytes"])
-    def test_guarantee_above_capability(self, nlp, cluster, resource):
+    @pytest.mark.parametrize(
+        ("resource", "unit", "words"),
+        [
+            ("gpus", 1, "guarantee (5 GPUs) may not exceed capability (4 GPUs)"),
+            ("cpu_millis", 1000, "guarantee (5 cores) may not exceed capability (4 cores)"),
+            ("memory_bytes", 1024**3, "guarantee (5 GiB) may not exceed capability (4 GiB)"),
+        ],
+    )
+    def test_guarantee_above_capability(self, nlp, cluster, resource, unit, words):
+        # The message reads in the units the form takes, not the stored millicores and bytes.
         with pytest.raises(ValidationError) as info:
             queue_create(
                 tenant=nlp,
                 name="q",
-                **{f"guarantee_{resource}": 5, f"capability_{resource}": 4},
+                **{f"guarantee_{resource}": 5 * unit, f"capability_{resource}": 4 * unit},
             )
-        assert info.value.message_dict == {
-            f"guarantee_{resource}": [GUARANTEE_ABOVE_CAPABILITY.format(guarantee=5, capability=4)]
-        }
+        assert info.value.message_dict == {f"guarantee_{resource}": [words]}
 
     def test_negative_guarantee_refused(self, nlp):
         with pytest.raises(ValidationError) as info:
@@ -72,8 +78,8 @@ class TestQueueCreate:
             queue_create(tenant=nlp, name="b", guarantee_gpus=8)
         assert info.value.message_dict == {
             "guarantee_gpus": [
-                "guarantee_gpus: nlp's queues would guarantee 24 GPUs (a 16 + b 8) but tenant "
-                "nlp guarantees 20"
+                "guarantee_gpus: nlp's queues would guarantee 24 GPUs (a 16 GPUs + b 8 GPUs) but "
+                "tenant nlp guarantees 20 GPUs"
             ]
         }
         assert not Queue.objects.filter(name="b").exists()
@@ -94,8 +100,8 @@ class TestQueueCreate:
         with pytest.raises(ValidationError) as info:
             queue_create(tenant=nlp, name="a", guarantee_cpu_millis=100_001)
         assert info.value.message_dict["guarantee_cpu_millis"] == [
-            "guarantee_cpu_millis: nlp's queues would guarantee 100001 millicores (a 100001) "
-            "but tenant nlp guarantees 100000"
+            "guarantee_cpu_millis: nlp's queues would guarantee 100.001 cores (a 100.001 cores) "
+            "but tenant nlp guarantees 100 cores"
         ]
 
     def test_empty_cluster_allows_zero_guarantees(self, nlp):
@@ -162,7 +168,7 @@ class TestQueueUpdate:
         with pytest.raises(ValidationError) as info:
             queue_update(queue=nlp_queue, actor=lead, guarantee_gpus=9, capability_gpus=8)
         assert info.value.message_dict == {
-            "guarantee_gpus": [GUARANTEE_ABOVE_CAPABILITY.format(guarantee=9, capability=8)]
+            "guarantee_gpus": ["guarantee (9 GPUs) may not exceed capability (8 GPUs)"]
         }
 
     def test_sum_of_guarantees_on_update(self, nlp, nlp_queue, cluster):
@@ -173,8 +179,8 @@ class TestQueueUpdate:
             queue_update(queue=nlp_queue, actor=None, guarantee_gpus=10)
         assert info.value.message_dict == {
             "guarantee_gpus": [
-                "guarantee_gpus: nlp's queues would guarantee 40 GPUs (nlp-dev 30 + nlp-train "
-                "10) but tenant nlp guarantees 32"
+                "guarantee_gpus: nlp's queues would guarantee 40 GPUs (nlp-dev 30 GPUs + "
+                "nlp-train 10 GPUs) but tenant nlp guarantees 32 GPUs"
             ]
         }
         nlp_queue.refresh_from_db()

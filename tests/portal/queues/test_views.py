@@ -100,8 +100,8 @@ def test_service_errors_shown_on_the_field(lead_client, nlp_queue, cluster):
     assert response.status_code == HTTPStatus.OK
     assert response.context["form"].errors == {
         "guarantee_gpus": [
-            "guarantee_gpus: nlp's queues would guarantee 40 GPUs (nlp-train 40) but tenant nlp "
-            "guarantees 0"
+            "guarantee_gpus: nlp's queues would guarantee 40 GPUs (nlp-train 40 GPUs) but "
+            "tenant nlp guarantees 0 GPUs"
         ]
     }
     assert "but tenant nlp guarantees 0" in response.content.decode()

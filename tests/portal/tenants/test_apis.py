@@ -65,8 +65,8 @@ def test_a_guarantee_below_the_queues_is_a_400_naming_the_numbers(api_for, nlp, 
     assert response.status_code == HTTPStatus.BAD_REQUEST
     assert response.json()["errors"] == {
         "guarantee_gpus": [
-            "guarantee_gpus: 20 is below the sum of nlp's queue guarantees, "
-            "32 (nlp-dev 16 + nlp-train 16)"
+            "guarantee_gpus: 20 GPUs is below the sum of nlp's queue guarantees, "
+            "32 GPUs (nlp-dev 16 GPUs + nlp-train 16 GPUs)"
         ]
     }
     nlp.refresh_from_db()
@@ -111,7 +111,7 @@ def test_a_queue_patch_beyond_its_tenant_is_a_400(api_for, nlp, nlp_queue, clust
     assert response.status_code == HTTPStatus.BAD_REQUEST
     assert response.json()["errors"] == {
         "guarantee_gpus": [
-            "guarantee_gpus: nlp's queues would guarantee 9 GPUs (nlp-train 9) but tenant nlp "
-            "guarantees 8"
+            "guarantee_gpus: nlp's queues would guarantee 9 GPUs (nlp-train 9 GPUs) but "
+            "tenant nlp guarantees 8 GPUs"
         ]
     }

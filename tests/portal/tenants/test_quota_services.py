@@ -6,7 +6,6 @@ from django.core.exceptions import PermissionDenied, ValidationError
 
 from portal.tenants import services
 from portal.tenants.models import Tenant, TenantChange
-from portal.tenants.quota import GUARANTEE_ABOVE_CAPABILITY
 from portal.tenants.services import tenant_create, tenant_update
 from tests.factories import NodeFactory, QueueFactory
 
@@ -56,8 +55,8 @@ class TestTenantUpdate:
             tenant_update(tenant=nlp, actor=staff, guarantee_gpus=20)
         assert info.value.message_dict == {
             "guarantee_gpus": [
-                "guarantee_gpus: 20 is below the sum of nlp's queue guarantees, "
-                "32 (nlp-dev 16 + nlp-train 16)"
+                "guarantee_gpus: 20 GPUs is below the sum of nlp's queue guarantees, "
+                "32 GPUs (nlp-dev 16 GPUs + nlp-train 16 GPUs)"
             ]
         }
         nlp.refresh_from_db()
@@ -75,8 +74,8 @@ class TestTenantUpdate:
             tenant_update(tenant=nlp, actor=staff, guarantee_gpus=16)
         assert info.value.message_dict == {
             "guarantee_gpus": [
-                "guarantee_gpus: the tenants' guarantees would be 36 GPUs (nlp 16 + vision 20) "
-                "but the cluster has 32"
+                "guarantee_gpus: the tenants' guarantees would be 36 GPUs (nlp 16 GPUs + "
+                "vision 20 GPUs) but the cluster has 32 GPUs"
             ]
         }
 
@@ -98,7 +97,7 @@ class TestTenantUpdate:
         with pytest.raises(ValidationError) as info:
             tenant_update(tenant=nlp, actor=staff, guarantee_gpus=9, capability_gpus=8)
         assert info.value.message_dict == {
-            "guarantee_gpus": [GUARANTEE_ABOVE_CAPABILITY.format(guarantee=9, capability=8)]
+            "guarantee_gpus": ["guarantee (9 GPUs) may not exceed capability (8 GPUs)"]
         }
 
     @pytest.mark.parametrize(

@@ -78,9 +78,7 @@ def test_the_sweep_deletes_only_this_instances_objects_that_no_pod_needs(cluster
     resource = {"ConfigMap": "configmaps", "Service": "services",
                 "NetworkPolicy": "networkpolicies.networking.k8s.io"}  # fmt: skip
     for obj in (*ended, *running, foreign):
-        cluster.on_loop(
-            lambda obj=obj: cluster.store.create(resource[obj["kind"]], NAMESPACE, obj)
-        )
+        cluster.on_loop(lambda obj=obj: cluster.store.create(resource[obj["kind"]], NAMESPACE, obj))
     keep = {(o["kind"], NAMESPACE, o["metadata"]["name"]) for o in running}
 
     deleted = backend.sweep_job_objects(keep)

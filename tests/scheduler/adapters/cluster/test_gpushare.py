@@ -150,7 +150,11 @@ def test_the_reconciler_builds_a_shared_pod_on_the_card_the_core_picked(
     assert shared.annotations[ids].startswith("GPU-1,NVIDIA,20480,25:")
     count = "volcano.sh/vgpu-number" if stack == "volcano" else "nvidia.com/gpu"
     assert shared.requests[count] == 1
-    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in shared.tolerations
+    assert {
+        "key": "nvidia.com/gpu",
+        "operator": "Exists",
+        "effect": "NoSchedule",
+    } in shared.tolerations
     # whole GPUs keep the device plugin's resource and no assignment
     assert trainer.requests["nvidia.com/gpu"] == 1
     assert ids not in trainer.annotations

@@ -13,6 +13,7 @@ from portal.common.validators import (
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
 
+from . import lifecycle
 from .gpushare import gpus_number, milli_asked, request_text
 from .limits import IMAGE_MAX_CHARS, NAME_MAX_CHARS
 from .tolerations import validate_tolerations
@@ -28,23 +29,23 @@ class Job(BaseModel):
     """A gang of pods (tasks x replicas) submitted to a queue."""
 
     class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        ADMITTED = "admitted", "Admitted"
-        RUNNING = "running", "Running"
-        SUCCEEDED = "succeeded", "Succeeded"
-        FAILED = "failed", "Failed"
-        PREEMPTED = "preempted", "Preempted"
-        CANCELLED = "cancelled", "Cancelled"
-        # The scheduler failed on this job's data and stopped working on it (see
-        # scheduler/adapters/quarantine.py); pending_reason says why. Not final: a site
-        # admin may release it back to pending, its owner may cancel it.
-        QUARANTINED = "quarantined", "Quarantined"
+        # The values and what moves a job between them: portal.jobs.lifecycle.
+        PENDING = lifecycle.Status.PENDING.value, "Pending"
+        ADMITTED = lifecycle.Status.ADMITTED.value, "Admitted"
+        RUNNING = lifecycle.Status.RUNNING.value, "Running"
+        SUCCEEDED = lifecycle.Status.SUCCEEDED.value, "Succeeded"
+        FAILED = lifecycle.Status.FAILED.value, "Failed"
+        PREEMPTED = lifecycle.Status.PREEMPTED.value, "Preempted"
+        CANCELLED = lifecycle.Status.CANCELLED.value, "Cancelled"
+        # The scheduler failed on this job's data and stopped working on it; pending_reason
+        # says why.
+        QUARANTINED = lifecycle.Status.QUARANTINED.value, "Quarantined"
 
     class PendingKind(models.TextChoices):
         NEVER = "never", "Can never run as submitted"
         WAITS = "waits", "Waits"
 
-    TERMINAL_STATUSES = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
+    TERMINAL_STATUSES = lifecycle.TERMINAL
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="jobs")
     queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="jobs")

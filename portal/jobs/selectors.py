@@ -7,10 +7,11 @@ from django.shortcuts import get_object_or_404
 
 from .access import visible_jobs
 from .gpushare import MILLI_PER_GPU, gpus_number
+from .lifecycle import WAITING
 from .models import Job
 
 # A job waits for a cycle in these statuses (a preempted one until its pods are gone).
-WAITING_STATUSES = (Job.Status.PENDING, Job.Status.PREEMPTED)
+WAITING_STATUSES = tuple(sorted(WAITING))
 
 
 def job_list(

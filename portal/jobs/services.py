@@ -14,6 +14,7 @@ from scheduler.tasks import scheduling_cycle_kick
 
 from .access import can_cancel_job, can_release_job
 from .gpushare import gpus_decimal, gpus_split
+from .lifecycle import Event, IllegalTransition, allows, transition
 from .limits import (
     JobLimits,
     gpu_sharing,
@@ -72,7 +73,6 @@ JOB_CANCEL_FORBIDDEN = (
     "Only the submitter, a lead of the tenant or a site admin may cancel this job."
 )
 JOB_CANCEL_TERMINAL = "the job is already {status} and cannot be cancelled"
-JOB_TRANSITION_NOT_ALLOWED = "a job cannot go from {current} to {target}"
 JOB_PENDING_REASON_SUBMITTED = "waiting for the next scheduling cycle"
 
 JOB_QUARANTINED = (
@@ -87,21 +87,6 @@ QUARANTINE_ERROR_CHARS = 300
 JOB_START_REASON_CHARS = 1000
 
 S = Job.Status
-# Allowed status changes. Terminal statuses (succeeded, failed, cancelled) have none.
-# A preempted job goes back to pending (requeued) or ends. Any job the scheduler still works
-# on may be quarantined; a quarantined job is released (pending again) or cancelled.
-ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
-    S.PENDING: frozenset({S.ADMITTED, S.FAILED, S.CANCELLED, S.QUARANTINED}),
-    S.ADMITTED: frozenset(
-        {S.RUNNING, S.PENDING, S.PREEMPTED, S.FAILED, S.CANCELLED, S.QUARANTINED}
-    ),
-    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.PREEMPTED, S.CANCELLED, S.QUARANTINED}),
-    S.PREEMPTED: frozenset({S.PENDING, S.FAILED, S.CANCELLED, S.QUARANTINED}),
-    S.QUARANTINED: frozenset({S.PENDING, S.CANCELLED}),
-    S.SUCCEEDED: frozenset(),
-    S.FAILED: frozenset(),
-    S.CANCELLED: frozenset(),
-}
 
 
 def _task_instances(*, tasks: Any, limits: JobLimits) -> tuple[list[JobTask], dict[str, list[str]]]:
@@ -464,39 +449,27 @@ def job_cancel(*, job: Job, actor: AbstractBaseUser) -> Job:
     if not can_cancel_job(actor, job):
         raise PermissionDenied(JOB_CANCEL_FORBIDDEN)
     job = Job.objects.select_for_update().get(pk=job.pk)
-    if job.is_terminal:
+    if not allows(job.status, Event.CANCEL):
         raise ValidationError({"status": JOB_CANCEL_TERMINAL.format(status=job.status)})
-    job = _transition(job=job, target=Job.Status.CANCELLED, at=None)
+    job = _transition(job=job, event=Event.CANCEL, at=None)
     scheduling_cycle_kick()
     return job
 
 
 def _transition(
-    *, job: Job, target: str, at: datetime | None, validate: bool = True, **extra: Any
+    *, job: Job, event: Event, at: datetime | None, validate: bool = True, **extra: Any
 ) -> Job:
-    if target not in ALLOWED_TRANSITIONS[job.status]:
-        raise ValidationError(
-            {"status": JOB_TRANSITION_NOT_ALLOWED.format(current=job.status, target=target)}
-        )
+    """Apply `event` to the locked `job` (portal.jobs.lifecycle) and save the fields it
+    changed, with `extra`; a job leaving pending has no pending reason unless one is given."""
+    try:
+        change = transition(job.status, event)
+    except IllegalTransition as error:
+        raise ValidationError({"status": str(error)}) from None
     at = at or timezone.now()
-    update_fields = ["status", "updated_at", *extra]
-    job.status = target
+    update_fields = ["updated_at", *extra, *change.apply(job, at)]
     for field, value in extra.items():
         setattr(job, field, value)
-    timestamp_field = {
-        Job.Status.ADMITTED: "admitted_at",
-        Job.Status.RUNNING: "started_at",
-        Job.Status.SUCCEEDED: "finished_at",
-        Job.Status.FAILED: "finished_at",
-        Job.Status.CANCELLED: "cancelled_at",
-    }.get(target)
-    if timestamp_field:
-        setattr(job, timestamp_field, at)
-        update_fields.append(timestamp_field)
-    if target == Job.Status.CANCELLED:
-        job.finished_at = at
-        update_fields.append("finished_at")
-    if target != Job.Status.PENDING and "pending_reason" not in extra:
+    if change.status != S.PENDING and "pending_reason" not in extra:
         job.pending_reason = ""
         update_fields.append("pending_reason")
     if validate:
@@ -507,39 +480,36 @@ def _transition(
 
 @transaction.atomic
 def job_mark_admitted(*, job: Job, at: datetime | None = None) -> Job:
-    return _transition(job=_locked(job), target=Job.Status.ADMITTED, at=at)
+    return _transition(job=_locked(job), event=Event.ADMIT, at=at)
 
 
 @transaction.atomic
 def job_mark_running(*, job: Job, at: datetime | None = None) -> Job:
-    return _transition(job=_locked(job), target=Job.Status.RUNNING, at=at)
+    return _transition(job=_locked(job), event=Event.START, at=at)
 
 
 @transaction.atomic
 def job_mark_succeeded(*, job: Job, at: datetime | None = None) -> Job:
-    return _transition(job=_locked(job), target=Job.Status.SUCCEEDED, at=at)
+    return _transition(job=_locked(job), event=Event.SUCCEED, at=at)
 
 
 @transaction.atomic
 def job_mark_failed(*, job: Job, at: datetime | None = None) -> Job:
-    return _transition(job=_locked(job), target=Job.Status.FAILED, at=at)
+    return _transition(job=_locked(job), event=Event.FAIL, at=at)
 
 
 @transaction.atomic
 def job_mark_preempted(*, job: Job, at: datetime | None = None) -> Job:
-    job = _locked(job)
-    return _transition(
-        job=job, target=Job.Status.PREEMPTED, at=at, preemption_count=job.preemption_count + 1
-    )
+    return _transition(job=_locked(job), event=Event.PREEMPT, at=at)
 
 
 @transaction.atomic
 def job_mark_pending(*, job: Job, reason: str, at: datetime | None = None) -> Job:
-    """Requeue an admitted or preempted job (it waits for the next cycle again)."""
+    """Requeue a preempted job whose pods are gone (it waits for the next cycle again)."""
     at = at or timezone.now()
     return _transition(
         job=_locked(job),
-        target=Job.Status.PENDING,
+        event=Event.REQUEUE,
         at=at,
         pending_reason=reason,
         pending_reason_at=at,
@@ -573,7 +543,7 @@ def job_quarantine(
 
     with transaction.atomic():
         job = Job.objects.select_for_update().filter(pk=job_id).first()
-        if job is None or S.QUARANTINED not in ALLOWED_TRANSITIONS[job.status]:
+        if job is None or not allows(job.status, Event.QUARANTINE):
             return None
         at = at or timezone.now()
         reason = JOB_QUARANTINED.format(phase=phase, error=error[:QUARANTINE_ERROR_CHARS])
@@ -581,7 +551,7 @@ def job_quarantine(
         # before a limit or a validator existed); only the status fields are written.
         job = _transition(
             job=job,
-            target=S.QUARANTINED,
+            event=Event.QUARANTINE,
             at=at,
             validate=False,
             pending_reason=reason,
@@ -604,12 +574,12 @@ def job_start_refused(*, job_id: int, reason: str, at: datetime | None = None) -
 
     with transaction.atomic():
         job = Job.objects.select_for_update().filter(pk=job_id).first()
-        if job is None or S.FAILED not in ALLOWED_TRANSITIONS[job.status]:
+        if job is None or not allows(job.status, Event.FAIL):
             return None
         at = at or timezone.now()
         job = _transition(
             job=job,
-            target=S.FAILED,
+            event=Event.FAIL,
             at=at,
             validate=False,
             pending_reason=reason[:JOB_START_REASON_CHARS],
@@ -627,12 +597,12 @@ def job_quarantine_release(*, job: Job, actor: AbstractBaseUser) -> Job:
     if not can_release_job(actor, job):
         raise PermissionDenied(JOB_RELEASE_FORBIDDEN)
     job = _locked(job)
-    if job.status != S.QUARANTINED:
+    if not allows(job.status, Event.RELEASE):
         raise ValidationError({"status": JOB_RELEASE_NOT_QUARANTINED.format(status=job.status)})
     at = timezone.now()
     job = _transition(
         job=job,
-        target=S.PENDING,
+        event=Event.RELEASE,
         at=at,
         pending_reason=JOB_RELEASED.format(actor=actor.get_username()),
         pending_reason_at=at,

@@ -61,6 +61,7 @@ from scheduler.adapters.persist import decisions_persist
 from scheduler.adapters.quarantine import Faults, Isolation
 from scheduler.adapters.revalidate import decisions_revalidate
 from scheduler.adapters.snapshot import SnapshotBundle, snapshot_build
+from scheduler.adapters.transitions import CycleTransitions
 from scheduler.core.types import CycleResult
 
 logger = logging.getLogger(__name__)
@@ -113,10 +114,13 @@ def scheduling_cycle_run(
             pods = backend.list_pods()
             owners_deleted = getattr(backend, "owners_deleted", None)
             owners_gone = owners_deleted() if owners_deleted is not None else {}
+            transitions = CycleTransitions()
             with transaction.atomic():
                 _fence(cycle)
                 _refuse_if_superseded(cycle, "observe")
-                requeued = cluster_observe(pods=pods, now=now(), owners_gone=owners_gone)
+                requeued = cluster_observe(
+                    pods=pods, now=now(), owners_gone=owners_gone, transitions=transitions
+                )
             _events_record(backend, requeued)
             # A job whose data breaks a phase is quarantined; the cycle goes on without it.
             isolation = Isolation(now=now)
@@ -129,7 +133,9 @@ def scheduling_cycle_run(
             notes = isolation.persist(
                 bundle,
                 result,
-                lambda b, r: decisions_persist_fenced(bundle=b, result=r, cycle=cycle, now=at),
+                lambda b, r: decisions_persist_fenced(
+                    bundle=b, result=r, cycle=cycle, now=at, transitions=transitions
+                ),
                 lambda: isolation.core(isolation.snapshot(snapshot_build), run_cycle_paused),
             )
         with _timed(timings, "reconcile_ms"):
@@ -140,6 +146,7 @@ def scheduling_cycle_run(
             )
             isolation.quarantine(bundle, faults)
             gang_start_failures(job_errors=report.job_errors, now=now())
+            notes = [*notes, *transitions.notes()]
             if notes or not report.ok or isolation.notes:
                 cycle.error = "; ".join([*isolation.notes, *notes, *report.errors])[:10_000]
     except CycleAbandoned as reason:
@@ -159,14 +166,21 @@ def scheduling_cycle_run(
 
 
 def decisions_persist_fenced(
-    *, bundle: SnapshotBundle, result: CycleResult, cycle: CycleRun, now: datetime
+    *,
+    bundle: SnapshotBundle,
+    result: CycleResult,
+    cycle: CycleRun,
+    now: datetime,
+    transitions: CycleTransitions | None = None,
 ) -> list[str]:
     """Persist what still holds of `result`, in one fenced transaction. Returns notes on
     withdrawn decisions that point at a concurrency anomaly (recorded on the CycleRun)."""
     with transaction.atomic():
         _fence(cycle)
         result, notes = decisions_revalidate(bundle=bundle, result=result)
-        decisions_persist(bundle=bundle, result=result, cycle=cycle, now=now)
+        decisions_persist(
+            bundle=bundle, result=result, cycle=cycle, now=now, transitions=transitions
+        )
     return notes
 
 

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import transaction
 
 from portal.cluster.models import Node, Placement
+from portal.jobs.lifecycle import Event, allows
 from portal.jobs.models import Job, JobTask
 from portal.jobs.policies import (
     COMPLETE_JOB,
@@ -27,6 +28,7 @@ from portal.jobs.policies import (
 from scheduler.adapters.bulk import ids_update
 from scheduler.adapters.cluster.base import ObservedPod, PodEvent
 from scheduler.adapters.ledger import placement_end
+from scheduler.adapters.transitions import CycleTransitions
 
 P = Placement.State
 S = Job.Status
@@ -80,6 +82,7 @@ def cluster_observe(
     now: datetime,
     start_timeout_seconds: int | None = None,
     owners_gone: Mapping[str, str] | None = None,
+    transitions: CycleTransitions | None = None,
 ) -> list[PodEvent]:
     """Apply observed pod phases to the active placements: one query to read, then one UPDATE
     per distinct change (a cycle's changes share a few values: "running", "succeeded", now).
@@ -92,6 +95,9 @@ def cluster_observe(
     `owners_gone` (job id -> why): jobs whose owner object someone deleted, and with it their
     pods (the garbage collector's work, however far it has got): each active one is requeued
     like a job whose pods vanished, rather than failed, because nothing the job did is at fault.
+
+    Job statuses change through `transitions` (portal.jobs.lifecycle); a change it refuses is
+    skipped and counted there.
 
     Returns a Requeued event for each such pod of a job that was requeued (not ended by a
     policy), for the caller to record once this transaction has committed."""
@@ -160,7 +166,7 @@ def cluster_observe(
         for (exit_code, reason), ids in sorted(outcomes.items(), key=lambda item: item[1]):
             ids_update(Placement, ids, exit_code=exit_code, exit_reason=reason)
         jobs = {p.job_id: p.job for p in placements}
-        _jobs_advance(jobs, lost, failed, now, blocked)
+        _jobs_advance(jobs, lost, failed, now, blocked, transitions or CycleTransitions())
     return _requeued_events(released, jobs)
 
 
@@ -239,6 +245,7 @@ def _jobs_advance(
     failed: dict[int, tuple[Placement, ObservedPod]],
     now: datetime,
     blocked: dict[int, str],
+    transitions: CycleTransitions,
 ) -> None:
     """Job statuses from the placements' states after this observation."""
     counts: dict[int, Counter] = defaultdict(Counter)
@@ -250,27 +257,13 @@ def _jobs_advance(
     for job_id in sorted(jobs):
         job = jobs[job_id]
         count = counts[job_id]
-        active = count[P.BOUND] + count[P.RUNNING]
         if job.is_terminal:
             continue
         before = {field: getattr(job, field) for field in JOB_FIELDS}
-        if job_id in failed:
-            _on_failed(job, *failed[job_id], policies, now)
+        if _job_advance(
+            job, count, lost.get(job_id), failed.get(job_id), policies, now, transitions
+        ):
             release.append(job_id)
-        elif job_id in lost and active + count[P.SUCCEEDED] < job.min_available:
-            _on_lost(job, lost[job_id], policies, now)
-            release.append(job_id)
-        elif job.status == S.PREEMPTED and active + count[P.RELEASING] == 0:
-            job.status = S.PENDING  # its pods are gone: it waits for its turn again
-        elif (ended := policies.task_completed(job, job_id)) is not None:
-            _on_task_completed(job, *ended, now)
-            release.append(job_id)
-        elif job.status in (S.ADMITTED, S.RUNNING) and active + count[P.RELEASING] == 0:
-            if count[P.SUCCEEDED] >= job.min_available:
-                job.status, job.finished_at = S.SUCCEEDED, now
-                job.started_at = job.started_at or now
-        elif job.status == S.ADMITTED and count[P.RUNNING] >= job.min_available:
-            job.status, job.started_at = S.RUNNING, now
         stuck = blocked.get(job_id) if job.status == before["status"] == S.ADMITTED else None
         if stuck is not None and job.pending_reason != stuck:
             job.pending_reason, job.pending_reason_at = stuck, now
@@ -282,6 +275,35 @@ def _jobs_advance(
         Placement.objects.filter(job_id__in=release, state__in=[P.BOUND, P.RUNNING]).update(
             state=P.RELEASING, updated_at=now
         )
+
+
+def _job_advance(
+    job: Job,
+    count: Counter,
+    lost: str | None,
+    failed: tuple[Placement, ObservedPod] | None,
+    policies: _Policies,
+    now: datetime,
+    transitions: CycleTransitions,
+) -> bool:
+    """Change the job's status for what its pods did (the event and its outcome from
+    portal.jobs.lifecycle); True when its remaining pods are to be released."""
+    active = count[P.BOUND] + count[P.RUNNING]
+    gone = active + count[P.RELEASING] == 0  # no pod of it is left on a node
+    if failed is not None:
+        return _on_failed(job, *failed, policies, now, transitions)
+    if lost is not None and active + count[P.SUCCEEDED] < job.min_available:
+        return _on_lost(job, lost, policies, now, transitions)
+    if gone and allows(job.status, Event.REQUEUE):
+        transitions.apply(job, Event.REQUEUE, now)
+    elif (ended := policies.task_completed(job, job.pk)) is not None:
+        return _on_task_completed(job, *ended, now, transitions)
+    elif gone and allows(job.status, Event.SUCCEED):
+        if count[P.SUCCEEDED] >= job.min_available:
+            transitions.apply(job, Event.SUCCEED, now)
+    elif count[P.RUNNING] >= job.min_available and allows(job.status, Event.START):
+        transitions.apply(job, Event.START, now)
+    return False
 
 
 _ENDED = {S.SUCCEEDED: "succeeded", S.FAILED: "failed"}
@@ -297,19 +319,29 @@ def _change_note(job: Job, before: dict, changes: dict[tuple, list[int]], now: d
     changes[tuple(sorted(changed.items()))].append(job.pk)
 
 
-def _on_task_completed(job: Job, task: str, action: str, now: datetime) -> None:
-    job.status = S.SUCCEEDED if action == COMPLETE_JOB else S.FAILED
-    job.finished_at = now
-    job.started_at = job.started_at or now
+def _on_task_completed(
+    job: Job, task: str, action: str, now: datetime, transitions: CycleTransitions
+) -> bool:
+    """A TaskCompleted policy ends the job; False when the lifecycle refused it."""
+    if not transitions.apply(job, Event.SUCCEED if action == COMPLETE_JOB else Event.FAIL, now):
+        return False
+    job.started_at = job.started_at or now  # a task of it completed: it ran, failed or not
     job.pending_reason = TASK_COMPLETED_ENDED.format(
         task=task, action=action, ended=_ENDED[job.status]
     )
+    return True
 
 
 def _on_failed(
-    job: Job, placement: Placement, pod: ObservedPod, policies: _Policies, now: datetime
-) -> None:
-    """A pod of the job failed or was evicted: its policy's action, else the job fails."""
+    job: Job,
+    placement: Placement,
+    pod: ObservedPod,
+    policies: _Policies,
+    now: datetime,
+    transitions: CycleTransitions,
+) -> bool:
+    """A pod of the job failed or was evicted: its policy's action, else the job fails.
+    False when the lifecycle refused the change."""
     event = POD_EVICTED if pod.reason == "Evicted" else POD_FAILED
     action = policy_action(
         event=event,
@@ -320,50 +352,63 @@ def _on_failed(
     what = "was evicted" if event == POD_EVICTED else "failed"
     why = pod.reason or f"exit code {pod.exit_code}"
     if action is None:
-        job.status, job.finished_at = S.FAILED, now
+        if not transitions.apply(job, Event.FAIL, now):
+            return False
         job.pending_reason = POD_FAILED_REASON.format(pod=placement.pod_name, reason=why)
-    else:
-        _policy_apply(job, action, event, placement.pod_name, what, why, now)
+        return True
+    return _policy_apply(job, action, event, placement.pod_name, what, why, now, transitions)
 
 
-def _on_lost(job: Job, why: str, policies: _Policies, now: datetime) -> None:
+def _on_lost(
+    job: Job, why: str, policies: _Policies, now: datetime, transitions: CycleTransitions
+) -> bool:
     """A pod of the job is lost (it vanished, its node left, the kubelet refused it, it never
     started): the OutOfSync event. By default, or by a restart policy with retries left, the job
     is requeued; an action that ends the job ends it. Only the job's policies apply (the lost
-    pod is known by its reason alone)."""
+    pod is known by its reason alone). False when the lifecycle refused the change."""
     action = policy_action(
         event=OUT_OF_SYNC, exit_code=None, task_policies=[], job_policies=job.policies
     )
     if action is None or (action in RESTARTS and job.retry_count < job.max_retry):
-        job.status = S.PREEMPTED
+        if not transitions.apply(job, Event.RESTART, now):
+            return False
         job.pending_reason, job.pending_reason_at = why, now
         if action is not None:
             _retry_record(job, action, OUT_OF_SYNC, "", why, now)
-        return
-    _policy_apply(job, action, OUT_OF_SYNC, "", "was lost", why, now)
+        return True
+    return _policy_apply(job, action, OUT_OF_SYNC, "", "was lost", why, now, transitions)
 
 
 def _policy_apply(
-    job: Job, action: str, event: str, pod: str, what: str, why: str, now: datetime
-) -> None:
+    job: Job,
+    action: str,
+    event: str,
+    pod: str,
+    what: str,
+    why: str,
+    now: datetime,
+    transitions: CycleTransitions,
+) -> bool:
     """Carry out a policy's action on `job` (portal.jobs.policies says what each means here):
-    a restart while retries are left requeues it, anything else ends it."""
+    a restart while retries are left requeues it, anything else ends it. False when the
+    lifecycle refused the change."""
     words = {"pod": pod or "a pod", "what": what, "why": why, "event": event, "action": action}
     if action in RESTARTS and job.retry_count < job.max_retry:
-        job.status = S.PREEMPTED  # requeued: pending again once its pods are gone
+        if not transitions.apply(job, Event.RESTART, now):
+            return False
         reason = POLICY_RESTART.format(**words, retry=job.retry_count + 1, max_retry=job.max_retry)
         job.pending_reason, job.pending_reason_at = reason, now
         _retry_record(job, action, event, pod, reason, now)
-        return
+        return True
     if action in RESTARTS:
-        job.status = S.FAILED
+        if not transitions.apply(job, Event.FAIL, now):
+            return False
         job.pending_reason = POLICY_RETRIES_SPENT.format(**words, max_retry=job.max_retry)
-    else:
-        job.status = S.SUCCEEDED if action == COMPLETE_JOB else S.FAILED
-        job.pending_reason = POLICY_ENDED.format(**words, ended=_ENDED[job.status])
-        if job.status == S.SUCCEEDED:
-            job.started_at = job.started_at or now
-    job.finished_at = now
+        return True
+    if not transitions.apply(job, Event.SUCCEED if action == COMPLETE_JOB else Event.FAIL, now):
+        return False
+    job.pending_reason = POLICY_ENDED.format(**words, ended=_ENDED[job.status])
+    return True
 
 
 def _retry_record(job: Job, action: str, event: str, pod: str, reason: str, now: datetime) -> None:
@@ -425,7 +470,7 @@ class _Policies:
     def task_completed(self, job: Job, job_id: int) -> tuple[str, str] | None:
         """(task, action) when a task of a running job has all its pods succeeded and a
         TaskCompleted policy says what that does, else None."""
-        if job.status not in (S.ADMITTED, S.RUNNING):
+        if not allows(job.status, Event.SUCCEED):  # not placed (admitted or running)
             return None
         for task_id, name, replicas, task_policies in self._tasks.get(job_id, ()):
             if self._succeeded[task_id] < replicas:

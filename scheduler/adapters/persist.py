@@ -19,6 +19,7 @@ from portal.cluster.models import Placement, whole_second
 from portal.cluster.namespaces import placing_namespaces
 from portal.cluster.services import placement_pod_name
 from portal.jobs.gpushare import MILLI_PER_GPU, gpus_sample, milli_cost
+from portal.jobs.lifecycle import WAITING, Event, Transition, allows, transition
 from portal.jobs.models import Job
 from portal.scheduling.models import CycleRun, PreemptionEvent, QueueUsageSample
 from portal.scheduling.rollups import usage_rollups_refresh
@@ -26,6 +27,7 @@ from scheduler.adapters.bulk import ids_update, rows_update
 from scheduler.adapters.ledger import ledger_book
 from scheduler.adapters.snapshot import JobRow, PlacementRow, SnapshotBundle, task_requests
 from scheduler.adapters.tenant_usage import tenant_usage_persist
+from scheduler.adapters.transitions import CycleTransitions, stamp_columns
 from scheduler.core.types import CycleResult, Evict, PendingKind
 
 GANG_BROKEN = "released with its gang: {job} fell below min_available {min_available}"
@@ -37,11 +39,19 @@ INT64_MAX = 2**63 - 1
 
 
 def decisions_persist(
-    *, bundle: SnapshotBundle, result: CycleResult, cycle: CycleRun, now: datetime
+    *,
+    bundle: SnapshotBundle,
+    result: CycleResult,
+    cycle: CycleRun,
+    now: datetime,
+    transitions: CycleTransitions | None = None,
 ) -> None:
+    """Job statuses change through `transitions` (portal.jobs.lifecycle); a change it refuses
+    is skipped and counted there."""
+    transitions = transitions or CycleTransitions()
     with transaction.atomic():
         _persist_binds(bundle, result, now)
-        evicted = _persist_evictions(bundle, result, cycle, now)
+        evicted = _persist_evictions(bundle, result, cycle, now, transitions)
         _persist_pending_reasons(bundle, result, now)
         _persist_usage(bundle, result, now)
         ledger_book(bundle=bundle, result=result, evicted=evicted, now=now)
@@ -101,26 +111,27 @@ def _persist_binds(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
             )
         )
     Placement.objects.bulk_create(placements, batch_size=BATCH)
-    admitted = [
-        job
-        for key in sorted({bind.job for bind in result.binds}, key=int)
-        # A requeued job (preempted, or its pods lost) may be placed again in the very cycle
-        # that requeued it, before it ever shows as pending: it is admitted all the same.
-        if (job := index.jobs[key]).status in (Job.Status.PENDING, Job.Status.PREEMPTED)
-    ]
-    for job in admitted:
-        job.status = Job.Status.ADMITTED
+    admitted: dict[Transition, list[int]] = defaultdict(list)
+    for key in sorted({bind.job for bind in result.binds}, key=int):
+        job = index.jobs[key]
+        # Binds for a job that is admitted or running already add pods to it: no status change.
+        if not allows(job.status, Event.ADMIT):
+            continue
+        change = transition(job.status, Event.ADMIT)
+        job.status = change.status
         job.pending_reason = job.pending_kind = ""
-    ids_update(
-        Job,
-        [job.id for job in admitted],
-        status=Job.Status.ADMITTED,
-        admitted_at=now,
-        pending_reason="",
-        pending_kind="",
-        pending_reason_at=now,
-        updated_at=now,
-    )
+        admitted[change].append(job.id)
+    for change, ids in admitted.items():
+        ids_update(
+            Job,
+            ids,
+            status=change.status,
+            **stamp_columns(change, now),
+            pending_reason="",
+            pending_kind="",
+            pending_reason_at=now,
+            updated_at=now,
+        )
 
 
 def _tenant(job: JobRow) -> str:
@@ -128,7 +139,11 @@ def _tenant(job: JobRow) -> str:
 
 
 def _persist_evictions(
-    bundle: SnapshotBundle, result: CycleResult, cycle: CycleRun, now: datetime
+    bundle: SnapshotBundle,
+    result: CycleResult,
+    cycle: CycleRun,
+    now: datetime,
+    transitions: CycleTransitions,
 ) -> set[int]:
     """Returns the ids of the placements released (evicted, or with their broken gang)."""
     if not result.evictions:
@@ -148,7 +163,7 @@ def _persist_evictions(
     for placement in index.placements.values():
         if placement.state != Placement.State.RELEASING:
             active_by_job[placement.job_id].append(placement)
-    preempted: list[JobRow] = []
+    preempted: dict[Transition, list[JobRow]] = defaultdict(list)
     for key in sorted(first_eviction, key=int):
         job = index.jobs[key]
         remaining = [p for p in active_by_job[job.id] if p.id not in released]
@@ -159,12 +174,12 @@ def _persist_evictions(
         for placement in remaining:
             released[placement.id] = placement
             events.append(_event(bundle, evict, placement, cycle, now, sentence))
-        if job.status in (Job.Status.ADMITTED, Job.Status.RUNNING):
-            job.status = Job.Status.PREEMPTED
-            job.preemption_count += 1
+        if (change := transitions.step(job.id, job.status, Event.PREEMPT)) is not None:
+            job.status = change.status
+            job.preemption_count += change.preemptions
             job.pending_reason = evict.reason
             job.pending_kind = PendingKind.WAITS
-            preempted.append(job)
+            preempted[change].append(job)
 
     for placement in released.values():
         placement.state = Placement.State.RELEASING
@@ -173,9 +188,16 @@ def _persist_evictions(
     rows_update(
         Job,
         ["status", "preemption_count", "pending_reason"],
-        [(job.id, job.status, job.preemption_count, job.pending_reason) for job in preempted],
+        [
+            (job.id, job.status, job.preemption_count, job.pending_reason)
+            for jobs in preempted.values()
+            for job in jobs
+        ],
         same={"pending_kind": PendingKind.WAITS, "pending_reason_at": now, "updated_at": now},
     )
+    for change, jobs in preempted.items():
+        if stamps := stamp_columns(change, now):  # none today: a preemption stamps no time
+            ids_update(Job, [job.id for job in jobs], **stamps)
     return set(released)
 
 
@@ -214,7 +236,7 @@ def _persist_pending_reasons(bundle: SnapshotBundle, result: CycleResult, now: d
     of the cycle's write load."""
     rows = []
     for key, job in bundle.index.jobs.items():
-        if job.status not in (Job.Status.PENDING, Job.Status.PREEMPTED):
+        if job.status not in WAITING:
             continue
         reason = result.pending_reasons.get(key, "")
         if job.status == Job.Status.PREEMPTED and not reason:

@@ -36,8 +36,8 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 
 from portal.cluster.models import Placement
+from portal.jobs.lifecycle import Event, allows, transition
 from portal.jobs.limits import JobLimits, job_limit_errors, task_limit_errors
-from portal.jobs.models import Job
 from portal.jobs.services import job_quarantine
 from scheduler.adapters.lock import CycleAbandoned
 from scheduler.core.resources import PODS, Resources
@@ -355,8 +355,9 @@ class Isolation:
                 # Left out of this cycle all the same; the next one meets the job again.
                 logger.exception("could not quarantine job %s", fault.job_id)
             row = bundle.index.jobs.get(key)
-            if row is not None:
-                row.status = Job.Status.QUARANTINED  # persist must not touch its reason
+            # The cycle's copy says so too: persist must not touch its reason.
+            if row is not None and allows(row.status, Event.QUARANTINE):
+                row.status = transition(row.status, Event.QUARANTINE).status
         return bundle_without(bundle, drop) if drop else bundle
 
     def core(

@@ -137,7 +137,7 @@ def soak(*, hours: float, seed: int, step: float, conf_text: str | None) -> dict
     if conf_text is not None:
         SchedulerConfig.objects.update(active=False)
         SchedulerConfig.objects.create(version=10_000, text=conf_text, active=True)
-    from scheduler.adapters.snapshot import active_conf
+    from portal.scheduling.mapping import active_conf
 
     interval = _rescheduling_interval(active_conf())
     from django.conf import settings
@@ -366,9 +366,8 @@ def _conf_facts() -> dict[str, bool]:
     (the cycle adds the predicates plugin when a conf lacks it), and whether shares divide down
     the tenant tree (then a queue's guarantee holds back only what it asks for, so the
     guarantees are no fixed limit; the queue's and its tenant's capabilities are)."""
-    from portal.queues.tree import wants_tree
+    from portal.scheduling.mapping import active_conf, wants_tree
     from scheduler.adapters.feasibility import conf_with_hard_feasibility
-    from scheduler.adapters.snapshot import active_conf
 
     conf = conf_with_hard_feasibility(active_conf())
     option = conf.plugin("predicates")

@@ -29,8 +29,8 @@ from portal.cluster.services import placement_create
 from portal.jobs import services as jobs
 from portal.jobs.models import Job
 from portal.queues.models import Queue
-from portal.queues.preview import deserved_gpus, node_info_from, tree_in_active_conf
-from portal.queues.tree import tree_queue_infos
+from portal.queues.preview import deserved_gpus
+from portal.scheduling.mapping import active_conf, node_info, queue_tree, wants_tree
 from portal.scheduling.models import PreemptionEvent, QueueUsageSample
 from portal.scheduling.rollups import usage_rollups_rebuild
 from scheduler.core.resources import Resources
@@ -264,9 +264,9 @@ def _reclaims(created: dict[str, Job], now: datetime) -> int:
 def _usage_samples(queues: dict[str, Queue], now: datetime) -> int:
     """One sample per queue per minute, as the cycle writes them: allocated and pending GPUs
     from the story, deserved from the proportion plugin for that minute's demand."""
-    node_infos = [node_info_from(node) for node in Node.objects.order_by("name")]
-    tree = tree_in_active_conf()
-    queue_infos = tree_queue_infos([queues[name] for name in sorted(queues)], tree=tree)
+    node_infos = [node_info(node) for node in Node.objects.order_by("name")]
+    tree = wants_tree(active_conf())
+    queue_infos = queue_tree([queues[name] for name in sorted(queues)], tree=tree)
     shares: dict[tuple, dict[str, float]] = {}
     samples = []
     for minutes_ago in range(HISTORY_MINUTES, 0, -1):

@@ -1,10 +1,11 @@
 """Preview the deserved share of every tenant and queue under proposed settings, with the core.
 
-The queues and tenants come through the same mapping as the scheduling cycle's snapshot
-(portal/queues/tree.py), with the edited values swapped in; the demand is today's (pending and
-running jobs' requests, one synthetic pending task per queue: the proportion plugin only needs
-the total). Whether tenants split their shares among their queues follows the active conf, so
-the preview computes what the cycle will.
+The nodes, queues and tenants come through the scheduling cycle's own mapping
+(portal.scheduling.mapping), with the edited values swapped in; the demand is today's (pending
+and running jobs' requests, one synthetic pending task per queue: the proportion plugin only
+needs the total). Whether tenants split their shares among their queues follows the active
+conf, so the preview computes what the cycle will. The core runs here inside a web request, so
+the garbage collector stays on (scheduler.adapters.collector pauses it for the cycle worker only).
 """
 
 from dataclasses import dataclass
@@ -13,22 +14,27 @@ from typing import Any
 from django.db.models import F, FloatField, Sum
 from django.db.models.functions import Cast
 
-from portal.cluster.models import Node
-from portal.cluster.selectors import node_capacity_list
 from portal.common.access import OTHER_TENANTS
-from portal.jobs.gpushare import MILLI_PER_GPU
+from portal.jobs.gpushare import MILLI_PER_GPU, milli_cost
 from portal.jobs.models import Job, JobTask
-from portal.scheduling.selectors import scheduler_config_get_active
+from portal.scheduling.mapping import (
+    active_conf,
+    capacity_nodes,
+    device_memory_mib,
+    node_info,
+    queue_tree,
+    scheduled_queues,
+    wants_tree,
+)
 from portal.tenants.access import visible_tenants
 from portal.tenants.models import Tenant
 from portal.tenants.quota import tenant_node_name
-from scheduler.core.config import SchedulerConf, default_conf, parse_conf, parse_conf_text
+from scheduler.core.config import SchedulerConf, parse_conf
 from scheduler.core.cycle import run_cycle
 from scheduler.core.resources import Resources
 from scheduler.core.types import JobInfo, NodeInfo, QueueInfo, Snapshot, TaskInfo
 
 from .models import Queue
-from .tree import tree_queue_infos, wants_tree
 
 OTHER_TENANTS_LABEL = "combined"
 KIND_TENANT = "tenant"
@@ -69,16 +75,6 @@ class SharePreview:
         }
 
 
-def node_info_from(node: Node) -> NodeInfo:
-    return NodeInfo(
-        name=node.name,
-        allocatable=Resources.of(
-            {"cpu": node.cpu_millis, "memory": node.memory_bytes, "gpu": node.gpu_count}
-        ),
-        unschedulable=not node.schedulable,
-    )
-
-
 def preview_conf(tree: bool) -> SchedulerConf:
     """Only what computes shares: enqueue with the proportion plugin."""
     plugin: dict[str, Any] = {"name": "proportion"}
@@ -115,38 +111,36 @@ def deserved_gpus(
     }
 
 
-def current_demand() -> dict[str, Resources]:
-    """Requests of pending and running jobs per queue name (one aggregate query)."""
+def current_demand(device_mib: int = 0) -> dict[str, Resources]:
+    """Requests of pending and running jobs per queue name (one aggregate query, a row per
+    queue and GPU shape). A pod's GPUs cost what the cycle counts before placement
+    (portal.jobs.gpushare.milli_cost on a card of `device_mib`: mapping.device_memory_mib)."""
+    # In floating point: a stored job's products can outgrow the database's integers.
+    pods = Cast("replicas", FloatField())
     rows = (
         JobTask.objects.filter(job__status__in=DEMAND_STATUSES)
-        .values("job__queue__name")
+        .values("job__queue__name", "gpus", "gpu_milli", "gpu_memory_mib")
         .annotate(
-            # In floating point: a stored job's products can outgrow the database's integers.
-            milli=Sum(
-                Cast("replicas", FloatField())
-                * (Cast("gpus", FloatField()) * MILLI_PER_GPU + F("gpu_milli"))
-            ),
-            cpu=Sum(Cast("replicas", FloatField()) * F("cpu_millis")),
-            memory=Sum(Cast("replicas", FloatField()) * F("memory_bytes")),
+            pods=Sum(pods), cpu=Sum(pods * F("cpu_millis")), memory=Sum(pods * F("memory_bytes"))
         )
+        .order_by()
     )
-    return {
-        row["job__queue__name"]: Resources.of(
-            gpu=(row["milli"] or 0) / MILLI_PER_GPU, cpu=row["cpu"] or 0, memory=row["memory"] or 0
+    totals: dict[str, list[float]] = {}
+    for row in rows:
+        milli = milli_cost(
+            gpus=row["gpus"],
+            gpu_milli=row["gpu_milli"],
+            gpu_memory_mib=row["gpu_memory_mib"],
+            device_memory_mib=device_mib,
         )
-        for row in rows
+        total = totals.setdefault(row["job__queue__name"], [0.0, 0.0, 0.0])
+        total[0] += row["pods"] * milli
+        total[1] += row["cpu"] or 0
+        total[2] += row["memory"] or 0
+    return {
+        name: Resources.of(gpu=milli / MILLI_PER_GPU, cpu=cpu, memory=memory)
+        for name, (milli, cpu, memory) in totals.items()
     }
-
-
-def tree_in_active_conf() -> bool:
-    """Does the active conf (or the seed conf, before an admin saved one) see tenants?"""
-    config = scheduler_config_get_active()
-    if config is None:
-        return wants_tree(default_conf())
-    try:
-        return wants_tree(parse_conf_text(config.text))
-    except ValueError:
-        return wants_tree(default_conf())  # what the cycle falls back to
 
 
 def queue_preview(*, queue: Queue, changes: dict[str, Any]) -> list[SharePreview]:
@@ -160,17 +154,22 @@ def tenant_preview(*, tenant: Tenant, changes: dict[str, Any]) -> list[SharePrev
 
 
 def share_preview(*, kind: str, pk: int, changes: dict[str, Any]) -> list[SharePreview]:
-    tree = tree_in_active_conf()
-    queues = list(Queue.objects.select_related("tenant").order_by("name"))
+    tree = wants_tree(active_conf())
+    queues = scheduled_queues()
     tenants = list(Tenant.objects.order_by("name"))
-    nodes = [node_info_from(node) for node in node_capacity_list().order_by("name")]
-    demand = current_demand()
+    node_rows = capacity_nodes()
+    nodes = [node_info(node) for node in node_rows]
+    demand = current_demand(device_memory_mib(node_rows))
     edits = {(kind, pk): changes}
-    now_infos = tree_queue_infos(queues, tree=tree, tenants=tenants)
-    after_infos = tree_queue_infos(queues, tree=tree, tenants=tenants, edits=edits)
+    # The core gets the cycle's tree; the rows also show the tenants without queues, which
+    # have nothing to share (deserved 0).
+    now_infos = queue_tree(queues, tree=tree)
+    after_infos = queue_tree(queues, tree=tree, edits=edits)
     now = deserved_gpus(nodes=nodes, queues=now_infos, demand=demand, tree=tree)
     after = deserved_gpus(nodes=nodes, queues=after_infos, demand=demand, tree=tree)
-    infos = {info.name: info for info in after_infos}
+    infos = {
+        info.name: info for info in queue_tree(queues, tree=tree, tenants=tenants, edits=edits)
+    }
 
     def gpus(res: Resources | None) -> float:
         return float(res.get("gpu")) if res is not None else 0.0
@@ -188,8 +187,8 @@ def share_preview(*, kind: str, pk: int, changes: dict[str, Any]) -> list[ShareP
             weight=info.weight,
             guarantee_gpus=int(info.guarantee.get("gpu")),
             demand_gpus=wanted,
-            deserved_now=now[node],
-            deserved_after=after[node],
+            deserved_now=now.get(node, 0.0),
+            deserved_after=after.get(node, 0.0),
             edited=edited,
         )
 

@@ -1,4 +1,5 @@
-"""The quota fields tenants and queues share, their rules, and their form for the core.
+"""The quota fields tenants and queues share and their rules (portal.scheduling.mapping gives
+them to the core).
 
 The scheduler sees the tree root (the cluster) -> tenant -> queue: a tenant is a parent queue of
 the hierarchical proportion (docs/design/hierarchical-proportion.md), named ``tenant/<name>`` so
@@ -13,8 +14,6 @@ from django.db import models
 from django.utils import timezone
 
 from portal.common import units
-from scheduler.core.resources import Resources
-from scheduler.core.types import QueueInfo
 
 WEIGHT_MIN = 1
 WEIGHT_MAX = 65535
@@ -135,44 +134,3 @@ def sum_parts(resource: str, parts: list[tuple[str, int]]) -> str:
     total = sum(value for _, value in parts)
     text = amount(resource, total)
     return f"{text} ({named_parts(resource, parts)})" if total else text
-
-
-def quota_info(
-    values: Any,
-    *,
-    name: str,
-    parent: str | None = None,
-    priority: int = 0,
-    state: str = "Open",
-    usage: tuple = (),
-) -> QueueInfo:
-    """The core's QueueInfo for a tenant or queue: ``values`` is the row or a mapping of the
-    quota fields. The one ORM -> core mapping the snapshot and the preview share."""
-
-    def get(field: str) -> Any:
-        return values[field] if isinstance(values, dict) else getattr(values, field)
-
-    def limit(prefix: str) -> Resources:
-        given = {
-            "gpu": get(f"{prefix}_gpus"),
-            "cpu": get(f"{prefix}_cpu_millis"),
-            "memory": get(f"{prefix}_memory_bytes"),
-        }
-        return Resources.unlimited({k: v for k, v in given.items() if v is not None})
-
-    return QueueInfo(
-        name=name,
-        weight=get("weight"),
-        guarantee=Resources.of(
-            gpu=get("guarantee_gpus"),
-            cpu=get("guarantee_cpu_millis"),
-            memory=get("guarantee_memory_bytes"),
-        ),
-        capability=limit("capability"),
-        borrowing_limit=limit("borrowing_limit"),
-        reclaimable=get("reclaimable"),
-        priority=priority,
-        state=state,
-        parent=parent,
-        usage=usage,
-    )

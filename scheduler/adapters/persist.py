@@ -21,11 +21,12 @@ from portal.cluster.services import placement_pod_name
 from portal.jobs.gpushare import MILLI_PER_GPU, gpus_sample, milli_cost
 from portal.jobs.lifecycle import WAITING, Event, Transition, allows, transition
 from portal.jobs.models import Job
+from portal.scheduling.mapping import task_requests
 from portal.scheduling.models import CycleRun, PreemptionEvent, QueueUsageSample
 from portal.scheduling.rollups import usage_rollups_refresh
 from scheduler.adapters.bulk import ids_update, rows_update
 from scheduler.adapters.ledger import ledger_book
-from scheduler.adapters.snapshot import JobRow, PlacementRow, SnapshotBundle, task_requests
+from scheduler.adapters.snapshot import JobRow, PlacementRow, SnapshotBundle
 from scheduler.adapters.tenant_usage import tenant_usage_persist
 from scheduler.adapters.transitions import CycleTransitions, stamp_columns
 from scheduler.core.types import CycleResult, Evict, PendingKind

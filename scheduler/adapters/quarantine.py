@@ -39,6 +39,7 @@ from portal.cluster.models import Placement
 from portal.jobs.lifecycle import Event, allows, transition
 from portal.jobs.limits import JobLimits, job_limit_errors, task_limit_errors
 from portal.jobs.services import job_quarantine
+from portal.scheduling.mapping import task_requests
 from scheduler.adapters.lock import CycleAbandoned
 from scheduler.core.resources import PODS, Resources
 from scheduler.core.types import OCCUPYING_STATUSES, CycleResult, NodeInfo, Snapshot
@@ -221,8 +222,6 @@ def placements_held(
     placements: Iterable[PlacementRow], tasks: dict[int, TaskRow]
 ) -> dict[str, Resources]:
     """What the active placements of jobs left out of the snapshot hold, per node."""
-    from scheduler.adapters.snapshot import task_requests
-
     held: dict[str, Resources] = {}
     for placement in placements:
         if placement.state not in Placement.ACTIVE_STATES:
@@ -281,8 +280,6 @@ def _pending_gpus(index: SnapshotIndex, drop: set[str]) -> dict[str, float]:
 
 def _gpus_asked(index: SnapshotIndex, task: TaskRow) -> float:
     """A pending replica's GPUs as the snapshot counted them in `pending_gpus`."""
-    from scheduler.adapters.snapshot import task_requests
-
     return task_requests(task, index.device_mib).get("gpu")
 
 

@@ -24,13 +24,23 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
 from portal.cluster.models import Node, Placement
-from portal.cluster.selectors import node_capacity_list
-from portal.jobs.gpushare import MILLI_PER_GPU, milli_cost
+from portal.jobs.gpushare import MILLI_PER_GPU
 from portal.jobs.limits import JobLimits, job_limits
 from portal.jobs.models import Job, JobTask
 from portal.queues.models import Queue
-from portal.queues.tree import tree_queue_infos, wants_tree
-from portal.scheduling.models import SchedulerConfig
+from portal.scheduling.mapping import (
+    MIB,
+    active_conf,
+    capacity_nodes,
+    device_memory_mib,
+    node_info,
+    queue_tree,
+    requests_of,
+    scheduled_queues,
+    task_requests,
+    tolerations_of,
+    wants_tree,
+)
 from scheduler.adapters.cluster.labels import JOB_ID
 from scheduler.adapters.cluster.labels import pod_name as task_key
 from scheduler.adapters.cluster.podspec import affinity_for_job
@@ -45,18 +55,9 @@ from scheduler.adapters.quarantine import (
     within_limits,
 )
 from scheduler.adapters.usage_history import queue_usage_history
-from scheduler.core.config import SchedulerConf, default_conf, parse_conf_text
+from scheduler.core.config import SchedulerConf
 from scheduler.core.resources import Resources
-from scheduler.core.types import (
-    GpuDevice,
-    JobInfo,
-    NodeInfo,
-    Snapshot,
-    Taint,
-    TaskInfo,
-    TaskStatus,
-    Toleration,
-)
+from scheduler.core.types import JobInfo, Snapshot, TaskInfo, TaskStatus, Toleration
 
 # Jobs the scheduler still has work for; every other status is final or cancelled.
 SCHEDULABLE_STATUSES = (
@@ -71,28 +72,6 @@ _PLACEMENT_TASK_STATUS = {
     Placement.State.RELEASING: TaskStatus.RELEASING,
     Placement.State.SUCCEEDED: TaskStatus.SUCCEEDED,
 }
-GPU_MODEL_LABEL = "gpu-model"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-MIB = 1024**2
-# What node_info reads, and the id persist links placements to.
-NODE_COLUMNS = (
-    "id",
-    "name",
-    "gpu_resource_name",
-    "gpu_count",
-    "gpu_model",
-    "gpu_memory_mib",
-    "gpu_uuids",
-    "cpu_millis",
-    "memory_bytes",
-    "labels",
-    "topology_labels",
-    "schedulable",
-    "pods_capacity",
-    "taints",
-    "ready",
-    "used_by_others",
-)
 
 
 class EpochSeconds(Func):
@@ -205,8 +184,8 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
         # NotReady and deleted nodes are no capacity (a pod there counts for its queue only),
         # as in Volcano's cache Snapshot (pkg/scheduler/cache/cache.go skips a node whose
         # NodeInfo is not Ready).
-        nodes = list(node_capacity_list().only(*NODE_COLUMNS).order_by("name"))
-        queues = list(Queue.objects.select_related("tenant").order_by("name"))
+        nodes = capacity_nodes()
+        queues = scheduled_queues()
         # Each set below is the UNION ALL of two index-friendly halves (each unordered:
         # SQLite refuses ORDER BY inside a compound query) rather than one `a OR b`, which
         # PostgreSQL answers across a join or a subquery by scanning the whole table, and
@@ -295,7 +274,7 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
         placements={},
         pending={},
         pending_gpus=defaultdict(float),
-        device_mib=min((n.gpu_memory_mib for n in nodes if n.gpu_memory_mib), default=0),
+        device_mib=device_memory_mib(nodes),
     )
     # A job whose rows break its JobInfo is left out and reported, the others go on; so are
     # quarantined jobs. Their active placements' resources are held off their nodes.
@@ -318,7 +297,7 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
     held = placements_held((p for p in placements if p.job_id in left_out), index.tasks)
     snapshot = Snapshot(
         nodes=nodes_held_off((node_info(node) for node in nodes), held),
-        queues=tree_queue_infos(queues, tree=wants_tree(conf), usage=usage),
+        queues=queue_tree(queues, tree=wants_tree(conf), usage=usage),
         jobs=tuple(job_infos),
         now=now.timestamp(),
         **history,
@@ -326,104 +305,12 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
     return SnapshotBundle(snapshot=snapshot, conf=conf, index=index, faults=faults)
 
 
-def active_conf() -> SchedulerConf:
-    """The active SchedulerConfig, or the seed conf if an admin never saved one. Saved configs
-    were validated by the same parser, so a parse error here means the parser got stricter:
-    fall back rather than stop scheduling the whole cluster."""
-    config = SchedulerConfig.objects.filter(active=True).only("text").first()
-    if config is None:
-        return default_conf()
-    try:
-        return parse_conf_text(config.text)
-    except ValueError:
-        return default_conf()
-
-
-def node_info(node: Node) -> NodeInfo:
-    labels = {**node.labels, **node.topology_labels}
-    if node.gpu_model:
-        labels.setdefault(GPU_MODEL_LABEL, node.gpu_model)
-    # The kubelet sets it on every node; pod anti-affinity's only topology key.
-    labels.setdefault(HOSTNAME_LABEL, node.name)
-    allocatable = Resources.of(
-        {
-            "cpu": node.cpu_millis,
-            "memory": node.memory_bytes,
-            node.gpu_resource_name: node.gpu_count,
-            "pods": node.pods_capacity,
-        }
-    )
-    # Other workloads' pods are not the core's to move: they are the node's used, not idle.
-    known = ("cpu", "memory", "pods", node.gpu_resource_name)
-    others = {k: v for k, v in (node.used_by_others or {}).items() if k in known}
-    return NodeInfo(
-        name=node.name,
-        allocatable=allocatable,
-        labels=tuple(sorted(labels.items())),
-        unschedulable=not node.schedulable,
-        taints=taints_of(node.taints),
-        used_by_others=Resources.of(others) if others else Resources(),
-        gpus=gpu_devices_of(node.gpu_count, node.gpu_model, node.gpu_memory_mib),
-    )
-
-
-@functools.lru_cache(maxsize=256)
-def gpu_devices_of(count: int, model: str, memory_mib: int) -> tuple[GpuDevice, ...]:
-    """A node's cards, indices 0..count-1 (the device plugin's and the sharing stacks'
-    numbering), each of the node's GPU memory (0: unknown, so no memory request fits)."""
-    return tuple(
-        GpuDevice(index=index, model=model, memory=memory_mib * MIB) for index in range(count)
-    )
-
-
-def taints_of(taints: list[dict[str, str]]) -> tuple[Taint, ...]:
-    return tuple(
-        Taint(key=t.get("key", ""), value=t.get("value") or "", effect=t.get("effect", ""))
-        for t in taints
-    )
-
-
-@functools.lru_cache(maxsize=1024)
-def tolerations_of(text: str | None) -> tuple[Toleration, ...]:
-    """A task's stored tolerations (JSON text) as the core's, memoised: tasks share a few."""
-    if not text or text == "[]":
-        return ()
-    return tuple(
-        Toleration(
-            key=item.get("key", ""),
-            operator=item.get("operator") or "Equal",
-            value=item.get("value", ""),
-            effect=item.get("effect", ""),
-        )
-        for item in json.loads(text)
-    )
-
-
-@functools.lru_cache(maxsize=4096)
-def _requests(cpu_millis: int, memory_bytes: int, gpu_milli: int) -> Resources:
-    # Resources is immutable, and most tasks share a handful of shapes.
-    return Resources.of(cpu=cpu_millis, memory=memory_bytes, gpu=gpu_milli / MILLI_PER_GPU)
-
-
-def task_requests(task: TaskRow, device_mib: int = 0) -> Resources:
-    """The pod's requests; `gpu` in cards, a share of one as its fraction (0.25). A GPU-memory
-    request costs its share of a card of `device_mib` (the snapshot's smallest: never under-
-    counted; its placement records what it holds on the card it got)."""
-    milli = milli_cost(
-        gpus=task.gpus,
-        gpu_milli=task.gpu_milli,
-        gpu_memory_mib=task.gpu_memory_mib,
-        device_memory_mib=device_mib,
-    )
-    return _requests(task.cpu_millis, task.memory_bytes, milli)
-
-
 def _held(requests: Resources, placement: PlacementRow) -> Resources:
     """A placed pod's requests with the GPUs it holds on its node: a GPU-memory request costs
     that node's device's share, which may be more than the snapshot's lower bound."""
     if not placement.gpu_milli or placement.gpu_milli / MILLI_PER_GPU == requests.get("gpu"):
         return requests
-    return _requests(int(requests.get("cpu")), int(requests.get("memory")), placement.gpu_milli)
+    return requests_of(int(requests.get("cpu")), int(requests.get("memory")), placement.gpu_milli)
 
 
 def _new_job_info(

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from scheduler.core.config import SchedulerConf
 from scheduler.core.devices import DeviceLedger, GpuNeed, gpu_need, node_devices
 from scheduler.core.node_index import NodeIndex
-from scheduler.core.resources import GPU, PODS, Resources, exact_gpu
+from scheduler.core.resources import GPU, PODS, Resources
 from scheduler.core.state import Job, Node, Queue, Task, natural_key
 from scheduler.core.types import (
     OCCUPYING_STATUSES,
@@ -303,7 +303,7 @@ class Session:
         # Pods the snapshot gives no device indices get the lowest free ones, after every pod
         # with named devices is booked, in job order (deterministic).
         for task in unassigned:
-            self._book_devices(task, self.nodes[task.node], None)  # type: ignore[index]  # placed pods
+            self.nodes[task.node].book_devices(task, None)  # type: ignore[index]  # placed pods
 
     @staticmethod
     def _derive_phase(tasks: dict[str, Task], min_available: int) -> PodGroupPhase:
@@ -318,35 +318,12 @@ class Session:
         node = self.nodes.get(task.node)
         if node is None:
             return  # a pod on a node we do not know: counts for its queue only
-        node.idle = node.idle.sub(task.resreq)
-        node.used = node.used.add(task.resreq)
-        if task.gpu is not None and task.gpu.shared:
-            node.idle, node.used = exact_gpu(node.idle), exact_gpu(node.used)
+        node.add_existing(task)
         if task.gpu is not None and node.devices is not None:
             if task.info.gpu_indices:
-                self._book_devices(task, node, task.info.gpu_indices)
+                node.book_devices(task, task.info.gpu_indices)
             else:
                 unassigned.append(task)
-        node.changed()
-        if task.status is TaskStatus.RELEASING:
-            node.releasing = node.releasing.add(task.resreq)
-            node.changed()
-        node.tasks[task.name] = task
-
-    @staticmethod
-    def _book_devices(task: Task, node: Node, indices: tuple[int, ...] | None) -> None:
-        """Book an occupying pod on its devices (the lowest free ones when not named)."""
-        ledger, need = node.devices, task.gpu
-        if ledger is None or need is None or need.invalid:
-            return
-        if indices is None:
-            # An over-full node (the snapshot disagrees with itself) books what it can.
-            indices = ledger.pick(need, False) or ledger.pick(need, True) or ()
-        task.gpus = tuple(indices)
-        ledger.hold(need, task.gpus)
-        if task.status is TaskStatus.RELEASING:
-            ledger.release(need, task.gpus)
-        node.changed()
 
     # registry ---------------------------------------------------------------------------------
     def add_fn(  # noqa: PLR0913 - one keyword per declaration, each checked against the hook

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.core.devices import DeviceLedger, GpuNeed
-from scheduler.core.resources import EMPTY, Resources
+from scheduler.core.resources import EMPTY, Resources, exact_gpu
 from scheduler.core.types import (
     ALLOCATED_STATUSES,
     JobInfo,
@@ -240,7 +240,7 @@ class Node:
         return self.info.allocatable
 
     def future_idle(self) -> Resources:
-        """Idle + releasing - pipelined, cached until ``changed`` is called."""
+        """Idle + releasing - pipelined, cached until the node changes."""
         if self._future is None:
             if self.releasing is EMPTY and self.pipelined is EMPTY:
                 # the usual node: nothing leaving, nothing promised
@@ -260,7 +260,82 @@ class Node:
         """The devices' books when some card is shared, else (): part of every class key."""
         return self.devices.key() if self.devices is not None else ()
 
-    def changed(self) -> None:
+    # Mutations: every change of the node's books goes through one of these, which tell the
+    # index once at the end (Volcano NodeInfo's AddTask/RemoveTask, split by what moves).
+    def add_existing(self, task: Task) -> None:
+        """A pod the snapshot shows occupying this node (Running, Bound, Releasing ...)."""
+        resreq = task.resreq
+        self.idle = _books(task, self.idle.sub(resreq))
+        self.used = _books(task, self.used.add(resreq))
+        if task.status is TaskStatus.RELEASING:
+            # as the snapshot's sums have it: no milli-GPU rounding of releasing (unlike evict)
+            self.releasing = self.releasing.add(resreq)
+        self.tasks[task.name] = task
+        self._changed()
+
+    def book_devices(self, task: Task, indices: tuple[int, ...] | None) -> None:
+        """Book an occupying pod on its cards (the lowest free ones when not named)."""
+        ledger, need = self.devices, task.gpu
+        if ledger is None or need is None or need.invalid:
+            return
+        if indices is None:
+            # An over-full node (the snapshot disagrees with itself) books what it can.
+            indices = ledger.pick(need, False) or ledger.pick(need, True) or ()
+        task.gpus = tuple(indices)
+        ledger.hold(need, task.gpus)
+        if task.status is TaskStatus.RELEASING:
+            ledger.release(need, task.gpus)
+        self._changed()
+
+    def allocate(self, task: Task) -> None:
+        """The pod takes idle resources (and its cards, ``task.gpus``) now."""
+        if task.gpus and task.gpu is not None and self.devices is not None:
+            self.devices.hold(task.gpu, task.gpus)
+        self.idle = _books(task, self.idle.sub(task.resreq))
+        self.used = _books(task, self.used.add(task.resreq))
+        self.tasks[task.name] = task
+        self._changed()
+
+    def unallocate(self, task: Task) -> None:
+        """Undo ``allocate``."""
+        self.tasks.pop(task.name, None)
+        self.idle = _books(task, self.idle.add(task.resreq))
+        self.used = _books(task, self.used.sub(task.resreq))
+        if task.gpus and task.gpu is not None and self.devices is not None:
+            self.devices.hold(task.gpu, task.gpus, -1)
+        self._changed()
+
+    def pipeline(self, task: Task) -> None:
+        """The pod is promised what releasing pods leave (and its cards, ``task.gpus``)."""
+        if task.gpus and task.gpu is not None and self.devices is not None:
+            self.devices.promise(task.gpu, task.gpus)
+        self.pipelined = _books(task, self.pipelined.add(task.resreq))
+        self.tasks[task.name] = task
+        self._changed()
+
+    def unpipeline(self, task: Task) -> None:
+        """Undo ``pipeline``."""
+        self.tasks.pop(task.name, None)
+        self.pipelined = _books(task, self.pipelined.sub(task.resreq))
+        if task.gpus and task.gpu is not None and self.devices is not None:
+            self.devices.promise(task.gpu, task.gpus, -1)
+        self._changed()
+
+    def evict(self, task: Task) -> None:
+        """An occupying pod starts leaving: its resources and cards are free once it is gone."""
+        self.releasing = _books(task, self.releasing.add(task.resreq))
+        if task.gpu is not None and task.gpus and self.devices is not None:
+            self.devices.release(task.gpu, task.gpus)
+        self._changed()
+
+    def unevict(self, task: Task) -> None:
+        """Undo ``evict``."""
+        self.releasing = _books(task, self.releasing.sub(task.resreq))
+        if task.gpu is not None and task.gpus and self.devices is not None:
+            self.devices.release(task.gpu, task.gpus, -1)
+        self._changed()
+
+    def _changed(self) -> None:
         self._future = None
         self._state_key = None
         if self.index is not None:
@@ -275,3 +350,9 @@ class Queue:
     @property
     def name(self) -> str:
         return self.info.name
+
+
+def _books(task: Task, value: Resources) -> Resources:
+    """A node's vector after a share of a card moved: GPU sums kept in exact milli-GPU."""
+    need = task.gpu
+    return exact_gpu(value) if need is not None and need.shared else value

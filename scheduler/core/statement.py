@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.core.resources import Resources, exact_gpu
 from scheduler.core.session import Session
 from scheduler.core.state import Node, Task
 from scheduler.core.types import Bind, Evict, Pipeline, TaskStatus
@@ -47,25 +46,20 @@ class Statement:
         node = ssn.nodes[node_name]
         self.ops.append(_Op("allocate", task, node_name, task.status))
         # the cards first: a plugin picking them scores the node as it is before the pod
-        _take_devices(ssn, task, node, False)
+        _pick_devices(ssn, task, node, False)
         ssn.set_status(task, TaskStatus.ALLOCATED)
         task.node = node_name
-        node.idle = _books(task, node.idle.sub(task.resreq))
-        node.used = _books(task, node.used.add(task.resreq))
-        node.changed()
-        node.tasks[task.name] = task
+        node.allocate(task)
         ssn.fire_allocate(task)
 
     def pipeline(self, task: Task, node_name: str) -> None:
         ssn = self.session
         node = ssn.nodes[node_name]
         self.ops.append(_Op("pipeline", task, node_name, task.status))
-        _take_devices(ssn, task, node, True)
+        _pick_devices(ssn, task, node, True)
         ssn.set_status(task, TaskStatus.PIPELINED)
         task.node = node_name
-        node.pipelined = _books(task, node.pipelined.add(task.resreq))
-        node.changed()
-        node.tasks[task.name] = task
+        node.pipeline(task)
         ssn.fire_allocate(task)
 
     def evict(self, task: Task, action: str, reason: str, preemptor: Task | None) -> None:
@@ -75,10 +69,7 @@ class Statement:
         ssn.capacity_epoch += 1
         node = ssn.nodes.get(task.node) if task.node else None
         if node is not None:
-            node.releasing = _books(task, node.releasing.add(task.resreq))
-            if task.gpu is not None and task.gpus and node.devices is not None:
-                node.devices.release(task.gpu, task.gpus)
-            node.changed()
+            node.evict(task)
         ssn.fire_deallocate(task)
 
     # outcome ----------------------------------------------------------------------------------
@@ -107,28 +98,17 @@ class Statement:
             if op.kind == "evict":
                 ssn.set_status(task, op.previous)
                 if node is not None:
-                    node.releasing = _books(task, node.releasing.sub(task.resreq))
-                    if task.gpu is not None and task.gpus and node.devices is not None:
-                        node.devices.release(task.gpu, task.gpus, -1)
-                    node.changed()
+                    node.unevict(task)
                 ssn.fire_allocate(task)
             else:
                 ssn.fire_deallocate(task)
                 ssn.set_status(task, op.previous)
                 task.node = None
                 if node is not None:
-                    node.tasks.pop(task.name, None)
                     if op.kind == "allocate":
-                        node.idle = _books(task, node.idle.add(task.resreq))
-                        node.used = _books(task, node.used.sub(task.resreq))
+                        node.unallocate(task)
                     else:
-                        node.pipelined = _books(task, node.pipelined.sub(task.resreq))
-                    if task.gpu is not None and task.gpus and node.devices is not None:
-                        if op.kind == "allocate":
-                            node.devices.hold(task.gpu, task.gpus, -1)
-                        else:
-                            node.devices.promise(task.gpu, task.gpus, -1)
-                    node.changed()
+                        node.unpipeline(task)
                 task.gpus = ()
         if mark is not None:
             ssn.version, ssn.capacity_epoch = mark.version, mark.epoch
@@ -161,11 +141,11 @@ class Statement:
         self.ops.clear()
 
 
-def _take_devices(ssn: Session, task: Task, node: Node, future_only: bool) -> None:
-    """Give a pod placed on ``node`` its devices: a plugin's choice (``gpu_pickers``), else
-    the ledger's. Callers checked that they fit (``devices_fit``); a pod whose devices do not
-    fit anyway (a caller that checked only the GPU count) gets none rather than a card someone
-    else holds."""
+def _pick_devices(ssn: Session, task: Task, node: Node, future_only: bool) -> None:
+    """Choose the cards of a pod going onto ``node`` (``task.gpus``; the node books them): a
+    plugin's choice (``gpu_pickers``), else the ledger's. Callers checked that they fit
+    (``devices_fit``); a pod whose devices do not fit anyway (a caller that checked only the
+    GPU count) gets none rather than a card someone else holds."""
     ledger, need = node.devices, task.gpu
     if ledger is None or need is None:
         return
@@ -177,14 +157,3 @@ def _take_devices(ssn: Session, task: Task, node: Node, future_only: bool) -> No
     if picked is None:
         picked = ledger.pick(need, future_only)
     task.gpus = picked or ()
-    if picked:
-        if future_only:
-            ledger.promise(need, picked)
-        else:
-            ledger.hold(need, picked)
-
-
-def _books(task: Task, value: Resources) -> Resources:
-    """A node's vector after a share of a card moved: GPU sums kept in exact milli-GPU."""
-    need = task.gpu
-    return exact_gpu(value) if need is not None and need.shared else value

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from portal.cluster.namespaces import job_namespaces
 from scheduler.adapters.cluster.base import ClusterBackend
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ def backend_from_settings() -> ClusterBackend:
             scheduler_name=settings.KUBERNETES_SCHEDULER_NAME,
             instance=settings.KUBERNETES_INSTANCE,
         )
+        backend.namespaces = job_namespaces
         if settings.KUBERNETES_WATCH_CACHE:
             backend.cache = _shared_cache(backend)
         return backend

@@ -54,11 +54,16 @@ from scheduler.adapters.cluster.simulated import SimulatedBackend
 from scheduler.adapters.collector import run_cycle_paused
 from scheduler.adapters.desired import desired_pods, ended_job_objects
 from scheduler.adapters.lock import CycleAbandoned, cycle_write_lock
+from scheduler.adapters.namespaces import (
+    job_requeue_namespace_missing,
+    namespace_not_found,
+    namespaces_hold,
+)
 from scheduler.adapters.node_memo import NodeSyncMemo, node_sync_memo
 from scheduler.adapters.observability import cycle_observed
 from scheduler.adapters.observe import cluster_observe
 from scheduler.adapters.persist import decisions_persist
-from scheduler.adapters.quarantine import Faults, Isolation
+from scheduler.adapters.quarantine import Faults, Isolation, bundle_without
 from scheduler.adapters.revalidate import decisions_revalidate
 from scheduler.adapters.snapshot import SnapshotBundle, snapshot_build
 from scheduler.adapters.transitions import CycleTransitions
@@ -122,9 +127,13 @@ def scheduling_cycle_run(
                     pods=pods, now=now(), owners_gone=owners_gone, transitions=transitions
                 )
             _events_record(backend, requeued)
+            # Jobs whose namespace does not exist wait, saying so, instead of being placed.
+            build = _snapshot_without(
+                namespaces_hold(backend, now=now(), fence=lambda: _fence(cycle))
+            )
             # A job whose data breaks a phase is quarantined; the cycle goes on without it.
             isolation = Isolation(now=now)
-            bundle = isolation.snapshot(snapshot_build)
+            bundle = isolation.snapshot(build)
         with _timed(timings, "core_ms"):
             bundle, result = isolation.core(bundle, run_cycle_paused)
         with _timed(timings, "persist_ms"):
@@ -136,7 +145,7 @@ def scheduling_cycle_run(
                 lambda b, r: decisions_persist_fenced(
                     bundle=b, result=r, cycle=cycle, now=at, transitions=transitions
                 ),
-                lambda: isolation.core(isolation.snapshot(snapshot_build), run_cycle_paused),
+                lambda: isolation.core(isolation.snapshot(build), run_cycle_paused),
             )
         with _timed(timings, "reconcile_ms"):
             checkpoint()
@@ -163,6 +172,17 @@ def scheduling_cycle_run(
         cycle.save()
         cycle_observed(cycle=cycle, report=report)
     return cycle
+
+
+def _snapshot_without(held: set[str]) -> Callable[..., SnapshotBundle]:
+    """snapshot_build, leaving out the jobs `held` (their keys)."""
+    if not held:
+        return snapshot_build
+
+    def build(*, now: datetime) -> SnapshotBundle:
+        return bundle_without(snapshot_build(now=now), held)
+
+    return build
 
 
 def decisions_persist_fenced(
@@ -384,11 +404,14 @@ def gang_start_failures(*, job_errors: dict[str, Exception], now: datetime) -> N
     """A job whose pods the API server refused for good (403, 422) fails with the server's
     words as its reason, instead of being created again every cycle; a job that only has to
     wait (the server failed, a gang pod is still terminating) keeps its placements and says
-    why, so the reason is on the job, not only in the cycle record."""
+    why, so the reason is on the job, not only in the cycle record. One whose namespace does
+    not exist waits for it (scheduler.adapters.namespaces)."""
     for job_id, error in sorted(job_errors.items()):
         if not job_id.isdigit():
             continue
-        if isinstance(error, RefusedClusterError):
+        if namespace := namespace_not_found(error):
+            job_requeue_namespace_missing(job_id=int(job_id), namespace=namespace, at=now)
+        elif isinstance(error, RefusedClusterError):
             job_start_refused(job_id=int(job_id), reason=START_REFUSED.format(error=error), at=now)
         else:
             Job.objects.filter(

@@ -138,6 +138,10 @@ class KubernetesBackend:
         self._owners_gone: dict[str, str] = {}  # job id -> why
         # With a watch cache (watch_cache.ClusterCache), reads come from memory.
         self.cache: ClusterCache | None = None
+        # The other namespaces the portal's job objects may be in (a namespace per tenant;
+        # jobs started under another setting): portal.cluster.namespaces.job_namespaces.
+        self.namespaces: Callable[[], Iterable[str]] | None = None
+        self._pod_namespaces: set[str] = set()  # where list_pods last found the portal's pods
 
     @classmethod
     def from_config(
@@ -218,25 +222,64 @@ class KubernetesBackend:
         return nodes_observed(nodes, pods, self._owns)
 
     def list_pods(self) -> list[ObservedPod]:
+        """This instance's pods in every namespace: its instance label, not a namespace, is
+        what makes a pod the portal's, so pods of jobs started in another namespace (a
+        namespace per tenant, switched on or off) are still seen, kept or cleaned up. Read
+        cluster-wide, which the ClusterRole grants anyway for other workloads' usage."""
         self._owners_refresh()
         if self.cache is not None:
-            return [
-                pod
-                for pod in self.cache.owned_pods()
-                if pod.namespace == self.namespace and self._owns(pod.labels)
-            ]
-        items = self._list_all(
-            f"list pods in {self.namespace}",
-            self.core_v1.list_namespaced_pod,
-            self.namespace,
-            label_selector=owned_selector(self.instance),
-        )
-        pods = (observed_pod_from(pod) for pod in items)
-        # The selector already did this; filtering again means a proxy or API server that
-        # ignores selectors can never make reconcile delete pods the portal does not own
-        # (another workload's, another portal instance's).
-        managed = [pod for pod in pods if self._owns(pod.labels)]
-        return sorted(managed, key=lambda p: (p.namespace, p.name))
+            managed = [pod for pod in self.cache.owned_pods() if self._owns(pod.labels)]
+        else:
+            items = self._list_all(
+                "list the portal's pods in all namespaces",
+                self.core_v1.list_pod_for_all_namespaces,
+                label_selector=owned_selector(self.instance),
+            )
+            pods = (observed_pod_from(pod) for pod in items)
+            # The selector already did this; filtering again means a proxy or API server that
+            # ignores selectors can never make reconcile delete pods the portal does not own
+            # (another workload's, another portal instance's).
+            managed = sorted(
+                (pod for pod in pods if self._owns(pod.labels)),
+                key=lambda p: (p.namespace, p.name),
+            )
+        self._pod_namespaces = {pod.namespace for pod in managed}
+        return managed
+
+    def namespaces_missing(self, names: Iterable[str]) -> set[str]:
+        """Which of `names` no namespace has, or has only while it is being deleted (nothing
+        can be created there): one list of namespaces, which the ClusterRole grants."""
+        wanted = set(names)
+        if not wanted:
+            return set()
+        items = self._list_all("list namespaces", self.core_v1.list_namespace)
+        usable = {
+            item.metadata.name
+            for item in items
+            if not (item.status is not None and item.status.phase == "Terminating")
+        }
+        return wanted - usable
+
+    def job_namespaces(self) -> list[str]:
+        """Every namespace this instance's job objects may be in: the jobs namespace, the ones
+        `namespaces` names, and wherever its pods and owner objects were last seen. Objects
+        are listed in each by label (namespaced Roles, so never cluster-wide: that would
+        need read access to every team's ConfigMaps and Services)."""
+        found = {self.namespace, *self._pod_namespaces, *(ns for ns, _ in self._owners)}
+        if self.namespaces is not None:
+            found.update(self.namespaces())
+        return sorted(found)
+
+    def _job_objects_in(self, kind: str, namespace: str) -> list[JobObject] | None:
+        """_job_objects, or None when that namespace refuses us (403: its Roles are not there
+        yet; 404): a tenant namespace an admin has not set up must not stop the others'."""
+        try:
+            return self._job_objects(kind, namespace)
+        except RefusedClusterError as error:
+            if error.status not in (403, 404):
+                raise
+            logger.warning("%s: skipped: %s", namespace, error)
+            return None
 
     def owners_deleted(self) -> dict[str, str]:
         """job id -> why, for each job whose owner object someone else deleted since the
@@ -245,20 +288,32 @@ class KubernetesBackend:
         return gone
 
     def _owners_refresh(self) -> None:
-        fresh = {
-            (obj.namespace, obj.name): obj.uid
-            for obj in self._job_objects("ConfigMap")
-            if obj.is_owner and self._owns(obj.labels)
-        }
-        if self._objects_cached():
-            # The cache saw each deletion, also between two cycles' backends.
-            gone = {
-                (obj.namespace, obj.name)
-                for obj in self.cache.owners_gone(self.namespace)  # type: ignore[union-attr]
-                if self._owns(obj.labels)
+        fresh: dict[tuple[str, str], str] = {}
+        gone: set[tuple[str, str]] = set()
+        for namespace in self.job_namespaces():
+            objects = self._job_objects_in("ConfigMap", namespace)
+            if objects is None:  # not readable now: what was known there stands
+                fresh.update({key: uid for key, uid in self._owners.items() if key[0] == namespace})
+                continue
+            here = {
+                (obj.namespace, obj.name): obj.uid
+                for obj in objects
+                if obj.is_owner and self._owns(obj.labels)
             }
-        else:
-            gone = {key for key, uid in self._owners.items() if fresh.get(key) != uid}
+            fresh.update(here)
+            if self._objects_cached(namespace):
+                # The cache saw each deletion, also between two cycles' backends.
+                gone |= {
+                    (obj.namespace, obj.name)
+                    for obj in self.cache.owners_gone(namespace)  # type: ignore[union-attr]
+                    if self._owns(obj.labels)
+                }
+            else:
+                gone |= {
+                    key
+                    for key, uid in self._owners.items()
+                    if key[0] == namespace and here.get(key) != uid
+                }
         for key in sorted(gone):
             # Deleted (or deleted and made again) behind the portal's back: its dependents
             # are the garbage collector's now, and the ones the portal made must be made again.
@@ -269,8 +324,9 @@ class KubernetesBackend:
             }
         self._owners = fresh
 
-    def _objects_cached(self) -> bool:
-        return self.cache is not None and self.namespace in self.cache.object_namespaces
+    def _objects_cached(self, namespace: str | None = None) -> bool:
+        namespace = namespace or self.namespace
+        return self.cache is not None and namespace in self.cache.object_namespaces
 
     def _job_objects(
         self, kind: str, namespace: str | None = None, *, from_api: bool = False
@@ -549,8 +605,17 @@ class KubernetesBackend:
         )
         deleted = []
         present: set[tuple[str, str, str]] = set()
+        namespaces = self.job_namespaces()
+        refused: set[str] = set()  # namespaces whose objects could not all be read
         for kind, delete_fn in kinds:
-            for obj in self._job_objects(kind):
+            found: list[JobObject] = []
+            for namespace in namespaces:
+                objects = self._job_objects_in(kind, namespace)
+                if objects is None:
+                    refused.add(namespace)
+                else:
+                    found += objects
+            for obj in found:
                 if obj.key in keep or not self._owns(obj.labels):
                     present.add(obj.key)
                     continue
@@ -562,7 +627,7 @@ class KubernetesBackend:
         for obj in wanted:
             meta = obj["metadata"]
             key = (obj["kind"], meta["namespace"], meta["name"])
-            if key in present or meta["namespace"] != self.namespace:
+            if key in present or meta["namespace"] not in set(namespaces) - refused:
                 continue
             job_id = (meta.get("labels") or {}).get(JOB_ID)
             if not job_id:

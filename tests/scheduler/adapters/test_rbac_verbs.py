@@ -1,7 +1,9 @@
 """deploy/rbac.yaml grants exactly what the portal calls: every request the code sends in a
 run that exercises each path (the watch cache and the plain lists, a gang with the svc
-plugin's objects, a name taken (409, read back), binding, eviction) is allowed by the file,
-and every verb the file grants is used. Requests are read from the emulated API server's log."""
+plugin's objects, a name taken (409, read back), binding, eviction), in the shared jobs
+namespace and then with a namespace per tenant, is allowed by the file (and, in a tenant's
+namespace, by deploy/tenant-namespace.yaml), and every verb they grant is used. Requests are
+read from the emulated API server's log."""
 
 from __future__ import annotations
 
@@ -10,27 +12,32 @@ from pathlib import Path
 import kmock
 import pytest
 import yaml
+from django.test import override_settings
 
+from portal.cluster.namespaces import job_namespaces
 from portal.jobs.services import job_cancel, job_submit
 from portal.tenants.models import Membership
 from scheduler.adapters.cluster.base import DesiredPod
 from scheduler.adapters.cluster.labels import owned_selector, replica_labels
 from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
 from scheduler.adapters.desired import desired_pods
-from tests.factories import MembershipFactory, UserFactory
+from tests.factories import MembershipFactory, QueueFactory, TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 RBAC = Path(__file__).resolve().parents[3] / "deploy" / "rbac.yaml"
+TEMPLATE = RBAC.parent / "tenant-namespace.yaml"
+TENANT_NAMESPACE = "NAMESPACE"  # the template's placeholder, for every tenant's namespace
+PER_TENANT = {"KUBERNETES_NAMESPACE_PER_TENANT": True, "KUBERNETES_NAMESPACE_PREFIX": "gpu-"}
 JOBS_NAMESPACE = "gpu-jobs"
 GPU_NODE = {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8", "pods": "110"}
 
 Grant = tuple[str, str, str, str | None]  # (api group, resource, verb, namespace or None)
 
 
-def granted(account: str = "gpu-portal") -> set[Grant]:
+def granted(account: str = "gpu-portal", path: Path = RBAC) -> set[Grant]:
     """(group, resource, verb, namespace) the file grants `account` (in namespace gpu-portal);
     namespace None: every namespace."""
-    documents = [doc for doc in yaml.safe_load_all(RBAC.read_text()) if doc]
+    documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
     bound = {
         (doc["roleRef"]["kind"], doc["roleRef"]["name"], doc["metadata"].get("namespace"))
         for doc in documents
@@ -119,10 +126,37 @@ def test_the_verbs_the_portal_calls_are_the_verbs_deploy_rbac_grants(
         backend.create_pod(taken)
         job_cancel(job=job, actor=user)
         kube_cycle()  # evicts: delete
+        # The same with a namespace per tenant: vision's namespace exists, speech's not yet.
+        backend.namespaces = job_namespaces
+        for namespace in (JOBS_NAMESPACE, "gpu-nlp", "gpu-vision"):
+            cluster.add_namespace(namespace)
+        vision = QueueFactory(tenant=TenantFactory(name="vision"), name="vision-train")
+        speech = QueueFactory(tenant=TenantFactory(name="speech"), name="speech-train")
+        for queue in (vision, speech):
+            MembershipFactory(user=user, tenant=queue.tenant, role=Membership.Role.RESEARCHER)
+        with override_settings(**PER_TENANT):
+            jobs = [
+                job_submit(
+                    submitter=user,
+                    queue=queue,
+                    name="ddp",
+                    tasks=[{"name": "master", **task}, {"name": "worker", **task}],
+                    plugins={"pytorch": []},
+                )
+                for queue in (vision, speech)
+            ]
+            kube_cycle()  # namespaces listed, vision's gang made in gpu-vision, speech waits
+            taken = desired_pods(gpu_resource_of={})[0]
+            assert taken.namespace == "gpu-vision"
+            backend.create_pod(taken)
+            job_cancel(job=jobs[0], actor=user)
+            kube_cycle()
     finally:
         cache.stop()
 
-    assert_exactly_granted(called(cluster), granted())
+    tenants = ("gpu-nlp", "gpu-vision", "gpu-speech")
+    grants = granted() | granted(path=TEMPLATE)
+    assert_exactly_granted(in_template(called(cluster), tenants), grants)
     grants = granted()
     # Writes only ever in the jobs namespace; nothing is written cluster-wide.
     assert {ns for (_, _, verb, ns) in grants if verb not in ("get", "list", "watch")} == {
@@ -153,6 +187,14 @@ def test_the_web_account_reads_a_pods_log_and_nothing_else(cluster, backend):
     requests = cluster.on_loop(lambda: list(cluster.handler._requests))
     calls = called_from(requests[before:])
     assert_exactly_granted(calls, granted("gpu-portal-web"))
+
+
+def in_template(calls: set[Grant], tenant_namespaces: tuple[str, ...]) -> set[Grant]:
+    """`calls`, each in a tenant's namespace shown in the template's placeholder namespace."""
+    return {
+        (group, resource, verb, TENANT_NAMESPACE if ns in tenant_namespaces else ns)
+        for group, resource, verb, ns in calls
+    }
 
 
 def assert_exactly_granted(calls: set[Grant], grants: set[Grant]) -> None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import kmock
+from kmock._internal import parsing as kmock_parsing
 
 from scheduler.adapters.cluster.testing.store import (
     KINDS,
@@ -49,11 +50,26 @@ _DECLARED = {
     kmock.resource("v1/services"): kmock.ResourceInfo(kind="Service", namespaced=True),
     kmock.resource("v1/configmaps"): kmock.ResourceInfo(kind="ConfigMap", namespaced=True),
     kmock.resource("v1/events"): kmock.ResourceInfo(kind="Event", namespaced=True),
+    kmock.resource("v1/namespaces"): kmock.ResourceInfo(kind="Namespace", namespaced=False),
     kmock.resource("networking.k8s.io/v1/networkpolicies"): kmock.ResourceInfo(
         kind="NetworkPolicy", namespaced=True
     ),
 }
 _BINDING_PATH = re.compile(r"/api/v1/namespaces/[^/]+/pods/[^/]+/binding")
+_kmock_parse_path = kmock_parsing.parse_path
+
+
+def _parse_path(path: str) -> kmock_parsing.ParsedPath:
+    """kmock reads /api/v1/namespaces[/NAME] as a namespace prefix missing its resource (and
+    fails on the bare list); the API server serves the cluster-scoped Namespace objects there."""
+    parts = path.split("?", 1)[0].strip("/").split("/")
+    if parts[:3] == ["api", "v1", "namespaces"] and len(parts) in (3, 4):
+        name = parts[3] if len(parts) == 4 else None
+        return kmock_parsing.ParsedPath("", "v1", "namespaces", None, name, None)
+    return _kmock_parse_path(path)
+
+
+kmock_parsing.parse_path = _parse_path
 _DROP = object()
 
 
@@ -366,6 +382,17 @@ class EmulatedCluster:
 
     def delete_node(self, name: str) -> None:
         self.on_loop(lambda: self.store.delete("nodes", None, name))
+
+    def add_namespace(self, name: str) -> None:
+        """From the first namespace added on, objects can only be created in namespaces that
+        exist (404 otherwise), as on a real server."""
+
+        def add() -> None:
+            self.store.namespaces_enforced = True
+            body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            self.store.create("namespaces", None, body)
+
+        self.on_loop(add)
 
     def add_pod(self, pod: dict[str, Any]) -> None:
         """Store a pod as given (no validation): other workloads, or a state to start from."""

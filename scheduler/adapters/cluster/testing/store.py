@@ -16,8 +16,12 @@ Strict where the portal's correctness depends on the server being strict, as the
   and reports image pull failures on demand (ErrImagePull, then ImagePullBackOff);
 - deleting an owner deletes its dependents (ownerReferences by uid), as the garbage collector does.
 
-Left out, because nothing here depends on it: namespaces as objects (creating into an unknown
-namespace succeeds), a default scheduler (pods created without nodeName and never bound stay
+Namespaces are objects only once `namespaces_enforced` is set (EmulatedCluster.add_namespace):
+then creating into a namespace that does not exist answers 404 as a real server does; until
+then any namespace is accepted, so tests that do not care need not create theirs.
+
+Left out, because nothing here depends on it: a namespace's deletion taking its objects with
+it, a default scheduler (pods created without nodeName and never bound stay
 Pending), pod GC of pods on deleted nodes, admission webhooks, server-side apply.
 
 No I/O and no asyncio: the HTTP handler (emulator.py) calls it from its event loop and pushes
@@ -119,6 +123,7 @@ class ApiStore:
         self._pull_attempts: dict[Key, int] = {}
         self._dependents: dict[str, set[tuple[str, Key]]] = {}
         self.listeners: list[Callable[[WatchEvent], None]] = []
+        self.namespaces_enforced = False
 
     # -- generic objects ---------------------------------------------------------------------
 
@@ -150,6 +155,14 @@ class ApiStore:
             )
         if namespace:
             meta["namespace"] = namespace
+            if self.namespaces_enforced and ("", namespace) not in self.table("namespaces"):
+                raise ApiError(
+                    404,
+                    "NotFound",
+                    f'namespaces "{namespace}" not found',
+                    name=namespace,
+                    kind="namespaces",
+                )
         if not meta.get("name") and meta.get("generateName"):
             self._generated += 1
             meta["name"] = f"{meta['generateName']}{self._generated:05x}"

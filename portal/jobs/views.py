@@ -23,6 +23,7 @@ from portal.tenants.access import RoleRequiredMixin
 from . import volcano
 from .access import can_cancel_job, can_release_job, readable_preemptions, visible_job_ids
 from .forms import JobSubmitForm, JobUploadForm, TaskFormSet, submit_errors_apply
+from .lifecycle import Event, allows
 from .limits import host_path_allowed, job_limits, task_count_check
 from .models import Job
 from .samples import SAMPLE_FILENAME, volcano_sample
@@ -172,7 +173,7 @@ def _job_page(request: HttpRequest, job_id: int) -> dict[str, Any]:
         ),
         "timeline": timeline,
         "can_cancel": can_cancel_job(request.user, job) and not job.is_terminal,
-        "can_release": job.status == Job.Status.QUARANTINED and can_release_job(request.user, job),
+        "can_release": allows(job.status, Event.RELEASE) and can_release_job(request.user, job),
     }
 
 

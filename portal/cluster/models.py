@@ -12,6 +12,8 @@ from portal.jobs.gpushare import MILLI_PER_GPU, gpus_number, held_text
 from portal.jobs.models import Job, JobTask
 
 DEFAULT_GPU_RESOURCE_NAME = "nvidia.com/gpu"
+# The node label the scheduler reads a node's GPU model from, and job forms select a model by.
+GPU_MODEL_LABEL = "gpu-model"
 
 
 def whole_second(at: datetime) -> datetime:

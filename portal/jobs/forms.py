@@ -9,6 +9,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
+from portal.cluster.models import GPU_MODEL_LABEL
 from portal.common.fields import (  # noqa: F401 (re-exported)
     CPU_INVALID,
     MEMORY_INVALID,
@@ -35,7 +36,6 @@ from .limits import (
 from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES
 from .tolerations import tolerations_parse
 
-GPU_MODEL_LABEL = "gpu-model"
 COMMAND_INVALID = "could not split the command: {error}"
 YAML_INVALID = "not valid YAML: {error}"
 UPLOAD_NOT_UTF8 = "the file is not UTF-8 text"

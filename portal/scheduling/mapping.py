@@ -16,8 +16,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from portal.cluster.models import Node
+from portal.cluster.models import GPU_MODEL_LABEL, Node
 from portal.cluster.selectors import node_capacity_list
+from portal.jobs.affinity import HOSTNAME
 from portal.jobs.gpushare import MILLI_PER_GPU, milli_cost
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
@@ -28,8 +29,6 @@ from scheduler.core.types import GpuDevice, NodeInfo, QueueInfo, Taint, Tolerati
 
 from .models import SchedulerConfig
 
-GPU_MODEL_LABEL = "gpu-model"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 MIB = 1024**2
 # What node_info reads, and the id the cycle's persist links placements to.
 NODE_COLUMNS = (
@@ -90,7 +89,7 @@ def node_info(node: Node) -> NodeInfo:
     if node.gpu_model:
         labels.setdefault(GPU_MODEL_LABEL, node.gpu_model)
     # The kubelet sets it on every node; pod anti-affinity's only topology key.
-    labels.setdefault(HOSTNAME_LABEL, node.name)
+    labels.setdefault(HOSTNAME, node.name)
     allocatable = Resources.of(
         {
             "cpu": node.cpu_millis,

@@ -30,7 +30,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from portal.cluster.models import Node, Placement
+from portal.cluster.models import GPU_MODEL_LABEL, Node, Placement
 from portal.cluster.namespaces import placement_namespace
 from portal.cluster.services import node_inventory_sync, node_seen_mark
 from portal.jobs.gpushare import SHARING_NONE
@@ -71,7 +71,7 @@ from scheduler.core.types import CycleResult
 
 logger = logging.getLogger(__name__)
 
-GPU_MODEL_LABELS = ("gpu-model", "nvidia.com/gpu.product")
+GPU_MODEL_LABELS = (GPU_MODEL_LABEL, "nvidia.com/gpu.product")
 TOPOLOGY_PREFIXES = ("topology.kubernetes.io/", "volcano.sh/hypernode", "network.topology/")
 ABANDONED = "did not finish: its worker died or lost the cycle lock"
 ABANDONED_LOOKBACK = 100  # cycles

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from portal.cluster.models import Node, SimulatedPod
+from portal.cluster.models import GPU_MODEL_LABEL, Node, SimulatedPod
 from portal.cluster.services import node_seen_mark
 from scheduler.adapters.bulk import rows_insert
 from scheduler.adapters.cluster.base import (
@@ -32,7 +32,6 @@ from scheduler.adapters.cluster.podspec import pod_spec_body
 
 # Annotations the portal sets on a desired pod for the simulation's benefit.
 RUN_SECONDS = "gpuportal.io/expected-duration-seconds"
-GPU_MODEL_LABEL = "gpu-model"
 BATCH = 1000
 
 

@@ -165,6 +165,9 @@ TRANSITIONS: dict[Status, dict[Event, Transition]] = {
 TERMINAL = frozenset(status for status, events in TRANSITIONS.items() if not events)
 # Waiting for the scheduler to place it: the statuses a job is admitted from.
 WAITING = frozenset(status for status, events in TRANSITIONS.items() if E.ADMIT in events)
+# The scheduler still works on it (places, keeps or evicts its pods): the statuses a job can be
+# quarantined from, since only the scheduler's work on a job can fail on its data.
+SCHEDULED = frozenset(status for status, events in TRANSITIONS.items() if E.QUARANTINE in events)
 
 
 def transition(status: str, event: Event) -> Transition:

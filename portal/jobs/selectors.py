@@ -7,7 +7,7 @@ from django.shortcuts import get_object_or_404
 
 from .access import visible_jobs
 from .gpushare import MILLI_PER_GPU, gpus_number
-from .lifecycle import WAITING
+from .lifecycle import SCHEDULED, WAITING
 from .models import Job
 
 # A job waits for a cycle in these statuses (a preempted one until its pods are gone).
@@ -74,12 +74,7 @@ def pending_demand_per_queue() -> dict[str, int | float]:
 
 
 # Statuses whose jobs the scheduler still places pods for (the cycle's snapshot reads the same).
-SCHEDULED_STATUSES = (
-    Job.Status.PENDING,
-    Job.Status.ADMITTED,
-    Job.Status.RUNNING,
-    Job.Status.PREEMPTED,
-)
+SCHEDULED_STATUSES = tuple(sorted(SCHEDULED))
 
 
 def tenant_pending_pods(*, tenant_id: int) -> int:

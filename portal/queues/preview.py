@@ -16,7 +16,8 @@ from django.db.models.functions import Cast
 
 from portal.common.access import OTHER_TENANTS
 from portal.jobs.gpushare import MILLI_PER_GPU, milli_cost
-from portal.jobs.models import Job, JobTask
+from portal.jobs.lifecycle import SCHEDULED
+from portal.jobs.models import JobTask
 from portal.scheduling.mapping import (
     active_conf,
     capacity_nodes,
@@ -39,12 +40,7 @@ from .models import Queue
 OTHER_TENANTS_LABEL = "combined"
 KIND_TENANT = "tenant"
 KIND_QUEUE = "queue"
-DEMAND_STATUSES = (
-    Job.Status.PENDING,
-    Job.Status.ADMITTED,
-    Job.Status.RUNNING,
-    Job.Status.PREEMPTED,
-)
+DEMAND_STATUSES = tuple(sorted(SCHEDULED))
 
 
 @dataclass(frozen=True)

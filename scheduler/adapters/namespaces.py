@@ -22,7 +22,7 @@ from django.db import transaction
 
 from portal.cluster.models import Placement
 from portal.cluster.namespaces import NAMESPACE_MISSING, placing_namespaces
-from portal.jobs.lifecycle import Event, IllegalTransition, transition
+from portal.jobs.lifecycle import WAITING, Event, IllegalTransition, transition
 from portal.jobs.models import Job
 from scheduler.adapters.bulk import rows_update
 from scheduler.adapters.cluster.base import ClusterBackend, ClusterError, RefusedClusterError
@@ -30,7 +30,7 @@ from scheduler.core.types import PendingKind
 
 logger = logging.getLogger(__name__)
 
-WAITING_STATUSES = (Job.Status.PENDING, Job.Status.PREEMPTED)
+WAITING_STATUSES = tuple(sorted(WAITING))
 _NOT_FOUND = re.compile(r'namespaces "(?P<namespace>[^"]+)" not found')
 
 

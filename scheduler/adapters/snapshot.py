@@ -25,6 +25,7 @@ from django.db.models.functions import Cast
 
 from portal.cluster.models import Node, Placement
 from portal.jobs.gpushare import MILLI_PER_GPU
+from portal.jobs.lifecycle import SCHEDULED
 from portal.jobs.limits import JobLimits, job_limits
 from portal.jobs.models import Job, JobTask
 from portal.queues.models import Queue
@@ -60,12 +61,7 @@ from scheduler.core.resources import Resources
 from scheduler.core.types import JobInfo, Snapshot, TaskInfo, TaskStatus, Toleration
 
 # Jobs the scheduler still has work for; every other status is final or cancelled.
-SCHEDULABLE_STATUSES = (
-    Job.Status.PENDING,
-    Job.Status.ADMITTED,
-    Job.Status.RUNNING,
-    Job.Status.PREEMPTED,
-)
+SCHEDULABLE_STATUSES = tuple(sorted(SCHEDULED))
 _PLACEMENT_TASK_STATUS = {
     Placement.State.BOUND: TaskStatus.BOUND,
     Placement.State.RUNNING: TaskStatus.RUNNING,

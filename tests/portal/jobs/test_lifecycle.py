@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from portal.jobs.lifecycle import (
+    SCHEDULED,
     TERMINAL,
     WAITING,
     Event,
@@ -87,6 +88,7 @@ def test_the_statuses_are_the_models():
     assert {s.value for s in Status} == set(Job.Status.values)
     assert Job.TERMINAL_STATUSES == TERMINAL == {"succeeded", "failed", "cancelled"}
     assert {"pending", "preempted"} == WAITING
+    assert {"pending", "admitted", "running", "preempted"} == SCHEDULED
 
 
 @pytest.mark.parametrize("status", ["", "archived", "PENDING"])

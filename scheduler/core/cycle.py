@@ -7,6 +7,7 @@ Execute, CloseSession) and framework/job_updater.go for the pod group phase repo
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from scheduler.core.actions import ACTIONS
 from scheduler.core.actions.allocate import job_needs
@@ -99,8 +100,9 @@ def close_session(ssn: Session) -> CycleResult:
             reasons[job.name], kinds[job.name] = never, PendingKind.NEVER.value
     # A job that can never run is ahead of nobody.
     ahead = _jobs_ahead(ssn, waiting)
+    needs: dict[tuple[Any, ...], str] = {}  # "job needs ..." by pending requests (interned)
     for job in waiting:
-        reasons[job.name] = pending_reason(ssn, job, ahead.get(job.name, 0))
+        reasons[job.name] = pending_reason(ssn, job, ahead.get(job.name, 0), needs)
         kinds[job.name] = PendingKind.WAITS.value
     return CycleResult(
         binds=tuple(ssn.binds),
@@ -157,7 +159,9 @@ def queue_share(ssn: Session, name: str) -> QueueShare:
     return QueueShare(Resources(), allocated, request, info.guarantee, info.capability)
 
 
-def pending_reason(ssn: Session, job: Job, ahead: int = 0) -> str:
+def pending_reason(
+    ssn: Session, job: Job, ahead: int = 0, needs: dict[tuple[Any, ...], str] | None = None
+) -> str:
     """One sentence a user can act on, for a job that waits (see ``verdict`` for "never"):
     which rule blocks with the numbers on both sides, what would free it, the jobs ahead."""
     if job.queue not in ssn.queues:
@@ -170,7 +174,7 @@ def pending_reason(ssn: Session, job: Job, ahead: int = 0) -> str:
             "their resources"
         )
     if job.quota_task is not None:
-        return _joined(_quota_sentence(ssn, job), position(job, ahead))
+        return _joined(_quota_sentence(ssn, job, needs), position(job, ahead))
     if job.unplaced:
         # Before a later action's note (reclaim's "cannot reclaim"): the nodes are the block.
         return _joined(explain_unplaced(ssn, job), nodes_conclusion(ssn, job), position(job, ahead))
@@ -186,12 +190,12 @@ def pending_reason(ssn: Session, job: Job, ahead: int = 0) -> str:
     return "waiting for a scheduling cycle with room for its pods"
 
 
-def _quota_sentence(ssn: Session, job: Job) -> str:
+def _quota_sentence(ssn: Session, job: Job, needs: dict[tuple[Any, ...], str] | None) -> str:
     """The quota block from the final shares: the plugin's rule and numbers, then the
     arithmetic and what frees it."""
     queue = ssn.queues[job.queue]
     rule = None if job.quota_task is None else ssn.explain_allocatable(queue, job.quota_task)
-    head = job.reason if rule is None else f"{job_needs(job, ssn.needs_memo)}; {rule}"
+    head = job.reason if rule is None else f"{job_needs(job, needs)}; {rule}"
     return _joined(head, quota_conclusion(ssn, job, queue))
 
 

@@ -198,11 +198,8 @@ class Session:
         self._key_cache: dict[str, Callable[..., Any] | None] = {}
         self._explain_memo: dict[tuple[str, Resources, int], tuple[bool, str | None]] = {}
         self._enabled_cache: dict[str, list[Any]] = {}
-        self._split_cache: tuple[tuple[Any, ...], Callable[..., Any] | None] | None = None
         self._tiers_cache: dict[str, list[Any]] = {}
-        self._equivalent_cache: bool | None = None
         self._state_only_cache: bool | None = None
-        self._keyed_cache: tuple[list[KeyedBatchScorer] | None] | None = None
         self.event_handlers: list[EventHandler] = []
         self.plugins: dict[str, Any] = {}
         # (task, node, future_only) -> device indices or None: a node-order plugin that scores
@@ -217,11 +214,6 @@ class Session:
         self.capacity_epoch = 0
         # Bumped by every tentative operation: "nothing changed since" checks compare it.
         self.version = 0
-        self.infeasible: dict[tuple[Any, ...], tuple[int, dict[str, int]]] = {}
-        # allocate's per-class answers: (labels used, request, signature) -> class id -> answer
-        self.class_memo: dict[tuple[Any, ...], dict[int, list[Any]]] = {}
-        # allocate's "job needs ..." sentences by pending requests
-        self.needs_memo: dict[tuple[Any, ...], str] = {}
         # Tasks some predicate judges by the pod itself (not only its scheduling signature):
         # no class shortcut or signature-keyed cache may answer for them.
         self.unique_predicates: set[str] = set()
@@ -368,7 +360,7 @@ class Session:
         self._declared_cache.pop(hook, None)
         self._tiers_cache.pop(hook, None)
         self._key_cache.pop(hook, None)
-        self._equivalent_cache = self._keyed_cache = self._state_only_cache = None
+        self._state_only_cache = None
 
     def add_event_handler(self, handler: EventHandler) -> None:
         self.event_handlers.append(handler)
@@ -601,23 +593,6 @@ class Session:
                 best, best_score = node, score
         return best
 
-    def class_equivalent(self, task: Task) -> bool:
-        """Can one node of each NodeIndex class answer for all its members for this task?
-        (Classes are split by ``batch_split`` when batch scorers are on.)"""
-        if task.info.affinity or task.info.name in self.unique_predicates:
-            return False
-        # Besides the task's affinity the answer depends only on what is registered: asked
-        # once per placement, worked out once per registration.
-        cached = self._equivalent_cache
-        if cached is None:
-            cached = self._equivalent_cache = self._scorers_state_only()
-        return cached
-
-    def _scorers_state_only(self) -> bool:
-        if self.keyed_batch_scorers() is None or not self.scorers_state_only():
-            return False
-        return not any(d.reads_pods for d in self._declarations("predicate"))
-
     def scorers_state_only(self) -> bool:
         """Does every enabled node-order scorer score a node by its ``state_key`` alone?"""
         cached = self._state_only_cache
@@ -634,34 +609,13 @@ class Session:
 
     def keyed_batch_scorers(self) -> list[KeyedBatchScorer] | None:
         """The enabled batch scorers when every one is keyed (possibly none), else None."""
-        cached = self._keyed_cache
-        if cached is None:
-            fns = [fn for _, _, fn in self._enabled("batch_node_order")]
-            keyed = [fn for fn in fns if isinstance(fn, KeyedBatchScorer)]
-            cached = self._keyed_cache = (keyed if len(keyed) == len(fns) else None,)
-        return cached[0]
+        fns = [fn for _, _, fn in self._enabled("batch_node_order")]
+        keyed = [fn for fn in fns if isinstance(fn, KeyedBatchScorer)]
+        return keyed if len(keyed) == len(fns) else None
 
-    def batch_split(self) -> Callable[[Node], Any] | None:
-        """One node-key function for all keyed batch scorers, the same object every call (the
-        NodeIndex keeps one grouping per function)."""
-        scorers = self.keyed_batch_scorers() or []
-        ids = tuple(id(fn) for fn in scorers)
-        cached = self._split_cache
-        if cached is None or cached[0] != ids:
-            if not scorers:
-                split = None
-            elif len(scorers) == 1:
-                split = scorers[0].node_key
-            else:
-                keys = tuple(fn.node_key for fn in scorers)
-
-                def split(
-                    node: Node, keys: tuple[Callable[[Node], Any], ...] = keys
-                ) -> tuple[Any, ...]:
-                    return tuple(key(node) for key in keys)
-
-            cached = self._split_cache = (ids, split)
-        return cached[1]
+    def predicates_read_pods(self) -> bool:
+        """Does an enabled predicate look at pods on other nodes (``Declared.reads_pods``)?"""
+        return any(d.reads_pods for d in self._declarations("predicate"))
 
     def predicate_signature(self, task: Task) -> tuple[Any, ...]:
         """Everything predicates look at besides the node (pod affinity makes it unique)."""

@@ -8,7 +8,6 @@ change the session at once (so later choices see them) but become decisions only
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from scheduler.core.session import Session
 from scheduler.core.state import Node, Task
@@ -37,8 +36,6 @@ class Statement:
     def __init__(self, session: Session):
         self.session = session
         self.ops: list[_Op] = []
-        # "fits nowhere" answers learnt while this statement held resources; stale on discard
-        self.infeasible_keys: list[tuple[Any, ...]] = []
 
     # operations -------------------------------------------------------------------------------
     def allocate(self, task: Task, node_name: str) -> None:
@@ -88,10 +85,6 @@ class Statement:
         undone, self.ops = self.ops[start:], self.ops[:start]
         if any(op.kind == "evict" for op in undone):
             ssn.capacity_epoch += 1
-        if undone:
-            for key in self.infeasible_keys:
-                ssn.infeasible.pop(key, None)
-            self.infeasible_keys.clear()
         for op in reversed(undone):
             task = op.task
             node = ssn.nodes.get(op.node) if op.node else None

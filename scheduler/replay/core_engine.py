@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from scheduler.core.actions.allocate import choose_node
+from scheduler.core.actions.allocate import AllocateState, choose_node
 from scheduler.core.config import parse_conf
 from scheduler.core.cycle import open_session
 from scheduler.core.plugins.gpufrag import Fragmentation, TypicalPods
@@ -146,6 +146,7 @@ def run_core(
     if plugin is not None:
         plugin.set_typical(typical)
     measure = Fragmentation(typical)
+    state = AllocateState(ssn)  # one allocate run over the whole arrival sequence
     original = {f"{int(rank[i]):04d}-{name}": name for i, name in enumerate(cluster.names)}
     last = int(math.floor(inflate * 100 + 1e-9))
     alloc = [math.nan] * (last + 1)
@@ -157,7 +158,7 @@ def run_core(
     for k, i in enumerate(order.tolist()):
         task = ssn.tasks[f"p{k}"]
         arrived += total_milli[i]
-        node, _ = choose_node(ssn, task)
+        node, _ = choose_node(state, task)
         if node is None:
             failed += 1
             placements.add(None, ())

@@ -9,20 +9,21 @@ otherwise. After one successful step a ready job goes back into its queue so oth
 
 Speed: nodes are evaluated one per NodeIndex class (identical nodes in identical states) when
 the task and scorers allow it, and a task whose (request, scheduling signature) already failed
-on every node is failed
-again at once until some resource is given back (an eviction bumps the session's
-``capacity_epoch``; a discarded statement forgets the answers it learnt while holding resources).
+on every node is failed again at once until some resource is given back (an eviction bumps the
+session's ``capacity_epoch``; a discarded statement forgets the answers it learnt while holding
+resources). Those answers live in an ``AllocateState``, made for each run of the action.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from scheduler.core.actions._queue import PriorityQueue
 from scheduler.core.devices import devices_fit
 from scheduler.core.resources import CPU, GPU, MIN_RESOURCE
-from scheduler.core.session import Session
+from scheduler.core.session import KeyedBatchScorer, Session
 from scheduler.core.state import Job, Node, Queue, Task
 from scheduler.core.statement import Statement
 from scheduler.core.types import PodGroupPhase, TaskStatus
@@ -30,7 +31,58 @@ from scheduler.core.types import PodGroupPhase, TaskStatus
 PENDING = TaskStatus.PENDING
 
 
+class AllocateState:
+    """What one run of allocate works out and remembers for itself, like kube-scheduler's
+    CycleState but owned by the action: the session keeps only what every action shares.
+
+    The registrations do not change while the action runs, so what they allow (the class
+    shortcut, the keyed batch scorers and the one split function for them) is decided once.
+    """
+
+    __slots__ = ("ssn", "infeasible", "class_memo", "needs_memo", "scorers", "split", "by_class")
+
+    def __init__(self, ssn: Session):
+        self.ssn = ssn
+        # (request, scheduling signature) -> (capacity epoch, failures by reason) of a task
+        # that fitted no node
+        self.infeasible: dict[tuple[Any, ...], tuple[int, dict[str, int]]] = {}
+        # per-class answers: (labels used, split, request, signature) -> class id -> answer
+        self.class_memo: dict[tuple[Any, ...], dict[int, list[Any]]] = {}
+        # "job needs ..." sentences by pending requests
+        self.needs_memo: dict[tuple[Any, ...], str] = {}
+        self.scorers = ssn.keyed_batch_scorers()
+        self.split = _split_of(self.scorers or [])
+        # Can one node of each NodeIndex class answer for its members (tasks without pod
+        # affinity or a pod-specific predicate)? Only when every scorer is keyed or scores by
+        # the node's state and no predicate looks at other pods.
+        self.by_class = (
+            self.scorers is not None and ssn.scorers_state_only() and not ssn.predicates_read_pods()
+        )
+
+    def class_equivalent(self, task: Task) -> bool:
+        """Can one node of each NodeIndex class answer for all its members for this task?
+        (Label-free classes are split by ``split`` when batch scorers are on.)"""
+        info = task.info
+        return self.by_class and not info.affinity and info.name not in self.ssn.unique_predicates
+
+
+def _split_of(scorers: list[KeyedBatchScorer]) -> Callable[[Node], Any] | None:
+    """One node-key function for all keyed batch scorers (the NodeIndex keeps one grouping
+    per function, so a run asks with this one object)."""
+    if not scorers:
+        return None
+    if len(scorers) == 1:
+        return scorers[0].node_key
+    keys = tuple(fn.node_key for fn in scorers)
+
+    def split(node: Node) -> tuple[Any, ...]:
+        return tuple(key(node) for key in keys)
+
+    return split
+
+
 def execute(ssn: Session) -> None:
+    state = AllocateState(ssn)
     enqueue_enabled = "enqueue" in ssn.conf.actions
     # Keys are safe here: only the popped queue and job change while the others wait queued.
     job_key = ssn.job_key_fn()
@@ -81,7 +133,7 @@ def execute(ssn: Session) -> None:
             pending[job.name] = deque(ssn.sorted_tasks(pods))
         tasks = pending[job.name]
         if tasks:
-            allocate_tasks(ssn, queue, job, tasks, jobs)
+            allocate_tasks(state, queue, job, tasks, jobs)
         # back into the queue order, and the next queue out (often the same one)
         queue = queues.pushpop(queue)
 
@@ -173,10 +225,11 @@ def fits_future(task: Task, node: Node) -> bool:
     )
 
 
-def choose_node(ssn: Session, task: Task) -> tuple[Node | None, dict[str, int]]:
+def choose_node(state: AllocateState, task: Task) -> tuple[Node | None, dict[str, int]]:
     """Volcano's two gradients: best node whose idle fits, else best whose FutureIdle fits."""
-    if ssn.class_equivalent(task):
-        return _choose_by_class(ssn, task)
+    if state.class_equivalent(task):
+        return _choose_by_class(state, task)
+    ssn = state.ssn
     nodes, failures = predicate_nodes(ssn, task)
     if not nodes:
         return None, failures
@@ -184,7 +237,7 @@ def choose_node(ssn: Session, task: Task) -> tuple[Node | None, dict[str, int]]:
     return (ssn.best_node(task, idle) if idle else ssn.best_node(task, nodes)), failures
 
 
-def _choose_by_class(ssn: Session, task: Task) -> tuple[Node | None, dict[str, int]]:
+def _choose_by_class(state: AllocateState, task: Task) -> tuple[Node | None, dict[str, int]]:
     """One representative per NodeIndex class; label-free classes when the task's predicates
     cannot look at labels (no node selector; ``class_equivalent`` already ruled out affinity).
 
@@ -201,18 +254,19 @@ def _choose_by_class(ssn: Session, task: Task) -> tuple[Node | None, dict[str, i
     scores no more than it, so the first-wins walk never picks it. That keeps the walk at a few
     dozen classes however many domains the cluster has.
     """
+    ssn = state.ssn
     index = ssn.node_index
     use_labels = bool(task.info.node_selector)
-    scorers = ssn.keyed_batch_scorers() or []
+    scorers = state.scorers or []
     signature = ssn.predicate_signature(task)
     if use_labels or not scorers:
-        memo = _class_memo(ssn, (use_labels, None, task.resreq, signature))
+        memo = _class_memo(state, (use_labels, None, task.resreq, signature))
         failures, idle_fits, fits = _class_answers(
             ssn, task, index.class_representatives(use_labels), memo, True
         )
         return _first_best(ssn, task, idle_fits or fits, scorers), failures
     if len(scorers) == 1:
-        memo = _class_memo(ssn, (False, None, task.resreq, signature))
+        memo = _class_memo(state, (False, None, task.resreq, signature))
         failures, idle_fits, fits = _class_answers(
             ssn, task, index.class_representatives(False), memo, True
         )
@@ -222,7 +276,7 @@ def _choose_by_class(ssn: Session, task: Task) -> tuple[Node | None, dict[str, i
         scorer = scorers[0]
         by_key = scorer.by_key(task)
         if all(score >= 0 for score in by_key.values()):
-            split_memo = _class_memo(ssn, (False, scorer.node_key, task.resreq, signature))
+            split_memo = _class_memo(state, (False, scorer.node_key, task.resreq, signature))
             seen = {id(node) for node, _ in candidates}
             for key in by_key:
                 reps = index.part_representatives(scorer.node_key, key)
@@ -234,18 +288,18 @@ def _choose_by_class(ssn: Session, task: Task) -> tuple[Node | None, dict[str, i
             candidates.sort(key=lambda pair: index.position[pair[0].name])
             batch = [(scorer.node_key, by_key)] if by_key else []
             return _first_best(ssn, task, candidates, scorers, batch), failures
-    split = ssn.batch_split()
-    memo = _class_memo(ssn, (False, split, task.resreq, signature))
+    split = state.split
+    memo = _class_memo(state, (False, split, task.resreq, signature))
     failures, idle_fits, fits = _class_answers(
         ssn, task, index.class_representatives(False, split), memo, True
     )
     return _first_best(ssn, task, idle_fits or fits, scorers), failures
 
 
-def _class_memo(ssn: Session, key: tuple[Any, ...]) -> dict[int, list[Any]]:
-    memo = ssn.class_memo.get(key)
+def _class_memo(state: AllocateState, key: tuple[Any, ...]) -> dict[int, list[Any]]:
+    memo = state.class_memo.get(key)
     if memo is None:
-        memo = ssn.class_memo[key] = {}
+        memo = state.class_memo[key] = {}
     return memo
 
 
@@ -306,9 +360,12 @@ def _first_best(
 
 
 def allocate_tasks(  # noqa: C901, PLR0912 - the loop of upstream allocate.go's allocateResourcesForTasks
-    ssn: Session, queue: Queue, job: Job, tasks: deque[Task], jobs: PriorityQueue
+    state: AllocateState, queue: Queue, job: Job, tasks: deque[Task], jobs: PriorityQueue
 ) -> None:
+    ssn = state.ssn
     stmt = Statement(ssn)
+    # "fits nowhere" answers learnt while this statement held resources: stale on discard
+    learnt: list[tuple[Any, ...]] = []
     quota_blocked: Task | None = None
     while tasks:
         task = tasks.popleft()
@@ -318,14 +375,14 @@ def allocate_tasks(  # noqa: C901, PLR0912 - the loop of upstream allocate.go's 
         if job.task_has_fit_errors(task):
             continue
         key = (task.resreq, ssn.predicate_signature(task))
-        known = ssn.infeasible.get(key)
+        known = state.infeasible.get(key)
         if known is not None and known[0] == ssn.capacity_epoch:
             node, failures = None, known[1]
         else:
-            node, failures = choose_node(ssn, task)
+            node, failures = choose_node(state, task)
             if node is None:
-                ssn.infeasible[key] = (ssn.capacity_epoch, failures)
-                stmt.infeasible_keys.append(key)
+                state.infeasible[key] = (ssn.capacity_epoch, failures)
+                learnt.append(key)
         if node is None:
             job.fit_errors[task.name] = failures
             job.failed_roles.add(task.info.role)
@@ -346,11 +403,13 @@ def allocate_tasks(  # noqa: C901, PLR0912 - the loop of upstream allocate.go's 
             stmt.commit()
         elif not ssn.job_pipelined(job):
             stmt.discard()
+            for key in learnt:
+                state.infeasible.pop(key, None)
     if quota_blocked is not None:
         # Explained after the discard, so the queue's allocation no longer counts the job's
         # own tentative pods.
         quota = ssn.explain_allocatable(queue, quota_blocked)
-        job.reason = None if quota is None else f"{job_needs(job, ssn.needs_memo)}; {quota}"
+        job.reason = None if quota is None else f"{job_needs(job, state.needs_memo)}; {quota}"
         job.unplaced = quota is None
         job.quota_task = None if quota is None else quota_blocked
     if not job.counts.get(TaskStatus.PENDING):

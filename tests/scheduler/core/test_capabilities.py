@@ -6,6 +6,7 @@ import types
 import pytest
 
 from scheduler.core import plugins
+from scheduler.core.actions.allocate import AllocateState
 from scheduler.core.config import default_conf, parse_conf
 from scheduler.core.cycle import open_session, run_cycle
 from scheduler.core.plugins._quota import new_attr
@@ -45,12 +46,12 @@ def test_an_undeclared_scorer_turns_the_class_shortcut_off():
     """A scorer that says nothing about itself may look at anything: every node is scored."""
     ssn = _session([{"plugins": [{"name": "gang"}, {"name": "binpack"}, {"name": "mine"}]}])
     task = ssn.tasks["p0"]
-    assert ssn.class_equivalent(task)
+    assert AllocateState(ssn).class_equivalent(task)
     ssn.add_fn("node_order", "mine", lambda task, node: 0.0)
     assert not ssn.scorers_state_only()
-    assert not ssn.class_equivalent(task)
+    assert not AllocateState(ssn).class_equivalent(task)
     ssn.add_fn("node_order", "mine", lambda task, node: 0.0, state_only=True)
-    assert ssn.class_equivalent(task)
+    assert AllocateState(ssn).class_equivalent(task)
 
 
 def test_a_predicate_reading_other_pods_turns_the_class_shortcut_off_while_enabled():
@@ -59,7 +60,7 @@ def test_a_predicate_reading_other_pods_turns_the_class_shortcut_off_while_enabl
     )
     task = ssn.tasks["p0"]
     ssn.add_fn("predicate", "mine", lambda task, node: None, reads_pods=True)
-    assert not ssn.class_equivalent(task)
+    assert not AllocateState(ssn).class_equivalent(task)
     off = [
         {
             "plugins": [
@@ -71,7 +72,7 @@ def test_a_predicate_reading_other_pods_turns_the_class_shortcut_off_while_enabl
     ]
     ssn = _session(off)
     ssn.add_fn("predicate", "mine", lambda task, node: None, reads_pods=True)
-    assert ssn.class_equivalent(ssn.tasks["p0"])
+    assert AllocateState(ssn).class_equivalent(ssn.tasks["p0"])
 
 
 def test_the_predicates_plugin_declares_pods_with_anti_affinity():
@@ -84,10 +85,10 @@ def test_the_predicates_plugin_declares_pods_with_anti_affinity():
     }
     tiers = [{"plugins": [{"name": "gang"}, {"name": "predicates"}, {"name": "binpack"}]}]
     plain = _session(tiers)
-    assert plain.class_equivalent(plain.tasks["p0"])
+    assert AllocateState(plain).class_equivalent(plain.tasks["p0"])
     running = make_job("r", "q", [make_task("r0", status="Running", node="n0", affinity=anti)])
     repelled = _session(tiers, running, make_job("p", "q", [make_task("p0")], 1))
-    assert not repelled.class_equivalent(repelled.tasks["p0"])
+    assert not AllocateState(repelled).class_equivalent(repelled.tasks["p0"])
 
 
 class _Shares:

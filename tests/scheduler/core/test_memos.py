@@ -62,14 +62,14 @@ class _Forgetful(dict):
         return default
 
 
-def _forget(monkeypatch, attribute: str) -> None:
-    init = Session.__init__
+def _forget(monkeypatch, attribute: str, owner=Session) -> None:
+    init = owner.__init__
 
     def forgetful_init(self, *args, **kwargs):
         init(self, *args, **kwargs)
         setattr(self, attribute, _Forgetful())
 
-    monkeypatch.setattr(Session, "__init__", forgetful_init)
+    monkeypatch.setattr(owner, "__init__", forgetful_init)
 
 
 def _counting(monkeypatch, owner, name: str) -> list[int]:
@@ -139,7 +139,7 @@ def test_infeasible_cache_decides_like_trying_every_node(monkeypatch):
         monkeypatch,
         default_conf(),
         (allocate, "choose_node"),
-        lambda patch: _forget(patch, "infeasible"),
+        lambda patch: _forget(patch, "infeasible", allocate.AllocateState),
     )
     assert saved > 0
 

@@ -7,6 +7,7 @@ import random
 import pytest
 
 from scheduler.core.actions.allocate import (
+    AllocateState,
     _choose_by_class,
     fits_future,
     fits_idle,
@@ -51,9 +52,10 @@ def test_class_choice_matches_full_scan(seed):
     )
     pending = make_job("p", "q", [make_task(f"p-{g}", gpu=g) for g in (1, 2, 3, 4, 6, 8)], 99)
     ssn = open_session(Snapshot(nodes, (make_queue("q"),), running + (pending,)), default_conf())
+    state = AllocateState(ssn)
     for task in ssn.jobs["p"].tasks.values():
-        assert ssn.class_equivalent(task)
-        by_class, class_failures = _choose_by_class(ssn, task)
+        assert state.class_equivalent(task)
+        by_class, class_failures = _choose_by_class(state, task)
         by_scan, scan_failures = _full_scan(ssn, task)
         assert (by_class and by_class.name) == (by_scan and by_scan.name)
         assert class_failures == scan_failures

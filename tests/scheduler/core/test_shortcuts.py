@@ -5,6 +5,7 @@ import json
 import pytest
 
 from scheduler.__main__ import main
+from scheduler.core.actions.allocate import AllocateState
 from scheduler.core.config import default_conf
 from scheduler.core.cycle import run_cycle, run_cycle_timed
 from scheduler.core.session import Session
@@ -103,7 +104,7 @@ def test_class_shortcuts_decide_like_a_full_node_scan(monkeypatch, seed, running
     """Label-free classes and memoised class answers vs every node checked and scored."""
     snapshot = _varied_snapshot(seed, running)
     fast = run_cycle(snapshot, default_conf())
-    monkeypatch.setattr(Session, "class_equivalent", lambda self, task: False)
+    monkeypatch.setattr(AllocateState, "class_equivalent", lambda self, task: False)
     assert run_cycle(snapshot, default_conf()) == fast
 
 
@@ -177,5 +178,5 @@ def test_topology_shortcut_decides_like_a_full_node_scan(monkeypatch, seed, runn
     snapshot = _many_domains_snapshot(seed, running)
     fast = run_cycle(snapshot, default_conf())
     assert fast.binds  # the comparison must cover placements, not only pending jobs
-    monkeypatch.setattr(Session, "class_equivalent", lambda self, task: False)
+    monkeypatch.setattr(AllocateState, "class_equivalent", lambda self, task: False)
     assert run_cycle(snapshot, default_conf()) == fast

@@ -149,3 +149,22 @@ def test_a_cycle_records_refused_changes_on_its_run(nlp_queue):
     assert cycle.error.startswith("1 job status change(s) refused by the job lifecycle")
     assert f"job {job.pk}: a quarantined job cannot " in cycle.error
     assert Job.objects.get(pk=job.pk).status == Job.Status.QUARANTINED
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("started", "expected"), [(None, AT), (EARLIER, EARLIER)])
+def test_a_job_whose_pods_all_succeeded_unseen_running_succeeds_with_a_start(
+    nlp_queue, started, expected
+):
+    job = JobFactory(
+        queue=nlp_queue, status=Job.Status.ADMITTED, min_available=1, started_at=started
+    )
+    placement = PlacementFactory(task__job=job, state=Placement.State.BOUND, started_at=EARLIER)
+    pod = ObservedPod(placement.pod_name, "gpu-jobs", placement.node_name, "Succeeded", exit_code=0)
+    transitions = CycleTransitions()
+
+    cluster_observe(pods=[pod], now=AT, transitions=transitions)
+
+    job.refresh_from_db()
+    assert (job.status, job.started_at, job.finished_at) == ("succeeded", expected, AT)
+    assert transitions.refused == {}

@@ -9,6 +9,8 @@ from __future__ import annotations
 import kmock
 import pytest
 from django.test import override_settings
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from portal.cluster.models import Placement
 from portal.cluster.namespaces import NAMESPACE_MISSING, job_namespaces
@@ -268,3 +270,55 @@ def test_a_namespace_gone_before_the_create_requeues_the_job_instead_of_failing_
     resnet.refresh_from_db()
     assert resnet.status == Job.Status.PENDING
     assert resnet.pending_reason.startswith("namespace gpu-vision does not exist")
+
+
+def test_a_namespace_being_deleted_counts_as_missing(
+    tenants_cluster, kube_cycle, alice, vision_queue
+):
+    cluster = tenants_cluster
+    for namespace in ("gpu-jobs", "gpu-vision"):
+        cluster.add_namespace(namespace)
+    cluster.on_loop(
+        lambda: cluster.store.patch(
+            "namespaces", None, "gpu-vision", {"status": {"phase": "Terminating"}}, validate=False
+        )
+    )
+    with override_settings(**PER_TENANT):
+        resnet = submit_job(alice, vision_queue, "resnet", gpus=1)
+        kube_cycle()
+    resnet.refresh_from_db()
+    assert resnet.pending_reason.startswith("namespace gpu-vision does not exist")
+    assert creates_in(served(cluster), "gpu-vision") == []
+
+
+def test_a_tenant_namespace_that_refuses_the_portal_does_not_stop_the_others(
+    namespaced, backend, kube_cycle, alice, nlp_queue, monkeypatch
+):
+    """vision's namespace exists, but an admin has not applied the portal's Roles there: every
+    list of the portal's objects in it answers 403. nlp's jobs are scheduled all the same."""
+
+    def refusing(real):
+        def call(self_or_namespace, *args, **kwargs):
+            namespace = (
+                args[0]
+                if isinstance(self_or_namespace, client.NetworkingV1Api)
+                else self_or_namespace
+            )
+            if namespace == "gpu-vision":
+                raise ApiException(status=403, reason="Forbidden")
+            return real(self_or_namespace, *args, **kwargs)
+
+        return call
+
+    for name in ("list_namespaced_config_map", "list_namespaced_service"):
+        monkeypatch.setattr(backend.core_v1, name, refusing(getattr(backend.core_v1, name)))
+    monkeypatch.setattr(
+        client.NetworkingV1Api,
+        "list_namespaced_network_policy",
+        refusing(client.NetworkingV1Api.list_namespaced_network_policy),
+    )
+    with override_settings(**PER_TENANT):
+        bert = submit_job(alice, nlp_queue, "bert", replicas=2, gpus=2)
+        for _ in range(2):
+            kube_cycle()
+    assert running(namespaced, bert, "gpu-nlp")

@@ -172,10 +172,10 @@ SCHEDULED = frozenset(status for status, events in TRANSITIONS.items() if E.QUAR
 
 def transition(status: str, event: Event) -> Transition:
     """What `event` does to a job in `status`; IllegalTransition when it may not happen."""
-    try:
-        return TRANSITIONS[Status(status)][event]
-    except (KeyError, ValueError):
-        raise IllegalTransition(status, event) from None
+    change = TRANSITIONS.get(status, {}).get(event)  # type: ignore[call-overload]
+    if change is None:
+        raise IllegalTransition(status, event)
+    return change
 
 
 def allows(status: str, event: Event) -> bool:

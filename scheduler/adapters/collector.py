@@ -8,7 +8,8 @@ its first pass finds only the result.
 
 The pause is the caller's choice, not the core's: ``gc`` is process-wide state, and the quota
 preview runs the core inside a web request, where other threads' garbage must still be
-collected. The cycle worker, the benchmark and the replays pause it; the web process never does.
+collected. The cycle worker, `python -m scheduler bench` and the queue replay pause it; the web
+process never does.
 """
 
 from __future__ import annotations

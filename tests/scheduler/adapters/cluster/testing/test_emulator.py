@@ -437,3 +437,24 @@ def test_a_kubelet_told_to_refuse_a_resource_rejects_pods_asking_for_it(cluster,
     rejected = status_of(api, "gpu")
     assert (rejected.phase, rejected.reason) == ("Failed", "OutOfnvidia.com/gpu")
     assert status_of(api, "cpu-only").phase == "Running"
+
+
+def test_a_long_running_emulator_keeps_a_bounded_request_log_and_still_answers():
+    """The process the benchmarks and the smoke script run: kmock matches each request by
+    scanning its log, so the log is kept short there."""
+    from scheduler.adapters.cluster.testing.emulator import EmulatedCluster
+
+    emulated = EmulatedCluster(request_log_limit=4)
+    try:
+        configuration = client.Configuration(host=emulated.url)
+        configuration.retries = False
+        api = client.CoreV1Api(client.ApiClient(configuration))
+        for index in range(30):
+            api.create_namespaced_config_map(NS, {"metadata": {"name": f"cm-{index}"}})
+        assert api.read_namespaced_config_map("cm-29", NS).metadata.name == "cm-29"
+        assert api_error(api.read_namespaced_config_map, "cm-30", NS).status == 404
+        assert len(api.list_namespaced_config_map(NS).items) == 30
+        logged = emulated.on_loop(lambda: len(emulated.handler._requests))
+        assert logged <= 2 * 4 + 1
+    finally:
+        emulated.close()

@@ -13,6 +13,7 @@ from portal.queues.preview import current_demand, queue_preview, tenant_preview
 from portal.scheduling.mapping import capacity_nodes, device_memory_mib
 from scheduler.adapters.snapshot import snapshot_build
 from scheduler.core.config import DEFAULT_CONF_TEXT
+from scheduler.core.cycle import run_cycle
 from tests.factories import (
     JobFactory,
     JobTaskFactory,
@@ -143,3 +144,21 @@ def test_demand_counts_gpu_memory_requests_as_the_cycle_does(world, nlp_queue):
     # Pending: 3 x 1 GPU, and 2 x 12 GiB of the smallest card (40 GiB): 2 x 0.3 of one.
     assert bundle.index.pending_gpus[nlp_queue.name] == pytest.approx(3.6)
     assert demand[nlp_queue.name].get("gpu") == pytest.approx(3.6)
+
+
+@pytest.mark.parametrize("conf", [None, FLAT_CONF], ids=["tree", "flat"])
+def test_the_preview_shows_the_shares_the_cycle_computes(world, nlp_queue, vision_queue, conf):
+    if conf is not None:
+        SchedulerConfigFactory(text=conf, active=True)
+    # More than the cluster holds, so weights, guarantees and caps decide the shares.
+    for queue in (nlp_queue, vision_queue, Queue.objects.get(name="nlp-dev")):
+        JobTaskFactory(job=JobFactory(queue=queue), replicas=4, gpus=8)
+    bundle = snapshot_build(now=NOW)
+    cycle = run_cycle(bundle.snapshot, bundle.conf).queues
+    rows = queue_preview(queue=nlp_queue, changes={})
+    assert rows
+    for row in rows:
+        node = f"tenant/{row.name}" if row.kind == "tenant" else row.name
+        expected = float(cycle[node].deserved.get("gpu")) if node in cycle else 0.0
+        assert row.deserved_now == pytest.approx(expected), node
+        assert row.deserved_after == row.deserved_now

@@ -225,7 +225,11 @@ def test_with_a_namespace_per_tenant_the_render_goes_to_the_tenants_namespace():
     with override_settings(**PER_TENANT):
         rendered = job_render(_load(TF), tenant_of={"default": "vision"}.get)
         assert _namespaces(rendered.objects) == {"gpu-vision"}
-        assert {o["metadata"]["labels"]["gpuportal.io/tenant"] for o in rendered.objects if o["kind"] == "Pod"} == {"vision"}
+        assert {
+            o["metadata"]["labels"]["gpuportal.io/tenant"]
+            for o in rendered.objects
+            if o["kind"] == "Pod"
+        } == {"vision"}
         assert not any("namespace of its own" in w for w in rendered.warnings)
 
         unknown = job_render(_load(TF), tenant_of=lambda queue: None)
@@ -240,7 +244,9 @@ def test_with_a_namespace_per_tenant_the_render_goes_to_the_tenants_namespace():
 
 
 @pytest.mark.django_db
-def test_the_api_renders_into_the_namespace_of_a_queue_the_caller_may_see(researcher, nlp_queue, vision_queue):
+def test_the_api_renders_into_the_namespace_of_a_queue_the_caller_may_see(
+    researcher, nlp_queue, vision_queue
+):
     api = APIClient()
     api.force_authenticate(researcher)
     data = _load(TF)

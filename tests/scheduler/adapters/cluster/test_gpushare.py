@@ -141,10 +141,7 @@ def test_the_reconciler_builds_a_shared_pod_on_the_card_the_core_picked(
         whole = submit_job(researcher, nlp_queue, "train", gpus=1)
         PlacementFactory(task=whole.tasks.get(), node=node, pod_name="whole", gpus=1,
                          gpu_milli=1000, gpu_devices=[0], state=Placement.State.BOUND)  # fmt: skip
-        pods = {
-            pod.name: pod
-            for pod in desired_pods(gpu_resource_of={"n1": "nvidia.com/gpu"})
-        }
+        pods = {pod.name: pod for pod in desired_pods(gpu_resource_of={"n1": "nvidia.com/gpu"})}
     shared, trainer = pods["shared"], pods["whole"]
     ids = "volcano.sh/vgpu-ids-new" if stack == "volcano" else "hami.io/vgpu-devices-allocated"
     assert shared.annotations[ids].startswith("GPU-1,NVIDIA,20480,25:")

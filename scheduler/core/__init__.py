@@ -10,7 +10,23 @@ Public API::
 
 Layout mirrors volcano-sh/volcano pkg/scheduler: ``session`` (framework/session.go and
 session_plugins.go), ``statement`` (framework/statement.go), ``actions/`` (actions/*), and
-``plugins/`` (plugins/*). Upstream sources read while writing it (volcano-sh/volcano, files as
+``plugins/`` (plugins/*).
+
+Framework rules (where this departs from upstream's shape, and why):
+
+- Plugins declare, the framework never names them: ``Session.add_fn`` takes what a plugin
+  declares about a hook (``session.Declared``: a scorer that depends only on the node's state,
+  a predicate that reads other pods or has a lasting part, an allocatable hook's explanation,
+  a preemptable hook that judges by the preemptor's job, the rescheduling pass), and a quota
+  plugin offers its per-queue figures (``add_queue_shares``). Plugin names appear only in the
+  registry (``plugins/__init__``) and the conf parser.
+- Per-action state: what allocate works out and memoises lives in ``allocate.AllocateState``,
+  made for each run (kube-scheduler's CycleState, owned by the action); the session keeps what
+  every action shares, and ``Session.cycle_state`` holds the explanations' memos at close.
+- Nodes keep their index current: every change of a node's books goes through a ``Node``
+  method that tells the ``NodeIndex`` (and its listeners) once.
+
+Upstream sources read while writing it (volcano-sh/volcano, files as
 stored in the reference index; commits where shown):
 
 - actions/allocate/allocate.go (0002b235 and the current two-gradient version),

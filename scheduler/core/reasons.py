@@ -66,7 +66,7 @@ def _free_blocks(ssn: Session, task: Task, name: str, size: float) -> tuple[int,
     """
     key = (ssn.predicate_signature(task), name, size)
     memo: dict[tuple[object, str, float], tuple[int, str]]
-    memo = ssn.__dict__.setdefault("_free_blocks_memo", {})
+    memo = ssn.cycle_state.get("reasons.free_blocks", dict)
     if key not in memo:
         usable = [n for n in ssn.node_list if ssn.predicate(task, n) is None]
         free = sorted((n.future_idle().get(name) for n in usable), reverse=True)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from functools import cmp_to_key
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from scheduler.core.config import SchedulerConf
 from scheduler.core.devices import DeviceLedger, GpuNeed, gpu_need, node_devices
@@ -37,6 +37,8 @@ from scheduler.core.types import (
 
 if TYPE_CHECKING:
     from scheduler.core.plugins._quota import QueueAttr
+
+_T = TypeVar("_T")
 
 DEFAULT_MAX_PODS = 110  # Kubernetes' default kubelet maxPods when a node states none
 
@@ -106,6 +108,24 @@ class QueueShares(Protocol):
         ...
 
     def share(self, queue: str) -> QueueAttr | None: ...
+
+
+class CycleState:
+    """What a part of the core keeps for the rest of the session under a key of its own, like
+    kube-scheduler's CycleState: the explanations' memos, filled at close. An action's own
+    state lives in the action (``allocate.AllocateState``), made for each run."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+
+    def get(self, key: str, factory: Callable[[], _T]) -> _T:
+        """The entry under ``key``, made by ``factory`` the first time."""
+        value = self._data.get(key)
+        if value is None:
+            value = self._data[key] = factory()
+        return cast(_T, value)
 
 
 @dataclass(slots=True)
@@ -217,6 +237,7 @@ class Session:
         # Tasks some predicate judges by the pod itself (not only its scheduling signature):
         # no class shortcut or signature-keyed cache may answer for them.
         self.unique_predicates: set[str] = set()
+        self.cycle_state = CycleState()
         self._build(snapshot)
         self.node_index = NodeIndex(self.node_list)
         for node in self.node_list:

@@ -55,8 +55,7 @@ def never_reason(ssn: Session, job: Job) -> str | None:
         need,
         tuple((t.resreq, ssn.predicate_signature(t), t.info.role) for t in tasks),
     )
-    memo: dict[tuple[object, ...], str | None]
-    memo = ssn.__dict__.setdefault("_never_memo", {})
+    memo: dict[tuple[object, ...], str | None] = ssn.cycle_state.get("verdict.never", dict)
     if key not in memo:
         memo[key] = _never(ssn, job, ssn.queues[job.queue], tasks, need)
     return memo[key]
@@ -101,7 +100,7 @@ def _shape(ssn: Session, task: Task) -> tuple[Any, ...]:
 def _node_fits(ssn: Session, tasks: list[Task]) -> dict[tuple[Any, ...], Fits]:
     """Per task shape: (nodes its placement rules allow, of those the ones whose allocatable
     holds one pod, why the others refuse it). Memoised per shape for the session."""
-    memo = ssn.__dict__.setdefault("_node_fits", {})
+    memo: dict[tuple[Any, ...], Fits] = ssn.cycle_state.get("verdict.node_fits", dict)
     out: dict[tuple[Any, ...], Fits] = {}
     for task in tasks:
         shape = _shape(ssn, task)
@@ -218,8 +217,7 @@ def _packing_sentence(
 
 def _capacity(ssn: Session, shape: tuple[Any, ...], request: Resources, holding: list[Any]) -> int:
     """How many pods of ``request`` the ``holding`` nodes hold at once (by allocatable)."""
-    memo: dict[tuple[object, ...], int]
-    memo = ssn.__dict__.setdefault("_capacity", {})
+    memo: dict[tuple[object, ...], int] = ssn.cycle_state.get("verdict.capacity", dict)
     if shape not in memo:
         by_kind = Counter(node.shape for node in holding)
         memo[shape] = sum(
@@ -400,7 +398,7 @@ def _holdings(ssn: Session, name: str) -> dict[str, list[tuple[float, str, float
     expected end, soonest first; built once per session and resource (read at close, when
     nothing moves any more)."""
     memo: dict[str, dict[str, list[tuple[float, str, float]]]]
-    memo = ssn.__dict__.setdefault("_holdings", {})
+    memo = ssn.cycle_state.get("verdict.holdings", dict)
     if name not in memo:
         ends = _expected_ends(ssn)
         by_queue: dict[str, list[tuple[float, str, float]]] = {}
@@ -418,10 +416,10 @@ def _holdings(ssn: Session, name: str) -> dict[str, list[tuple[float, str, float
 
 
 def _expected_ends(ssn: Session) -> dict[str, float]:
-    cached = ssn.__dict__.get("_expected_ends")
-    if cached is None:
-        cached = ssn.__dict__["_expected_ends"] = dict(ssn.snapshot.expected_ends)
-    return cached
+    ends: dict[str, float] = ssn.cycle_state.get(
+        "verdict.expected_ends", lambda: dict(ssn.snapshot.expected_ends)
+    )
+    return ends
 
 
 def _expected(ssn: Session, end: float) -> str:
@@ -447,7 +445,8 @@ def nodes_conclusion(ssn: Session, job: Job) -> str:
     biggest = max(pending, key=lambda t: (t.resreq.get(GPU), t.resreq.get(CPU)))
     name = GPU if biggest.resreq.get(GPU) > 0 else CPU
     key = (ssn.predicate_signature(biggest), name, biggest.resreq.get(name))
-    memo = ssn.__dict__.setdefault("_next_ends", {})
+    memo: dict[tuple[Any, ...], list[tuple[float, str, str]]]
+    memo = ssn.cycle_state.get("verdict.next_ends", dict)
     if key not in memo:
         found = []
         for node in ssn.node_list:
@@ -460,10 +459,10 @@ def nodes_conclusion(ssn: Session, job: Job) -> str:
                 if end is not None and task.status in ALLOCATED_STATUSES and task.resreq.get(name):
                     found.append((end, node.name, task.job))
         memo[key] = sorted(set(found))
-    for end, node, other in memo[key]:
+    for end, host, other in memo[key]:
         if other != job.name:
             return (
-                f"next to end on a node it may use: job {other} on {node} ({_expected(ssn, end)})"
+                f"next to end on a node it may use: job {other} on {host} ({_expected(ssn, end)})"
             )
     return ""
 

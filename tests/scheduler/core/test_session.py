@@ -125,3 +125,18 @@ def test_tasks_order_by_priority_then_natural_name():
     )
     order = ssn.sorted_tasks(list(ssn.jobs["j"].tasks.values()))
     assert [t.name for t in order] == ["z", "p-1", "p-2", "p-10"]
+
+
+def test_cycle_state_makes_an_entry_once_per_key_and_keeps_empty_ones():
+    from scheduler.core.session import CycleState
+
+    state, made = CycleState(), []
+
+    def factory():
+        made.append(1)
+        return {}
+
+    first = state.get("a", factory)
+    assert state.get("a", factory) is first
+    assert made == [1]  # an empty entry is kept, not made again
+    assert state.get("b", factory) is not first

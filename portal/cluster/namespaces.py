@@ -75,3 +75,14 @@ def placing_namespaces(tenant_of: dict[int, str]) -> dict[int, str]:
         job_id: placement_namespace(running[job_id]) if job_id in running else job_namespace(tenant)
         for job_id, tenant in tenant_of.items()
     }
+
+
+def namespace_settings_check(**kwargs: object) -> list:
+    """Django system check: KUBERNETES_NAMESPACE_PREFIX can start a namespace's name."""
+    from django.core import checks
+
+    try:
+        tenant_namespace("tenant", settings.KUBERNETES_NAMESPACE_PREFIX)
+    except ValueError as error:
+        return [checks.Error(str(error), id="cluster.E001")]
+    return []

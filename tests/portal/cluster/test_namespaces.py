@@ -155,3 +155,13 @@ def test_the_tenant_api_and_page_name_its_namespace(staff_client, nlp):
         page = staff_client.get(f"/tenants/{nlp.pk}/").content.decode()
         assert "<code>gpu-nlp</code>" in page
     assert staff_client.get(f"/api/v1/tenants/{nlp.pk}/").json()["namespace"] == "gpu-jobs"
+
+
+def test_a_bad_prefix_is_reported_at_start_by_the_system_checks():
+    from django.core.checks import run_checks
+
+    with override_settings(KUBERNETES_NAMESPACE_PREFIX="Team_"):
+        errors = [e for e in run_checks() if e.id == "cluster.E001"]
+    assert len(errors) == 1
+    assert "KUBERNETES_NAMESPACE_PREFIX" in errors[0].msg
+    assert not [e for e in run_checks() if e.id == "cluster.E001"]

@@ -8,8 +8,8 @@ whether every 2xx answer is in the database exactly once, and the CPU millisecon
 request of gunicorn, PostgreSQL, wrk and Redis (the figure to compare on a shared machine).
 See docs/load.md.
 
-    .venv/bin/python bench/api_load.py                       # 30 s, 50 connections
-    .venv/bin/python bench/api_load.py --duration 3 --connections 5 --workers 2
+    .venv/bin/python -m bench.api_load                       # 30 s, 50 connections
+    .venv/bin/python -m bench.api_load --duration 3 --connections 5 --workers 2
 """
 
 import argparse

@@ -1,12 +1,12 @@
 """Where the CPU of one job creation goes: the WSGI app in-process, no HTTP, no gunicorn.
 
-Creates a fresh PostgreSQL database, migrates and seeds it as bench/api_load.py does, then
+Creates a fresh PostgreSQL database, migrates and seeds it as bench.api_load does, then
 calls `portal.wsgi.application` directly with the production settings for --requests
 `POST /api/v1/jobs/` (same body as the load test), after a warm-up. Prints CPU ms and wall
 ms per request, SQL queries per request (with their statements), and, with --profile, the
 top functions by cumulative and own time (cProfile). See docs/load.md.
 
-    .venv/bin/python bench/api_profile.py --requests 500 --profile
+    .venv/bin/python -m bench.api_profile --requests 500 --profile
 """
 
 import argparse
@@ -21,11 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _cachegrind import instructions  # noqa: E402
-from api_load import (  # noqa: E402
+from bench._cachegrind import instructions
+from bench.api_load import (
+    ROOT,
     SEED,
     database_seeded,
     portal_env,
@@ -84,7 +82,10 @@ def instructions_per_request(argv: list[str], args: argparse.Namespace) -> None:
     database and Redis are not counted)."""
     rest = [arg for arg in argv if arg != "--instructions"]
     counts = [
-        instructions([sys.executable, __file__, *rest, "--requests", str(n)])
+        instructions(
+            [sys.executable, "-m", "bench.api_profile", *rest, "--requests", str(n)],
+            env={"PYTHONPATH": str(ROOT)},
+        )
         for n in (10, 10 + args.requests)
     ]
     print(
@@ -121,7 +122,6 @@ def main(argv: list[str] | None = None) -> None:  # noqa: C901, PLR0915 - a benc
         db=args.db, pg=pg, env=dict(os.environ), seed=SEED.format(queue="load-queue")
     )
 
-    sys.path.insert(0, str(ROOT))
     import warnings
 
     warnings.filterwarnings("ignore", message="No directory at")

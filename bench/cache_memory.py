@@ -1,6 +1,6 @@
 """Memory the watch cache keeps for a cluster's pods, measured with tracemalloc.
 
-    .venv/bin/python bench/cache_memory.py --nodes 5000 --foreign-pods 100000 --own-pods 600
+    .venv/bin/python -m bench.cache_memory --nodes 5000 --foreign-pods 100000 --own-pods 600
 
 Feeds the cache's list step the same objects the emulated API server serves (DaemonSet-like
 pods of other workloads, portal pods), drops the list, and prints what stays allocated: the
@@ -15,9 +15,6 @@ import json
 import os
 import sys
 import tracemalloc
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,11 +5,11 @@ with --cycles cycles after building the snapshot, and prints the difference per 
 --against DIR (another checkout, e.g. a `git worktree` of an older commit) it counts that
 checkout too and prints the ratio: how two versions compare, on a machine whose speed moves.
 
-    .venv/bin/python bench/core_instructions.py --nodes 1000 --jobs 10000
+    .venv/bin/python -m bench.core_instructions --nodes 1000 --jobs 10000
     git worktree add /tmp/old <commit>
-    .venv/bin/python bench/core_instructions.py --nodes 5000 --jobs 5000 --against /tmp/old
-    .venv/bin/python bench/core_instructions.py --tenants 5 --against /tmp/old  # tree vs flat
-    .venv/bin/python bench/core_instructions.py --with-plugin gpufrag  # its cost over the seed conf
+    .venv/bin/python -m bench.core_instructions --nodes 5000 --jobs 5000 --against /tmp/old
+    .venv/bin/python -m bench.core_instructions --tenants 5 --against /tmp/old  # tree vs flat
+    .venv/bin/python -m bench.core_instructions --with-plugin gpufrag  # its cost over the seed conf
 """
 
 import argparse
@@ -17,13 +17,12 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _cachegrind import instructions  # noqa: E402
+from bench._cachegrind import instructions
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # Builds the snapshot, then runs the cycles: the difference between two counts is the cycles'.
+# A script of its own, run from the checkout under test (argv[1]: this one or --against).
 _CYCLES = """
 import sys
 sys.path.insert(0, sys.argv[1])

@@ -12,8 +12,8 @@ the one `job_submit` stores) or --catch-up-timeout passes. Prints one JSON summa
 throughput, latency percentiles and statuses per kind of request, socket errors, and the
 accounting: every 201 stored exactly once, no duplicate names, no 5xx, caught up.
 
-    .venv/bin/python bench/load_mixed.py                     # 200 clients, 60 s
-    .venv/bin/python bench/load_mixed.py --clients 20 --duration 5
+    .venv/bin/python -m bench.load_mixed                     # 200 clients, 60 s
+    .venv/bin/python -m bench.load_mixed --clients 20 --duration 5
 """
 
 import argparse
@@ -27,9 +27,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from api_load import (  # noqa: E402
+from bench.api_load import (
     VENV_BIN,
     WRK_DONE,
     CpuMeter,

@@ -1,9 +1,9 @@
 """Compare the portal's login lock with django-axes on the same attacks, and what each costs.
 
-    .venv/bin/python bench/login_lock_compare.py --impl portal
+    .venv/bin/python -m bench.login_lock_compare --impl portal
     pip install --target /tmp/axes-try django-axes   # axes is not a dependency of the portal
-    PYTHONPATH=/tmp/axes-try .venv/bin/python bench/login_lock_compare.py --impl axes
-    PYTHONPATH=/tmp/axes-try .venv/bin/python bench/login_lock_compare.py --impl axes-defaults
+    PYTHONPATH=/tmp/axes-try .venv/bin/python -m bench.login_lock_compare --impl axes
+    PYTHONPATH=/tmp/axes-try .venv/bin/python -m bench.login_lock_compare --impl axes-defaults
 
 Both run on the test settings (SQLite in a temporary folder, local-memory cache), limit 5
 failures per (username, address) in 15 minutes, the same username normalisation and client
@@ -27,8 +27,6 @@ import time
 import types
 from datetime import timedelta
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 LIMIT = 5
 PASSWORD = "correct-horse-battery-staple"

@@ -1,7 +1,7 @@
 """What request metrics cost: the portal's own middleware (prometheus-client) against
 django-prometheus, on the same request, in-process (no network, no database).
 
-    .venv/bin/python bench/metrics_overhead.py --requests 3000 --rounds 5
+    .venv/bin/python -m bench.metrics_overhead --requests 3000 --rounds 5
 
 Each variant runs in a fresh process with the test settings: `none` (no request metrics),
 `portal` (portal.ops.metrics.RequestMetricsMiddleware), `django-prometheus` (its Before/After
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     for variant in VARIANTS:
         out = subprocess.run(
-            [sys.executable, __file__, "--variant", variant, "--requests", str(args.requests),
+            [sys.executable, "-m", "bench.metrics_overhead", "--variant", variant, "--requests", str(args.requests),
              "--rounds", str(args.rounds)],
             cwd=ROOT, capture_output=True, text=True, check=False,
         )  # fmt: skip
@@ -103,5 +103,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     sys.exit(main())

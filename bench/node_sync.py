@@ -2,7 +2,7 @@
 without the per-backend memo of what was last synced.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/portal_bench \\
-        .venv/bin/python bench/node_sync.py --nodes 5000 --changed 5
+        .venv/bin/python -m bench.node_sync --nodes 5000 --changed 5
 
 Empties the database's node table, syncs --nodes observed nodes once, then times --rounds
 syncs of the same nodes ("steady") and of nodes where --changed of them report a different
@@ -18,9 +18,7 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 GiB = 1024**3
 
 

@@ -2,7 +2,7 @@
 
     createdb -h 127.0.0.1 -U postgres portal_retention
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/portal_retention \\
-        .venv/bin/python bench/retention.py --days 365 --queues 50 --keep-days 35
+        .venv/bin/python -m bench.retention --days 365 --queues 50 --keep-days 35
 
 Seeds one sample per queue per minute for --days (one INSERT ... SELECT over generate_series),
 builds the hour and day rollups, then runs retention twice: the first run works off the whole
@@ -21,9 +21,6 @@ import os
 import sys
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """A synthetic day (or H hours) on the demo cluster, through the real scheduling cycle.
 
 `python -m scheduler soak --hours H --seed S [--conf FILE] [--step SECONDS]` (the command sets
-up a throwaway SQLite database and calls `soak`; see scheduler/cli/soak.py). Each step of the
+up a throwaway SQLite database and calls `soak`; see bench/cli/soak.py). Each step of the
 simulated clock: the jobs that arrive are submitted through `job_submit`, impatient pending
 jobs are cancelled through `job_cancel`, one node goes away for a while (its pods vanish, the
 inventory marks it unschedulable) and comes back, and one cycle runs:

@@ -1,11 +1,14 @@
-"""``python -m scheduler <command>``: a thin dispatcher; each command lives in scheduler.cli."""
+"""``python -m scheduler <command>``: a thin dispatcher. `scenario` (the Volcano compatibility
+scenarios) lives in scheduler.cli; the benchmark and replay commands live in the bench package
+(bench/cli), which only this entry point imports."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from scheduler.cli import bench, replay_openb, replay_queues, scenario, soak
+from bench.cli import bench, replay_openb, replay_queues, soak
+from scheduler.cli import scenario
 
 COMMANDS = (scenario, replay_openb, replay_queues, bench, soak)
 

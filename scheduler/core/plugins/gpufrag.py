@@ -4,7 +4,7 @@ Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing Workloads with Fra
 Gradient Descent", USENIX ATC '23; the measure follows the authors' simulator
 (hkust-adsl/kubernetes-scheduler-simulator, Apache-2.0: pkg/utils/frag.go GetTypicalPods,
 NodeGpuShareFragAmount, FragAmountSumExceptQ3; pkg/simulator/plugin/fgd_score.go), the same
-definitions as the replay's numpy reference (scheduler/replay/fragmentation.py).
+definitions as the replay's numpy reference (bench/replay/fragmentation.py).
 
 A node's fragmentation is the expected number of its idle milli-GPUs that a pod drawn from the
 workload's typical pods could not use: per typical pod type (popularity p), all idle milli when

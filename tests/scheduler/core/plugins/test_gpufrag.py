@@ -10,7 +10,7 @@ from scheduler.core.cycle import run_cycle
 from scheduler.core.plugins import gpufrag
 from scheduler.core.plugins.gpufrag import Fragmentation, TypicalPods, fgd_score
 from scheduler.core.scenario import load_scenario, result_to_dict
-from scheduler.replay.fragmentation import node_frag, typical_pods
+from bench.replay.fragmentation import node_frag, typical_pods
 
 GI = 1024**3
 

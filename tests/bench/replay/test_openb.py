@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
+from bench.replay import openb
+from bench.replay.fragmentation import access_matrix, node_frag, typical_pods
 from scheduler.core.plugins.binpack import resource_binpacking_score
-from scheduler.replay import openb
-from scheduler.replay.fragmentation import access_matrix, node_frag, typical_pods
 
 
 def cluster(ngpu=(8, 2), cpu=64000, mem=262144, models=("V100", "T4")):

@@ -1,6 +1,6 @@
 import pytest
 
-from scheduler.replay import queues
+from bench.replay import queues
 
 
 def job(name, submit, duration, gpus, queue="vc"):

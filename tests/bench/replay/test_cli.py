@@ -2,8 +2,8 @@ import json
 
 import pytest
 
+from bench.cli.replay_openb import parse_weights
 from scheduler.__main__ import main
-from scheduler.cli.replay_openb import parse_weights
 
 
 @pytest.mark.parametrize(

@@ -33,14 +33,14 @@ from pathlib import Path
 
 import numpy as np
 
-from scheduler.core.plugins.binpack import MAX_NODE_SCORE
-from scheduler.replay.fragmentation import (
+from bench.replay.fragmentation import (
     MILLI,
     TypicalPods,
     access_matrix,
     node_frag,
     typical_pods,
 )
+from scheduler.core.plugins.binpack import MAX_NODE_SCORE
 
 MAX_SPEC_CPU = 128000  # open-gpu-share utils MaxSpecCpu
 MAX_SPEC_GPU = 8000  # MaxSpecGpu
@@ -850,7 +850,7 @@ def _run_job(job):
     nodes_path, pods_path, policy, seed, inflate, tie_break, weights, engine = job
     cluster, pods = load_nodes(nodes_path), load_pods(pods_path)
     if engine == "core":
-        from scheduler.replay.core_engine import run_core
+        from bench.replay.core_engine import run_core
 
         return run_core(cluster, pods, policy, seed, inflate, weights)
     return run_one(cluster, pods, policy, seed, inflate, tie_break, weights)

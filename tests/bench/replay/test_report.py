@@ -2,7 +2,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from scheduler.replay import report
+from bench.replay import report
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -1,4 +1,4 @@
-"""bench/load_mixed.py in a 5-second, 20-client run: accounting, not throughput.
+"""bench.load_mixed in a 5-second, 20-client run: accounting, not throughput.
 
 Gunicorn, PostgreSQL, Redis and a real Celery worker and beat: every acknowledged submission
 is stored exactly once, nothing answers 5xx, and the scheduler gives every job a decision
@@ -8,14 +8,12 @@ deleted, so give it a database no running worker uses).
 """
 
 import os
-from pathlib import Path
 
 import pytest
 
-from tests.portal.api.test_load_script import NEEDS_WRK_AND_POSTGRES, bench_script
+from bench import load_mixed
+from tests.bench.test_api_load import NEEDS_WRK_AND_POSTGRES
 
-ROOT = Path(__file__).resolve().parents[3]
-SCRIPT = ROOT / "bench" / "load_mixed.py"
 REDIS_URL = os.environ.get(
     "LOAD_TEST_REDIS_URL", os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/15"
 )
@@ -38,7 +36,7 @@ pytestmark = [
 
 
 def test_short_mixed_load_loses_nothing_and_the_scheduler_catches_up() -> None:
-    summary = bench_script(SCRIPT).run(
+    summary = load_mixed.run(
         [
             "--clients",
             "20",

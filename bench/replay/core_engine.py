@@ -25,15 +25,8 @@ import time
 
 import numpy as np
 
-from scheduler.core.actions.allocate import AllocateState, choose_node
-from scheduler.core.config import parse_conf
-from scheduler.core.cycle import open_session
-from scheduler.core.plugins.gpufrag import Fragmentation, TypicalPods
-from scheduler.core.resources import CPU, GPU, MEMORY, PODS, Resources
-from scheduler.core.statement import Statement
-from scheduler.core.types import GpuDevice, JobInfo, NodeInfo, QueueInfo, Snapshot, TaskInfo
-from scheduler.replay.fragmentation import MILLI
-from scheduler.replay.openb import (
+from bench.replay.fragmentation import MILLI
+from bench.replay.openb import (
     BINPACK_WEIGHT,
     BINPACK_WEIGHTS,
     Cluster,
@@ -43,6 +36,13 @@ from scheduler.replay.openb import (
     arrival_order,
     node_rank,
 )
+from scheduler.core.actions.allocate import AllocateState, choose_node
+from scheduler.core.config import parse_conf
+from scheduler.core.cycle import open_session
+from scheduler.core.plugins.gpufrag import Fragmentation, TypicalPods
+from scheduler.core.resources import CPU, GPU, MEMORY, PODS, Resources
+from scheduler.core.statement import Statement
+from scheduler.core.types import GpuDevice, JobInfo, NodeInfo, QueueInfo, Snapshot, TaskInfo
 
 CORE_POLICIES = ("binpack", "gpufrag", "gpufrag-fill")
 _NO_POD_CAP = 10**9  # the trace's nodes state no pod limit

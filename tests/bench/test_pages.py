@@ -1,6 +1,6 @@
 import pytest
 
-from portal.dashboards.bench import seed
+from bench.pages import seed
 from portal.scheduling.models import QueueUsageRollup, QueueUsageSample
 
 pytestmark = pytest.mark.django_db
@@ -15,8 +15,8 @@ def test_seed_builds_usage_rollups(cluster):
 
 
 def test_seed_books_a_year_of_ledger_rows_and_every_page_answers(cluster):
+    from bench.pages import measure
     from portal.accounting.models import LedgerEntry
-    from portal.dashboards.bench import measure
 
     report = seed(n_jobs=40, days=1, n_queues=2, n_nodes=2)
     assert report["ledger_entries"] == LedgerEntry.objects.count() == 12 * 2 * 20

@@ -1,15 +1,12 @@
-"""bench/api_load.py in a 3-second, 5-connection run: every 201 is stored exactly once."""
+"""bench.api_load in a 3-second, 5-connection run: every 201 is stored exactly once."""
 
-import importlib.util
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-SCRIPT = ROOT / "bench" / "api_load.py"
+from bench import api_load
 
 
 def postgres_reachable() -> bool:
@@ -37,16 +34,8 @@ NEEDS_WRK_AND_POSTGRES = [
 pytestmark = NEEDS_WRK_AND_POSTGRES
 
 
-def bench_script(path: Path):
-    """A bench/ script loaded as a module (bench/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_short_load_run_accounts_for_every_created_job() -> None:
-    summary = bench_script(SCRIPT).run(
+    summary = api_load.run(
         [
             "--duration",
             "3",

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from scheduler.replay import openb
-from scheduler.replay.core_engine import conf_for, run_core
+from bench.replay import openb
+from bench.replay.core_engine import conf_for, run_core
 
 
 def _cluster(n=24, seed=0):

@@ -3,7 +3,7 @@ cluster through the real cycle code, on a simulated clock, against a throwaway d
 
 The database is a fresh SQLite file in a temporary folder (migrated, seeded with the demo),
 removed afterwards: the soak never touches the portal's own `var/` or DATABASE_URL. The run
-itself is research code and lives in bench/soak.py. Prints one JSON report; exit status 1
+itself is in bench/soak.py. Prints one JSON report; exit status 1
 when a target is missed.
 """
 
@@ -58,9 +58,7 @@ def run(args: argparse.Namespace) -> int:
         # One line per cycle on the log would drown the report (thousands of cycles).
         logging.disable(logging.INFO)
         call_command("migrate", verbosity=0)
-        root = Path(__file__).resolve().parents[2]
-        sys.path.insert(0, str(root))  # bench/ is research code beside the packages
-        from bench.soak import soak
+        from bench.soak import soak  # after django.setup(): it imports the models
 
         report = soak(hours=args.hours, seed=args.seed, step=args.step, conf_text=conf_text)
         from django.db import connections

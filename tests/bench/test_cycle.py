@@ -10,9 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.adapters.bench_cycle import comparison, others_usage, summary
+from bench.cycle import comparison, others_usage, summary
+from tests.scheduler.adapters import conftest as emulator
 
-ROOT = Path(__file__).resolve().parents[3]
+# The emulated Kubernetes API server of the adapters' tests, as fixtures of this module (its
+# `cluster` shadows the suite's simulated one).
+cluster, backend, sleeps = emulator.cluster, emulator.backend, emulator.sleeps
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_steady_figures_are_medians_of_the_cycles_after_the_first():

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from scheduler.replay import openb
+from bench.replay import openb
 
 TRACES = Path("/work/shared/traces/alibaba-openb")
 DEFAULT_SEED_COUNT = 10  # as published (seeds 42..51)
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     if args.engine == "core":
-        from scheduler.replay.core_engine import CORE_POLICIES
+        from bench.replay.core_engine import CORE_POLICIES
 
         if args.policy == "all":
             policies = CORE_POLICIES

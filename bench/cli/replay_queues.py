@@ -10,7 +10,7 @@ import time
 from datetime import date
 from pathlib import Path
 
-from scheduler.replay import queues
+from bench.replay import queues
 
 TRACES = Path("/work/shared/traces")
 # The first three days (1,963 jobs): they start at the trace's start, so no job submitted

@@ -154,7 +154,11 @@ def _redis_lock(name: str, ttl: float, max_hold: float | None) -> Iterator[Cycle
 class Heartbeat:
     """Renews a held Redis lock's expiry, one `beat()` every TTL / RENEWALS_PER_TTL.
 
-    Time comes from `clock` (monotonic seconds), so tests drive beats without sleeping.
+    The lock itself is redis-py's `Lock` (token-checked acquire, `reacquire` and release in
+    Lua). It renews nothing by itself and says nothing when the key is gone, so this loop is
+    ours: `reacquire` (the full TTL again; `extend` would add to what is left, or with
+    `replace_ttl` do the same) and LockNotOwnedError as the sign the lease is lost. Time
+    comes from `clock` (monotonic seconds), so tests drive beats without sleeping.
     """
 
     def __init__(

@@ -5,12 +5,12 @@ import random
 import numpy as np
 import pytest
 
+from bench.replay.fragmentation import node_frag, typical_pods
 from scheduler.core.config import ConfigError, parse_conf
 from scheduler.core.cycle import run_cycle
 from scheduler.core.plugins import gpufrag
 from scheduler.core.plugins.gpufrag import Fragmentation, TypicalPods, fgd_score
 from scheduler.core.scenario import load_scenario, result_to_dict
-from bench.replay.fragmentation import node_frag, typical_pods
 
 GI = 1024**3
 

@@ -364,7 +364,8 @@ class KubernetesBackend:
 
     def pod_log(self, name: str, namespace: str, tail: int) -> PodLog:
         """The pods/log subresource (the main container, its last `tail` lines) and the pod's
-        outcome; a pod that is gone has no log left (404 is an empty answer, not an error)."""
+        outcome; a pod that is gone has no log left, nor one that has not started (an empty
+        answer, not an error)."""
         try:
             pod = self._with_retries(
                 f"read pod {namespace}/{name}",
@@ -378,22 +379,33 @@ class KubernetesBackend:
             raise
         observed = observed_pod_from(pod)
         containers = [c.name for c in (pod.spec.containers or [])] if pod.spec else []
-        text = self._with_retries(
-            f"read log of pod {namespace}/{name}",
-            lambda: self.core_v1.read_namespaced_pod_log(
-                name,
-                namespace,
-                container=containers[0] if containers else None,
-                tail_lines=tail,
-                _request_timeout=self.request_timeout,
-            ),
-        )
+        reason = observed.reason
+        try:
+            text = self._with_retries(
+                f"read log of pod {namespace}/{name}",
+                lambda: self.core_v1.read_namespaced_pod_log(
+                    name,
+                    namespace,
+                    container=containers[0] if containers else None,
+                    tail_lines=tail,
+                    _request_timeout=self.request_timeout,
+                ),
+            )
+        except RefusedClusterError as exc:
+            if exc.status == 404:  # deleted since it was read
+                return PodLog(pod=name, lines=[])
+            # No log yet ("container "main" in pod "x" is waiting to start: ContainerCreating",
+            # "pod x does not have a host assigned"): the server's words say why when the
+            # pod's state does not.
+            if exc.status != 400:
+                raise
+            text, reason = "", reason or exc.message
         return PodLog(
             pod=name,
             lines=str(text or "").splitlines()[-tail:],
             phase=observed.phase,
             exit_code=observed.exit_code,
-            reason=observed.reason,
+            reason=reason,
         )
 
     # -- writes ------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ _DECLARED = {
     ),
 }
 _BINDING_PATH = re.compile(r"/api/v1/namespaces/[^/]+/pods/[^/]+/binding")
+_LOG_PATH = re.compile(r"/api/v1/namespaces/[^/]+/pods/[^/]+/log")
 _kmock_parse_path = kmock_parsing.parse_path
 
 
@@ -140,6 +141,10 @@ class StrictApiServer(kmock.KubernetesScaffold):
         ):
             self.fallback[action] << self._serve_result
         self.fallback["post", _BINDING_PATH] << self._serve_result
+        # A log is text, as the real server sends it (the client refuses other content types);
+        # ahead of the plain GET above.
+        text = kmock.headers({"Content-Type": "text/plain; charset=utf-8"})
+        (self.fallback**1)["get", _LOG_PATH] << text << self._serve_result
         self.fallback[kmock.action.WATCH] << self._serve_watch
 
     # -- requests ----------------------------------------------------------------------------
@@ -178,6 +183,8 @@ class StrictApiServer(kmock.KubernetesScaffold):
             if pending := self.bind_rejections.get(name or ""):
                 raise pending.pop(0)
             return store.bind(namespace or "", name or "", request.data)
+        if request.subresource == "log" and action == kmock.action.FETCH:
+            return store.log(namespace or "", name or "", dict(request.params))
         if action == kmock.action.LIST:
             return store.list(resource, namespace, dict(request.params))
         if action == kmock.action.FETCH:
@@ -435,6 +442,10 @@ class EmulatedCluster:
 
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
         self.on_loop(lambda: self.store.delete("pods", namespace, name, grace_seconds))
+
+    def write_log(self, namespace: str, name: str, lines: list[str], container: str = "") -> None:
+        """The pod's container (its first when none is named) writes `lines` to its log."""
+        self.on_loop(lambda: self.store.write_log(namespace, name, lines, container))
 
     def finish_pod(self, namespace: str, name: str, *, exit_code: int = 0) -> None:
         self.on_loop(lambda: self.store.finish((namespace, name), exit_code=exit_code))

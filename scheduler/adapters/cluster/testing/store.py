@@ -14,7 +14,11 @@ Strict where the portal's correctness depends on the server being strict, as the
 - a kubelet per Ready node moves bound pods Pending -> Running (-> Succeeded for `sleep N`),
   rejects pods that do not fit what its admitted pods leave (phase Failed, reason OutOf<res>),
   and reports image pull failures on demand (ErrImagePull, then ImagePullBackOff);
-- deleting an owner deletes its dependents (ownerReferences by uid), as the garbage collector does.
+- deleting an owner deletes its dependents (ownerReferences by uid), as the garbage collector does;
+- pods/log answers a container's output (what `write_log` put there) as text, with `tailLines`
+  and `container`, and refuses what the real server refuses: 404 for an unknown pod, 400 for an
+  unknown or unnamed container (in a pod of several), one not started yet, one never restarted
+  (`previous`), a pod not bound to a node.
 
 Namespaces are objects only once `namespaces_enforced` is set (EmulatedCluster.add_namespace):
 then creating into a namespace that does not exist answers 404 as a real server does; until
@@ -122,6 +126,8 @@ class ApiStore:
         self._admitted: set[Key] = set()
         self._pull_attempts: dict[Key, int] = {}
         self._dependents: dict[str, set[tuple[str, Key]]] = {}
+        # pod -> container -> the lines it wrote (the kubelet's log files): gone with the pod.
+        self.logs: dict[Key, dict[str, list[str]]] = {}
         self.listeners: list[Callable[[WatchEvent], None]] = []
         self.namespaces_enforced = False
 
@@ -276,6 +282,70 @@ class ApiStore:
         self._kubelet_work.add(key)
         self.tick()  # a kubelet whose containers stop on SIGTERM confirms right away
         return marked
+
+    # -- logs --------------------------------------------------------------------------------
+
+    def write_log(
+        self, namespace: str, name: str, lines: Iterable[str], container: str = ""
+    ) -> None:
+        """A container of the pod writes `lines` (its first container when none is named)."""
+        pod = self.get("pods", namespace, name)
+        container = container or _main_container(pod).get("name", "")
+        self.logs.setdefault((namespace, name), {}).setdefault(container, []).extend(lines)
+
+    def log(self, namespace: str, name: str, params: dict[str, str]) -> bytes:
+        """GET pods/{name}/log: as the API server answers it (pkg/registry/core/pod LogLocation,
+        then the kubelet): the text, or the Status it refuses with."""
+        pod = self.get("pods", namespace, name)
+        spec = pod.get("spec") or {}
+        names = [c.get("name", "") for c in spec.get("containers") or []]
+        init_names = [c.get("name", "") for c in spec.get("initContainers") or []]
+        container = params.get("container") or ""
+        if not container:
+            if len(names) != 1:
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    f"a container name must be specified for pod {name}, choose one of: "
+                    f"[{' '.join(names)}]",
+                )
+            container = names[0]
+        if container not in names and container not in init_names:
+            raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
+        if not spec.get("nodeName"):
+            raise ApiError(400, "BadRequest", f"pod {name} does not have a host assigned")
+        if params.get("previous") == "true":
+            raise ApiError(
+                400,
+                "BadRequest",
+                f'previous terminated container "{container}" in pod "{name}" not found',
+            )
+        statuses = {
+            status.get("name"): status.get("state") or {}
+            for kind in ("containerStatuses", "initContainerStatuses")
+            for status in (pod.get("status") or {}).get(kind) or []
+        }
+        state = statuses.get(container) or {}
+        if "running" not in state and "terminated" not in state:
+            waiting = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
+            raise ApiError(
+                400,
+                "BadRequest",
+                f'container "{container}" in pod "{name}" is waiting to start: {waiting}',
+            )
+        lines = self.logs.get((namespace, name), {}).get(container, [])
+        tail = params.get("tailLines")
+        if tail is not None:
+            try:
+                count = int(tail)
+            except ValueError as exc:
+                raise ApiError(400, "BadRequest", f"tailLines: invalid value {tail!r}") from exc
+            if count < 0:
+                raise ApiError(
+                    422, "Invalid", f"PodLogOptions: tailLines: must be >= 0 (got {count})"
+                )
+            lines = lines[len(lines) - count :] if count else []
+        return "".join(f"{line}\n" for line in lines).encode()
 
     def bind(self, namespace: str, name: str, body: Any) -> Raw:
         pod = self.get("pods", namespace, name)
@@ -444,17 +514,15 @@ class ApiStore:
                 pod,
                 {
                     "phase": "Pending",
-                    "containerStatuses": [
-                        _container_status(
-                            pod,
-                            {
-                                "waiting": {
-                                    "reason": reason,
-                                    "message": f'Back-off pulling image "{image}"',
-                                }
-                            },
-                        )
-                    ],
+                    "containerStatuses": _container_statuses(
+                        pod,
+                        {
+                            "waiting": {
+                                "reason": reason,
+                                "message": f'Back-off pulling image "{image}"',
+                            }
+                        },
+                    ),
                 },
             )
             return
@@ -466,9 +534,9 @@ class ApiStore:
                     pod,
                     {
                         "startTime": self.timestamp(),
-                        "containerStatuses": [
-                            _container_status(pod, {"waiting": {"reason": "ContainerCreating"}})
-                        ],
+                        "containerStatuses": _container_statuses(
+                            pod, {"waiting": {"reason": "ContainerCreating"}}
+                        ),
                     },
                 )
                 pod = self.table("pods")[key]
@@ -480,11 +548,9 @@ class ApiStore:
                     {
                         "phase": "Running",
                         "podIP": "10.0.0.1",
-                        "containerStatuses": [
-                            _container_status(
-                                pod, {"running": {"startedAt": self.timestamp()}}, ready=True
-                            )
-                        ],
+                        "containerStatuses": _container_statuses(
+                            pod, {"running": {"startedAt": self.timestamp()}}, ready=True
+                        ),
                     },
                 )
             return
@@ -509,7 +575,7 @@ class ApiStore:
         }
         phase = "Succeeded" if exit_code == 0 else "Failed"
         self._set_status(
-            key, pod, {"phase": phase, "containerStatuses": [_container_status(pod, state)]}
+            key, pod, {"phase": phase, "containerStatuses": _container_statuses(pod, state)}
         )
         self._kubelet_work.discard(key)
 
@@ -572,6 +638,7 @@ class ApiStore:
             self._kubelet_work.discard(key)
             self._admitted.discard(key)
             self._pull_attempts.pop(key, None)
+            self.logs.pop(key, None)
             node = (obj.get("spec") or {}).get("nodeName")
             if node:
                 self._pods_by_node.get(node, set()).discard(key)
@@ -765,16 +832,21 @@ def _container_state(pod: Raw) -> Raw:
     return statuses[0].get("state") or {}
 
 
-def _container_status(pod: Raw, state: Raw, *, ready: bool = False) -> Raw:
-    container = _main_container(pod)
-    return {
-        "name": container.get("name", "main"),
-        "image": container.get("image", ""),
-        "imageID": "",
-        "ready": ready,
-        "restartCount": 0,
-        "state": state,
-    }
+def _container_statuses(pod: Raw, state: Raw, *, ready: bool = False) -> list[Raw]:
+    """Every container of the pod in `state`: the emulated kubelet starts and stops them
+    together (the first one, the main container, decides the pod's outcome)."""
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    return [
+        {
+            "name": container.get("name", "main"),
+            "image": container.get("image", ""),
+            "imageID": "",
+            "ready": ready,
+            "restartCount": 0,
+            "state": state,
+        }
+        for container in containers
+    ]
 
 
 def _sleep_seconds(pod: Raw) -> float | None:

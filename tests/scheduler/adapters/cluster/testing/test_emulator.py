@@ -3,6 +3,7 @@ through the official client over HTTP."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -458,3 +459,81 @@ def test_a_long_running_emulator_keeps_a_bounded_request_log_and_still_answers()
         assert logged <= 2 * 4 + 1
     finally:
         emulated.close()
+
+
+def running_pod(cluster, api, name="logger", containers=("main",)):
+    gpu_node(cluster)
+    body = pod_body(name, node="gpu-a")
+    body["spec"]["containers"] = [
+        {"name": container, "image": "train:1"} for container in containers
+    ]
+    api.create_namespaced_pod(NS, body)
+    cluster.advance(1)
+    assert status_of(api, name).phase == "Running"
+    return name
+
+
+def test_pods_log_is_the_containers_text_with_tail_lines_and_container(cluster, api):
+    running_pod(cluster, api, containers=("main", "sidecar"))
+    cluster.write_log(NS, "logger", [f"step {index}" for index in range(5)], "main")
+    cluster.write_log(NS, "logger", ["proxy up"], "sidecar")
+
+    assert api.read_namespaced_pod_log("logger", NS, container="main") == "".join(
+        f"step {index}\n" for index in range(5)
+    )
+    assert api.read_namespaced_pod_log("logger", NS, container="main", tail_lines=2) == (
+        "step 3\nstep 4\n"
+    )
+    assert api.read_namespaced_pod_log("logger", NS, container="sidecar") == "proxy up\n"
+
+
+def test_pods_log_of_one_container_needs_no_name_and_may_be_empty(cluster, api):
+    running_pod(cluster, api)
+    assert api.read_namespaced_pod_log("logger", NS) == ""
+    cluster.write_log(NS, "logger", ["hello"])
+    assert api.read_namespaced_pod_log("logger", NS, tail_lines=10) == "hello\n"
+
+
+def test_pods_log_refuses_what_the_api_server_refuses(cluster, api):
+    running_pod(cluster, api, containers=("main", "sidecar"))
+    api.create_namespaced_pod(NS, pod_body("unbound"))
+
+    missing = api_error(api.read_namespaced_pod_log, "nope", NS)
+    assert missing.status == 404
+    unknown = api_error(api.read_namespaced_pod_log, "logger", NS, container="other")
+    assert (unknown.status, json.loads(unknown.body)["message"]) == (
+        400,
+        "container other is not valid for pod logger",
+    )
+    unnamed = api_error(api.read_namespaced_pod_log, "logger", NS)
+    assert (unnamed.status, json.loads(unnamed.body)["message"]) == (
+        400,
+        "a container name must be specified for pod logger, choose one of: [main sidecar]",
+    )
+    unbound = api_error(api.read_namespaced_pod_log, "unbound", NS)
+    assert (unbound.status, json.loads(unbound.body)["message"]) == (
+        400,
+        "pod unbound does not have a host assigned",
+    )
+    previous = api_error(api.read_namespaced_pod_log, "logger", NS, container="main", previous=True)
+    assert previous.status == 400
+
+
+def test_pods_log_of_a_container_not_started_is_refused_with_its_waiting_reason(cluster, api):
+    gpu_node(cluster)
+    cluster.fail_image_pull("missing:1")
+    api.create_namespaced_pod(NS, pod_body("pulling", node="gpu-a", image="missing:1"))
+    cluster.advance(1)
+
+    refused = api_error(api.read_namespaced_pod_log, "pulling", NS)
+    assert (refused.status, json.loads(refused.body)["message"]) == (
+        400,
+        'container "main" in pod "pulling" is waiting to start: ErrImagePull',
+    )
+
+
+def test_a_deleted_pods_log_is_gone(cluster, api):
+    running_pod(cluster, api)
+    cluster.write_log(NS, "logger", ["last words"])
+    cluster.delete_pod(NS, "logger", grace_seconds=0)
+    assert api_error(api.read_namespaced_pod_log, "logger", NS).status == 404

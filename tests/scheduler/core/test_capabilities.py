@@ -1,10 +1,13 @@
 """The framework acts on what plugins declare, never on which plugin registered a hook."""
 
+import ast
 import dataclasses
+import pathlib
 import types
 
 import pytest
 
+import scheduler.core
 from scheduler.core import plugins
 from scheduler.core.actions.allocate import AllocateState
 from scheduler.core.config import default_conf, parse_conf
@@ -206,3 +209,43 @@ def test_drf_declares_that_a_failed_preemptor_says_nothing_of_another_job_of_its
     result = run_cycle(Snapshot(nodes, (make_queue("q"),), (victim, a, b)), conf)
     assert [(p.task, p.node) for p in result.pipelined] == [("b0", "n1")]
     assert [(e.task, e.preemptor_task) for e in result.evictions] == [("v7", "b0")]
+
+
+# The framework's own modules: they read declarations, never plugin names or attributes.
+FRAMEWORK = ["session.py", "cycle.py", "statement.py", "verdict.py", "reasons.py", "actions"]
+# "rescheduling" is also a kind of eviction (preempt, reclaim, rescheduling, admin), which the
+# preempt action records for the evictions the rescheduling hook asks for.
+EVICTION_KINDS = {"rescheduling"}
+
+
+def _framework_sources():
+    root = pathlib.Path(scheduler.core.__file__).parent
+    for entry in FRAMEWORK:
+        path = root / entry
+        yield from sorted(path.glob("*.py")) if path.is_dir() else [path]
+
+
+def test_the_framework_names_no_plugin_and_probes_none():
+    names = set(plugins.PLUGINS) - {"mine", "a", "b", "myquota"}
+    found = []
+    for path in _framework_sources():
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            where = f"{path.name}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, ast.Constant) and node.value in names - EVICTION_KINDS:
+                found.append(f"{where} names plugin {node.value!r}")
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in (
+                "getattr",
+                "hasattr",
+            ):
+                found.append(f"{where} probes an attribute")
+            elif isinstance(node, ast.Attribute) and node.attr == "_enabled":
+                if path.name != "session.py":
+                    found.append(f"{where} calls the session's private _enabled")
+            elif isinstance(node, ast.Attribute) and node.attr == "plugins":
+                # the session declares the registry and the cycle fills it from the conf;
+                # nothing else looks a plugin up
+                declared = path.name == "session.py" and isinstance(node.ctx, ast.Store)
+                if not declared and path.name != "cycle.py":
+                    found.append(f"{where} reads plugins by name")
+    assert found == []

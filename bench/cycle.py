@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=(*BOTH, "both"), default="simulated")
     parser.add_argument("--foreign-pods", type=int, default=0, help="kubernetes: other pods")
     parser.add_argument("--churn", type=int, default=5, help="kubernetes: pods replaced per cycle")
+    parser.add_argument(
+        "--namespace-per-tenant",
+        action="store_true",
+        help="KUBERNETES_NAMESPACE_PER_TENANT: each tenant's jobs in a namespace of its own",
+    )
     args = parser.parse_args(argv)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.local")
@@ -76,7 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
+    from django.conf import settings
     from django.core.management import call_command
+
+    if args.namespace_per_tenant:
+        settings.KUBERNETES_NAMESPACE_PER_TENANT = True
 
     from portal.jobs.models import Job
 
@@ -159,7 +168,11 @@ def cluster(
         backend = SimulatedBackend(default_run_seconds=settings.SIMULATED_DEFAULT_RUN_SECONDS)
         yield backend, lambda: None, dict
         return
-    with emulated_api_server(args.nodes, args.foreign_pods) as kubeconfig:
+    from portal.cluster.namespaces import job_namespaces
+
+    # The namespaces a cluster admin would have made: every tenant's, and the shared one.
+    namespaces = sorted(job_namespaces()) if args.namespace_per_tenant else []
+    with emulated_api_server(args.nodes, args.foreign_pods, namespaces) as kubeconfig:
         yield from _kubernetes(kubeconfig, args)
 
 
@@ -167,6 +180,7 @@ def _kubernetes(kubeconfig: Path, args: argparse.Namespace) -> Iterator:
     from django.conf import settings
     from kubernetes import client, config
 
+    from portal.cluster.namespaces import job_namespaces
     from scheduler.adapters.cluster.kubernetes import KubernetesBackend
     from scheduler.adapters.cluster.labels import owned_selector
     from scheduler.adapters.cluster.testing.emulator import foreign_pod_object
@@ -177,6 +191,7 @@ def _kubernetes(kubeconfig: Path, args: argparse.Namespace) -> Iterator:
     backend = KubernetesBackend.from_configuration(
         configuration, settings.KUBERNETES_NAMESPACE, settings.GPU_RESOURCE_NAMES
     )
+    backend.namespaces = job_namespaces  # as backend_from_settings does
     # The first list of 100,000 pods can outlast the default wait on a loaded machine; a real
     # cycle would then fail with that reason and the next one find the cache ready.
     backend.cache = ClusterCache(
@@ -186,7 +201,10 @@ def _kubernetes(kubeconfig: Path, args: argparse.Namespace) -> Iterator:
         object_namespaces=(backend.namespace,),
         object_selector=owned_selector(backend.instance),
     )
-    figures: dict[str, Any] = {"foreign_pods": args.foreign_pods}
+    figures: dict[str, Any] = {
+        "foreign_pods": args.foreign_pods,
+        "namespace_per_tenant": settings.KUBERNETES_NAMESPACE_PER_TENANT,
+    }
     # Memory: RSS growth while the cache makes its first lists (the first list_nodes waits for
     # both). An upper bound: it includes the decoding's transient peak.
     first_read = backend.list_nodes
@@ -230,7 +248,9 @@ def _cache_counts(cache: Any) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def emulated_api_server(nodes: int, foreign_pods: int) -> Iterator[Path]:
+def emulated_api_server(
+    nodes: int, foreign_pods: int, namespaces: Sequence[str] = ()
+) -> Iterator[Path]:
     """The emulator in a process of its own, so serving does not share this one's GIL."""
     with tempfile.TemporaryDirectory(prefix="bench-cycle-") as folder:
         kubeconfig = Path(folder) / "kubeconfig"
@@ -240,7 +260,8 @@ def emulated_api_server(nodes: int, foreign_pods: int) -> Iterator[Path]:
         process = subprocess.Popen(  # noqa: S603 - our own module, fixed arguments
             [sys.executable, "-m", "scheduler.adapters.cluster.testing.emulator",
              "--port", str(port), "--kubeconfig", str(kubeconfig), "--nodes", str(nodes),
-             "--foreign-pods", str(foreign_pods)],
+             "--foreign-pods", str(foreign_pods),
+             *(["--namespaces", ",".join(namespaces)] if namespaces else [])],
             stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         try:

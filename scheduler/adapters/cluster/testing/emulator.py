@@ -656,6 +656,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpus", type=int, default=8, help="GPUs per node")
     parser.add_argument("--foreign-pods", type=int, default=0)
     parser.add_argument("--bookmark-seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--namespaces", default="", help="comma-separated: these exist, no other (404 elsewhere)"
+    )
     args = parser.parse_args(argv)
 
     # Nobody reads a long-running emulator's request log: keep a little of it, so answering
@@ -668,6 +671,8 @@ def main(argv: list[str] | None = None) -> int:
         timeout=None,  # 100,000 pods take a while on a loaded machine
     )
     cluster.on_loop(lambda: setattr(cluster.handler, "bookmark_seconds", args.bookmark_seconds))
+    for namespace in filter(None, args.namespaces.split(",")):
+        cluster.add_namespace(namespace)
     if args.kubeconfig:
         write_kubeconfig(args.kubeconfig, cluster.url)
     print(f"emulator: serving {cluster.url}", flush=True)

@@ -66,6 +66,7 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 _RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+_REFUSING_NAMESPACES: set[str] = set()  # warned about already (_job_objects_in)
 _PAGE_SIZE = 500
 
 
@@ -278,7 +279,11 @@ class KubernetesBackend:
         except RefusedClusterError as error:
             if error.status not in (403, 404):
                 raise
-            logger.warning("%s: skipped: %s", namespace, error)
+            # Once per process and namespace: a tenant's namespace may wait days for its
+            # admin, and the cycle asks every few seconds.
+            level = logging.DEBUG if namespace in _REFUSING_NAMESPACES else logging.WARNING
+            _REFUSING_NAMESPACES.add(namespace)
+            logger.log(level, "%s: skipped: %s", namespace, error)
             return None
 
     def owners_deleted(self) -> dict[str, str]:

@@ -11,6 +11,10 @@ volcano-sh/volcano pkg/scheduler/framework/session_plugins.go:
 - JobPipelined/JobEnqueueable: votes, a reject wins, a permit ends the walk at its tier;
 - JobStarving: every answering plugin of the first tier that answers must agree;
 - node order: the sum of every enabled plugin's score.
+
+Plugins register each hook with what they declare about it (``Declared``); the session's
+accessors answer from those declarations, so nothing here or in the actions asks which plugin
+registered a hook.
 """
 
 from __future__ import annotations
@@ -229,7 +233,6 @@ class Session:
         self.binds: list[Any] = []
         self.evictions: list[Any] = []
         self.pipelines: list[Any] = []
-        self.unknown_queue_jobs: list[Job] = []
         # Bumped whenever resources are given back, so cached "fits nowhere" answers expire.
         self.capacity_epoch = 0
         # Bumped by every tentative operation: "nothing changed since" checks compare it.
@@ -311,8 +314,6 @@ class Session:
                 if status in OCCUPYING_STATUSES:
                     self._place_existing(task, unassigned)
             self.jobs[jinfo.name] = job
-            if jinfo.queue not in self.queues:
-                self.unknown_queue_jobs.append(job)
         # Pods the snapshot gives no device indices get the lowest free ones, after every pod
         # with named devices is booked, in job order (deterministic).
         for task in unassigned:

@@ -23,6 +23,11 @@ NAMESPACE_MISSING = (
     "namespace {namespace} does not exist; ask the cluster admin to create it "
     "(python -m portal.cluster.rbac_for_tenant {tenant} | kubectl apply -f -)"
 )
+NAMESPACE_FORBIDDEN = (
+    "the portal may not work in namespace {namespace} (its Roles are not there); ask the "
+    "cluster admin to apply them (python -m portal.cluster.rbac_for_tenant {tenant} | "
+    "kubectl apply -f -)"
+)
 
 
 def job_namespace(tenant: str) -> str:

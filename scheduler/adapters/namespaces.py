@@ -8,6 +8,9 @@ are missing (one list of namespaces), leaves those jobs out of the snapshot, and
 the reason NAMESPACE_MISSING (written only when it changes). A namespace that disappears
 between that list and a create (404 "namespaces ... not found") requeues the job with the
 same reason instead of failing it: the admin's fix is the same, and the next cycle holds it.
+A namespace that exists but refused the backend's lists this cycle (403: the portal's Roles
+were not applied there) holds its jobs the same way, with NAMESPACE_FORBIDDEN: a create there
+would be refused too, and a refused create fails the job.
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ from django.conf import settings
 from django.db import transaction
 
 from portal.cluster.models import Placement
-from portal.cluster.namespaces import NAMESPACE_MISSING, placing_namespaces
+from portal.cluster.namespaces import (
+    NAMESPACE_FORBIDDEN,
+    NAMESPACE_MISSING,
+    placing_namespaces,
+)
 from portal.jobs.lifecycle import WAITING, Event, IllegalTransition, transition
 from portal.jobs.models import Job
 from scheduler.adapters.bulk import rows_update
@@ -38,7 +45,7 @@ def namespaces_hold(
     backend: ClusterBackend, *, now: datetime, fence: Callable[[], None] = lambda: None
 ) -> set[str]:
     """Keys (job ids as the snapshot has them) of the waiting jobs to leave out of this cycle
-    because their namespace does not exist. Only with a namespace per tenant (the shared one
+    because their namespace does not exist, or refused the backend's lists (no Roles there). Only with a namespace per tenant (the shared one
     is made with the portal's RBAC) and a backend that can tell; one that cannot answer this
     cycle holds nothing back (a create then says why)."""
     missing_of = getattr(backend, "namespaces_missing", None)
@@ -55,7 +62,12 @@ def namespaces_hold(
     except ClusterError as error:
         logger.warning("cannot tell which namespaces exist: %s", error)
         return set()
-    held = {job_id: namespace for job_id, namespace in where.items() if namespace in missing}
+    # Namespaces whose lists this cycle's backend was refused (403) exist without the
+    # portal's Roles: a create there would be refused too, and fail the job.
+    refusing = getattr(backend, "namespaces_refusing", set)() - missing
+    why = dict.fromkeys(missing, NAMESPACE_MISSING)
+    why |= dict.fromkeys(refusing, NAMESPACE_FORBIDDEN)
+    held = {job_id: namespace for job_id, namespace in where.items() if namespace in why}
     if not held:
         return set()
     with transaction.atomic():
@@ -67,7 +79,8 @@ def namespaces_hold(
         )
         rows = []
         for job_id in sorted(current):
-            reason = NAMESPACE_MISSING.format(namespace=held[job_id], tenant=tenant_of[job_id])
+            namespace = held[job_id]
+            reason = why[namespace].format(namespace=namespace, tenant=tenant_of[job_id])
             if current[job_id] != reason:
                 rows.append((job_id, reason, PendingKind.WAITS.value))
         rows_update(Job, ["pending_reason", "pending_kind"], rows, same={"pending_reason_at": now})

@@ -143,6 +143,7 @@ class KubernetesBackend:
         # jobs started under another setting): portal.cluster.namespaces.job_namespaces.
         self.namespaces: Callable[[], Iterable[str]] | None = None
         self._pod_namespaces: set[str] = set()  # where list_pods last found the portal's pods
+        self._refusing: set[str] = set()  # namespaces that answered 403 to this backend's lists
 
     @classmethod
     def from_config(
@@ -261,6 +262,11 @@ class KubernetesBackend:
         }
         return wanted - usable
 
+    def namespaces_refusing(self) -> set[str]:
+        """Namespaces that refused this backend's lists of the portal's objects (403): its
+        Roles are not there, so nothing of a job could be made there either."""
+        return set(self._refusing)
+
     def job_namespaces(self) -> list[str]:
         """Every namespace this instance's job objects may be in: the jobs namespace, the ones
         `namespaces` names, and wherever its pods and owner objects were last seen. Objects
@@ -279,6 +285,8 @@ class KubernetesBackend:
         except RefusedClusterError as error:
             if error.status not in (403, 404):
                 raise
+            if error.status == 403:
+                self._refusing.add(namespace)
             # Once per process and namespace: a tenant's namespace may wait days for its
             # admin, and the cycle asks every few seconds.
             level = logging.DEBUG if namespace in _REFUSING_NAMESPACES else logging.WARNING

@@ -13,7 +13,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from portal.cluster.models import Placement
-from portal.cluster.namespaces import NAMESPACE_MISSING, job_namespaces
+from portal.cluster.namespaces import NAMESPACE_FORBIDDEN, NAMESPACE_MISSING, job_namespaces
 from portal.jobs.models import Job
 from portal.jobs.services import job_cancel
 from portal.tenants.models import Membership
@@ -292,7 +292,7 @@ def test_a_namespace_being_deleted_counts_as_missing(
 
 
 def test_a_tenant_namespace_that_refuses_the_portal_does_not_stop_the_others(
-    namespaced, backend, kube_cycle, alice, nlp_queue, monkeypatch
+    namespaced, backend, kube_cycle, alice, nlp_queue, vision_queue, monkeypatch
 ):
     """vision's namespace exists, but an admin has not applied the portal's Roles there: every
     list of the portal's objects in it answers 403. nlp's jobs are scheduled all the same."""
@@ -319,6 +319,14 @@ def test_a_tenant_namespace_that_refuses_the_portal_does_not_stop_the_others(
     )
     with override_settings(**PER_TENANT):
         bert = submit_job(alice, nlp_queue, "bert", replicas=2, gpus=2)
+        resnet = submit_job(alice, vision_queue, "resnet", gpus=2)
         for _ in range(2):
             kube_cycle()
     assert running(namespaced, bert, "gpu-nlp")
+    # vision's job waits for the Roles instead of failing on a refused create.
+    resnet.refresh_from_db()
+    assert resnet.status == Job.Status.PENDING
+    assert resnet.pending_reason == NAMESPACE_FORBIDDEN.format(
+        namespace="gpu-vision", tenant="vision"
+    )
+    assert creates_in(served(namespaced), "gpu-vision") == []

@@ -116,6 +116,12 @@ def _check_index(ssn):
     """The incrementally kept index answers what one built afresh answers, and the members of
     each class are interchangeable (equal books, labels, taints, cards)."""
     kept, fresh = ssn.node_index, NodeIndex(ssn.node_list)
+    # every node under the key of its current state (a stale key in a one-node class would
+    # leave the partitions equal)
+    kept_keys = {i: key for key, i in kept._loose_ids.items()}
+    fresh_keys = {i: key for key, i in fresh._loose_ids.items()}
+    for node in ssn.node_list:
+        assert kept_keys[kept.loose.key_of[node.name]] == fresh_keys[fresh.loose.key_of[node.name]]
     for use_labels, split in ((True, None), (False, None), (False, _zone)):
         have = kept.class_representatives(use_labels, split)
         assert _partition(have) == _partition(fresh.class_representatives(use_labels, split))

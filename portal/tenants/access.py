@@ -4,7 +4,7 @@ from typing import Any
 
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 
 from portal.common.access import FORBIDDEN_ROLE, ROLE_LEAD, ROLE_MEMBER, AnyUser, is_site_admin
@@ -23,6 +23,16 @@ def _memberships(user: AnyUser) -> QuerySet[Membership]:
 def member_tenants(user: AnyUser) -> QuerySet[Tenant]:
     """Tenants the user belongs to in any role."""
     return Tenant.objects.filter(pk__in=_memberships(user).values("tenant_id"))
+
+
+def member_of(user: AnyUser, *, tenant: str) -> Q:
+    """The rows whose tenant (reached by the relation path `tenant`, e.g. "tenant") has `user`
+    as a member, as one join on the memberships: the same rows as `tenant__in=
+    member_tenants(user)`, without compiling two subqueries on every lookup. A user holds one
+    membership per tenant, so no row comes twice."""
+    if not user.is_authenticated or not user.is_active:
+        return Q(pk__in=[])
+    return Q(**{f"{tenant}__memberships__user": user})
 
 
 def lead_tenants(user: AnyUser) -> QuerySet[Tenant]:

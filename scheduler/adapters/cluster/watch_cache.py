@@ -333,8 +333,9 @@ class ClusterCache:
             "Service": core_v1.list_namespaced_service,
             "NetworkPolicy": networking.list_namespaced_network_policy,
         }
-        self.object_reflectors = [
-            Reflector(
+        # (kind, namespace) -> the reflector keeping those objects
+        self._object_reflector = {
+            (kind, namespace): Reflector(
                 f"{kind} in {namespace}",
                 functools.partial(listers[kind], namespace, label_selector=object_selector),
                 replace=functools.partial(self._replace_objects, kind, namespace),
@@ -343,7 +344,8 @@ class ClusterCache:
             )
             for namespace in self.object_namespaces
             for kind in OBJECT_KINDS
-        ]
+        }
+        self.object_reflectors = list(self._object_reflector.values())
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._pid: int | None = None
@@ -394,10 +396,11 @@ class ClusterCache:
 
     def job_objects(self, kind: str, namespace: str) -> list[JobObject] | None:
         """The portal's objects of `kind` in `namespace`; None when this cache does not keep
-        that namespace's objects (the caller lists them)."""
-        if namespace not in self.object_namespaces:
+        them, or cannot vouch for them now (not listed yet; watch refused, as by an RBAC file
+        without `watch`, or silent): the caller lists them instead, as without a cache. Unlike
+        nodes and pods, a cycle can do without them, so it never waits or fails for them."""
+        if not self._objects_current(kind, namespace):
             return None
-        self._ensure_current()
         with self._lock:
             return [
                 obj
@@ -406,10 +409,10 @@ class ClusterCache:
             ]
 
     def job_object(self, kind: str, namespace: str, name: str) -> JobObject | None:
-        """The portal's object of that identity, if this cache keeps its namespace and has it."""
-        if namespace not in self.object_namespaces:
+        """The portal's object of that identity, if this cache vouches for its namespace's
+        objects of that kind and has it (None: make it, and take a 409 as success)."""
+        if not self._objects_current(kind, namespace):
             return None
-        self._ensure_current()
         with self._lock:
             return self._objects.get((kind, namespace, name))
 
@@ -467,9 +470,17 @@ class ClusterCache:
             "pods_reflector": vars(self.pod_reflector.stats),
         }
 
+    def _objects_current(self, kind: str, namespace: str) -> bool:
+        reflector = self._object_reflector.get((kind, namespace))
+        if reflector is None:
+            return False
+        self.start()
+        silent = self.clock() - (reflector.last_contact or 0.0)
+        return reflector.synced.is_set() and silent <= self.max_staleness
+
     def _ensure_current(self) -> None:
         self.start()
-        for reflector in self._reflectors():
+        for reflector in (self.node_reflector, self.pod_reflector):
             if not reflector.synced.wait(self.sync_timeout):
                 raise TransientClusterError(
                     NOT_SYNCED.format(

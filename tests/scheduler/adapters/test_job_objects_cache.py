@@ -16,6 +16,7 @@ from portal.jobs.services import job_cancel
 from portal.tenants.models import Membership
 from scheduler.adapters.cluster.kubernetes import KubernetesBackend, RetryPolicy
 from scheduler.adapters.cluster.labels import owned_selector
+from scheduler.adapters.cluster.testing.emulator import EmulatedCluster
 from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
 from scheduler.adapters.cycle import scheduling_cycle_run
 from tests.factories import MembershipFactory, UserFactory
@@ -95,8 +96,10 @@ def eventually(check, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def cached_names(cache, kind: str) -> set[str]:
-    return {obj.name for obj in cache.job_objects(kind, NAMESPACE)}
+def cached_names(cache, kind: str) -> set[str] | None:
+    """None while the cache cannot vouch for that kind (the backend then lists them)."""
+    objects = cache.job_objects(kind, NAMESPACE)
+    return None if objects is None else {obj.name for obj in objects}
 
 
 def pods_running(cache, count: int = 2) -> None:
@@ -236,3 +239,38 @@ def test_a_dropped_or_expired_watch_lists_the_objects_again(
     eventually(lambda: cached_names(cache, "Service") == {"gp-9999"})
     kube_cycle()  # the job's Service made again, the stray one swept
     assert set(stored(cluster, "Service")) == {(NAMESPACE, f"gp-{job.pk}")}
+
+
+def test_without_a_watch_on_services_the_cycle_lists_them_as_before(
+    cluster: EmulatedCluster, backend, alice, nlp_queue, kube_cycle
+):
+    """An RBAC file from before the cache watched job objects grants list but not watch: the
+    cache cannot vouch for Services, so the sweep lists them, and the cycle goes on."""
+    refused = kmock.KubernetesError(status=403, reason="Forbidden", message="watch forbidden")
+    cluster.fail_next(kmock.action.WATCH, refused, times=10_000, resource=KINDS["Service"])
+    # Every watch that works says so often (bookmarks), so only the refused one goes stale.
+    cluster.on_loop(lambda: setattr(cluster.handler, "bookmark_seconds", 0.1))
+    cache = ClusterCache(
+        backend.core_v1,
+        manifests_translation(backend.instance),
+        watch_seconds=5,
+        sync_timeout=10,
+        max_staleness=0.5,
+        object_namespaces=(NAMESPACE,),
+        object_selector=owned_selector(backend.instance),
+    )
+    backend.cache = cache
+    try:
+        job = running_job_with_svc(cluster, cache, kube_cycle, alice, nlp_queue)
+        time.sleep(0.6)  # the one list of Services is older than max_staleness now
+        assert cached_names(cache, "Service") is None
+        assert cached_names(cache, "NetworkPolicy") == {f"gp-{job.pk}"}
+        lists = len(requests_of(cluster, "Service", kmock.action.LIST))
+
+        cluster.on_loop(lambda: cluster.store.delete("services", NAMESPACE, f"gp-{job.pk}"))
+        kube_cycle()
+
+        assert len(requests_of(cluster, "Service", kmock.action.LIST)) == lists + 1
+        assert (NAMESPACE, f"gp-{job.pk}") in stored(cluster, "Service")  # made again
+    finally:
+        cache.stop()

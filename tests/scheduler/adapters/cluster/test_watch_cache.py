@@ -322,3 +322,123 @@ def test_the_usage_view_of_a_pod_counts_what_the_whole_pod_counts(phase):
     assert viewed == translation.usage(client.V1Pod.from_dict(whole))
     assert "env" not in usage_view(whole)["spec"]["containers"][0]
     assert "containerStatuses" not in usage_view(whole)["status"]
+
+
+# -- the portal's job objects -----------------------------------------------------------------
+
+
+def owner_config_map(name: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {labels.MANAGED: "true", labels.INSTANCE: "gpuportal", labels.OWNER: "true"},
+        },
+    }
+
+
+@pytest.fixture
+def objects_cache(cluster):
+    backend = make_backend(cluster)
+    cache = ClusterCache(
+        backend.core_v1,
+        manifests_translation(),
+        watch_seconds=5,
+        sync_timeout=10,
+        object_namespaces=(NS,),
+        object_selector=labels.owned_selector("gpuportal"),
+    )
+    cache.nodes()  # started and listed
+    yield cache
+    cache.stop()
+
+
+def until(predicate) -> None:
+    def check():
+        assert predicate()
+
+    eventually(check)
+
+
+def config_maps(cache) -> dict[str, str]:
+    objects = cache.job_objects("ConfigMap", NS)
+    return None if objects is None else {obj.name: obj.uid for obj in objects}
+
+
+def store_create(cluster, body):
+    return cluster.on_loop(lambda: cluster.store.create("configmaps", NS, body))
+
+
+def test_job_objects_follow_the_cluster_and_only_this_instances(cluster, objects_cache):
+    made = store_create(cluster, owner_config_map("gp-1"))
+    other = owner_config_map("gp-2")
+    other["metadata"]["labels"][labels.INSTANCE] = "other-portal"
+    store_create(cluster, other)
+
+    until(lambda: config_maps(objects_cache) == {"gp-1": made["metadata"]["uid"]})
+
+
+def test_an_owner_someone_deletes_is_reported_once_and_the_portals_own_delete_never(
+    cluster, objects_cache
+):
+    first = store_create(cluster, owner_config_map("gp-1"))
+    store_create(cluster, owner_config_map("gp-2"))
+    until(lambda: set(config_maps(objects_cache) or ()) == {"gp-1", "gp-2"})
+
+    # The portal deletes gp-2 (announced to the cache first), someone else deletes gp-1.
+    assert objects_cache.object_deleting("ConfigMap", NS, "gp-2") is not None
+    assert set(config_maps(objects_cache)) == {"gp-1"}  # at once, before the watch says so
+    cluster.on_loop(lambda: cluster.store.delete("configmaps", NS, "gp-2"))
+    cluster.on_loop(lambda: cluster.store.delete("configmaps", NS, "gp-1"))
+    until(lambda: config_maps(objects_cache) == {})
+
+    gone = objects_cache.owners_gone(NS)
+    assert [(obj.name, obj.uid) for obj in gone] == [("gp-1", first["metadata"]["uid"])]
+    assert objects_cache.owners_gone(NS) == []
+
+
+def test_an_owner_deleted_while_the_watch_was_down_is_reported_by_the_relist(
+    cluster, objects_cache
+):
+    store_create(cluster, owner_config_map("gp-1"))
+    remade = store_create(cluster, owner_config_map("gp-2"))
+    until(lambda: set(config_maps(objects_cache) or ()) == {"gp-1", "gp-2"})
+    cluster.stall_watches()  # what follows never reaches the cache by a watch
+    cluster.on_loop(lambda: cluster.store.delete("configmaps", NS, "gp-1"))
+    cluster.on_loop(lambda: cluster.store.delete("configmaps", NS, "gp-2"))
+    remade = store_create(cluster, owner_config_map("gp-2"))  # deleted and made again
+    cluster.compact()
+    cluster.drop_watches()
+
+    until(lambda: config_maps(objects_cache) == {"gp-2": remade["metadata"]["uid"]})
+    assert sorted(obj.name for obj in objects_cache.owners_gone(NS)) == ["gp-1", "gp-2"]
+
+
+def test_a_late_event_of_an_object_the_portal_deleted_does_not_bring_it_back(
+    cluster, objects_cache
+):
+    made = store_create(cluster, owner_config_map("gp-1"))
+    until(lambda: config_maps(objects_cache) == {"gp-1": made["metadata"]["uid"]})
+
+    objects_cache.object_deleting("ConfigMap", NS, "gp-1")
+    # What the watch thread does with a MODIFIED event sent before the delete landed.
+    objects_cache._apply_object("ConfigMap", "MODIFIED", made)
+
+    assert config_maps(objects_cache) == {}
+
+
+def test_a_failed_delete_leaves_the_object_known_and_a_made_one_is_known_at_once(
+    cluster, objects_cache
+):
+    made = store_create(cluster, owner_config_map("gp-1"))
+    until(lambda: config_maps(objects_cache) == {"gp-1": made["metadata"]["uid"]})
+
+    announced = objects_cache.object_deleting("ConfigMap", NS, "gp-1")
+    objects_cache.object_kept(announced)  # the delete failed
+    assert config_maps(objects_cache) == {"gp-1": made["metadata"]["uid"]}
+
+    cluster.stall_watches()  # the cache learns of gp-3 only from the portal
+    objects_cache.object_made("ConfigMap", {**owner_config_map("gp-3")["metadata"], "uid": "uid-3"})
+    assert objects_cache.job_object("ConfigMap", NS, "gp-3").uid == "uid-3"

@@ -73,7 +73,7 @@
         .then(function (payload) { apply(chart, payload); });
     });
     Promise.all(jobs)
-      .then(function () { stamp.textContent = "updated " + new Date().toLocaleTimeString(); root.dataset.loaded = "1"; })
+      .then(function () { stamp.textContent = "updated " + window.Portal.utcTime(); root.dataset.loaded = "1"; })
       .catch(function () { stamp.textContent = "update failed; retrying"; });
   }
 

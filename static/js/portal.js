@@ -1,5 +1,10 @@
 /* Every page: a table too wide for the screen scrolls sideways in its own box; such a box
    takes the keyboard focus (arrow keys scroll it) and is named after its card's heading. */
+/* Clock times the pages write themselves (the dashboard's and the previews' "updated"): UTC
+   and 24-hour, as every time the server renders. */
+window.Portal = {
+  utcTime: function () { return new Date().toISOString().slice(11, 19) + " UTC"; },
+};
 (function () {
   "use strict";
   function label(box) {

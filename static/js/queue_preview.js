@@ -71,6 +71,28 @@
     decorate();
   }
 
+  /* The preview view's form errors, under their fields as the Save would show them, so
+     "fix the highlighted values" points at something; cleared once the values are valid. */
+  function showErrors(errors) {
+    Array.prototype.forEach.call(form.querySelectorAll(".preview-error"), function (node) {
+      var field = node.closest(".field");
+      if (field) { field.classList.remove("has-error"); }
+      node.remove();
+    });
+    Object.keys(errors).forEach(function (name) {
+      var input = form.elements[name];
+      var field = input && input.closest && input.closest(".field");
+      if (!field) { return; }
+      field.classList.add("has-error");
+      errors[name].forEach(function (error) {
+        var node = document.createElement("div");
+        node.className = "error preview-error";
+        node.textContent = error.message;
+        field.appendChild(node);
+      });
+    });
+  }
+
   function refresh() {
     var params = new URLSearchParams(new FormData(form));
     params.delete("csrfmiddlewaretoken");
@@ -80,9 +102,10 @@
       .then(function (response) { return response.json().then(function (data) { return [response.ok, data]; }); })
       .then(function (result) {
         if (mine !== sequence) { return; }
+        showErrors(result[0] ? {} : result[1].errors || {});
         if (!result[0]) { status.textContent = "fix the highlighted values to preview"; return; }
         render(result[1].queues);
-        status.textContent = "preview updated " + new Date().toLocaleTimeString();
+        status.textContent = "preview updated " + window.Portal.utcTime();
       })
       .catch(function () { status.textContent = "preview unavailable"; });
   }

@@ -44,3 +44,23 @@ def test_the_queue_edit_form_takes_cores_and_gib(demo, open_as):
     history = page.inner_text("#queue-changes")
     assert "64 cores" in history
     assert "512 GiB" in history
+
+
+def test_the_preview_points_at_the_value_it_cannot_use(demo, open_as):
+    from portal.queues.models import Queue
+
+    queue = Queue.objects.get(name="nlp-train")
+    page = open_as("lead", f"/queues/{queue.pk}/edit/", "#preview")
+    # Queue names stay on one line in the preview, dashes and all.
+    name = page.locator("#preview tr[data-name='nlp-interactive'] .indent")
+    assert name.evaluate("span => span.getClientRects().length") == 1  # one line box
+    page.fill("#id_guarantee_cpu_millis", "lots")
+    page.wait_for_selector("#preview-status:has-text('fix the highlighted values')")
+    cpu = page.locator(".field.has-error", has=page.locator("#id_guarantee_cpu_millis"))
+    assert "cores" in cpu.locator(".error").inner_text()
+    assert page.locator(".field.has-error").count() == 1
+    page.fill("#id_guarantee_cpu_millis", "2")
+    page.wait_for_selector("#preview-status:has-text('preview updated')")
+    assert page.locator(".field.has-error").count() == 0
+    # The time reads as every time the server writes: 24-hour, UTC.
+    assert page.inner_text("#preview-status").endswith(" UTC")

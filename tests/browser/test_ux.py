@@ -184,3 +184,18 @@ def test_the_queue_preview_shows_each_queue_in_its_dashboard_colour(demo, open_a
     page.fill("#id_weight", "8")  # the redrawn rows keep their swatches
     page.wait_for_selector("#preview-status:has-text('preview updated')")
     assert swatch("nlp-train") == rgb(queue_colour(nlp.pk))
+
+
+def test_the_phone_navigation_shows_where_you_are(demo, open_as):
+    from tests.browser.chromium import PHONE
+
+    page = open_as("admin", "/", "#my-jobs", viewport=PHONE)
+    assert page.evaluate("document.querySelector('.nav').classList.contains('more-right')")
+    page.goto(page.url + "admin-area/preemptions/")
+    page.wait_for_selector("#preemptions")
+    link = page.locator(".nav a.active").bounding_box()
+    assert link is not None
+    assert link["x"] >= 0
+    assert link["x"] + link["width"] <= PHONE["width"]
+    assert page.inner_text(".nav a.active") == "Preemptions"
+    assert page.evaluate("document.querySelector('.nav').classList.contains('more-left')")

@@ -304,6 +304,9 @@ class ClusterCache:
         # uid -> (kind, namespace) of each object the portal deleted and the watch has not
         # yet reported gone.
         self._deleting: dict[str, tuple[str, str]] = {}
+        # uids of objects the portal made that no list or event has shown yet: a relist whose
+        # snapshot is older than the create must not take them for gone.
+        self._unconfirmed: set[str] = set()
         self._owners_gone: list[JobObject] = []
         self.object_namespaces = tuple(object_namespaces)
         self.decode_errors = 0
@@ -431,6 +434,7 @@ class ClusterCache:
             return
         with self._lock:
             self._objects[obj.key] = obj
+            self._unconfirmed.add(obj.uid)
 
     def object_deleting(self, kind: str, namespace: str, name: str) -> JobObject | None:
         """The portal is about to delete this object: forget it, and do not take its DELETED
@@ -573,9 +577,12 @@ class ClusterCache:
             fresh[obj.key] = obj
         listed = {obj.uid for obj in fresh.values()}
         with self._lock:
+            self._unconfirmed -= listed
             for key, old in list(self._objects.items()):
                 if key[0] != kind or key[1] != namespace:
                     continue
+                if old.uid in self._unconfirmed and key not in fresh:
+                    continue  # made after the list's snapshot: its ADDED event follows
                 del self._objects[key]
                 if old.is_owner and old.uid not in listed and old.uid not in self._deleting:
                     self._owners_gone.append(old)  # gone while the watch was down
@@ -590,6 +597,7 @@ class ClusterCache:
     def _apply_object(self, kind: str, event: str, raw: Raw) -> None:
         obj = _job_object(kind, raw.get("metadata") or {})
         with self._lock:
+            self._unconfirmed.discard(obj.uid)
             current = self._objects.get(obj.key)
             if event == "DELETED":
                 if current is not None and current.uid == obj.uid:

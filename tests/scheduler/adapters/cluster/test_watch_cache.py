@@ -442,3 +442,17 @@ def test_a_failed_delete_leaves_the_object_known_and_a_made_one_is_known_at_once
     cluster.stall_watches()  # the cache learns of gp-3 only from the portal
     objects_cache.object_made("ConfigMap", {**owner_config_map("gp-3")["metadata"], "uid": "uid-3"})
     assert objects_cache.job_object("ConfigMap", NS, "gp-3").uid == "uid-3"
+
+
+def test_a_relist_older_than_the_portals_create_does_not_take_its_owner_for_gone(
+    cluster, objects_cache
+):
+    until(lambda: config_maps(objects_cache) == {})
+    cluster.stall_watches()  # its ADDED event is still to come
+    made = store_create(cluster, owner_config_map("gp-4"))  # the portal's create, answered
+    objects_cache.object_made("ConfigMap", made["metadata"])
+    # What the reflector does with a relist whose snapshot predates that create.
+    objects_cache._replace_objects("ConfigMap", NS, [])
+
+    assert config_maps(objects_cache) == {"gp-4": made["metadata"]["uid"]}
+    assert objects_cache.owners_gone(NS) == []

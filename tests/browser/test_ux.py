@@ -199,3 +199,16 @@ def test_the_phone_navigation_shows_where_you_are(demo, open_as):
     assert link["x"] + link["width"] <= PHONE["width"]
     assert page.inner_text(".nav a.active") == "Preemptions"
     assert page.evaluate("document.querySelector('.nav').classList.contains('more-left')")
+
+
+def test_the_preemption_history_is_cards_on_a_phone(demo, open_as):
+    from tests.browser.chromium import PHONE
+
+    page = open_as("admin", "/admin-area/preemptions/", "#preemptions", viewport=PHONE)
+    box = page.locator("#preemptions").evaluate("t => [t.scrollWidth, t.clientWidth]")
+    assert box[0] <= box[1] + 1  # nothing hidden sideways
+    row = page.locator("#preemptions tbody tr").first
+    assert row.bounding_box()["width"] <= PHONE["width"]
+    what = row.locator("td[data-label='What happened']")
+    assert what.evaluate("td => getComputedStyle(td, '::before').content") == '"What happened"'
+    assert what.is_visible()

@@ -3,7 +3,7 @@ from django import forms
 from portal.common.fields import CpuField, MemoryField
 from portal.common.units import cpu_text, memory_text
 
-from .quota import QUOTA_FIELDS, WEIGHT_MAX, WEIGHT_MIN
+from .quota import QUOTA_FIELDS, RESOURCES, WEIGHT_MAX, WEIGHT_MIN
 
 CPU_HINT = 'Cores, e.g. 32 or 0.5 ("500m" works too).'
 MEMORY_HINT = 'GiB, e.g. 256; or a size such as "512Mi".'
@@ -39,6 +39,23 @@ class QuotaForm(forms.Form):
     )
 
     fields_edited: tuple[str, ...] = QUOTA_FIELDS
+
+    def other_fields(self) -> list[forms.BoundField]:
+        """The fields before the resource rows (weight, reclaimable, a queue's priority...)."""
+        limits = {
+            f"{kind}_{r}"
+            for kind in ("guarantee", "capability", "borrowing_limit")
+            for r in RESOURCES
+        }
+        return [self[name] for name in self.fields if name not in limits]
+
+    def resource_rows(self) -> list[list[forms.BoundField]]:
+        """One row per resource: its guarantee, capability and borrowing limit side by side
+        (in a two-column grid a GPU borrowing limit sat beside the CPU guarantee)."""
+        return [
+            [self[f"{kind}_{r}"] for kind in ("guarantee", "capability", "borrowing_limit")]
+            for r in RESOURCES
+        ]
 
     @classmethod
     def initial_for(cls, row: object) -> dict[str, object]:

@@ -64,3 +64,19 @@ def test_the_preview_points_at_the_value_it_cannot_use(demo, open_as):
     assert page.locator(".field.has-error").count() == 0
     # The time reads as every time the server writes: 24-hour, UTC.
     assert page.inner_text("#preview-status").endswith(" UTC")
+
+
+def test_the_quota_form_has_a_row_per_resource(demo, open_as):
+    from portal.tenants.models import Tenant
+
+    tenant = Tenant.objects.get(name="nlp")
+    page = open_as("admin", f"/tenants/{tenant.pk}/edit/", "#preview")
+
+    def top(field: str) -> float:
+        return page.locator(f"#id_{field}").bounding_box()["y"]
+
+    for resource in ("gpus", "cpu_millis", "memory_bytes"):
+        limits = [f"{kind}_{resource}" for kind in ("guarantee", "capability", "borrowing_limit")]
+        # one row: the inputs line up even where a label wraps onto two lines
+        assert len({round(top(field)) for field in limits}) == 1, resource
+    assert top("guarantee_gpus") < top("guarantee_cpu_millis") < top("guarantee_memory_bytes")

@@ -550,7 +550,7 @@ class JobCreateApi(ApiView):
         plugins = serializers.DictField(
             child=serializers.ListField(child=serializers.CharField(), allow_empty=True),
             required=False,
-            help_text="Volcano job plugins and their flags: svc, env, pytorch "
+            help_text="Volcano job plugins and their flags: svc, env, pytorch, ssh, mpi "
             '(e.g. {"pytorch": ["--master=master", "--port=23456"]}).',
         )
 
@@ -728,7 +728,7 @@ class JobRenderApi(ApiView):
     class OutputSerializer(ApiSerializer):
         objects = serializers.ListField(
             child=serializers.DictField(),
-            help_text="ConfigMap, Service and NetworkPolicy of the job's plugins, then its pods "
+            help_text="Secret, ConfigMap, Service and NetworkPolicy of the job's plugins, then its pods "
             "(no node yet; `new` stands for the job id the portal assigns on submit).",
         )
         warnings = serializers.ListField(child=serializers.CharField())

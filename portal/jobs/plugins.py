@@ -1,4 +1,4 @@
-"""Volcano job plugins the portal runs: `svc`, `env` and `pytorch`. Pure.
+"""Volcano job plugins the portal runs: `svc`, `env`, `pytorch`, `ssh` and `mpi`. Pure.
 
 Each follows upstream volcano-sh/volcano pkg/controllers/job/plugins (the file and line cited at
 each rule), so a training script written for Volcano finds the same variables and files:
@@ -17,6 +17,20 @@ each rule), so a training script written for Volcano finds the same variables an
   and the port opened in every container (distributed-framework/pytorch/pytorch.go:91-206).
   Flags: `--master`, `--worker`, `--port`. Like upstream's admission webhook
   (webhooks/admission/jobs/mutate/mutate_job.go:244-254) it turns `svc` on.
+- ssh: a Secret per job holding an RSA key pair (`id_rsa`, `id_rsa.pub`, `authorized_keys`) and
+  an ssh `config` (`StrictHostKeyChecking no`, `UserKnownHostsFile /dev/null`, one `Host` entry
+  per pod with its `<hostname>.<subdomain>` and port), mounted in every container and init
+  container at `--ssh-key-file-path` (default `/root/.ssh`) through subPath `.ssh`, mode 0600
+  there and 0644 at any other path (plugins/ssh/ssh.go:81-125 OnJobAdd/OnJobDelete, 144-200
+  mountRsaKey, 202-233 generateRsaKey, 249-286 flags and generateSSHConfig; const.go). Flags:
+  `--ssh-key-file-path`, `--ssh-port`.
+- mpi: `MPI_HOST` (the worker task's `<hostname>.<subdomain>`, comma-separated) in every
+  container and init container of the master task's pods, and the sshd port (`mpijob-port`,
+  default 22) opened in every container and init container that lacks it
+  (distributed-framework/mpi/mpi.go:66-170). Flags: `--master` (default `master`), `--worker`
+  (default `worker`), `--port`. Like upstream's webhook it turns `svc` and `ssh` on
+  (mutate_job.go:244-260) and refuses a job without its master task (validate/admit_job.go:
+  134-141).
 
 Where the portal departs from upstream, and why:
 - Object names are id-based (a job's name is not unique in the namespace, see
@@ -26,8 +40,14 @@ Where the portal departs from upstream, and why:
   names are id-based; a name longer than a DNS label is shortened with a hash.
 - A pytorch job without its master task is refused (upstream logs an error and starts the
   pods without the variables, which then cannot rendezvous); so is an unknown flag (upstream
-  logs it and ignores it). Other plugins (ssh, mpi, tensorflow, ray, ...) are refused naming
-  `spec.plugins.<name>`.
+  logs it and ignores it), and a port out of range (upstream's ssh plugin falls back to 22).
+  Other plugins (tensorflow, ray, ...) are refused naming `spec.plugins.<name>`.
+- ssh: the key pair is made by the reconcile when it creates the Secret on the cluster
+  (scheduler.adapters.cluster.sshkeys), never here: the portal's database and the dry-run
+  render only ever hold the Secret with placeholders (`SSH_KEY_PLACEHOLDER`). For the same
+  reason upstream's `--ssh-private-key` and `--ssh-public-key` are refused: a key given in the
+  job's spec would be stored in plain text with the job and shown on its page. The Secret is
+  `gp-<job id>-ssh` (upstream: `<job name>-ssh`).
 """
 
 from __future__ import annotations
@@ -38,12 +58,27 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-SVC, ENV, PYTORCH = "svc", "env", "pytorch"
-SUPPORTED = (ENV, PYTORCH, SVC)
+SVC, ENV, PYTORCH, SSH, MPI = "svc", "env", "pytorch", "ssh", "mpi"
+SUPPORTED = (ENV, MPI, PYTORCH, SSH, SVC)
 HOSTS_MOUNT_PATH = "/etc/volcano"  # svc/const.go ConfigMapMountPath
 TASK_INDEX_VARS = ("VK_TASK_INDEX", "VC_TASK_INDEX")  # env/const.go
 PYTORCH_PORT_NAME = "pytorchjob-port"  # pytorch.go openContainerPort
 PYTORCH_DEFAULT_PORT = 23456
+MPI_PORT_NAME = "mpijob-port"  # mpi.go openContainerPort
+MPI_DEFAULT_PORT = 22
+MPI_HOST = "MPI_HOST"
+# ssh/const.go: the Secret's keys, and where they are mounted.
+SSH_PRIVATE_KEY, SSH_PUBLIC_KEY = "id_rsa", "id_rsa.pub"
+SSH_AUTHORIZED_KEYS, SSH_CONFIG = "authorized_keys", "config"
+SSH_KEYS = (SSH_PRIVATE_KEY, SSH_PUBLIC_KEY, SSH_AUTHORIZED_KEYS, SSH_CONFIG)
+SSH_DEFAULT_PATH = "/root/.ssh"
+SSH_SUB_PATH = ".ssh"
+SSH_ROOT_MODE, SSH_OTHER_MODE = 0o600, 0o644  # ssh.go:151 and :176
+SSH_DEFAULT_PORT = 22
+SSH_KEY_PLACEHOLDER = (
+    "(generated on the cluster when the job's pods are created; never stored by the portal)"
+)
+PATH_MAX = 255
 ARGS_MAX = 16
 
 NOT_SUPPORTED = "plugin {name} is not supported; the portal runs: " + ", ".join(SUPPORTED)
@@ -51,9 +86,14 @@ NOT_A_MAPPING = "must be a mapping of plugin names to lists of arguments"
 NOT_ARGS = "must be a list of arguments (strings)"
 UNKNOWN_FLAG = "unknown flag {flag}; {name} takes: {flags}"
 BAD_BOOL = "flag {flag} takes true or false"
-BAD_PORT = "flag --port takes a port number (1-65535)"
+BAD_PORT = "flag {flag} takes a port number (1-65535)"
 BAD_TASK_NAME = "flag {flag} takes a task name"
-NO_MASTER_TASK = "the pytorch plugin needs a task named {master} (set --master=<task>)"
+NO_MASTER_TASK = "the {name} plugin needs a task named {master} (set --master=<task>)"
+KEY_IN_SPEC = (
+    "flag {flag} is not taken: a key in the job's spec would be stored in plain text with the "
+    "job; the portal generates the job's key pair on the cluster instead (leave the flag out)"
+)
+BAD_PATH = "flag {flag} takes an absolute path without '..' or ':'"
 
 _FLAG = re.compile(r"--?([a-z][a-z-]*)(?:=(.*))?", re.S)
 _BOOL_FLAGS = {
@@ -64,8 +104,19 @@ _BOOL_FLAGS = {
     },
     ENV: {},
     PYTORCH: {},
+    SSH: {},
+    MPI: {},
 }
-_VALUE_FLAGS = {SVC: set(), ENV: set(), PYTORCH: {"master", "worker", "port"}}
+# Each plugin's value flags -> the Plugins field each sets.
+_VALUE_FLAGS: dict[str, dict[str, str]] = {
+    SVC: {},
+    ENV: {},
+    PYTORCH: {"master": "master", "worker": "worker", "port": "port"},
+    SSH: {"ssh-key-file-path": "ssh_key_file_path", "ssh-port": "ssh_port"},
+    MPI: {"master": "mpi_master", "worker": "mpi_worker", "port": "mpi_port"},
+}
+_PORT_FLAGS = {"port", "ssh-port"}
+_REFUSED_FLAGS = {SSH: {"ssh-private-key", "ssh-public-key"}}
 
 
 @dataclass(frozen=True)
@@ -83,19 +134,26 @@ class Plugins:
     svc: bool = False
     env: bool = False
     pytorch: bool = False
+    ssh: bool = False
+    mpi: bool = False
     publish_not_ready_addresses: bool = False
     network_policy: bool = True
     inject_hosts_env: bool = True
     master: str = "master"
     worker: str = "worker"
     port: int = PYTORCH_DEFAULT_PORT
+    ssh_key_file_path: str = SSH_DEFAULT_PATH
+    ssh_port: int = SSH_DEFAULT_PORT
+    mpi_master: str = "master"
+    mpi_worker: str = "worker"
+    mpi_port: int = MPI_DEFAULT_PORT
 
 
 def plugins_parse(
     raw: Any, *, task_names: Sequence[str], path: str = "spec.plugins"
 ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """Check a job's `plugins` mapping; (the mapping to store, errors keyed by path). The stored
-    mapping has `svc` added when `pytorch` needs it."""
+    mapping has `svc` added when `pytorch` or `mpi` needs it, and `ssh` when `mpi` does."""
     errors: dict[str, list[str]] = {}
     if raw is None or raw == {}:
         return {}, errors
@@ -119,13 +177,18 @@ def plugins_parse(
             if message := _flag_error(name, arg):
                 errors.setdefault(f"{ppath}[{index}]", []).append(message)
         stored[name] = list(args)
-    if PYTORCH in stored and not errors:
-        config = plugins_config(stored)
-        if config.master not in task_names:
-            errors.setdefault(f"{path}.{PYTORCH}", []).append(
-                NO_MASTER_TASK.format(master=config.master)
+    if errors:
+        return {}, errors
+    config = plugins_config(stored)
+    for name, master in ((PYTORCH, config.master), (MPI, config.mpi_master)):
+        if name in stored and master not in task_names:
+            errors.setdefault(f"{path}.{name}", []).append(
+                NO_MASTER_TASK.format(name=name, master=master)
             )
+    if PYTORCH in stored or MPI in stored:
         stored.setdefault(SVC, [])
+    if MPI in stored:
+        stored.setdefault(SSH, [])
     return (stored if not errors else {}), errors
 
 
@@ -140,11 +203,29 @@ def _flag_error(plugin: str, arg: str) -> str | None:
         if value is not None and value.lower() not in ("true", "false", "1", "0"):
             return BAD_BOOL.format(flag=f"--{flag}")
         return None
+    if flag in _REFUSED_FLAGS.get(plugin, ()):
+        return KEY_IN_SPEC.format(flag=f"--{flag}")
     if flag not in _VALUE_FLAGS[plugin]:
         return UNKNOWN_FLAG.format(flag=f"--{flag}", name=plugin, flags=known)
-    if flag == "port":
+    return _value_error(flag, value)
+
+
+def _value_error(flag: str, value: str | None) -> str | None:
+    if flag in _PORT_FLAGS:
         if value is None or not value.isdigit() or not 1 <= int(value) <= 65535:
-            return BAD_PORT
+            return BAD_PORT.format(flag=f"--{flag}")
+        return None
+    if flag == "ssh-key-file-path":
+        parts = (value or "").split("/")
+        if (
+            not value
+            or not value.startswith("/")
+            or len(value) > PATH_MAX
+            or ".." in parts
+            or not value.isprintable()
+            or ":" in value
+        ):
+            return BAD_PATH.format(flag=f"--{flag}")
         return None
     if not value or not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", value):
         return BAD_TASK_NAME.format(flag=f"--{flag}")
@@ -160,12 +241,13 @@ def plugins_config(stored: Mapping[str, Sequence[str]]) -> Plugins:
             if match is None:
                 continue
             flag, value = match.groups()
+            field = _VALUE_FLAGS.get(name, {}).get(flag)
             if flag in _BOOL_FLAGS.get(name, {}):
                 values[flag.replace("-", "_")] = value is None or value.lower() in ("true", "1")
-            elif flag == "port" and value:
-                values["port"] = int(value)
-            elif value:
-                values[flag] = value
+            elif field and value and flag in _PORT_FLAGS:
+                values[field] = int(value)
+            elif field and value:
+                values[field] = value
     if "disable_network_policy" in values:
         values["network_policy"] = not values.pop("disable_network_policy")
     return Plugins(**values)
@@ -177,6 +259,10 @@ def service_name(job_id: int | str) -> str:
 
 def hosts_config_map_name(job_id: int | str) -> str:
     return f"gp-{job_id}-svc"  # upstream: <job name>-svc (svc.go cmName)
+
+
+def ssh_secret_name(job_id: int | str) -> str:
+    return f"gp-{job_id}-ssh"  # upstream: <job name>-ssh (ssh.go secretName)
 
 
 def hostname(job_name: str, task: str, index: int) -> str:
@@ -207,6 +293,23 @@ def hosts_data(job: JobShape) -> dict[str, str]:
     return data
 
 
+def _task_hosts(job: JobShape, task: str) -> list[str]:
+    """Every pod of `task` as `<hostname>.<subdomain>` (the svc plugin's names)."""
+    replicas = dict(job.tasks).get(task, 0)
+    subdomain = service_name(job.job_id)
+    return [f"{hostname(job.name, task, i)}.{subdomain}" for i in range(replicas)]
+
+
+def ssh_config(job: JobShape, port: int) -> str:
+    """The Secret's `config`: generateSSHConfig (ssh.go:262-286) with the portal's host names,
+    so `ssh <job>-<task>-<index>` reaches that pod."""
+    lines = ["StrictHostKeyChecking no", "UserKnownHostsFile /dev/null"]
+    for task, _ in job.tasks:
+        for host in _task_hosts(job, task):
+            lines += [f"Host {host.split('.')[0]}", f"  HostName {host}", f"  Port {port}"]
+    return "\n".join(lines) + "\n"
+
+
 @dataclass(frozen=True)
 class PodAdditions:
     """What the plugins add to one pod, in Kubernetes' wire shape."""
@@ -216,6 +319,7 @@ class PodAdditions:
     volumes: tuple[dict[str, Any], ...] = ()
     mounts: tuple[dict[str, Any], ...] = ()  # to every container and init container
     ports: tuple[dict[str, Any], ...] = ()  # to every container that lacks the port
+    init_ports: tuple[dict[str, Any], ...] = ()  # to every init container that lacks it
     hostname: str = ""
     subdomain: str = ""
 
@@ -226,6 +330,7 @@ class PodAdditions:
             "volumes": list(self.volumes),
             "volumeMounts": list(self.mounts),
             "ports": list(self.ports),
+            "initPorts": list(self.init_ports),
             "hostname": self.hostname,
             "subdomain": self.subdomain,
         }
@@ -240,6 +345,7 @@ def pod_additions(
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
     ports: list[dict[str, Any]] = []
+    init_ports: list[dict[str, Any]] = []
     host = subdomain = ""
     if config.env:
         index_env = [{"name": name, "value": str(index)} for name in TASK_INDEX_VARS]
@@ -272,12 +378,45 @@ def pod_additions(
             elif task == config.master:
                 env.append({"name": "RANK", "value": "0"})
             ports.append({"name": PYTORCH_PORT_NAME, "containerPort": config.port})
+    if config.ssh:
+        secret = ssh_secret_name(job.job_id)
+        volumes.append(
+            {
+                "name": secret,
+                "secret": {
+                    "secretName": secret,
+                    "items": [{"key": key, "path": f"{SSH_SUB_PATH}/{key}"} for key in SSH_KEYS],
+                    "defaultMode": (
+                        SSH_ROOT_MODE
+                        if config.ssh_key_file_path == SSH_DEFAULT_PATH
+                        else SSH_OTHER_MODE
+                    ),
+                },
+            }
+        )
+        mounts.append(
+            {"name": secret, "mountPath": config.ssh_key_file_path, "subPath": SSH_SUB_PATH}
+        )
+    if config.mpi:
+        workers = dict(job.tasks)
+        is_master = task == config.mpi_master
+        # mpi.go:84-88: a master pod of a job without the worker task gets nothing, not even
+        # the port (upstream returns before opening it); followed as is.
+        if not is_master or config.mpi_worker in workers:
+            port = {"name": MPI_PORT_NAME, "containerPort": config.mpi_port}
+            ports.append(port)
+            init_ports.append(port)
+        if is_master and config.mpi_worker in workers:
+            mpi_host = {"name": MPI_HOST, "value": ",".join(_task_hosts(job, config.mpi_worker))}
+            env.append(mpi_host)
+            init_env.append(mpi_host)
     return PodAdditions(
         env=tuple(env),
         init_env=tuple(init_env),
         volumes=tuple(volumes),
         mounts=tuple(mounts),
         ports=tuple(ports),
+        init_ports=tuple(init_ports),
         hostname=host,
         subdomain=subdomain,
     )
@@ -291,16 +430,32 @@ def job_objects(
     labels: Mapping[str, str],
     selector: Mapping[str, str],
 ) -> list[dict[str, Any]]:
-    """The objects a job needs besides its pods (the svc plugin's), in the order to create
-    them. `labels` mark them as the portal's; `selector` picks the job's pods."""
+    """The objects a job needs besides its pods (the svc and ssh plugins'), in the order to
+    create them. `labels` mark them as the portal's; `selector` picks the job's pods. The ssh
+    Secret holds `SSH_KEY_PLACEHOLDER` where its keys go: the reconcile generates them."""
     config = plugins_config(stored)
-    if not config.svc:
-        return []
 
     def meta(name: str) -> dict[str, Any]:
         return {"name": name, "namespace": namespace, "labels": dict(labels)}
 
-    objects: list[dict[str, Any]] = [
+    objects: list[dict[str, Any]] = []
+    if config.ssh:
+        keys = (SSH_PRIVATE_KEY, SSH_PUBLIC_KEY, SSH_AUTHORIZED_KEYS)
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": meta(ssh_secret_name(job.job_id)),
+                "type": "Opaque",
+                "stringData": {
+                    **dict.fromkeys(keys, SSH_KEY_PLACEHOLDER),
+                    SSH_CONFIG: ssh_config(job, config.ssh_port),
+                },
+            }
+        )
+    if not config.svc:
+        return objects
+    objects += [
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",

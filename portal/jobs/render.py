@@ -1,6 +1,6 @@
 """`python -m portal.jobs.render FILE.yaml [--namespace NS | --tenant NAME]`: print, as YAML
 documents, every Kubernetes object the portal would create for a Volcano Job manifest (pods
-without a node, the job's Service, ConfigMap and NetworkPolicy), or the errors naming the
+without a node, the job's Secret, Service, ConfigMap and NetworkPolicy), or the errors naming the
 manifest's fields and exit 1. Offline: no database, no cluster (see portal.jobs.rendering).
 `-` reads stdin. --tenant puts them in that tenant's namespace (a namespace per tenant)."""
 

@@ -4,7 +4,9 @@ like `kubectl apply --dry-run=client`. Offline: no query, no cluster.
 The manifest goes through the same checks as a submission (`volcano_job_parse`, then
 `job_build`, which `job_submit` uses), and the pods are built by the very functions the
 Kubernetes backend uses (scheduler.adapters.desired.desired_pod, manifests.pod_manifest, the
-plugins' objects), so what is printed is what would be sent. A job has no id before it is
+plugins' objects), so what is printed is what would be sent, but for the ssh plugin's keys,
+which only the reconcile generates (the Secret is shown with placeholders, and a warning says
+so). A job has no id before it is
 stored: names and labels carry `new` in its place (`gp-new-worker-0`). Pods come without a
 node (the scheduler picks it); whether the queue exists and the caller may use it is not
 checked offline: a warning says so.
@@ -35,6 +37,11 @@ IGNORED = "{field} is ignored by the portal"
 QUEUE_NOT_CHECKED = (
     "queue {queue} is not checked by a dry run: submitting checks that it exists, is open "
     "and that you may use it"
+)
+KEYS_NOT_SHOWN = (
+    "Secret {name} (ssh plugin) is shown with placeholders for its keys: the key pair is "
+    "generated on the cluster when the job's pods are created, and the portal neither stores "
+    "nor shows it"
 )
 NAMESPACE_NOT_KNOWN = (
     "each tenant's jobs run in a namespace of its own, and the tenant of queue {queue} is not "
@@ -77,6 +84,9 @@ def job_render(
         job_id=RENDER_JOB_ID, name=job.name, tasks=tuple((t.name, t.replicas) for t in tasks)
     )
     objects = list(plugin_objects(job.plugins, shape, namespace=namespace)) if job.plugins else []
+    warnings += [
+        KEYS_NOT_SHOWN.format(name=o["metadata"]["name"]) for o in objects if o["kind"] == "Secret"
+    ]
     api = client.ApiClient()
     for task in tasks:
         for replica in range(task.replicas):

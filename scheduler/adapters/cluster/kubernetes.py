@@ -57,6 +57,7 @@ from scheduler.adapters.cluster.owner import (
     owner_reference,
     with_owner,
 )
+from scheduler.adapters.cluster.sshkeys import with_key_pair
 from scheduler.adapters.cluster.watch_cache import JobObject
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ class KubernetesBackend:
         self.request_timeout = request_timeout
         self.breaker_threshold = breaker_threshold
         self._writes_failed_in_a_row = 0
-        # Job objects (svc plugin: Service, ConfigMap, NetworkPolicy) known to exist, so each
+        # Job objects (svc plugin: Service, ConfigMap, NetworkPolicy; ssh: Secret) known to exist, so each
         # is created once per process rather than before every pod of its job.
         # -> the owner object (namespace, name) they were made under.
         self._objects_made: dict[tuple[str, str, str], tuple[str, str]] = {}
@@ -344,8 +345,8 @@ class KubernetesBackend:
     def _job_objects(
         self, kind: str, namespace: str | None = None, *, from_api: bool = False
     ) -> list[JobObject]:
-        """This instance's objects of `kind` (ConfigMap, Service, NetworkPolicy): from the
-        watch cache when it keeps them, else listed by label."""
+        """This instance's objects of `kind` (ConfigMap, Service, NetworkPolicy, Secret): from
+        the watch cache when it keeps them, else listed by label."""
         namespace = namespace or self.namespace
         if self.cache is not None and not from_api:
             cached = self.cache.job_objects(kind, namespace)
@@ -357,6 +358,7 @@ class KubernetesBackend:
             "NetworkPolicy": client.NetworkingV1Api(
                 self.core_v1.api_client
             ).list_namespaced_network_policy,
+            "Secret": self.core_v1.list_namespaced_secret,
         }[kind]
         items = self._list_all(
             f"list {kind} in {namespace}",
@@ -586,8 +588,11 @@ class KubernetesBackend:
             "NetworkPolicy": lambda namespace, body, **kw: client.NetworkingV1Api(
                 self.core_v1.api_client
             ).create_namespaced_network_policy(namespace, body, **kw),
+            "Secret": self.core_v1.create_namespaced_secret,
         }[kind]
         where = f"create {kind} {meta['namespace']}/{meta['name']}"
+        if kind == "Secret":
+            obj = with_key_pair(obj)  # the ssh plugin's keys exist from here on, and only there
 
         def attempt() -> None:
             try:
@@ -615,7 +620,7 @@ class KubernetesBackend:
         self, keep: set[tuple[str, str, str]], wanted: Sequence[dict[str, Any]] = ()
     ) -> list[str]:
         """Delete the portal's job objects (owner objects, the svc plugin's ConfigMaps, Services
-        and NetworkPolicies, by this instance's labels) that no desired pod needs any more: the
+        and NetworkPolicies, the ssh plugin's Secrets, by this instance's labels) that no desired pod needs any more: the
         job ended or waits; then make again each of `wanted` (the desired pods' job objects,
         wire shape) that is missing because someone deleted it. `keep` holds (kind, namespace,
         name); returns "Kind namespace/name" of each deleted. An object another instance (or
@@ -626,6 +631,7 @@ class KubernetesBackend:
         kinds = (
             ("Service", self.core_v1.delete_namespaced_service),
             ("NetworkPolicy", networking.delete_namespaced_network_policy),
+            ("Secret", self.core_v1.delete_namespaced_secret),
             ("ConfigMap", self.core_v1.delete_namespaced_config_map),
         )
         deleted = []

@@ -92,11 +92,13 @@ def with_additions(body: dict[str, Any], additions: Mapping[str, Any]) -> dict[s
                     *container.get("volumeMounts", []),
                     *additions["volumeMounts"],
                 ]
-    for container in body["containers"]:
-        have = {port.get("containerPort") for port in container.get("ports", [])}
-        extra = [p for p in additions.get("ports", []) if p["containerPort"] not in have]
-        if extra:
-            container["ports"] = [*container.get("ports", []), *extra]
+    for section, ports_key in (("containers", "ports"), ("initContainers", "initPorts")):
+        for container in body.get(section, []):
+            for port in additions.get(ports_key) or []:
+                # A port the container (or another plugin) opened already is not added twice.
+                if all(p.get("containerPort") != port["containerPort"]
+                       for p in container.get("ports", [])):  # fmt: skip
+                    container["ports"] = [*container.get("ports", []), port]
     if additions.get("volumes"):
         body["volumes"] = [*body.get("volumes", []), *additions["volumes"]]
     for key in ("hostname", "subdomain"):

@@ -16,8 +16,8 @@ like an unreachable API server) when the watch has not heard from the server for
 `max_staleness` seconds, so a cycle never decides on a picture it cannot vouch for.
 
 Given the jobs namespaces (`object_namespaces`), the cache also keeps the portal's job objects
-there (ConfigMaps, Services, NetworkPolicies carrying `object_selector`'s labels): only their
-identity (kind, namespace, name, uid, labels), which is all the reconcile's sweep and the owner
+there (ConfigMaps, Services, NetworkPolicies, Secrets carrying `object_selector`'s labels): only
+their identity (kind, namespace, name, uid, labels), which is all the reconcile's sweep and the owner
 bookkeeping read. The portal's own creates and deletes are noted at once (`object_made`,
 `object_deleting`), as client-go's MutationCache overlays an informer, so the next cycle neither
 makes nor deletes them again while the watch catches up. An owner object the portal did not
@@ -97,7 +97,7 @@ class _Pod:
 class JobObject:
     """One of the portal's job objects, as much of it as the sweep and the owners need."""
 
-    kind: str  # ConfigMap | Service | NetworkPolicy
+    kind: str  # one of OBJECT_KINDS
     namespace: str
     name: str
     uid: str
@@ -112,7 +112,7 @@ class JobObject:
         return self.kind == "ConfigMap" and self.labels.get(OWNER) == "true"
 
 
-OBJECT_KINDS = ("ConfigMap", "Service", "NetworkPolicy")
+OBJECT_KINDS = ("ConfigMap", "Service", "NetworkPolicy", "Secret")
 
 
 @dataclass
@@ -335,6 +335,8 @@ class ClusterCache:
             "ConfigMap": core_v1.list_namespaced_config_map,
             "Service": core_v1.list_namespaced_service,
             "NetworkPolicy": networking.list_namespaced_network_policy,
+            # A Secret's data (the ssh plugin's keys) is dropped with the rest of the object.
+            "Secret": core_v1.list_namespaced_secret,
         }
         # (kind, namespace) -> the reflector keeping those objects
         self._object_reflector = {

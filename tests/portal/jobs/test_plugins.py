@@ -1,11 +1,14 @@
-"""portal.jobs.plugins: Volcano's svc, env and pytorch job plugins (pure).
+"""portal.jobs.plugins: Volcano's svc, env, pytorch, ssh and mpi job plugins (pure).
 
 Expected values are derived from upstream volcano-sh/volcano pkg/controllers/job/plugins:
-env/env.go:45-59, svc/svc.go:76-131 and 309-345, pytorch/pytorch.go:91-157."""
+env/env.go:45-59, svc/svc.go:76-131 and 309-345, pytorch/pytorch.go:91-157, ssh/ssh.go:144-200
+(mountRsaKey) and 262-286 (generateSSHConfig), distributed-framework/mpi/mpi.go:80-170; the
+webhook's defaults webhooks/admission/jobs/mutate/mutate_job.go:244-260."""
 
 import pytest
 
 from portal.jobs.plugins import (
+    SSH_KEY_PLACEHOLDER,
     JobShape,
     hostname,
     hosts_data,
@@ -94,8 +97,16 @@ def test_pytorch_turns_svc_on_like_the_admission_webhook():
 @pytest.mark.parametrize(
     ("raw", "path", "message"),
     [
-        ({"ssh": []}, "spec.plugins.ssh", "not supported"),
-        ({"mpi": ["--port=22"]}, "spec.plugins.mpi", "not supported"),
+        ({"ray": []}, "spec.plugins.ray", "not supported"),
+        ({"tensorflow": []}, "spec.plugins.tensorflow", "not supported"),
+        ({"mpi": ["--bogus=1"]}, "spec.plugins.mpi[0]", "unknown flag --bogus"),
+        ({"mpi": ["--port=0"]}, "spec.plugins.mpi[0]", "--port takes a port"),
+        ({"mpi": ["--master=chief"]}, "spec.plugins.mpi", "task named chief"),
+        ({"ssh": ["--ssh-port=70000"]}, "spec.plugins.ssh[0]", "--ssh-port takes a port"),
+        ({"ssh": ["--ssh-key-file-path=home/.ssh"]}, "spec.plugins.ssh[0]", "absolute path"),
+        ({"ssh": ["--ssh-key-file-path=/a/../root"]}, "spec.plugins.ssh[0]", "absolute path"),
+        ({"ssh": ["--ssh-private-key=-----BEGIN"]}, "spec.plugins.ssh[0]", "plain text"),
+        ({"ssh": ["--ssh-public-key=ssh-rsa AAAA"]}, "spec.plugins.ssh[0]", "plain text"),
         ({"svc": ["--bogus"]}, "spec.plugins.svc[0]", "unknown flag --bogus"),
         ({"svc": ["--inject-hosts-env=maybe"]}, "spec.plugins.svc[0]", "true or false"),
         ({"pytorch": ["--port=99999"]}, "spec.plugins.pytorch[0]", "port"),
@@ -117,3 +128,88 @@ def test_host_names_stay_dns_labels():
     assert long.endswith("-12")
     assert long != hostname("j" * 63, "t" * 63, 13)
     assert hostname("ddp", "worker", 0) == "ddp-worker-0"
+
+
+MPI_JOB = JobShape(job_id=9, name="lm", tasks=(("mpimaster", 1), ("mpiworker", 2)))
+MPI = {"mpi": ["--master=mpimaster", "--worker=mpiworker"]}
+
+
+def test_mpi_turns_svc_and_ssh_on_like_the_admission_webhook():
+    stored, errors = plugins_parse(MPI, task_names=["mpimaster", "mpiworker"])
+    assert errors == {}
+    assert stored == {**MPI, "svc": [], "ssh": []}
+    # A worker task is not required (validate/admit_job.go:134-141 checks the master only).
+    stored, errors = plugins_parse({"mpi": []}, task_names=["master"])
+    assert (errors, sorted(stored)) == ({}, ["mpi", "ssh", "svc"])
+
+
+def test_mpi_gives_the_master_the_workers_hosts_and_opens_the_sshd_port_everywhere():
+    stored, _ = plugins_parse(MPI, task_names=["mpimaster", "mpiworker"])
+    master = pod_additions(stored, MPI_JOB, "mpimaster", 0)
+    worker = pod_additions(stored, MPI_JOB, "mpiworker", 1)
+    hosts = "lm-mpiworker-0.gp-9,lm-mpiworker-1.gp-9"  # mpi.go:116-149 generateTaskHosts
+    assert _env(master)["MPI_HOST"] == hosts
+    assert {"name": "MPI_HOST", "value": hosts} in master.init_env
+    assert "MPI_HOST" not in _env(worker)
+    port = {"name": "mpijob-port", "containerPort": 22}  # mpi.go:151-170
+    for additions in (master, worker):
+        assert additions.ports == (port,)
+        assert additions.init_ports == (port,)
+    custom = pod_additions({**stored, "mpi": ["--port=2222"]}, MPI_JOB, "mpiworker", 0)
+    assert custom.ports == ({"name": "mpijob-port", "containerPort": 2222},)
+
+
+def test_mpi_without_the_worker_task_leaves_the_master_alone_as_upstream_does():
+    job = JobShape(job_id=9, name="lm", tasks=(("master", 1),))
+    additions = pod_additions({"mpi": []}, job, "master", 0)
+    assert (additions.env, additions.ports) == ((), ())
+
+
+def test_ssh_mounts_the_jobs_secret_at_root_ssh_mode_0600():
+    additions = pod_additions({"ssh": []}, MPI_JOB, "mpiworker", 0)
+    volume = {
+        "name": "gp-9-ssh",
+        "secret": {
+            "secretName": "gp-9-ssh",
+            "items": [
+                {"key": "id_rsa", "path": ".ssh/id_rsa"},
+                {"key": "id_rsa.pub", "path": ".ssh/id_rsa.pub"},
+                {"key": "authorized_keys", "path": ".ssh/authorized_keys"},
+                {"key": "config", "path": ".ssh/config"},
+            ],
+            "defaultMode": 0o600,
+        },
+    }
+    assert additions.volumes == (volume,)
+    assert additions.mounts == ({"name": "gp-9-ssh", "mountPath": "/root/.ssh", "subPath": ".ssh"},)
+    other = pod_additions({"ssh": ["--ssh-key-file-path=/home/user/.ssh"]}, MPI_JOB, "mpiworker", 0)
+    assert other.volumes[0]["secret"]["defaultMode"] == 0o644  # ssh.go:175-178
+    assert other.mounts[0]["mountPath"] == "/home/user/.ssh"
+
+
+def test_the_ssh_secret_holds_placeholders_and_the_hosts_config():
+    objects = job_objects({"ssh": ["--ssh-port=2222"]}, MPI_JOB, namespace="jobs",
+                          labels={"a": "b"}, selector={})  # fmt: skip
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [("Secret", "gp-9-ssh")]
+    data = objects[0]["stringData"]
+    assert {data[key] for key in ("id_rsa", "id_rsa.pub", "authorized_keys")} == {
+        SSH_KEY_PLACEHOLDER
+    }
+    assert data["config"] == (
+        "StrictHostKeyChecking no\nUserKnownHostsFile /dev/null\n"
+        "Host lm-mpimaster-0\n  HostName lm-mpimaster-0.gp-9\n  Port 2222\n"
+        "Host lm-mpiworker-0\n  HostName lm-mpiworker-0.gp-9\n  Port 2222\n"
+        "Host lm-mpiworker-1\n  HostName lm-mpiworker-1.gp-9\n  Port 2222\n"
+    )
+    assert objects[0]["metadata"]["labels"] == {"a": "b"}
+
+
+def test_pytorch_and_mpi_flags_do_not_mix():
+    stored, errors = plugins_parse(
+        {"pytorch": ["--master=chief", "--port=29500"], "mpi": ["--master=launcher"]},
+        task_names=["chief", "launcher", "worker"],
+    )
+    assert errors == {}
+    config = plugins_config(stored)
+    assert (config.master, config.port) == ("chief", 29500)
+    assert (config.mpi_master, config.mpi_port) == ("launcher", 22)

@@ -56,8 +56,11 @@ def test_a_pytorch_manifest_is_stored_with_svc_turned_on(api, nlp_queue):
 @pytest.mark.parametrize(
     ("plugins", "path"),
     [
-        ({"ssh": []}, "spec.plugins.ssh"),
-        ({"env": [], "mpi": []}, "spec.plugins.mpi"),
+        ({"ray": []}, "spec.plugins.ray"),
+        ({"env": [], "tensorflow": []}, "spec.plugins.tensorflow"),
+        ({"mpi": ["--np=4"]}, "spec.plugins.mpi[0]"),
+        ({"mpi": ["--master=launcher"]}, "spec.plugins.mpi"),
+        ({"ssh": ["--ssh-private-key=-----BEGIN RSA PRIVATE KEY-----"]}, "spec.plugins.ssh[0]"),
         ({"svc": ["--no-such-flag"]}, "spec.plugins.svc[0]"),
         ({"pytorch": ["--master=chief"]}, "spec.plugins.pytorch"),
     ],
@@ -69,6 +72,14 @@ def test_plugins_the_portal_does_not_run_are_a_400_naming_them(api, nlp_queue, p
     assert response.status_code == HTTPStatus.BAD_REQUEST
     assert path in response.json()["errors"], response.json()
     assert not Job.objects.exists()
+
+
+def test_an_mpi_manifest_is_stored_with_svc_and_ssh_turned_on(api, nlp_queue):
+    manifest = copy.deepcopy(MANIFEST)
+    manifest["spec"]["plugins"] = {"mpi": ["--port=2222"]}
+    response = _post(api, manifest)
+    assert response.status_code == HTTPStatus.CREATED, response.json()
+    assert Job.objects.get().plugins == {"mpi": ["--port=2222"], "svc": [], "ssh": []}
 
 
 def test_the_json_api_takes_plugins(api, nlp_queue):

@@ -1,6 +1,6 @@
 """deploy/rbac.yaml grants exactly what the portal calls: every request the code sends in a
 run that exercises each path (the watch cache and the plain lists, a gang with the svc
-plugin's objects, a name taken (409, read back), binding, eviction), in the shared jobs
+and ssh plugins' objects, a name taken (409, read back), binding, eviction), in the shared jobs
 namespace and then with a namespace per tenant, is allowed by the file (and, in a tenant's
 namespace, by deploy/tenant-namespace.yaml), and every verb they grant is used. Requests are
 read from the emulated API server's log."""
@@ -109,7 +109,7 @@ def test_the_verbs_the_portal_calls_are_the_verbs_deploy_rbac_grants(
         queue=nlp_queue,
         name="ddp",
         tasks=[{"name": "master", **task}, {"name": "worker", **task}],
-        plugins={"pytorch": []},
+        plugins={"pytorch": [], "ssh": []},
     )
     backend.list_nodes()  # the plain list path
     backend.list_pods()
@@ -141,7 +141,7 @@ def test_the_verbs_the_portal_calls_are_the_verbs_deploy_rbac_grants(
                     queue=queue,
                     name="ddp",
                     tasks=[{"name": "master", **task}, {"name": "worker", **task}],
-                    plugins={"pytorch": []},
+                    plugins={"pytorch": [], "ssh": []},
                 )
                 for queue in (vision, speech)
             ]

@@ -49,6 +49,7 @@ _DECLARED = {
     NODES: kmock.ResourceInfo(kind="Node", namespaced=False),
     kmock.resource("v1/services"): kmock.ResourceInfo(kind="Service", namespaced=True),
     kmock.resource("v1/configmaps"): kmock.ResourceInfo(kind="ConfigMap", namespaced=True),
+    kmock.resource("v1/secrets"): kmock.ResourceInfo(kind="Secret", namespaced=True),
     kmock.resource("v1/events"): kmock.ResourceInfo(kind="Event", namespaced=True),
     kmock.resource("v1/namespaces"): kmock.ResourceInfo(kind="Namespace", namespaced=False),
     kmock.resource("networking.k8s.io/v1/networkpolicies"): kmock.ResourceInfo(

@@ -69,6 +69,7 @@ KINDS = {
     "events": "Event",
     "namespaces": "Namespace",
     "networkpolicies": "NetworkPolicy",
+    "secrets": "Secret",
 }
 
 
@@ -191,6 +192,13 @@ class ApiStore:
         meta.setdefault("creationTimestamp", self.timestamp())
         obj.setdefault("apiVersion", "v1")
         obj.setdefault("kind", kind)
+        if resource == "secrets" and obj.get("stringData"):
+            # As the API server: stringData is merged into data (base64), never stored as is.
+            encoded = {
+                k: base64.b64encode(v.encode()).decode() for k, v in obj["stringData"].items()
+            }
+            obj["data"] = {**(obj.get("data") or {}), **encoded}
+            del obj["stringData"]
         if resource == "pods":
             spec = obj.setdefault("spec", {})
             spec.setdefault("schedulerName", "default-scheduler")

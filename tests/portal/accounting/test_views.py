@@ -24,6 +24,15 @@ def test_an_admin_sees_every_queue_with_its_colour_and_the_total(staff_client):
     assert "format=csv" in page
 
 
+def test_each_borrowed_column_sits_under_the_resource_it_counts(staff_client):
+    page = staff_client.get(URL, {"month": "2026-11"}).content.decode()
+    head = page[page.index("<thead>") : page.index("</thead>")]
+    assert 'colspan="4" scope="colgroup" class="group">GPU-hours</th>' in head
+    assert 'colspan="2" scope="colgroup" class="group group-start">CPU core-hours</th>' in head
+    assert head.count(">borrowed</th>") == 2
+    assert head.index("GPU-hours") < head.index("CPU core-hours") < head.index("lost to")
+
+
 def test_a_lead_sees_the_tenants_they_belong_to_only(lead_client):
     response = lead_client.get(URL, {"month": "2026-11"})
     assert [row.name for row in response.context["rows"]] == ["nlp", "vision"]

@@ -94,6 +94,10 @@ KEY_IN_SPEC = (
     "job; the portal generates the job's key pair on the cluster instead (leave the flag out)"
 )
 BAD_PATH = "flag {flag} takes an absolute path without '..' or ':'"
+MOUNT_TAKEN = (
+    "the {name} plugin mounts {path} in every container (the cluster would refuse the pod); "
+    "mount this volume elsewhere"
+)
 
 _FLAG = re.compile(r"--?([a-z][a-z-]*)(?:=(.*))?", re.S)
 _BOOL_FLAGS = {
@@ -190,6 +194,33 @@ def plugins_parse(
     if MPI in stored:
         stored.setdefault(SSH, [])
     return (stored if not errors else {}), errors
+
+
+def plugin_mount_errors(
+    stored: Mapping[str, Sequence[str]], templates: Sequence[Any], *, path: str = "tasks"
+) -> dict[str, list[str]]:
+    """A template's own volume mount at a path a plugin mounts (svc's /etc/volcano, ssh's key
+    path): keyed `<path>[i].pod_template.spec.<containers>[j].volumeMounts[k].mountPath`.
+    `templates` are the tasks' pod templates in order (None for a task without one)."""
+    config = plugins_config(stored)
+    taken = {HOSTS_MOUNT_PATH: SVC} if config.svc else {}
+    if config.ssh:
+        taken[config.ssh_key_file_path.rstrip("/")] = SSH
+    errors: dict[str, list[str]] = {}
+    for i, template in enumerate(templates):
+        spec = template.get("spec") if isinstance(template, dict) else None
+        for section in ("containers", "initContainers"):
+            containers = spec.get(section) if isinstance(spec, dict) else None
+            for j, container in enumerate(containers if isinstance(containers, list) else []):
+                mounts = container.get("volumeMounts") if isinstance(container, dict) else None
+                for k, mount in enumerate(mounts if isinstance(mounts, list) else []):
+                    mount_path = mount.get("mountPath") if isinstance(mount, dict) else None
+                    if isinstance(mount_path, str) and mount_path.rstrip("/") in taken:
+                        key = f"{path}[{i}].pod_template.spec.{section}[{j}].volumeMounts[{k}]"
+                        errors[f"{key}.mountPath"] = [
+                            MOUNT_TAKEN.format(name=taken[mount_path.rstrip("/")], path=mount_path)
+                        ]
+    return errors
 
 
 def _flag_error(plugin: str, arg: str) -> str | None:

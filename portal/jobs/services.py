@@ -28,7 +28,7 @@ from .limits import (
     task_limit_errors,
 )
 from .models import Job, JobTask
-from .plugins import plugins_parse
+from .plugins import plugin_mount_errors, plugins_parse
 from .podtemplate import pod_template_parse
 from .policies import DEFAULT_MAX_RETRY, policies_parse
 from .selectors import tenant_pending_pods
@@ -287,6 +287,9 @@ def job_build(
         plugins, task_names=[task.name for task in task_instances], path="plugins"
     )
     errors.update(plugin_errors)
+    if stored_plugins and isinstance(tasks, list):
+        templates = [spec.get("pod_template") if isinstance(spec, dict) else None for spec in tasks]
+        errors.update(plugin_mount_errors(stored_plugins, templates))
     stored_policies, policy_errors = policies_parse(policies, path="policies")
     errors.update(policy_errors)
     if max_retry is None:

@@ -82,6 +82,26 @@ def test_an_mpi_manifest_is_stored_with_svc_and_ssh_turned_on(api, nlp_queue):
     assert Job.objects.get().plugins == {"mpi": ["--port=2222"], "svc": [], "ssh": []}
 
 
+@pytest.mark.parametrize(
+    ("plugins", "mount_path"),
+    [({"mpi": []}, "/root/.ssh"), ({"ssh": ["--ssh-key-file-path=/home/u/.ssh"]}, "/home/u/.ssh/"),
+     ({"svc": []}, "/etc/volcano")],
+)  # fmt: skip
+def test_a_mount_where_a_plugin_mounts_is_a_400_naming_it(api, nlp_queue, plugins, mount_path):
+    manifest = copy.deepcopy(MANIFEST)
+    manifest["spec"]["plugins"] = plugins
+    manifest["spec"]["tasks"][1]["template"]["spec"] = {
+        "containers": [{"name": "t", "image": "trainer:1",
+                        "volumeMounts": [{"name": "keys", "mountPath": mount_path}]}],
+        "volumes": [{"name": "keys", "emptyDir": {}}],
+    }  # fmt: skip
+    response = _post(api, manifest)
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.json()
+    path = "spec.tasks[1].template.spec.containers[0].volumeMounts[0].mountPath"
+    assert "plugin mounts" in response.json()["errors"][path][0], response.json()
+    assert not Job.objects.exists()
+
+
 def test_the_json_api_takes_plugins(api, nlp_queue):
     body = {
         "queue": "nlp-train",

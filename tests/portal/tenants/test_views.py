@@ -41,6 +41,17 @@ def test_a_researcher_sees_their_tenants_quota_and_use(researcher_client, nlp, v
     assert missing.status_code == HTTPStatus.NOT_FOUND
 
 
+def test_a_deserved_share_reads_as_the_queue_pages_write_it(researcher_client, nlp):
+    from portal.tenants.models import TenantUsageSample
+
+    TenantUsageSample.objects.create(tenant=nlp, gpus_allocated=3, gpus_deserved=16.0)
+    listing = researcher_client.get(reverse("tenants:tenant_list")).content.decode()
+    assert '<td class="num">16 GPUs</td>' in listing  # not "16.0 GPUs"
+    TenantUsageSample.objects.create(tenant=nlp, gpus_allocated=3, gpus_deserved=12.5)
+    detail = researcher_client.get(reverse("tenants:tenant_detail", args=[nlp.pk]))
+    assert "<dt>Deserves now</dt><dd>12.5 GPUs</dd>" in detail.content.decode()
+
+
 @pytest.mark.parametrize("client", ["researcher_client", "lead_client"])
 def test_only_admins_reach_the_edit_page(request, client, nlp, vision):
     client = request.getfixturevalue(client)

@@ -4,6 +4,7 @@
   var box = document.getElementById("job-logs");
   if (!box) { return; }
   var form = box.querySelector("form");
+  if (!form) { return; }
   var out = box.querySelector("pre");
   var outcome = box.querySelector("[data-outcome]");
   function show(url) {

@@ -40,6 +40,19 @@ def test_job_detail_shows_tasks_and_placements(researcher_client, nlp_queue):
     assert "bert-1-master-0" in body
 
 
+def test_job_logs_offer_a_pod_only_once_there_is_one(researcher_client, nlp_queue):
+    job = JobFactory(queue=nlp_queue, name="bert")
+    task = JobTaskFactory(job=job, name="master")
+    url = reverse("jobs:job_detail", args=[job.pk])
+    body = researcher_client.get(url).content.decode()
+    assert 'id="no-logs"' in body
+    assert "Show log" not in body
+    PlacementFactory(task=task, pod_name="bert-1-master-0")
+    body = researcher_client.get(url).content.decode()
+    assert 'id="no-logs"' not in body
+    assert '<option value="bert-1-master-0">' in body
+
+
 def test_job_detail_other_tenant_is_404(researcher_client, vision_queue):
     job = JobFactory(queue=vision_queue)
     response = researcher_client.get(reverse("jobs:job_detail", args=[job.pk]))

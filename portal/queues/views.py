@@ -92,10 +92,7 @@ class QueueEditView(LoginRequiredMixin, View):
         try:
             queue = queue_update(queue=queue, actor=request.user, **form.cleaned_data)
         except ValidationError as error:
-            for field, field_messages in error.message_dict.items():
-                target = field if field in form.fields else None
-                for message in field_messages:
-                    form.add_error(target, message)
+            form.add_service_errors(error)
             return self._render(request, queue, form)
         if queue.changes.count() == before:
             messages.info(request, QUEUE_UNCHANGED)

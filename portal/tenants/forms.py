@@ -1,4 +1,5 @@
 from django import forms
+from django.core.exceptions import ValidationError
 
 from portal.common.fields import CpuField, MemoryField
 from portal.common.units import cpu_text, memory_text
@@ -39,6 +40,17 @@ class QuotaForm(forms.Form):
     )
 
     fields_edited: tuple[str, ...] = QUOTA_FIELDS
+
+    def add_service_errors(self, error: ValidationError) -> None:
+        """The quota service's refusal on the fields it names. Its messages start with the
+        field's name for API clients ("guarantee_gpus: ..."); under the field itself that
+        prefix is noise, so it is dropped there."""
+        for field, field_messages in error.message_dict.items():
+            target = field if field in self.fields else None
+            for message in field_messages:
+                if target is not None:
+                    message = message.removeprefix(f"{field}: ")
+                self.add_error(target, message)
 
     def other_fields(self) -> list[forms.BoundField]:
         """The fields before the resource rows (weight, reclaimable, a queue's priority...)."""

@@ -104,10 +104,7 @@ class TenantEditView(LoginRequiredMixin, View):
         try:
             tenant = tenant_update(tenant=tenant, actor=request.user, **form.cleaned_data)
         except ValidationError as error:
-            for field, field_messages in error.message_dict.items():
-                target = field if field in form.fields else None
-                for message in field_messages:
-                    form.add_error(target, message)
+            form.add_service_errors(error)
             return self._render(request, tenant, form)
         if tenant.changes.count() == before:
             messages.info(request, TENANT_UNCHANGED)

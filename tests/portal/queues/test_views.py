@@ -100,7 +100,8 @@ def test_service_errors_shown_on_the_field(lead_client, nlp_queue, cluster):
     assert response.status_code == HTTPStatus.OK
     assert response.context["form"].errors == {
         "guarantee_gpus": [
-            "guarantee_gpus: nlp's queues would guarantee 40 GPUs (nlp-train 40 GPUs) but "
+            # under the field that is named: no "guarantee_gpus: " before the sentence
+            "nlp's queues would guarantee 40 GPUs (nlp-train 40 GPUs) but "
             "tenant nlp guarantees 0 GPUs"
         ]
     }

@@ -88,8 +88,7 @@ def test_a_refused_quota_is_shown_on_the_field_and_nothing_is_saved(staff_client
     assert response.status_code == HTTPStatus.OK
     assert response.context["form"].errors == {
         "guarantee_gpus": [
-            "guarantee_gpus: 6 GPUs is below the sum of nlp's queue guarantees, "
-            "10 GPUs (nlp-train 10 GPUs)"
+            "6 GPUs is below the sum of nlp's queue guarantees, 10 GPUs (nlp-train 10 GPUs)"
         ]
     }
     nlp.refresh_from_db()

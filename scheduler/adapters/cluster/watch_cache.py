@@ -304,8 +304,9 @@ class ClusterCache:
         # uid -> (kind, namespace) of each object the portal deleted and the watch has not
         # yet reported gone.
         self._deleting: dict[str, tuple[str, str]] = {}
-        # uids of objects the portal made that no list or event has shown yet: a relist whose
-        # snapshot is older than the create must not take them for gone.
+        # uids of objects the portal made that no list or event has shown yet: missing from a
+        # relist, they may be newer than its snapshot, so they are not reported gone (their
+        # ADDED event follows if they exist).
         self._unconfirmed: set[str] = set()
         self._owners_gone: list[JobObject] = []
         self.object_namespaces = tuple(object_namespaces)
@@ -579,14 +580,13 @@ class ClusterCache:
             fresh[obj.key] = obj
         listed = {obj.uid for obj in fresh.values()}
         with self._lock:
-            self._unconfirmed -= listed
             for key, old in list(self._objects.items()):
                 if key[0] != kind or key[1] != namespace:
                     continue
-                if old.uid in self._unconfirmed and key not in fresh:
-                    continue  # made after the list's snapshot: its ADDED event follows
                 del self._objects[key]
-                if old.is_owner and old.uid not in listed and old.uid not in self._deleting:
+                if old.uid in self._unconfirmed:
+                    self._unconfirmed.discard(old.uid)
+                elif old.is_owner and old.uid not in listed and old.uid not in self._deleting:
                     self._owners_gone.append(old)  # gone while the watch was down
             # A deletion the list no longer shows is over; one it still shows is under way.
             for uid, where in list(self._deleting.items()):

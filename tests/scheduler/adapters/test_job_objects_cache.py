@@ -178,10 +178,11 @@ def test_a_service_someone_deletes_is_made_again_under_the_jobs_owner(
     assert len(requests_of(cluster, "Service", kmock.action.CREATE)) == creates
 
 
-def test_an_owner_deleted_between_two_cycles_backends_requeues_the_job(
+def test_an_owner_deleted_between_two_cycles_backends_is_reported_once(
     cluster, cache, alice, nlp_queue, cycle_clock
 ):
-    """The cycle worker builds a new backend every cycle: the deletion is the cache's to tell."""
+    """The cycle worker builds a new backend every cycle: the deletion is the cache's to tell
+    (cluster_observe requeues the job it names: test_owner_objects)."""
     from datetime import timedelta
 
     cluster.add_node("gpu-a", GPU_NODE)

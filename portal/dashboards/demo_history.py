@@ -12,7 +12,10 @@ Written through the real services and models: jobs by `job_submit` and the statu
 (their timestamps at the story's times), placements by `placement_create`, evictions as
 PreemptionEvents with the sentences the scheduler writes, per-minute usage samples whose
 allocated and pending GPUs are the story's and whose deserved shares come from the core's
-proportion plugin (`portal.queues.preview.deserved_gpus`), then the hourly and daily rollups.
+proportion plugin (`portal.queues.preview.deserved_gpus`), then the hourly and daily rollups,
+and the usage ledger's months as the cycles would have booked them (the booking rules of
+portal.accounting.booking, interval by interval), so the usage report tells the same story as
+the dashboards. This seed is the only writer of the ledger besides the cycle.
 """
 
 from __future__ import annotations
@@ -24,7 +27,18 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from portal.cluster.models import Node, Placement
+from portal.accounting.booking import (
+    MILLI,
+    Amounts,
+    Line,
+    OpenPlacement,
+    book,
+    epoch_seconds,
+    from_epoch_seconds,
+    month_of,
+)
+from portal.accounting.models import LedgerEntry
+from portal.cluster.models import Node, Placement, whole_second
 from portal.cluster.services import placement_create
 from portal.jobs import services as jobs
 from portal.jobs.models import Job
@@ -154,6 +168,7 @@ def demo_history_seed(*, users: dict[str, Any], now: datetime | None = None) -> 
     events = _reclaims(created, now)
     samples = _usage_samples(queues, now)
     usage_rollups_rebuild()
+    _ledger(created, queues)
     return (
         f"demo history: {len(created)} finished jobs, {events} evictions and {samples} usage "
         f"samples over the last {HISTORY_MINUTES // 60} hours"
@@ -200,7 +215,12 @@ def _job(spec: PastJob, users, queues, nodes, now: datetime) -> Job:
             state = Placement.State.SUCCEEDED
         for (task, replica), node in zip(pods, run.nodes, strict=True):
             placement = placement_create(task=task, replica=replica, node=nodes[node], state=state)
-            Placement.objects.filter(pk=placement.pk).update(created_at=start, updated_at=end)
+            Placement.objects.filter(pk=placement.pk).update(
+                created_at=start,
+                updated_at=end,
+                started_at=whole_second(start),
+                ended_at=whole_second(end),
+            )
         if run.reclaimed_by:
             job = jobs.job_mark_preempted(job=job, at=end)
             # As the cycle does: the eviction's sentence stays the reason until it reschedules.
@@ -259,6 +279,55 @@ def _reclaims(created: dict[str, Job], now: datetime) -> int:
                 )
     PreemptionEvent.objects.bulk_create(events)
     return len(events)
+
+
+def _ledger(created: dict[str, Job], queues: dict[str, Queue]) -> None:
+    """Book the story's placements as the cycles would have: between each two moments a pod
+    started or ended, each queue's line is its guarantee (the cycle's min(guarantee,
+    deserved) is the same here: a queue's deserved share is below its guarantee only when its
+    demand is), oldest pods first; a reclaimed pod's work is lost when it is evicted. A
+    ledger that already has rows is left alone."""
+    if LedgerEntry.objects.exists():
+        return
+    rows = Placement.objects.filter(job__in=created.values()).select_related("job", "task")
+    placements = [
+        OpenPlacement(
+            id=row.pk,
+            tenant_id=row.job.tenant_id,
+            queue_id=row.job.queue_id,
+            user_id=row.job.submitter_id,
+            started_at=epoch_seconds(row.started_at),
+            ended_at=epoch_seconds(row.ended_at),
+            gpu_milli=max(row.gpu_milli, row.gpus * MILLI),
+            cpu_milli=row.task.cpu_millis,
+        )
+        for row in rows
+    ]
+    reclaimed = {
+        row.pk: epoch_seconds(row.ended_at) for row in rows if row.state == Placement.State.DELETED
+    }
+    lines = {
+        queue.pk: Line(queue.guarantee_gpus * MILLI, queue.guarantee_cpu_millis)
+        for queue in queues.values()
+    }
+    moments = sorted({p.started_at for p in placements} | {p.ended_at for p in placements})
+    totals: dict[tuple, Amounts] = {}
+    for since, until in zip(moments, moments[1:], strict=False):
+        evicted = {pk for pk, at in reclaimed.items() if at == until}
+        month = month_of(from_epoch_seconds(until))
+        booked = book(placements, lines=lines, evicted=evicted, since=since, until=until)
+        for key, amounts in booked.items():
+            totals[(month, *key)] = totals.get((month, *key), Amounts()).add(amounts)
+    LedgerEntry.objects.bulk_create(
+        LedgerEntry(
+            month=month,
+            tenant_id=tenant_id,
+            queue_id=queue_id,
+            user_id=user_id,
+            **dict(zip(LedgerEntry.AMOUNTS, amounts.values(), strict=True)),
+        )
+        for (month, tenant_id, queue_id, user_id), amounts in sorted(totals.items())
+    )
 
 
 def _usage_samples(queues: dict[str, Queue], now: datetime) -> int:

@@ -88,6 +88,37 @@ def test_usage_samples_agree_with_the_placements(seeded):
     assert QueueUsageRollup.objects.filter(resolution="hour").exists()
 
 
+def test_the_ledger_books_the_storys_gpu_hours(seeded):
+    from django.db.models import Sum
+
+    from portal.accounting.models import LedgerEntry
+
+    past = Placement.objects.filter(job__name__in=[job.name for job in PAST_JOBS])
+    for placement in past:  # the placements hold the story's times, as the job pages show
+        assert (placement.started_at, placement.ended_at) == (
+            placement.created_at.replace(microsecond=0),
+            placement.updated_at.replace(microsecond=0),
+        )
+    held = sum(p.gpus * 1000 * int((p.ended_at - p.started_at).total_seconds()) for p in past)
+    totals = LedgerEntry.objects.aggregate(
+        within=Sum("gpu_milli_seconds_within"),
+        borrowed=Sum("gpu_milli_seconds_borrowed"),
+        lost=Sum("gpu_milli_seconds_lost"),
+    )
+    assert totals["within"] + totals["borrowed"] == held
+    # vision-batch guarantees nothing: all its use is borrowed; the reclaim threw away the
+    # first run of clip-embed, 2 pods x 4 GPUs for 89 minutes.
+    batch = LedgerEntry.objects.filter(queue__name="vision-batch").aggregate(
+        within=Sum("gpu_milli_seconds_within"), lost=Sum("gpu_milli_seconds_lost")
+    )
+    assert batch["within"] == 0
+    assert totals["lost"] == batch["lost"] == 2 * 4 * 1000 * 89 * 60
+    # gpt2-sft's 16 GPUs in nlp-train (guarantee 8) for 179 minutes: half of them borrowed;
+    # tokenizer-train's 2 GPUs later, alone in the queue: within.
+    nlp = LedgerEntry.objects.get(queue__name="nlp-train", user__username="researcher")
+    assert nlp.gpu_milli_seconds_borrowed == 8 * 1000 * 179 * 60
+
+
 def test_the_day_view_of_a_fresh_demo_is_not_empty(seeded, client):
     client.login(username="admin", password="demo-pass-for-tests")
     figure = client.get("/dashboards/data/usage/", {"range": "day"}).json()["figure"]

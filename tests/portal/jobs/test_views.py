@@ -40,6 +40,26 @@ def test_job_detail_shows_tasks_and_placements(researcher_client, nlp_queue):
     assert "bert-1-master-0" in body
 
 
+def test_job_detail_shows_when_each_pod_started_and_ended(researcher_client, nlp_queue):
+    from datetime import UTC, datetime
+
+    job = JobFactory(queue=nlp_queue, name="bert")
+    task = JobTaskFactory(job=job, name="master")
+    PlacementFactory(
+        task=task,
+        pod_name="bert-1-master-0",
+        state="failed",
+        started_at=datetime(2026, 11, 2, 8, 0, 5, tzinfo=UTC),
+        ended_at=datetime(2026, 11, 2, 9, 30, 0, tzinfo=UTC),
+        exit_code=137,
+        exit_reason="OOMKilled",
+    )
+    body = researcher_client.get(reverse("jobs:job_detail", args=[job.pk])).content.decode()
+    assert '<td data-label="Started" class="nowrap">2026-11-02 08:00:05</td>' in body
+    assert '<span class="nowrap">2026-11-02 09:30:00</span>' in body
+    assert '<span class="muted">exit code 137 (OOMKilled)</span>' in body
+
+
 def test_job_logs_offer_a_pod_only_once_there_is_one(researcher_client, nlp_queue):
     job = JobFactory(queue=nlp_queue, name="bert")
     task = JobTaskFactory(job=job, name="master")

@@ -57,6 +57,19 @@ def test_visible_queue_get_answers_as_visible_queues(request, who, nlp_queue, vi
     assert queue_access.visible_queue_get(user, name="no-such-queue") is None
 
 
+def _values(instance):
+    return {field.attname: getattr(instance, field.attname) for field in instance._meta.fields}
+
+
+def test_visible_queue_get_loads_every_column_as_the_orm_does(researcher, nlp_queue):
+    found = queue_access.visible_queue_get(researcher, name=nlp_queue.name)
+    expected = queue_access.visible_queues(researcher).select_related("tenant").get(pk=nlp_queue.pk)
+    assert _values(found) == _values(expected)
+    assert _values(found.tenant) == _values(expected.tenant)
+    assert found._state.adding is False
+    assert found._state.db == expected._state.db
+
+
 def test_can_submit_to_asks_for_the_membership_even_after_a_scoped_lookup(
     researcher, nlp_queue, django_assert_num_queries
 ):

@@ -80,3 +80,18 @@ def test_the_quota_form_has_a_row_per_resource(demo, open_as):
         # one row: the inputs line up even where a label wraps onto two lines
         assert len({round(top(field)) for field in limits}) == 1, resource
     assert top("guarantee_gpus") < top("guarantee_cpu_millis") < top("guarantee_memory_bytes")
+
+
+def test_the_preview_shows_the_change_on_a_phone_without_scrolling(demo, open_as):
+    from portal.queues.models import Queue
+
+    queue = Queue.objects.get(name="nlp-train")
+    page = open_as("lead", f"/queues/{queue.pk}/edit/", "#preview", viewport=PHONE)
+    page.fill("#id_capability_gpus", "8")
+    page.wait_for_selector("#preview .preview-cell-down")
+    box = page.locator("#preview").evaluate(
+        "t => [t.parentElement.scrollWidth, t.parentElement.clientWidth]"
+    )
+    assert box[0] <= box[1] + 1
+    after = page.locator("#preview tr[data-name='nlp-train'] td.after").bounding_box()
+    assert after["x"] + after["width"] <= PHONE["width"]

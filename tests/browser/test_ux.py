@@ -212,3 +212,16 @@ def test_the_preemption_history_is_cards_on_a_phone(demo, open_as):
     what = row.locator("td[data-label='What happened']")
     assert what.evaluate("td => getComputedStyle(td, '::before').content") == '"What happened"'
     assert what.is_visible()
+
+
+def test_the_nodes_page_is_cards_on_a_phone(demo, open_as):
+    from tests.browser.chromium import PHONE
+
+    page = open_as("admin", "/cluster/nodes/", "#nodes", viewport=PHONE)
+    box = page.locator("#nodes").evaluate(
+        "t => [t.parentElement.scrollWidth, t.parentElement.clientWidth]"
+    )
+    assert box[0] <= box[1] + 1  # used and free GPUs are not hidden sideways
+    free = page.locator("#nodes tbody tr").first.locator("td[data-label='Free']")
+    assert free.is_visible()
+    assert free.bounding_box()["x"] + free.bounding_box()["width"] <= PHONE["width"]

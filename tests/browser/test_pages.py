@@ -40,6 +40,8 @@ def test_researcher_submits_job_and_watches_it_get_placed(world, login, live_ser
 
     page = login("researcher")
     page.click("nav >> text=Submit job")
+    # Its script (the + Add role button) runs once the page has loaded, not when the link is.
+    page.wait_for_url("**/jobs/new/", wait_until="load")
     page.select_option("#id_queue", label="nlp-train (nlp)")
     page.fill("#id_name", "browser-bert")
     page.fill("#id_tasks-0-name", "master")
@@ -67,6 +69,8 @@ def test_researcher_submits_job_and_watches_it_get_placed(world, login, live_ser
 def test_submit_form_shows_service_errors_on_the_role(world, login):
     page = login("researcher")
     page.click("nav >> text=Submit job")
+    # Its script (the + Add role button) runs once the page has loaded, not when the link is.
+    page.wait_for_url("**/jobs/new/", wait_until="load")
     page.fill("#id_name", "dup-roles")
     page.click("#add-role")
     page.fill("#id_tasks-0-name", "worker")

@@ -225,3 +225,34 @@ def test_the_nodes_page_is_cards_on_a_phone(demo, open_as):
     free = page.locator("#nodes tbody tr").first.locator("td[data-label='Free']")
     assert free.is_visible()
     assert free.bounding_box()["x"] + free.bounding_box()["width"] <= PHONE["width"]
+
+
+def test_no_list_hides_columns_sideways_on_a_phone(demo, open_as, live_server):
+    """Every list is cards on a phone; only the usage report, a grid of figures, scrolls."""
+    from portal.jobs.models import Job
+    from portal.tenants.models import Tenant
+    from tests.browser.chromium import PHONE
+
+    job = Job.objects.get(name="bert-pretrain")
+    tenant = Tenant.objects.get(name="nlp")
+    paths = [
+        "/",
+        "/jobs/",
+        f"/jobs/{job.pk}/",
+        "/queues/",
+        "/tenants/",
+        f"/tenants/{tenant.pk}/",
+        "/api/tokens/",
+        "/admin-area/preemptions/",
+        "/cluster/nodes/",
+    ]
+    page = open_as("admin", "/", "#my-jobs", viewport=PHONE)
+    for path in paths:
+        page.goto(live_server.url + path)
+        page.wait_for_selector("main table")
+        hidden = page.evaluate(
+            "Array.from(document.querySelectorAll('.table-wrap, .card > .table'))"
+            ".filter(box => box.scrollWidth > box.clientWidth + 1)"
+            ".map(box => (box.querySelector('table') || box).id)"
+        )
+        assert hidden == [], path

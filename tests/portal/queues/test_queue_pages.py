@@ -75,8 +75,14 @@ def test_the_change_history_speaks_cores_and_gib(lead_client, nlp_queue):
     assert response.status_code == HTTPStatus.FOUND, response.context["form"].errors
     history = lead_client.get(url).content.decode()
     history = history[history.index('id="queue-changes"') :]
-    assert "<td>guarantee_cpu_millis</td><td>0 cores</td><td>0.25 cores</td>" in history
-    assert "<td>capability_memory_bytes</td><td>unlimited</td><td>128 GiB</td>" in history
+    assert (
+        '<td data-label="Field">guarantee_cpu_millis</td><td data-label="Old">0 cores</td>'
+        '<td data-label="New">0.25 cores</td>'
+    ) in history
+    assert (
+        '<td data-label="Field">capability_memory_bytes</td><td data-label="Old">unlimited</td>'
+        '<td data-label="New">128 GiB</td>'
+    ) in history
 
 
 def test_one_gpu_is_singular(researcher_client, nlp_queue):

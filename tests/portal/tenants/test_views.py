@@ -41,15 +41,18 @@ def test_a_researcher_sees_their_tenants_quota_and_use(researcher_client, nlp, v
     assert missing.status_code == HTTPStatus.NOT_FOUND
 
 
-def test_a_deserved_share_reads_as_the_queue_pages_write_it(researcher_client, nlp):
+def test_a_deserved_share_reads_as_the_queue_pages_write_it(researcher_client, nlp, nlp_queue):
     from portal.tenants.models import TenantUsageSample
 
+    PlacementFactory(task__job__queue=nlp_queue, task__gpus=1)
     TenantUsageSample.objects.create(tenant=nlp, gpus_allocated=3, gpus_deserved=16.0)
     listing = researcher_client.get(reverse("tenants:tenant_list")).content.decode()
-    assert '<td class="num">16 GPUs</td>' in listing  # not "16.0 GPUs"
-    TenantUsageSample.objects.create(tenant=nlp, gpus_allocated=3, gpus_deserved=12.5)
+    assert '<td data-label="Deserves" class="num">16 GPUs</td>' in listing  # not "16.0 GPUs"
+    assert '<td data-label="Using now" class="num">1 GPU</td>' in listing  # not "1 GPUs"
+    TenantUsageSample.objects.create(tenant=nlp, gpus_allocated=1, gpus_deserved=12.5)
     detail = researcher_client.get(reverse("tenants:tenant_detail", args=[nlp.pk]))
     assert "<dt>Deserves now</dt><dd>12.5 GPUs</dd>" in detail.content.decode()
+    assert "<dt>Using now</dt><dd>1 GPU</dd>" in detail.content.decode()  # not "1 GPUs"
 
 
 @pytest.mark.parametrize("client", ["researcher_client", "lead_client"])

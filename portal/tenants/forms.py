@@ -4,7 +4,7 @@ from django.core.exceptions import ValidationError
 from portal.common.fields import CpuField, MemoryField
 from portal.common.units import cpu_text, memory_text
 
-from .quota import QUOTA_FIELDS, RESOURCES, WEIGHT_MAX, WEIGHT_MIN
+from .quota import QUOTA_FIELDS, QUOTA_LABELS, RESOURCES, WEIGHT_MAX, WEIGHT_MIN
 
 CPU_HINT = 'Cores, e.g. 32 or 0.5 ("500m" works too).'
 MEMORY_HINT = 'GiB, e.g. 256; or a size such as "512Mi".'
@@ -14,29 +14,43 @@ class QuotaForm(forms.Form):
     """The quota fields tenants and queues share. Shape only; the rules (ranges across
     fields, the tenant's and the cluster's totals) live in the services."""
 
-    weight = forms.IntegerField(min_value=WEIGHT_MIN, max_value=WEIGHT_MAX)
-    reclaimable = forms.BooleanField(required=False)
-    guarantee_gpus = forms.IntegerField(min_value=0, label="Guarantee (GPUs)")
+    weight = forms.IntegerField(
+        min_value=WEIGHT_MIN, max_value=WEIGHT_MAX, label=QUOTA_LABELS["weight"]
+    )
+    reclaimable = forms.BooleanField(required=False, label=QUOTA_LABELS["reclaimable"])
+    guarantee_gpus = forms.IntegerField(min_value=0, label=QUOTA_LABELS["guarantee_gpus"])
     capability_gpus = forms.IntegerField(
-        min_value=0, required=False, label="Capability (GPUs)", help_text="Empty: unlimited."
+        min_value=0,
+        required=False,
+        label=QUOTA_LABELS["capability_gpus"],
+        help_text="Empty: unlimited.",
     )
     borrowing_limit_gpus = forms.IntegerField(
-        min_value=0, required=False, label="Borrowing limit (GPUs)", help_text="Empty: unlimited."
+        min_value=0,
+        required=False,
+        label=QUOTA_LABELS["borrowing_limit_gpus"],
+        help_text="Empty: unlimited.",
     )
     # CPU in cores and memory in GiB, as every page shows them; stored as millicores and bytes.
-    guarantee_cpu_millis = CpuField(label="Guarantee (CPU cores)", help_text=CPU_HINT)
+    guarantee_cpu_millis = CpuField(label=QUOTA_LABELS["guarantee_cpu_millis"], help_text=CPU_HINT)
     capability_cpu_millis = CpuField(
-        required=False, label="Capability (CPU cores)", help_text="Empty: unlimited."
+        required=False, label=QUOTA_LABELS["capability_cpu_millis"], help_text="Empty: unlimited."
     )
     borrowing_limit_cpu_millis = CpuField(
-        required=False, label="Borrowing limit (CPU cores)", help_text="Empty: unlimited."
+        required=False,
+        label=QUOTA_LABELS["borrowing_limit_cpu_millis"],
+        help_text="Empty: unlimited.",
     )
-    guarantee_memory_bytes = MemoryField(label="Guarantee (memory, GiB)", help_text=MEMORY_HINT)
+    guarantee_memory_bytes = MemoryField(
+        label=QUOTA_LABELS["guarantee_memory_bytes"], help_text=MEMORY_HINT
+    )
     capability_memory_bytes = MemoryField(
-        required=False, label="Capability (memory, GiB)", help_text="Empty: unlimited."
+        required=False, label=QUOTA_LABELS["capability_memory_bytes"], help_text="Empty: unlimited."
     )
     borrowing_limit_memory_bytes = MemoryField(
-        required=False, label="Borrowing limit (memory, GiB)", help_text="Empty: unlimited."
+        required=False,
+        label=QUOTA_LABELS["borrowing_limit_memory_bytes"],
+        help_text="Empty: unlimited.",
     )
 
     fields_edited: tuple[str, ...] = QUOTA_FIELDS

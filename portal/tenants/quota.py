@@ -31,6 +31,23 @@ QUOTA_FIELDS = (
     *(f"borrowing_limit_{r}" for r in RESOURCES),
     "reclaimable",
 )
+# What each field is called on the pages (the forms' labels, the change history), in the
+# units the forms take.
+LIMIT_KINDS = {
+    "guarantee": "Guarantee",
+    "capability": "Capability",
+    "borrowing_limit": "Borrowing limit",
+}
+RESOURCE_UNITS = {"gpus": "GPUs", "cpu_millis": "CPU cores", "memory_bytes": "memory, GiB"}
+QUOTA_LABELS = {
+    "weight": "Weight",
+    "reclaimable": "Reclaimable",
+    **{
+        f"{kind}_{r}": f"{kind_text} ({RESOURCE_UNITS[r]})"
+        for kind, kind_text in LIMIT_KINDS.items()
+        for r in RESOURCES
+    },
+}
 
 GUARANTEE_ABOVE_CAPABILITY = "guarantee ({guarantee}) may not exceed capability ({capability})"
 TENANT_NODE_PREFIX = "tenant/"

@@ -76,11 +76,11 @@ def test_the_change_history_speaks_cores_and_gib(lead_client, nlp_queue):
     history = lead_client.get(url).content.decode()
     history = history[history.index('id="queue-changes"') :]
     assert (
-        '<td data-label="Field">guarantee_cpu_millis</td><td data-label="Old">0 cores</td>'
+        '<td data-label="Field">Guarantee (CPU cores)</td><td data-label="Old">0 cores</td>'
         '<td data-label="New">0.25 cores</td>'
     ) in history
     assert (
-        '<td data-label="Field">capability_memory_bytes</td><td data-label="Old">unlimited</td>'
+        '<td data-label="Field">Capability (memory, GiB)</td><td data-label="Old">unlimited</td>'
         '<td data-label="New">128 GiB</td>'
     ) in history
 

@@ -80,7 +80,9 @@ def test_admin_edits_a_quota_and_the_change_is_listed(staff_client, staff, nlp, 
     }
     page = staff_client.get(url).content.decode()
     assert 'id="tenant-changes"' in page
-    assert "guarantee_gpus" in page
+    # the history names the field as the form does, not by its stored name
+    assert '<td data-label="Field">Guarantee (GPUs)</td>' in page
+    assert '<td data-label="Field">Weight</td>' in page
 
 
 def test_a_refused_quota_is_shown_on_the_field_and_nothing_is_saved(staff_client, nlp, cluster):

@@ -70,6 +70,12 @@ def test_a_fresh_demos_dashboard_tells_its_story(demo, open_as):
     )
     assert abs(gap) < 10
     assert page.inner_text("#free-blocks [data-label='8']") == "nodes entirely free (8 GPUs)"
+    tops = page.evaluate(
+        "Array.from(document.querySelectorAll('#free-blocks .stat'))"
+        ".map(stat => Math.round(stat.getBoundingClientRect().top))"
+    )
+    assert len(tops) == 5
+    assert len(set(tops)) == 1  # one row on a desktop
 
     # A researcher sees nlp-train in the same colour, and no evictions chart at all.
     page = open_as("researcher", "/dashboards/?range=day", LOADED)

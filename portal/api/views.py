@@ -13,7 +13,7 @@ from django.views import View
 
 from .forms import ApiTokenCreateForm
 from .selectors import api_token_get, api_token_list
-from .services import api_token_create, api_token_revoke, expiry_days_default, expiry_days_max
+from .services import api_token_create, api_token_revoke, expiry_days_default
 
 TOKEN_REVOKED = "Token “{name}” was revoked; requests with it now get 401."  # noqa: S105 - a message, not a secret
 TOKEN_ALREADY_REVOKED = "Token “{name}” was already revoked."  # noqa: S105 - a message, not a secret
@@ -28,7 +28,6 @@ class ApiTokenView(LoginRequiredMixin, View):
         context = {
             "form": form,
             "tokens": tokens,
-            "max_days": expiry_days_max(),
             "api_url": request.build_absolute_uri("/api/v1/"),
             **extra,
         }

@@ -63,7 +63,11 @@ def test_the_list_shows_the_last_use_and_why_a_token_stopped(researcher_client, 
 def test_bad_input_is_a_form_error_and_creates_nothing(researcher_client):
     response = researcher_client.post(URL, {"name": "x", "expires_in_days": "9999"})
     assert response.status_code == HTTPStatus.OK
-    assert response.context["form"].errors["expires_in_days"]
+    assert response.context["form"].errors["expires_in_days"] == ["must be between 1 and 365 days"]
+    # 0 gets the same one rule, and the field's hint says the limit
+    response = researcher_client.post(URL, {"name": "x", "expires_in_days": "0"})
+    assert response.context["form"].errors["expires_in_days"] == ["must be between 1 and 365 days"]
+    assert "At most 365 days." in response.content.decode()
     response = researcher_client.post(URL, {"name": "", "expires_in_days": "5"})
     assert response.context["form"].errors["name"]
     assert not ApiToken.objects.exists()

@@ -37,6 +37,8 @@ def test_a_researcher_sees_their_tenants_quota_and_use(researcher_client, nlp, v
     assert "12 GPUs · its queues guarantee 8, 4 unassigned" in body
     assert "24 GPUs" in body
     assert "nlp-train" in body
+    queues = body[body.index('id="queues"') :]
+    assert "<th>Tenant</th>" not in queues  # every row is this tenant's
     missing = researcher_client.get(reverse("tenants:tenant_detail", args=[vision.pk]))
     assert missing.status_code == HTTPStatus.NOT_FOUND
 

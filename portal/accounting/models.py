@@ -20,7 +20,8 @@ SECONDS_PER_HOUR = 3600
 
 
 class LedgerEntry(models.Model):
-    """One tenant/queue/user's use in one UTC month; a cycle adds to it, nothing else writes."""
+    """One tenant/queue/user's use in one UTC month; a cycle adds to it (and the demo seed
+    books its past once, by the same rules), nothing else writes."""
 
     month = models.DateField(help_text="First day of the UTC month")
     # PROTECT: a permanent record keeps what it names; jobs already protect these rows.

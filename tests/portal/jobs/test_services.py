@@ -1,7 +1,8 @@
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from portal.cluster.models import Placement
 from portal.common.validators import DNS_LABEL_INVALID, STR_DICT_INVALID, STR_LIST_INVALID
@@ -281,6 +282,69 @@ class TestJobSubmitLimits:
         with transaction.atomic():
             self._refused(researcher, nlp_queue, tasks=[task(replicas=2)])
             assert Job.objects.count() == 0  # TransactionManagementError if broken
+
+
+# Jobs of one tenant as (status, replicas, placement states): pending pods 0, 3 and 2, with
+# placements in every state and jobs the cycle no longer schedules.
+PENDING_PODS_TABLES = {
+    "none": [],
+    "some placed": [
+        (Job.Status.RUNNING, 3, [Placement.State.RUNNING, Placement.State.BOUND]),
+        (Job.Status.PENDING, 2, []),
+        (Job.Status.SUCCEEDED, 4, [Placement.State.SUCCEEDED] * 4),
+        (Job.Status.CANCELLED, 2, []),
+    ],
+    "ended pods": [
+        (
+            Job.Status.RUNNING,
+            4,
+            [Placement.State.SUCCEEDED, Placement.State.FAILED, Placement.State.RELEASING],
+        ),
+        (Job.Status.ADMITTED, 1, [Placement.State.DELETED, Placement.State.BOUND]),
+        (Job.Status.PREEMPTED, 1, [Placement.State.RUNNING]),
+    ],
+}
+
+
+class TestPendingPodsRefusal:
+    """The refusal skips counting placements when the replicas alone leave room: the same
+    answer as counting them every time, for every cap and job size around the boundary."""
+
+    @pytest.mark.parametrize("table", sorted(PENDING_PODS_TABLES))
+    def test_same_answer_as_the_full_count(self, table, nlp_queue):
+        from dataclasses import replace
+
+        from django.db.models import Sum
+
+        from portal.jobs.limits import job_limits, pending_pods_error
+        from portal.jobs.selectors import tenant_pending_pods
+
+        for index, (status, replicas, states) in enumerate(PENDING_PODS_TABLES[table]):
+            job = JobFactory(queue=nlp_queue, status=status)
+            job_task = JobTask.objects.create(job=job, name=f"t{index}", replicas=replicas)
+            for replica, state in enumerate(states):
+                PlacementFactory(task=job_task, replica=replica, state=state)
+        tenant = nlp_queue.tenant
+        pending = tenant_pending_pods(tenant_id=tenant.pk)
+        assert pending == {"none": 0, "some placed": 3, "ended pods": 2}[table]
+        stored = JobTask.objects.filter(job__tenant=tenant).aggregate(n=Sum("replicas"))["n"] or 0
+        seen = set()
+        for cap in range(stored + 8):
+            limits = replace(job_limits(), pending_pods_per_tenant=cap)
+            for adding in range(1, 8):
+                expected = pending_pods_error(
+                    tenant=tenant.name, pending=pending, adding=adding, limits=limits
+                )
+                with CaptureQueriesContext(connection) as queries:
+                    refusal = services._pending_pods_refusal(
+                        job=Job(tenant=tenant), adding=adding, limits=limits
+                    )
+                assert refusal == expected, (cap, adding)
+                counted = any("cluster_placement" in q["sql"] for q in queries.captured_queries)
+                seen.add((refusal is None, counted))
+        # Both paths ran: answers without the placements, refusals with them.
+        assert (True, False) in seen
+        assert (False, True) in seen
 
 
 class TestJobCancel:

@@ -103,7 +103,7 @@ def test_lead_edits_weight_and_sees_the_preview_change(world, login, live_server
     assert vision.inner_text().strip() == "16.0"
     page.click("button:has-text('Save')")
     page.wait_for_selector("text=Queue nlp-train saved.")
-    assert "weight" in page.inner_text("#queue-changes")
+    assert "\tWeight\t2\t3" in page.inner_text("#queue-changes")  # named as the form names it
 
 
 def test_admin_opens_preemption_history_and_dashboard(world, login, live_server):

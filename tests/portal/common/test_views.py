@@ -66,3 +66,8 @@ def test_staff_home_lists_all_tenants_and_admin_pages(staff_client, nlp_queue, v
     assert "nlp-train" in body
     assert "vision-train" in body
     assert reverse("scheduling:preemption_list") in body
+
+
+def test_the_start_page_shows_your_jobs_before_the_queues(researcher_client, nlp_queue):
+    page = researcher_client.get(reverse("home")).content.decode()
+    assert page.index('id="my-jobs"') < page.index('id="my-queues"')

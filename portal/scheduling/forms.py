@@ -56,7 +56,10 @@ class PreemptionFilterForm(forms.Form):
 class SchedulerConfigForm(forms.Form):
     text = forms.CharField(
         label="volcano-scheduler.conf",
-        widget=forms.Textarea(attrs={"class": "code", "spellcheck": "false", "rows": 24}),
+        # No soft wrap: a wrapped YAML line reads as a line of its own at the wrong indent.
+        widget=forms.Textarea(
+            attrs={"class": "code", "spellcheck": "false", "rows": 24, "wrap": "off"}
+        ),
         strip=False,
     )
     comment = forms.CharField(required=False, max_length=500, help_text="What changed and why.")

@@ -120,6 +120,12 @@ def test_config_editor_saves_a_version_and_activates(staff_client):
     assert config.comment == "first"
 
 
+def test_config_editor_keeps_each_yaml_line_on_one_line(staff_client):
+    page = staff_client.get(CONFIG_URL).content.decode()
+    textarea = page[page.index("<textarea") : page.index(">", page.index("<textarea"))]
+    assert 'wrap="off"' in textarea  # a soft-wrapped YAML line reads at the wrong indent
+
+
 def test_config_editor_shows_parser_error_naming_the_field(staff_client):
     from portal.scheduling.models import SchedulerConfig
 

@@ -37,6 +37,14 @@
       figure.layout.title = { text: "" };
       figure.layout.margin = Object.assign({}, figure.layout.margin, { t: 10 });
     }
+    if (figure.layout && node.clientWidth < 600) {
+      // A phone: rotated queue names need their room (they were cut to "nlp-interac") and
+      // the legend goes to the figure's foot, under them instead of over them.
+      figure.layout.xaxis = Object.assign({}, figure.layout.xaxis, { automargin: true });
+      if (figure.layout.legend && figure.layout.legend.orientation === "h") {
+        figure.layout.legend = Object.assign({}, figure.layout.legend, { yref: "container", y: 0, yanchor: "bottom" });
+      }
+    }
     if (figure.layout && figure.layout.height) {
       // Sized to its content (the occupancy map grows with the node count): no empty band.
       node.style.height = figure.layout.height + "px";

@@ -262,3 +262,18 @@ def test_no_list_hides_columns_sideways_on_a_phone(demo, open_as, live_server):
             ".map(box => (box.querySelector('table') || box).id)"
         )
         assert hidden == [], path
+
+
+def test_the_quota_charts_names_are_whole_on_a_phone(demo, open_as):
+    from tests.browser.chromium import PHONE
+
+    page = open_as("admin", "/dashboards/?range=day", LOADED, viewport=PHONE)
+    chart = page.locator("#chart-quota").bounding_box()
+    ticks = page.locator("#chart-quota .xtick text").all()
+    assert [tick.text_content() for tick in ticks][:1] == ["nlp-interactive"]
+    for tick in ticks:  # inside the figure, not cut at its edge
+        box = tick.bounding_box()
+        assert box["y"] + box["height"] <= chart["y"] + chart["height"], tick.text_content()
+    legend = page.locator("#chart-quota .legend").bounding_box()
+    lowest_tick = max(tick.bounding_box()["y"] + tick.bounding_box()["height"] for tick in ticks)
+    assert legend["y"] >= lowest_tick - 1  # the legend sits under the names

@@ -1,13 +1,16 @@
 """What every API view shares: JSON in and out, the error handler, strict serializers."""
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
+from django.utils.functional import cached_property
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.renderers import JSONRenderer
+from rest_framework.utils.serializer_helpers import BindingDict
 from rest_framework.views import APIView
 
 from portal.common.validators import validate_time_in_range
@@ -71,6 +74,39 @@ class StrictSerializer(ApiSerializer):
         if errors:
             raise serializers.ValidationError(errors)
         return value
+
+
+_reused_fields = threading.local()
+
+
+class ReusedFieldsSerializer(StrictSerializer):
+    """A strict serializer that builds its fields once per thread instead of once per instance.
+
+    DRF gives every serializer instance deep copies of its declared fields (and of a nested
+    serializer's fields), so that one instance may change its own; validating the job-creation
+    body rebuilt about 45 field objects per request, the largest share of its input validation
+    (`python -m bench.api_profile`, docs/load.md). Validation keeps no state in the fields, so
+    a serializer that never changes them reuses the last instance's, handed over to the new
+    instance (`parent`, which the fields ask for the root's context and `partial`). One set per
+    thread: two requests in parallel never share a field. A subclass must not change its
+    fields after creation, nor validate another instance of itself while one is validating.
+    """
+
+    @cached_property
+    def fields(self) -> BindingDict:  # type: ignore[override]
+        reused = _reused_fields.__dict__.setdefault("by_class", {})
+        fields = reused.get(type(self))
+        if fields is None:
+            fields = BindingDict(self)
+            for name, field in self.get_fields().items():
+                fields[name] = field  # binds the field to this instance
+            reused[type(self)] = fields
+            return fields
+        # bind() may be called once per field: hand the bound fields over instead.
+        fields.serializer = self
+        for field in fields.values():
+            field.parent = self
+        return fields
 
 
 class TimeParameterField(serializers.DateTimeField):

@@ -20,6 +20,7 @@ from rest_framework.response import Response
 from portal.api.base import (
     ApiSerializer,
     ApiView,
+    ReusedFieldsSerializer,
     StrictSerializer,
     TimeParameterField,
     error_responses,
@@ -466,7 +467,7 @@ class JobCreateApi(ApiView):
     # Shape (and signs, so that one answer names every field at fault even when the queue is
     # unknown): the upper bounds (GPUs per pod, replicas, sizes, ...) are checked by job_submit
     # against portal.jobs.limits, the same for the form, the upload page and the CLI.
-    class InputSerializer(StrictSerializer):
+    class InputSerializer(ReusedFieldsSerializer):
         class TaskSerializer(StrictSerializer):
             name = serializers.CharField()
             replicas = serializers.IntegerField(min_value=1)

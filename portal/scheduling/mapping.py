@@ -18,6 +18,7 @@ from typing import Any
 
 from portal.cluster.models import GPU_MODEL_LABEL, Node
 from portal.cluster.selectors import node_capacity_list
+from portal.cluster.services import NODE_FIELDS
 from portal.jobs.affinity import HOSTNAME
 from portal.jobs.gpushare import MILLI_PER_GPU, milli_cost
 from portal.queues.models import Queue
@@ -30,25 +31,9 @@ from scheduler.core.types import GpuDevice, NodeInfo, QueueInfo, Taint, Tolerati
 from .models import SchedulerConfig
 
 MIB = 1024**2
-# What node_info reads, and the id the cycle's persist links placements to.
-NODE_COLUMNS = (
-    "id",
-    "name",
-    "gpu_resource_name",
-    "gpu_count",
-    "gpu_model",
-    "gpu_memory_mib",
-    "gpu_uuids",
-    "cpu_millis",
-    "memory_bytes",
-    "labels",
-    "topology_labels",
-    "schedulable",
-    "pods_capacity",
-    "taints",
-    "ready",
-    "used_by_others",
-)
+# What node_info reads (everything a node sync reports), and the id the cycle's persist links
+# placements to.
+NODE_COLUMNS = ("id", *NODE_FIELDS)
 QUEUE_FIELDS = (*QUOTA_FIELDS, "priority", "state")
 TREE_PLUGIN = "proportion"
 

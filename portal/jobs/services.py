@@ -426,7 +426,7 @@ def _pending_pods_refusal(*, job: Job, adding: int, limits: JobLimits) -> str | 
     """Why the tenant may not queue `adding` more pods, or None. Locks the tenant row until
     the caller's transaction ends, so concurrent submissions are counted one after another."""
     tenant = job.tenant
-    Tenant.objects.select_for_update().filter(pk=tenant.pk).values_list("pk").first()
+    list(Tenant.objects.select_for_update().filter(pk=tenant.pk).order_by().values_list("pk"))
     replicas = tenant_scheduled_replicas(tenant_id=tenant.pk)
     # Pending pods never exceed those replicas: if the replicas alone leave room for the new
     # pods, no count of placements can refuse them, so the placements are counted only when

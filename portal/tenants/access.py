@@ -12,12 +12,14 @@ from portal.common.access import FORBIDDEN_ROLE, ROLE_LEAD, ROLE_MEMBER, AnyUser
 from .models import Membership, Tenant
 
 
-def _memberships(user: AnyUser) -> QuerySet[Membership]:
+def _memberships(user: AnyUser, **lookups: Any) -> QuerySet[Membership]:
+    """The user's memberships (none for anonymous or inactive users), narrowed by `lookups` in
+    the same filter call: each call compiles anew, and job creation asks on every request."""
     if not user.is_authenticated:
         return Membership.objects.none()
     if not user.is_active:
         return Membership.objects.none()
-    return Membership.objects.filter(user=user)
+    return Membership.objects.filter(user_id=user.pk, **lookups)
 
 
 def member_tenants(user: AnyUser) -> QuerySet[Tenant]:
@@ -42,11 +44,11 @@ def lead_tenants(user: AnyUser) -> QuerySet[Tenant]:
 
 
 def is_member(user: AnyUser, tenant: Tenant) -> bool:
-    return _memberships(user).filter(tenant=tenant).exists()
+    return _memberships(user, tenant_id=tenant.pk).exists()
 
 
 def is_lead(user: AnyUser, tenant: Tenant) -> bool:
-    return _memberships(user).filter(tenant=tenant, role=Membership.Role.LEAD).exists()
+    return _memberships(user, tenant_id=tenant.pk, role=Membership.Role.LEAD).exists()
 
 
 def visible_tenants(user: AnyUser) -> QuerySet[Tenant]:

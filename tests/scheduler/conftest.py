@@ -53,6 +53,23 @@ REAL_WORKERS = [
 GiB = 1024**3
 
 
+def other_workload_pod(name: str, node: str, *, namespace: str = "team-b", gpus: int = 4) -> dict:
+    """A running pod of another team's workload bound to `node`, holding `gpus` GPUs."""
+    gpu = {"nvidia.com/gpu": str(gpus)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {"name": "c", "image": "x", "resources": {"requests": gpu, "limits": dict(gpu)}}
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
 def submit_job(
     user,
     queue,

@@ -10,7 +10,7 @@ from portal.jobs.models import Job
 from portal.jobs.services import job_cancel
 from portal.tenants.models import Membership
 from tests.factories import MembershipFactory, PreemptionEventFactory, UserFactory
-from tests.scheduler.conftest import submit_job
+from tests.scheduler.conftest import other_workload_pod, submit_job
 
 pytestmark = pytest.mark.django_db
 NAMESPACE = "gpu-jobs"
@@ -125,27 +125,7 @@ def test_a_pod_the_kubelet_refused_says_it_was_requeued(cluster, kube_cycle, use
     job = submit_job(user, nlp_queue, "train", gpus=8)
     kube_cycle()
     pod = Placement.objects.get(job=job).pod_name
-    cluster.add_pod(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "other", "namespace": "team-b"},
-            "spec": {
-                "nodeName": "gpu-a",
-                "containers": [
-                    {
-                        "name": "c",
-                        "image": "x",
-                        "resources": {
-                            "requests": {"nvidia.com/gpu": "4"},
-                            "limits": {"nvidia.com/gpu": "4"},
-                        },
-                    }
-                ],
-            },
-            "status": {"phase": "Running"},
-        }
-    )
+    cluster.add_pod(other_workload_pod("other", "gpu-a"))
     cluster.advance(1)
 
     kube_cycle()
@@ -166,27 +146,7 @@ def test_a_pod_released_by_a_policy_that_fails_the_job_is_not_called_requeued(
     job.save(update_fields=["policies"])
     kube_cycle()
     pod = Placement.objects.get(job=job).pod_name
-    cluster.add_pod(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "other", "namespace": "team-b"},
-            "spec": {
-                "nodeName": "gpu-a",
-                "containers": [
-                    {
-                        "name": "c",
-                        "image": "x",
-                        "resources": {
-                            "requests": {"nvidia.com/gpu": "4"},
-                            "limits": {"nvidia.com/gpu": "4"},
-                        },
-                    }
-                ],
-            },
-            "status": {"phase": "Running"},
-        }
-    )
+    cluster.add_pod(other_workload_pod("other", "gpu-a"))
     cluster.advance(1)
 
     kube_cycle()

@@ -14,7 +14,7 @@ from portal.jobs.services import job_cancel
 from portal.tenants.models import Membership
 from scheduler.adapters.observe import cluster_observe
 from tests.factories import MembershipFactory, UserFactory
-from tests.scheduler.conftest import submit_job
+from tests.scheduler.conftest import other_workload_pod, submit_job
 
 pytestmark = pytest.mark.django_db
 NAMESPACE = "gpu-jobs"
@@ -115,27 +115,7 @@ def test_a_kubelet_admission_refusal_requeues_the_job_instead_of_failing_it(
     job = submit_job(user, nlp_queue, "train", gpus=8)
     kube_cycle()
     # Another workload's pod got there first, after the snapshot: the kubelet says no.
-    cluster.add_pod(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "other", "namespace": "team-b"},
-            "spec": {
-                "nodeName": "gpu-a",
-                "containers": [
-                    {
-                        "name": "c",
-                        "image": "x",
-                        "resources": {
-                            "requests": {"nvidia.com/gpu": "4"},
-                            "limits": {"nvidia.com/gpu": "4"},
-                        },
-                    }
-                ],
-            },
-            "status": {"phase": "Running"},
-        }
-    )
+    cluster.add_pod(other_workload_pod("other", "gpu-a"))
     cluster.advance(1)
     assert cluster.pod(NAMESPACE, pod_of(job))["status"]["reason"] == "OutOfnvidia.com/gpu"
 

@@ -2,7 +2,9 @@
 
 import pytest
 from django.test import Client
+from django.test.testcases import LiveServerThread
 
+from portal.devserver.server import NoDelayThreadedWSGIServer
 from portal.tenants.models import Membership
 from tests.factories import (
     DEFAULT_PASSWORD,
@@ -13,6 +15,10 @@ from tests.factories import (
     TenantFactory,
     UserFactory,
 )
+
+# The live server (browser tests, Schemathesis) answers without Nagle's 40 ms stalls, as
+# ./dev run's server does (portal/devserver/server.py).
+LiveServerThread.server_class = NoDelayThreadedWSGIServer
 
 
 @pytest.fixture

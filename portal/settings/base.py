@@ -61,6 +61,9 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 # APPS
 # ------------------------------------------------------------------------------
 DJANGO_APPS = [
+    # Before staticfiles: its runserver (the development server without Nagle's delay) is
+    # the one manage.py finds.
+    "portal.devserver",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class DevserverConfig(AppConfig):
+    name = "portal.devserver"
+    verbose_name = "Development server"

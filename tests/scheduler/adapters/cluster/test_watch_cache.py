@@ -351,6 +351,9 @@ def objects_cache(cluster):
         object_selector=labels.owned_selector("gpuportal"),
     )
     cache.nodes()  # started and listed
+    # Every watch open (pods, nodes and the four object kinds): stall_watches() silences only
+    # the open ones, so a test that stalls before a watch opened would still get its events.
+    eventually(lambda: _assert(cluster.watch_count() == 6))
     yield cache
     cache.stop()
 

@@ -135,10 +135,23 @@ def psql(sql: str, *, db: str = "postgres", pg: dict[str, str]) -> str:
 
 
 def portal_env(
-    *, pg: dict[str, str], db: str, workdir: Path, redis_url: str, rate: str, db_query: str = ""
+    *,
+    pg: dict[str, str],
+    db: str,
+    workdir: Path,
+    redis_url: str,
+    rate: str,
+    db_query: str = "",
+    pending_pods_cap: int | None = None,
 ) -> dict[str, str]:
     """The environment of the portal processes a benchmark starts: production settings, a
-    database and a Redis database of the run's own, the job-creation rate limit given."""
+    database and a Redis database of the run's own, the job-creation rate limit given (and
+    the tenant's pending-pods cap, if given)."""
+    cap = (
+        {}
+        if pending_pods_cap is None
+        else {"JOB_MAX_PENDING_PODS_PER_TENANT": str(pending_pods_cap)}
+    )
     return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "portal.settings.production",
@@ -151,6 +164,7 @@ def portal_env(
         "PORTAL_VAR_DIR": str(workdir / "var"),
         "LOG_LEVEL": "WARNING",
         "PYTHONPATH": str(ROOT),
+        **cap,
     }
 
 
@@ -388,6 +402,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "default: the production settings' 60 s)",
     )
     parser.add_argument("--rate", default="1000000/min", help="API_JOB_CREATE_RATE")
+    parser.add_argument(
+        "--pending-pods-cap",
+        type=int,
+        default=1_000_000,
+        help="JOB_MAX_PENDING_PODS_PER_TENANT: the default 5,000 refuses every create once "
+        "2,500 of the load's 2-pod jobs wait (no scheduler runs); checked on every request "
+        "either way",
+    )
     parser.add_argument("--access-log", action="store_true", help="gunicorn access log on")
     parser.add_argument("--keep-db", action="store_true", help="leave the database behind")
     parser.add_argument("--wrk", default=shutil.which("wrk") or "wrk")
@@ -408,6 +430,7 @@ def run(argv: list[str] | None = None) -> dict:
         workdir=workdir,
         redis_url=args.redis_url,
         rate=args.rate,
+        pending_pods_cap=args.pending_pods_cap,
         db_query="" if args.conn_max_age is None else f"?conn_max_age={args.conn_max_age}",
     )
     log(f"recreating database {args.db}")

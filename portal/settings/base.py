@@ -214,6 +214,9 @@ SCHEDULER_CYCLE_SECONDS = env.float("SCHEDULER_CYCLE_SECONDS", default=5.0)
 # Expiry of the cluster-wide cycle lock; the holder renews it every third of this, so a
 # killed worker blocks scheduling for at most this long (scheduler/adapters/lock.py).
 SCHEDULER_LOCK_TTL_SECONDS = env.float("SCHEDULER_LOCK_TTL_SECONDS", default=30.0)
+# The cycle lock's name (Redis key gpuportal:<name>, or var/<name>.lock on the embedded
+# default): portals that share one Redis need names of their own.
+SCHEDULER_LOCK_NAME = env.str("SCHEDULER_LOCK_NAME", default="scheduler-cycle")
 # Default for a job without expected_duration on the simulated cluster.
 SIMULATED_DEFAULT_RUN_SECONDS = env.int("SIMULATED_DEFAULT_RUN_SECONDS", default=600)
 EVICTION_GRACE_SECONDS = env.int("EVICTION_GRACE_SECONDS", default=30)

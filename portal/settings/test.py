@@ -1,5 +1,7 @@
 """Test settings: fast hashing, Celery tasks run inline unless a test starts a worker."""
 
+import os
+
 from .base import *  # noqa: F403
 from .base import DATABASES, VAR_DIR, env
 
@@ -21,3 +23,8 @@ METRICS_OPEN = env.bool("METRICS_OPEN", default=True)
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # A file, not memory: end-to-end tests start a real Celery worker that must see the data.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-portal.sqlite3")}
+
+# Each xdist worker has databases of its own, so its cycles get a lock of their own too:
+# otherwise one worker's cycle makes the other's skip (the workers share var/ and Redis).
+if _worker := os.environ.get("PYTEST_XDIST_WORKER"):
+    SCHEDULER_LOCK_NAME = f"scheduler-cycle-{_worker}"

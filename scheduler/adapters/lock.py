@@ -75,16 +75,18 @@ class CycleLease:
 
 @contextmanager
 def cycle_lock(
-    name: str = "scheduler-cycle",
+    name: str | None = None,
     *,
     ttl_seconds: float | None = None,
     max_hold_seconds: float | None = None,
 ) -> Iterator[CycleLease]:
     """Yields a lease that is truthy if this process holds the lock for the block.
 
-    Defaults come from settings: SCHEDULER_LOCK_TTL_SECONDS, and CELERY_TASK_TIME_LIMIT for
-    the longest a cycle may keep renewing (a hung cycle must not stall scheduling forever).
+    Defaults come from settings: SCHEDULER_LOCK_NAME, SCHEDULER_LOCK_TTL_SECONDS, and
+    CELERY_TASK_TIME_LIMIT for the longest a cycle may keep renewing (a hung cycle must not
+    stall scheduling forever).
     """
+    name = name or settings.SCHEDULER_LOCK_NAME
     if settings.REDIS_URL:
         ttl = ttl_seconds or settings.SCHEDULER_LOCK_TTL_SECONDS
         max_hold = max_hold_seconds or settings.CELERY_TASK_TIME_LIMIT

@@ -9,6 +9,7 @@ import threading
 
 import pytest
 import redis
+from django.conf import settings
 from django.db import transaction
 
 from scheduler.adapters.lock import (
@@ -21,7 +22,7 @@ from scheduler.adapters.lock import (
 from tests.scheduler.conftest import free_port, wait_for
 
 TTL = 30.0  # long enough that the real heartbeat thread never beats during a test
-KEY = "gpuportal:scheduler-cycle"
+KEY = f"gpuportal:{settings.SCHEDULER_LOCK_NAME}"
 
 
 class FakeClock:

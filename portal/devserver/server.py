@@ -2,10 +2,11 @@
 
 wsgiref writes a response in several small pieces (status line, Date, Server, headers, body).
 With Nagle's algorithm on, each piece after the first waits until the client acknowledges
-the one before, and Linux delays that acknowledgement up to 40 ms: answers that took a few
-milliseconds of work reached the browser 40 ms or more later (cpython issue 108736 describes
-the same for http.server). Schemathesis' run against the live server spent 85% of its time
-waiting so; gunicorn, what production runs, is not affected.
+the one before, and Linux delays that acknowledgement up to 40 ms (cpython issue 108736
+describes the same for http.server). Python clients over keep-alive waited so on nearly every
+answer: the login page took 48 ms against 3.3 ms without the stalls (requests, median of 20),
+and Schemathesis' run against the suite's live server 100 s against 14.5 s. Chromium's page
+loads measured the same either way. gunicorn, what production runs, is not affected.
 """
 
 import socket

@@ -375,11 +375,21 @@ class ClusterCache:
         return [self.node_reflector, self.pod_reflector, *self.object_reflectors]
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Stop every reflector within `timeout` in all. A watch can only be cut once its
+        response has arrived (Watch.stop shuts its socket down), and a reflector that was
+        still listing opens its watch after the stop: so the watches are stopped again until
+        every thread is gone. Stopping once left a cache stopped during its start-up blocked
+        5 s per thread, until each watch's server timeout."""
         self._stop.set()
-        for reflector in self._reflectors():
-            reflector.stop_watch()
-        for thread in self._threads:
-            thread.join(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            for reflector in self._reflectors():
+                reflector.stop_watch()
+            for thread in self._threads:
+                thread.join(timeout=0.05)
+            self._threads = [thread for thread in self._threads if thread.is_alive()]
+            if not self._threads or time.monotonic() >= deadline:
+                break
         self._threads = []
 
     # -- reads -------------------------------------------------------------------------------

@@ -290,6 +290,24 @@ def test_a_stalled_watch_is_given_up_after_its_read_timeout_and_resumed(cluster)
         backend.cache.stop()
 
 
+@pytest.mark.parametrize("settle_seconds", [0.0, 0.2])
+def test_a_cache_stopped_while_starting_or_running_stops_at_once(cluster, settle_seconds):
+    # Stopped at once, its reflectors are still listing (no watch to cut yet) or waiting
+    # for their watch's answer; a little later, every watch is open and waiting for events.
+    seed(cluster)
+    backend = make_backend(cluster)
+    cache = ClusterCache(backend.core_v1, manifests_translation(), watch_seconds=300)
+    cache.start()
+    time.sleep(settle_seconds)
+    threads = list(cache._threads)
+
+    started = time.monotonic()
+    cache.stop()
+
+    assert time.monotonic() - started < 2.0
+    assert not any(thread.is_alive() for thread in threads)
+
+
 def _everything_pod(phase="Running"):
     pod = foreign_pod_object(7, "n0")
     spec = pod["spec"]

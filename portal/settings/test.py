@@ -3,7 +3,7 @@
 import os
 
 from .base import *  # noqa: F403
-from .base import DATABASES, VAR_DIR, env
+from .base import DATABASES, SCHEDULER_LOCK_NAME, VAR_DIR, env
 
 SECRET_KEY = "test-only-not-a-secret"  # noqa: S105 - the test settings' own key
 DEBUG = False
@@ -27,4 +27,4 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 # Each xdist worker has databases of its own, so its cycles get a lock of their own too:
 # otherwise one worker's cycle makes the other's skip (the workers share var/ and Redis).
 if _worker := os.environ.get("PYTEST_XDIST_WORKER"):
-    SCHEDULER_LOCK_NAME = f"scheduler-cycle-{_worker}"
+    SCHEDULER_LOCK_NAME = f"{SCHEDULER_LOCK_NAME}-{_worker}"

@@ -125,11 +125,14 @@ def test_the_preemption_history_reads_cleanly(demo, open_as):
 def test_the_config_editor_lists_every_problem_with_its_line(demo, open_as):
     page = open_as("admin", "/admin-area/config/", "#config-form")
     page.fill("#id_text", 'actions: "enqueue, alocate"\ntiers:\n- plugins:\n  - name: binpak\n')
-    page.click("#config-form button[type=submit]")
+    # all_inner_texts() does not wait: read the errors of the answer, not of the page before it.
+    with page.expect_navigation():
+        page.click("#config-form button[type=submit]")
     errors = page.locator("#config-form .error").all_inner_texts()
     assert [error.split(":")[0] for error in errors] == ["line 1", "line 4"]
     page.fill("#id_text", "actions: [enqueue\n")
-    page.click("#config-form button[type=submit]")
+    with page.expect_navigation():
+        page.click("#config-form button[type=submit]")
     (error,) = page.locator("#config-form .error").all_inner_texts()
     assert error.startswith("line 2, column 1: not valid YAML: expected ','")
 

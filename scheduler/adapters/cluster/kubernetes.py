@@ -276,6 +276,8 @@ class KubernetesBackend:
         found = {self.namespace, *self._pod_namespaces, *(ns for ns, _ in self._owners)}
         if self.namespaces is not None:
             found.update(self.namespaces())
+        if self.cache is not None:
+            self.cache.watch_namespaces(found)  # a new tenant's namespace is watched from now on
         return sorted(found)
 
     def _job_objects_in(self, kind: str, namespace: str) -> list[JobObject] | None:
@@ -340,7 +342,7 @@ class KubernetesBackend:
 
     def _objects_cached(self, namespace: str | None = None) -> bool:
         namespace = namespace or self.namespace
-        return self.cache is not None and namespace in self.cache.object_namespaces
+        return self.cache is not None and self.cache.keeps_objects(namespace)
 
     def _job_objects(
         self, kind: str, namespace: str | None = None, *, from_api: bool = False

@@ -58,6 +58,7 @@ DEFAULT_PAGE_SIZE = 500
 # The server ends each watch after this long, so even a quiet cluster proves contact this often.
 DEFAULT_WATCH_SECONDS = 50
 DEFAULT_MAX_STALENESS = 90.0
+REFUSED_MAX_DELAY = 60.0
 DEFAULT_SYNC_TIMEOUT = 60.0
 _RETRYABLE = frozenset({429, 500, 502, 503, 504})
 STALE = "cluster cache: no word from the API server about {what} for {seconds:.0f} s ({error})"
@@ -162,26 +163,41 @@ class Reflector:
         self.synced = threading.Event()
         self.stats = ReflectorStats()
         self._watch: watch.Watch | None = None
+        self.retired = threading.Event()
+        self._reported = ""  # the failure last logged as a warning, until one succeeds
 
     def run(self, stop: threading.Event) -> None:
         failures = 0
-        while not stop.is_set():
+        while not (stop.is_set() or self.retired.is_set()):
             try:
                 if self.resource_version is None:
                     self.list_once()
                 self.watch_once()
                 failures = 0
+                self._reported = ""
             except Exception as error:  # the thread must outlive any one failure
-                if stop.is_set():
-                    return  # stop() cut the connection: not a failure
+                if stop.is_set() or self.retired.is_set():
+                    return  # stop() or retire() cut the connection: not a failure
                 failures += 1
                 self._failed(error)
-                delay = min(self.max_delay, self.base_delay * 2 ** min(failures, 16))
-                stop.wait(max(delay, _retry_after(error) or 0.0))
+                stop.wait(max(self._delay(failures, error), _retry_after(error) or 0.0))
+
+    def retire(self) -> None:
+        """End this reflector's thread (within its current wait): what it keeps is no longer
+        wanted, as a namespace that left the jobs namespaces."""
+        self.retired.set()
+        self.stop_watch()
 
     def stop_watch(self) -> None:
         if self._watch is not None:
             self._watch.stop()
+
+    def _delay(self, failures: int, error: Exception) -> float:
+        # A namespace refusing the portal (403: its Roles not applied; 404: not made yet) may
+        # stay so for days: asked less often than a server that is briefly away.
+        refused = isinstance(error, ApiException) and error.status in (403, 404)
+        ceiling = REFUSED_MAX_DELAY if refused else self.max_delay
+        return min(ceiling, self.base_delay * 2 ** min(failures, 16))
 
     def list_once(self) -> None:
         """A full list into `replace`. An expired continue token (the list took longer than
@@ -207,6 +223,8 @@ class Reflector:
     def watch_once(self) -> None:
         """One watch connection from the current resourceVersion, until the server ends it. On
         410 (the version was compacted away) the next step lists again."""
+        if self.retired.is_set():
+            return  # retired while it listed: no watch to open
         self._watch = stream = watch.Watch()
         self.stats.watches += 1
         read_timeout = self.watch_seconds + self.request_timeout[1]
@@ -267,7 +285,10 @@ class Reflector:
     def _failed(self, error: Exception) -> None:
         self.stats.errors += 1
         self.stats.last_error = _describe(error)
-        logger.warning("%s: %s; retrying", self.what, self.stats.last_error)
+        # Said once until it changes or the reflector recovers, not on every retry.
+        level = logging.DEBUG if self.stats.last_error == self._reported else logging.WARNING
+        self._reported = self.stats.last_error
+        logger.log(level, "%s: %s; retrying", self.what, self.stats.last_error)
 
 
 class ClusterCache:
@@ -309,9 +330,8 @@ class ClusterCache:
         # ADDED event follows if they exist).
         self._unconfirmed: set[str] = set()
         self._owners_gone: list[JobObject] = []
-        self.object_namespaces = tuple(object_namespaces)
         self.decode_errors = 0
-        common = {
+        self._reflector_options = common = {
             "page_size": page_size,
             "watch_seconds": watch_seconds,
             "request_timeout": request_timeout,
@@ -332,29 +352,23 @@ class ClusterCache:
             **common,
         )
         networking = client.NetworkingV1Api(core_v1.api_client)
-        listers = {
+        self._listers = {
             "ConfigMap": core_v1.list_namespaced_config_map,
             "Service": core_v1.list_namespaced_service,
             "NetworkPolicy": networking.list_namespaced_network_policy,
             # A Secret's data (the ssh plugin's keys) is dropped with the rest of the object.
             "Secret": core_v1.list_namespaced_secret,
         }
-        # (kind, namespace) -> the reflector keeping those objects
-        self._object_reflector = {
-            (kind, namespace): Reflector(
-                f"{kind} in {namespace}",
-                functools.partial(listers[kind], namespace, label_selector=object_selector),
-                replace=functools.partial(self._replace_objects, kind, namespace),
-                apply=functools.partial(self._apply_object, kind),
-                **common,
-            )
-            for namespace in self.object_namespaces
-            for kind in OBJECT_KINDS
-        }
-        self.object_reflectors = list(self._object_reflector.values())
+        self._object_selector = object_selector
+        # (kind, namespace) -> the reflector keeping those objects; changed by watch_namespaces
+        # (the cycle's thread) under _reflectors_lock, read by stop() from any thread.
+        self._object_reflector: dict[tuple[str, str], Reflector] = {}
+        self._reflectors_lock = threading.Lock()
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
+        # every reflector's thread, retired ones until they end (stop() waits for those too)
+        self._threads: dict[Reflector, threading.Thread] = {}
         self._pid: int | None = None
+        self.watch_namespaces(object_namespaces)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -364,15 +378,69 @@ class ClusterCache:
             return
         self._pid = os.getpid()
         self._stop.clear()
-        self._threads = [
-            threading.Thread(target=r.run, args=(self._stop,), name=f"watch-{r.what}", daemon=True)
-            for r in self._reflectors()
-        ]
-        for thread in self._threads:
-            thread.start()
+        with self._reflectors_lock:
+            self._threads = {r: self._thread(r) for r in self._reflectors()}
+
+    def _thread(self, reflector: Reflector) -> threading.Thread:
+        thread = threading.Thread(
+            target=reflector.run, args=(self._stop,), name=f"watch-{reflector.what}", daemon=True
+        )
+        thread.start()
+        return thread
 
     def _reflectors(self) -> list[Reflector]:
         return [self.node_reflector, self.pod_reflector, *self.object_reflectors]
+
+    @property
+    def object_reflectors(self) -> list[Reflector]:
+        return list(self._object_reflector.values())
+
+    @property
+    def object_namespaces(self) -> tuple[str, ...]:
+        """The namespaces whose job objects this cache keeps (watches), sorted."""
+        return tuple(sorted({namespace for _kind, namespace in self._object_reflector}))
+
+    def keeps_objects(self, namespace: str) -> bool:
+        return any(where == namespace for _kind, where in self._object_reflector)
+
+    def watch_namespaces(self, namespaces: Iterable[str]) -> None:
+        """Keep the job objects of exactly these namespaces from now on: a reflector per kind
+        for each new one (started at once if the cache runs; read from the API until its first
+        list), and the reflectors of each one that left retired, with what they kept. With a
+        namespace per tenant the set grows with the tenants; fixed at construction, every
+        tenant's objects were listed from the API by every cycle, four lists per tenant.
+        A cache without an `object_selector` keeps no job objects (it would watch every team's
+        ConfigMaps and Secrets there)."""
+        wanted = set(namespaces) if self._object_selector else set()
+        with self._reflectors_lock:
+            kept = {namespace for _kind, namespace in self._object_reflector}
+            running = bool(self._threads) and self._pid == os.getpid()
+            for namespace in sorted(kept - wanted):
+                for kind in OBJECT_KINDS:
+                    self._object_reflector.pop((kind, namespace)).retire()
+                self._forget_objects_in(namespace)
+            for namespace in sorted(wanted - kept):
+                for kind in OBJECT_KINDS:
+                    reflector = self._object_reflector[(kind, namespace)] = Reflector(
+                        f"{kind} in {namespace}",
+                        functools.partial(
+                            self._listers[kind], namespace, label_selector=self._object_selector
+                        ),
+                        replace=functools.partial(self._replace_objects, kind, namespace),
+                        apply=functools.partial(self._apply_object, kind),
+                        **self._reflector_options,
+                    )
+                    if running:
+                        self._threads[reflector] = self._thread(reflector)
+            self._threads = {r: t for r, t in self._threads.items() if t.is_alive()}
+
+    def _forget_objects_in(self, namespace: str) -> None:
+        with self._lock:
+            uids = {obj.uid for key, obj in self._objects.items() if key[1] == namespace}
+            self._objects = {k: o for k, o in self._objects.items() if k[1] != namespace}
+            self._unconfirmed -= uids
+            self._deleting = {u: w for u, w in self._deleting.items() if w[1] != namespace}
+            self._owners_gone = [o for o in self._owners_gone if o.namespace != namespace]
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop every reflector within `timeout` in all. A watch can only be cut once its
@@ -382,15 +450,18 @@ class ClusterCache:
         5 s per thread, until each watch's server timeout."""
         self._stop.set()
         deadline = time.monotonic() + timeout
+        with self._reflectors_lock:
+            threads = dict(self._threads)
         while True:
-            for reflector in self._reflectors():
+            for reflector in threads:
                 reflector.stop_watch()
-            for thread in self._threads:
+            for thread in threads.values():
                 thread.join(timeout=0.05)
-            self._threads = [thread for thread in self._threads if thread.is_alive()]
-            if not self._threads or time.monotonic() >= deadline:
+            threads = {r: t for r, t in threads.items() if t.is_alive()}
+            if not threads or time.monotonic() >= deadline:
                 break
-        self._threads = []
+        with self._reflectors_lock:
+            self._threads = {}
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -443,7 +514,7 @@ class ClusterCache:
     def object_made(self, kind: str, raw_meta: Mapping[str, Any]) -> None:
         """The portal created this object (its answer's metadata): known before the watch says."""
         obj = _job_object(kind, raw_meta)
-        if obj.namespace not in self.object_namespaces:
+        if not self.keeps_objects(obj.namespace):
             return
         with self._lock:
             self._objects[obj.key] = obj
@@ -482,6 +553,7 @@ class ClusterCache:
         return {
             **counts,
             "job_objects": len(self._objects),
+            "job_object_namespaces": len(self.object_namespaces),
             "decode_errors": self.decode_errors,
             "nodes_reflector": vars(self.node_reflector.stats),
             "pods_reflector": vars(self.pod_reflector.stats),

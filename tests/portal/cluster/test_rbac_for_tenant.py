@@ -1,6 +1,5 @@
 """deploy/tenant-namespace.yaml and `python -m portal.cluster.rbac_for_tenant`: a tenant's
-namespace gets the grants the shared jobs namespace has (but watch), under the name the portal
-uses."""
+namespace gets the grants the shared jobs namespace has, under the name the portal uses."""
 
 import io
 from pathlib import Path
@@ -43,12 +42,7 @@ def test_a_tenant_namespace_grants_what_the_shared_jobs_namespace_grants():
     for key, doc in tenant.items():
         for field in ("roleRef", "subjects"):
             assert doc.get(field) == shared[key].get(field), (key, field)
-        # The same rules but watch: only the shared namespace's objects are watched.
-        unwatched = [
-            {**rule, "verbs": [verb for verb in rule["verbs"] if verb != "watch"]}
-            for rule in shared[key].get("rules", [])
-        ]
-        assert doc.get("rules", []) == unwatched, key
+        assert doc.get("rules", []) == shared[key].get("rules", []), key
 
 
 def test_the_template_names_its_namespace_only_by_the_placeholder():

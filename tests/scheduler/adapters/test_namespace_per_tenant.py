@@ -6,6 +6,8 @@ create a cycle."""
 
 from __future__ import annotations
 
+import time
+
 import kmock
 import pytest
 from django.test import override_settings
@@ -20,6 +22,7 @@ from portal.tenants.models import Membership
 from scheduler.adapters.cluster import labels
 from scheduler.adapters.cluster.kubernetes import KubernetesBackend
 from scheduler.adapters.cluster.testing.emulator import write_kubeconfig
+from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
 from scheduler.adapters.pod_logs import pod_log_read
 from tests.factories import MembershipFactory, UserFactory
 from tests.scheduler.conftest import submit_job
@@ -330,3 +333,50 @@ def test_a_tenant_namespace_that_refuses_the_portal_does_not_stop_the_others(
         namespace="gpu-vision", tenant="vision"
     )
     assert creates_in(served(namespaced), "gpu-vision") == []
+
+
+def test_with_a_watch_cache_steady_cycles_list_no_tenants_objects(
+    namespaced, backend, kube_cycle, alice, nlp_queue, vision_queue
+):
+    """Each tenant's namespace is watched from the cycle that first names it: then a cycle reads
+    the portal's objects there from memory instead of listing four kinds per tenant."""
+    cluster = namespaced
+    cache = ClusterCache(
+        backend.core_v1,
+        manifests_translation(backend.instance),
+        watch_seconds=5,
+        sync_timeout=10,
+        object_namespaces=("gpu-jobs",),
+        object_selector=labels.owned_selector(backend.instance),
+    )
+    backend.cache = cache
+    namespaces = ("gpu-jobs", "gpu-nlp", "gpu-vision")
+    kinds = [kmock.resource(r) for r in ("v1/configmaps", "v1/services", "v1/secrets")]
+    kinds.append(kmock.resource("networking.k8s.io/v1/networkpolicies"))
+
+    def lists() -> int:
+        return sum(
+            1
+            for kind in kinds
+            for r in cluster.requests(kmock.action.LIST, kind)
+            if r.params.get("watch") != "true"
+        )
+
+    try:
+        with override_settings(**PER_TENANT):
+            bert = submit_job(alice, nlp_queue, "bert", replicas=2, gpus=2, plugins={"svc": []})
+            kube_cycle()
+            assert cache.object_namespaces == namespaces
+            for _ in range(100):  # every reflector has listed once
+                if all(cache.job_objects("ConfigMap", ns) is not None for ns in namespaces):
+                    break
+                time.sleep(0.05)
+            before = lists()
+            for _ in range(3):
+                kube_cycle()
+                cluster.advance(1)
+            assert lists() == before
+        assert running(cluster, bert, "gpu-nlp")
+        assert {obj.name for obj in cache.job_objects("Service", "gpu-nlp")} == {f"gp-{bert.id}"}
+    finally:
+        cache.stop()

@@ -299,7 +299,7 @@ def test_a_cache_stopped_while_starting_or_running_stops_at_once(cluster, settle
     cache = ClusterCache(backend.core_v1, manifests_translation(), watch_seconds=300)
     cache.start()
     time.sleep(settle_seconds)
-    threads = list(cache._threads)
+    threads = list(cache._threads.values())
 
     started = time.monotonic()
     cache.stop()
@@ -478,3 +478,67 @@ def test_a_relist_older_than_the_portals_create_does_not_take_its_owner_for_gone
     assert objects_cache.owners_gone(NS) == []
     cluster.drop_watches()  # the watch resumes from before the create: ADDED comes
     until(lambda: config_maps(objects_cache) == {"gp-4": made["metadata"]["uid"]})
+
+
+def test_namespaces_are_watched_from_when_they_are_named_and_forgotten_when_they_leave(
+    cluster, objects_cache
+):
+    tenant = "gpu-nlp"
+    made = cluster.on_loop(
+        lambda: cluster.store.create(
+            "configmaps", tenant, {**owner_config_map("gp-7"), "metadata": {
+                **owner_config_map("gp-7")["metadata"], "namespace": tenant}},
+        )
+    )  # fmt: skip
+    assert objects_cache.job_objects("ConfigMap", tenant) is None  # not kept: the caller lists
+
+    objects_cache.watch_namespaces({NS, tenant})
+    until(lambda: objects_cache.job_objects("ConfigMap", tenant) is not None)
+    assert [obj.uid for obj in objects_cache.job_objects("ConfigMap", tenant)] == [
+        made["metadata"]["uid"]
+    ]
+    assert objects_cache.object_namespaces == (NS, tenant)
+    eventually(lambda: _assert(cluster.watch_count() == 10))  # four more watches
+
+    retiring = [t for r, t in objects_cache._threads.items() if r.what.endswith(tenant)]
+    assert len(retiring) == 4
+    objects_cache.watch_namespaces({NS})
+    assert objects_cache.job_objects("ConfigMap", tenant) is None
+    assert objects_cache.object_namespaces == (NS,)
+    eventually(lambda: _assert(cluster.watch_count() == 6))
+    eventually(lambda: _assert(not any(thread.is_alive() for thread in retiring)))
+    assert config_maps(objects_cache) == {}  # the jobs namespace is still kept
+
+
+def test_a_refused_list_is_logged_once_however_often_it_is_retried(caplog):
+    import threading
+
+    from kubernetes.client.exceptions import ApiException
+
+    calls = []
+
+    def refuse(**kwargs):
+        calls.append(kwargs)
+        raise ApiException(status=403, reason="Forbidden")
+
+    reflector = Reflector(
+        "ConfigMap in gpu-nlp", refuse, replace=lambda raws: None,
+        apply=lambda kind, raw: None, base_delay=0.0001,
+    )  # fmt: skip
+    stop = threading.Event()
+    thread = threading.Thread(target=reflector.run, args=(stop,))
+    with caplog.at_level("DEBUG", logger="scheduler.adapters.cluster.watch_cache"):
+        thread.start()
+        eventually(lambda: _assert(len(calls) >= 5))
+        stop.set()
+        thread.join(timeout=5)
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert [r.getMessage() for r in warnings] == [
+        "ConfigMap in gpu-nlp: HTTP 403 Forbidden; retrying"
+    ]
+    assert reflector.stats.errors >= 5
+    # Backing off, a refusal (403, 404) waits up to a minute, other failures up to max_delay.
+    default = Reflector("ConfigMap in gpu-nlp", refuse, replace=print, apply=print)
+    assert default._delay(20, ApiException(status=403)) == 60.0
+    assert default._delay(20, ApiException(status=404)) == 60.0
+    assert default._delay(20, ApiException(status=500)) == default.max_delay == 10.0

@@ -34,6 +34,7 @@ raw objects; the resourceVersion is tracked here.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import logging
@@ -59,6 +60,9 @@ DEFAULT_PAGE_SIZE = 500
 DEFAULT_WATCH_SECONDS = 50
 DEFAULT_MAX_STALENESS = 90.0
 REFUSED_MAX_DELAY = 60.0
+# Connections the cache's pool keeps for reuse: one per reflector (nodes, pods, four kinds per
+# jobs namespace) up to 250 namespaces. A cap, not an allocation: more are opened if needed.
+WATCH_POOL_SIZE = 1024
 DEFAULT_SYNC_TIMEOUT = 60.0
 _RETRYABLE = frozenset({429, 500, 502, 503, 504})
 STALE = "cluster cache: no word from the API server about {what} for {seconds:.0f} s ({error})"
@@ -312,6 +316,7 @@ class ClusterCache:
         object_namespaces: Sequence[str] = (),
         object_selector: str = "",
     ) -> None:
+        core_v1 = _connections_of_its_own(core_v1)
         self.translation = translation
         self.max_staleness = max_staleness
         self.sync_timeout = sync_timeout
@@ -782,6 +787,19 @@ def _pod_key(raw: Raw) -> tuple[tuple[str, str], str]:
     meta = raw.get("metadata") or {}
     key = (meta.get("namespace") or "", meta.get("name") or "")
     return key, str(meta.get("resourceVersion") or "")
+
+
+def _connections_of_its_own(core_v1: client.CoreV1Api) -> client.CoreV1Api:
+    """The same API server and credentials, in a connection pool of the cache's own. Each
+    reflector holds a connection for its watch (with a namespace per tenant, four per tenant):
+    in the cycle's pool (its size 5 per core by default) they crowded out the cycle's requests,
+    and every watch that ended had its connection discarded ("Connection pool is full") and
+    a new one, with its TLS handshake, made for the next."""
+    configuration = copy.deepcopy(core_v1.api_client.configuration)
+    configuration.connection_pool_maxsize = max(
+        configuration.connection_pool_maxsize or 0, WATCH_POOL_SIZE
+    )
+    return client.CoreV1Api(client.ApiClient(configuration))
 
 
 def _untyped(list_fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -542,3 +542,23 @@ def test_a_refused_list_is_logged_once_however_often_it_is_retried(caplog):
     assert default._delay(20, ApiException(status=403)) == 60.0
     assert default._delay(20, ApiException(status=404)) == 60.0
     assert default._delay(20, ApiException(status=500)) == default.max_delay == 10.0
+
+
+def test_watches_in_many_namespaces_use_a_pool_of_their_own(cluster, caplog):
+    seed(cluster)
+    backend = make_backend(cluster)
+    namespaces = [f"gpu-tenant-{index}" for index in range(10)]  # 42 watches
+    cache = ClusterCache(
+        backend.core_v1,
+        manifests_translation(),
+        watch_seconds=5,
+        object_namespaces=namespaces,
+        object_selector=labels.owned_selector("gpuportal"),
+    )
+    with caplog.at_level("WARNING", logger="urllib3.connectionpool"):
+        cache.nodes()
+        eventually(lambda: _assert(cluster.watch_count() == 42))
+        cache.stop()  # every watch's connection comes back at once
+    # In the cycle's pool (5 per core) all but 10 on 2 cores were thrown away, each with a warning.
+    assert [r.getMessage() for r in caplog.records] == []
+    assert cache.node_reflector._list_fn.__self__.api_client is not backend.core_v1.api_client

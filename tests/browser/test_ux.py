@@ -237,7 +237,7 @@ def test_the_nodes_page_is_cards_on_a_phone(demo, open_as):
 
 
 def test_no_list_hides_columns_sideways_on_a_phone(demo, open_as, live_server):
-    """Every list is cards on a phone; only the usage report, a grid of figures, scrolls."""
+    """Every list is cards on a phone, the usage report (totals row included) too."""
     from portal.jobs.models import Job
     from portal.tenants.models import Tenant
     from tests.browser.chromium import PHONE
@@ -254,6 +254,8 @@ def test_no_list_hides_columns_sideways_on_a_phone(demo, open_as, live_server):
         "/api/tokens/",
         "/admin-area/preemptions/",
         "/cluster/nodes/",
+        "/usage/",
+        "/usage/?group_by=queue",
     ]
     page = open_as("admin", "/", "#my-jobs", viewport=PHONE)
     for path in paths:

@@ -8,7 +8,7 @@ worker polling in between reads an empty message and stops on a JSONDecodeError
 end-to-end test). A rename within one folder is atomic on POSIX and Windows: a consumer finds
 either no file or the whole message. Everything else is kombu's.
 
-settings.CELERY_BROKER_TRANSPORT names this class whenever CELERY_BROKER_URL is filesystem://.
+portal/celery.py makes the URL scheme filesystem:// name this class.
 """
 
 from __future__ import annotations

@@ -267,8 +267,6 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     else {}
 )
 if CELERY_BROKER_URL.startswith("filesystem"):
-    # kombu's filesystem transport, writing each message whole before a worker can see it.
-    CELERY_BROKER_TRANSPORT = "portal.ops.broker:FilesystemTransport"
     for _folder in CELERY_BROKER_TRANSPORT_OPTIONS.values():
         if isinstance(_folder, str):
             Path(_folder).mkdir(parents=True, exist_ok=True)

@@ -84,9 +84,15 @@ def test_kombus_own_transport_hands_a_poller_the_message_before_it_is_written(
         assert len(polled) == 1
 
 
+def test_a_filesystem_url_means_the_portals_transport():
+    assert celery_app is not None  # imported: it names the transport for the scheme
+    connection = Connection("filesystem://localhost/")
+    assert connection.transport_cls == "filesystem"
+    assert connection.get_transport_cls() is broker.FilesystemTransport
+
+
 def test_the_embedded_default_uses_it():
     if not settings.CELERY_BROKER_URL.startswith("filesystem"):
         pytest.skip("this run's broker is not the filesystem one")
     with celery_app.connection_for_write() as connection:
-        assert connection.transport_cls == "portal.ops.broker:FilesystemTransport"
         assert isinstance(connection.default_channel, broker.Channel)

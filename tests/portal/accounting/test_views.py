@@ -20,7 +20,7 @@ def test_an_admin_sees_every_queue_with_its_colour_and_the_total(staff_client):
     ]
     assert "2026-11: final" in page
     assert 'class="swatch"' in page
-    assert '<th class="num">26.0</th>' in page  # the total's GPU-hours
+    assert '<th class="num" data-label="GPU-hours">26.0</th>' in page  # the total's GPU-hours
     assert "format=csv" in page
 
 

@@ -181,3 +181,34 @@ def share_from_resources(
     if milli >= MILLI_PER_GPU and not memory:
         return (1, 0, 0), error
     return (0, milli, memory), error
+
+
+# Keys of a node's used_by_others that hold other workloads' use of one card, by its UUID
+# (scheduler.adapters.cluster.gpushare.held_cards reads it from their pods): percent of its
+# cores and MiB of its memory, summed over the pods there.
+CARD_CORES = "gpu-card-cores/"
+CARD_MIB = "gpu-card-mib/"
+
+
+def others_on_cards(
+    used_by_others: dict[str, int], uuids: list[str], device_memory_mib: int
+) -> tuple[dict[int, tuple[int, int]], int]:
+    """What other workloads hold on each card: ({card index: (milli-GPU, MiB)} for the cards
+    `uuids` registers, the milli-GPU held on every card named, registered or not). A card's
+    milli-GPU is the larger of its cores and its memory's share of the card, the cost rule
+    above, over the sums of the pods there."""
+    index_of = {uuid: index for index, uuid in enumerate(uuids)}
+    held: dict[int, tuple[int, int]] = {}
+    total = 0
+    for key, cores in sorted(used_by_others.items()):
+        if not key.startswith(CARD_CORES):
+            continue
+        uuid = key.removeprefix(CARD_CORES)
+        memory = used_by_others.get(CARD_MIB + uuid, 0)
+        milli = cores * MILLI_PER_GPU // 100
+        if device_memory_mib > 0:
+            milli = max(milli, math.ceil(memory * MILLI_PER_GPU / device_memory_mib))
+        total += milli
+        if uuid in index_of:
+            held[index_of[uuid]] = (milli, memory)
+    return held, total

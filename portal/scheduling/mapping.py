@@ -20,7 +20,7 @@ from portal.cluster.models import GPU_MODEL_LABEL, Node
 from portal.cluster.selectors import node_capacity_list
 from portal.cluster.services import NODE_FIELDS
 from portal.jobs.affinity import HOSTNAME
-from portal.jobs.gpushare import MILLI_PER_GPU, milli_cost
+from portal.jobs.gpushare import MILLI_PER_GPU, milli_cost, others_on_cards
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
 from portal.tenants.quota import QUOTA_FIELDS, tenant_node_name
@@ -85,7 +85,15 @@ def node_info(node: Node) -> NodeInfo:
     )
     # Other workloads' pods are not the core's to move: they are the node's used, not idle.
     known = ("cpu", "memory", "pods", node.gpu_resource_name)
-    others = {k: v for k, v in (node.used_by_others or {}).items() if k in known}
+    used_by_others = node.used_by_others or {}
+    others: dict[str, float] = {k: v for k, v in used_by_others.items() if k in known}
+    # Shared GPU pods of other schedulers, by the cards they hold: each card's share on its
+    # books, their sum in the GPU count (a share, not the whole card their vGPU counts).
+    on_cards, milli = others_on_cards(used_by_others, node.gpu_uuids or [], node.gpu_memory_mib)
+    if milli:
+        others[node.gpu_resource_name] = (
+            others.get(node.gpu_resource_name, 0) + milli / MILLI_PER_GPU
+        )
     return NodeInfo(
         name=node.name,
         allocatable=allocatable,
@@ -94,6 +102,9 @@ def node_info(node: Node) -> NodeInfo:
         taints=taints_of(node.taints),
         used_by_others=Resources.of(others) if others else Resources(),
         gpus=gpu_devices_of(node.gpu_count, node.gpu_model, node.gpu_memory_mib),
+        gpus_used_by_others=tuple(
+            (index, held, memory * MIB) for index, (held, memory) in sorted(on_cards.items())
+        ),
     )
 
 

@@ -256,13 +256,17 @@ class Session:
                 info = replace(info, allocatable=allocatable)
             shape = tuple(sorted(allocatable.explicit().items()))
             devices = node_devices(info)
+            ledger = DeviceLedger(devices) if devices else None
+            if ledger is not None:
+                for index, milli, memory in info.gpus_used_by_others:
+                    ledger.hold(GpuNeed(milli=milli, memory=memory), (index,))
             self.nodes[info.name] = Node(
                 info,
                 idle=allocatable.sub(info.used_by_others).clamp_non_negative(),
                 used=info.used_by_others,
                 labels=dict(info.labels),
                 shape=shape,
-                devices=DeviceLedger(devices) if devices else None,
+                devices=ledger,
             )
         self.node_list: list[Node] = list(self.nodes.values())
         self.queues: dict[str, Queue] = {}

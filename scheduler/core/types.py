@@ -97,6 +97,11 @@ class NodeInfo:
     # cache adds to NodeInfo.Used; allocatable, and so quota totals and "can never run"
     # verdicts, stay the node's own.
     used_by_others: Resources = field(default_factory=Resources)
+    # Of those, what the cards other pods hold say: (card index, milli-GPU, bytes of memory),
+    # booked on the node's device ledger as held, so shares go to the cards others left
+    # (their sum is in ``used_by_others``'s gpu too). Others' whole cards of unknown index are
+    # in the count only.
+    gpus_used_by_others: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def label_map(self) -> dict[str, str]:

@@ -120,6 +120,42 @@ def share_annotations(
     return annotations
 
 
+# Where a pod another scheduler placed says which cards it holds and how much of each: HAMi's
+# scheduler and Volcano's deviceshare write "UUID,NVIDIA,<MiB>,<cores>:" per device, ";"
+# between containers. The first present wins: what was allocated, then what is to be.
+HELD_CARDS_ANNOTATIONS = (
+    "hami.io/vgpu-devices-allocated",
+    "hami.io/vgpu-devices-to-allocate",
+    "volcano.sh/vgpu-ids-new",
+    "volcano.sh/devices-to-allocate",
+)
+# The pod resources that count such a pod's vGPUs (not cards): its cards say what it holds.
+VGPU_COUNTS = (HAMI_GPU, VGPU_NUMBER)
+
+
+def held_cards(annotations: dict[str, str] | None) -> dict[str, tuple[int, int]]:
+    """card UUID -> (percent of cores, MiB) a pod's device annotations say it holds; {} when
+    it has none or they cannot be read (its GPU count then counts, cards unknown)."""
+    annotations = annotations or {}
+    # An emptied list (";") is what HAMi's device plugin leaves once it has allocated.
+    named = (annotations.get(key, "") for key in HELD_CARDS_ANNOTATIONS)
+    text = next((value for value in named if value.strip(";: ")), "")
+    held: dict[str, tuple[int, int]] = {}
+    for device in text.replace(";", ":").split(":"):
+        items = [item.strip() for item in device.split(",")]
+        if len(items) < 4 or not items[0]:
+            continue
+        try:
+            memory, cores = int(items[2]), int(items[3])
+        except ValueError:
+            return {}
+        if memory < 0 or cores < 0:
+            return {}
+        old = held.get(items[0], (0, 0))
+        held[items[0]] = (old[0] + cores, old[1] + memory)
+    return held
+
+
 @dataclass(frozen=True, slots=True)
 class RegisteredCard:
     uuid: str

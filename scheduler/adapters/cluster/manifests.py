@@ -14,8 +14,9 @@ from typing import Any
 from kubernetes import client
 from kubernetes.utils import parse_quantity
 
+from portal.jobs.gpushare import CARD_CORES, CARD_MIB
 from scheduler.adapters.cluster.base import DesiredPod, ObservedNode, ObservedPod
-from scheduler.adapters.cluster.gpushare import REGISTER_ANNOTATION
+from scheduler.adapters.cluster.gpushare import REGISTER_ANNOTATION, VGPU_COUNTS, held_cards
 from scheduler.adapters.cluster.podspec import (
     CONTAINER_NAME,
     pod_spec_body,
@@ -159,9 +160,26 @@ def usage_by_others(
         if not occupies_node(pod) or owns(pod.metadata.labels or {}):
             continue
         held = usage.setdefault(pod.spec.node_name, {})
-        for name, amount in pod_requests(pod).items():
+        for name, amount in others_usage(pod).items():
             held[name] = held.get(name, 0) + amount
     return usage
+
+
+def others_usage(pod: client.V1Pod) -> dict[str, int]:
+    """What another workload's pod holds on its node: its requests, and for a pod whose GPU
+    sharing stack (HAMi, Volcano's vGPU) names its cards, each card's cores and memory in
+    their place of its vGPU count (a vGPU is a share of a card, not a card): the portal then
+    keeps its own shares off the cards others fill, and counts those by what they hold."""
+    requests = pod_requests(pod)
+    cards = held_cards(pod.metadata.annotations if pod.metadata is not None else None)
+    if not cards:
+        return requests
+    for name in VGPU_COUNTS:
+        requests.pop(name, None)
+    for uuid, (cores, memory) in cards.items():
+        requests[CARD_CORES + uuid] = cores
+        requests[CARD_MIB + uuid] = memory
+    return requests
 
 
 def occupies_node(pod: client.V1Pod) -> bool:

@@ -50,6 +50,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.adapters.cluster.base import ObservedNode, ObservedPod, TransientClusterError
+from scheduler.adapters.cluster.gpushare import HELD_CARDS_ANNOTATIONS
 from scheduler.adapters.cluster.labels import DEFAULT_INSTANCE, OWNER
 
 logger = logging.getLogger(__name__)
@@ -732,8 +733,9 @@ class ClusterCache:
             return None
 
 
-# What usage_view leaves out: fields no resource accounting reads (manifests.pod_requests and
-# occupies_node read containers' resources, init containers, overhead, nodeName and phase).
+# What usage_view leaves out: fields no resource accounting reads (manifests.others_usage and
+# occupies_node read containers' resources, init containers, overhead, nodeName, phase and the
+# annotations naming a shared GPU pod's cards).
 # Left out by name, so a field the accounting may come to read (pod-level resources, a
 # sidecar's restartPolicy) stays in; test_watch_cache proves the view counts as the whole pod.
 _UNUSED_POD_METADATA = ("annotations", "managedFields", "ownerReferences", "finalizers")
@@ -750,6 +752,14 @@ _UNUSED_POD_STATUS = ("conditions", "containerStatuses", "initContainerStatuses"
 def usage_view(raw: Raw) -> Raw:
     """The pod without the fields resource accounting never reads (a shallow copy)."""
     meta = {k: v for k, v in (raw.get("metadata") or {}).items() if k not in _UNUSED_POD_METADATA}
+    # Of the annotations, only those naming the cards a shared GPU pod holds.
+    cards = {
+        k: v
+        for k, v in ((raw.get("metadata") or {}).get("annotations") or {}).items()
+        if k in HELD_CARDS_ANNOTATIONS
+    }
+    if cards:
+        meta["annotations"] = cards
     spec = {k: v for k, v in (raw.get("spec") or {}).items() if k not in _UNUSED_POD_SPEC}
     for kind in ("containers", "initContainers"):
         if spec.get(kind):
@@ -837,13 +847,13 @@ def manifests_translation(instance: str = DEFAULT_INSTANCE) -> Translation:
         observed_node_from,
         observed_pod_from,
         occupies_node,
-        pod_requests,
+        others_usage,
     )
 
     return Translation(
         node=observed_node_from,
         pod=observed_pod_from,
-        usage=lambda pod: pod_requests(pod) if occupies_node(pod) else None,
+        usage=lambda pod: others_usage(pod) if occupies_node(pod) else None,
         owns=owned_by(instance),
     )
 

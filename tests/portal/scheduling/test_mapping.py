@@ -162,3 +162,26 @@ def test_the_preview_shows_the_shares_the_cycle_computes(world, nlp_queue, visio
         expected = float(cycle[node].deserved.get("gpu")) if node in cycle else 0.0
         assert row.deserved_now == pytest.approx(expected), node
         assert row.deserved_after == row.deserved_now
+
+
+def test_other_workloads_shares_are_booked_on_their_cards_and_counted_as_shares():
+    from portal.scheduling.mapping import node_info
+
+    node = NodeFactory(
+        name="shared-node",
+        gpu_count=2,
+        gpu_memory_mib=81920,
+        gpu_uuids=["GPU-0", "GPU-1"],
+        used_by_others={
+            "cpu": 2000,
+            "nvidia.com/gpu": 1,  # a pod of unknown cards: one whole GPU in the count
+            "gpu-card-cores/GPU-1": 25,
+            "gpu-card-mib/GPU-1": 40960,  # half the card's memory: it costs 500 milli-GPU
+            "gpu-card-cores/GPU-9": 10,  # a card the node did not register: counted only
+            "gpu-card-mib/GPU-9": 0,
+        },
+    )
+    info = node_info(node)
+    assert info.gpus_used_by_others == ((1, 500, 40960 * 1024**2),)
+    assert info.used_by_others.get("gpu") == pytest.approx(1 + 0.5 + 0.1)
+    assert info.used_by_others.get("cpu") == 2000

@@ -227,3 +227,32 @@ def test_gpu_comparisons_tolerate_only_a_ten_thousandth_of_a_card():
     assert Resources({"gpu": 1.00005}).less_equal(cap)
     assert not Resources({"gpu": 1.05}).less_equal(cap)
     assert Resources({"cpu": 1000.05}).less_equal(Resources({"cpu": 1000}))
+
+
+def test_shares_go_to_the_cards_other_workloads_left():
+    """Another scheduler's pods hold all of card 0 and 70% of card 1 (gpus_used_by_others, their
+    sum in used_by_others): a half goes to card 2, a quarter fills card 1, one whole card is
+    left for a whole-card pod and none for a pair."""
+    import dataclasses
+
+    data = {
+        "config": SEED,
+        "nodes": [_node()],
+        "queues": [{"name": "q"}],
+        "jobs": [
+            _job("half", _task("half-0", 0.5)),
+            _job("quarter", _task("quarter-0", 0.25), created=1),
+            _job("pair", _task("pair-0", 2), created=2),
+            _job("more", _task("more-0", 1), created=3),
+        ],
+    }
+    snapshot, conf = load_scenario(data)
+    (node,) = snapshot.nodes
+    held = dataclasses.replace(
+        node,
+        used_by_others=Resources({"gpu": 1.7}),
+        gpus_used_by_others=((0, 1000, 80 * GI), (1, 700, 10 * GI)),
+    )
+    out = result_to_dict(run_cycle(dataclasses.replace(snapshot, nodes=(held,)), conf))
+    assert out["devices"] == {"half-0": [2], "quarter-0": [1], "more-0": [3]}
+    assert "pair" in out["pending"]  # 1.55 GPUs were left: one whole card and a half

@@ -11,6 +11,7 @@ from portal.cluster.models import Node, Placement
 from scheduler.adapters.cluster.base import ObservedNode
 from scheduler.adapters.cluster.gpushare import (
     ShareSize,
+    held_cards,
     registered_cards,
     share_annotations,
     share_resources,
@@ -155,3 +156,55 @@ def test_the_reconciler_builds_a_shared_pod_on_the_card_the_core_picked(
     # whole GPUs keep the device plugin's resource and no assignment
     assert trainer.requests["nvidia.com/gpu"] == 1
     assert ids not in trainer.annotations
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        # HAMi: each container ended by ";", the allocated list wins over the one to allocate
+        (
+            {
+                "hami.io/vgpu-devices-allocated": "GPU-0,NVIDIA,20480,25:;GPU-0,NVIDIA,1024,5:GPU-1,NVIDIA,8192,10:;",
+                "hami.io/vgpu-devices-to-allocate": ";",
+            },
+            {"GPU-0": (30, 21504), "GPU-1": (10, 8192)},
+        ),
+        # HAMi's device plugin empties what was to allocate: the next one present is read
+        (
+            {
+                "hami.io/vgpu-devices-to-allocate": ";",
+                "volcano.sh/vgpu-ids-new": "GPU-2,NVIDIA,4096,50:",
+            },
+            {"GPU-2": (50, 4096)},
+        ),
+        ({"volcano.sh/devices-to-allocate": "GPU-3,NVIDIA,81920,100:"}, {"GPU-3": (100, 81920)}),
+        ({"hami.io/vgpu-devices-allocated": "GPU-0,NVIDIA,lots,25:;"}, {}),  # unreadable
+        ({"hami.io/vgpu-devices-allocated": "GPU-0,NVIDIA,-5,25:;"}, {}),
+        ({"other": "GPU-0,NVIDIA,1,1:"}, {}),
+        (None, {}),
+    ],
+)
+def test_held_cards_reads_what_hami_and_volcano_assigned(annotations, expected):
+    assert held_cards(annotations) == expected
+
+
+def test_another_schedulers_shared_pod_counts_by_its_cards_not_its_vgpu_count():
+    from kubernetes import client
+
+    from scheduler.adapters.cluster.manifests import usage_by_others
+
+    def pod(name, annotations, gpus):
+        return client.V1Pod.from_dict({
+            "metadata": {"name": name, "namespace": "team", "annotations": annotations},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x", "resources": {
+                "limits": {"nvidia.com/gpu": str(gpus), "nvidia.com/gpumem": "20480"}}}]},
+            "status": {"phase": "Running"},
+        })  # fmt: skip
+
+    pods = [
+        pod("shared", {"hami.io/vgpu-devices-allocated": "GPU-0,NVIDIA,20480,25:;"}, 1),
+        pod("plain", {}, 2),  # no assignment: its GPU count, cards unknown
+    ]
+    held = usage_by_others(pods, owns=lambda labels: False)["n1"]
+    assert held["nvidia.com/gpu"] == 2
+    assert (held["gpu-card-cores/GPU-0"], held["gpu-card-mib/GPU-0"]) == (25, 20480)

@@ -326,6 +326,11 @@ def _everything_pod(phase="Running"):
     spec["overhead"] = {"cpu": "10m", "memory": "64Mi"}
     spec["affinity"] = {"nodeAffinity": {}}
     pod["metadata"]["resourceVersion"] = "9"
+    # A shared GPU pod of another scheduler: its cards count, its other annotations do not.
+    pod["metadata"]["annotations"] = {
+        "hami.io/vgpu-devices-allocated": "GPU-0,NVIDIA,20480,25:;",
+        "kubectl.kubernetes.io/last-applied-configuration": "{" + "x" * 4000 + "}",
+    }
     pod["status"]["phase"] = phase
     return pod
 
@@ -338,6 +343,9 @@ def test_the_usage_view_of_a_pod_counts_what_the_whole_pod_counts(phase):
     viewed = translation.usage(client.V1Pod.from_dict(usage_view(whole)))
 
     assert viewed == translation.usage(client.V1Pod.from_dict(whole))
+    if phase != "Succeeded":
+        assert viewed["gpu-card-cores/GPU-0"] == 25
+    assert list(usage_view(whole)["metadata"]["annotations"]) == ["hami.io/vgpu-devices-allocated"]
     assert "env" not in usage_view(whole)["spec"]["containers"][0]
     assert "containerStatuses" not in usage_view(whole)["status"]
 

@@ -61,6 +61,7 @@ DEFAULT_PAGE_SIZE = 500
 DEFAULT_WATCH_SECONDS = 50
 DEFAULT_MAX_STALENESS = 90.0
 REFUSED_MAX_DELAY = 60.0
+DEFAULT_UNWATCH_AFTER = 600.0
 # Connections the cache's pool keeps for reuse: one per reflector (nodes, pods, four kinds per
 # jobs namespace) up to 250 namespaces. A cap, not an allocation: more are opened if needed.
 WATCH_POOL_SIZE = 1024
@@ -316,6 +317,7 @@ class ClusterCache:
         clock: Callable[[], float] = time.monotonic,
         object_namespaces: Sequence[str] = (),
         object_selector: str = "",
+        unwatch_after: float = DEFAULT_UNWATCH_AFTER,
     ) -> None:
         core_v1 = _connections_of_its_own(core_v1)
         self.translation = translation
@@ -366,6 +368,8 @@ class ClusterCache:
             "Secret": core_v1.list_namespaced_secret,
         }
         self._object_selector = object_selector
+        self.unwatch_after = unwatch_after
+        self._unwanted_since: dict[str, float] = {}  # namespace -> when it was first not named
         # (kind, namespace) -> the reflector keeping those objects; changed by watch_namespaces
         # (the cycle's thread) under _reflectors_lock, read by stop() from any thread.
         self._object_reflector: dict[tuple[str, str], Reflector] = {}
@@ -415,13 +419,23 @@ class ClusterCache:
         list), and the reflectors of each one that left retired, with what they kept. With a
         namespace per tenant the set grows with the tenants; fixed at construction, every
         tenant's objects were listed from the API by every cycle, four lists per tenant.
+        A namespace is let go once it has gone unnamed for `unwatch_after` seconds: the set a
+        cycle names can differ from call to call (the namespaces of pods the cycle has just
+        listed), and a watch dropped and made again lists everything again.
         A cache without an `object_selector` keeps no job objects (it would watch every team's
         ConfigMaps and Secrets there)."""
         wanted = set(namespaces) if self._object_selector else set()
+        now = self.clock()
         with self._reflectors_lock:
             kept = {namespace for _kind, namespace in self._object_reflector}
             running = bool(self._threads) and self._pid == os.getpid()
+            for namespace in wanted:
+                self._unwanted_since.pop(namespace, None)
             for namespace in sorted(kept - wanted):
+                since = self._unwanted_since.setdefault(namespace, now)
+                if now - since < self.unwatch_after:
+                    continue
+                del self._unwanted_since[namespace]
                 for kind in OBJECT_KINDS:
                     self._object_reflector.pop((kind, namespace)).retire()
                 self._forget_objects_in(namespace)

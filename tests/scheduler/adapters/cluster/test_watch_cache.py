@@ -510,6 +510,9 @@ def test_namespaces_are_watched_from_when_they_are_named_and_forgotten_when_they
 
     retiring = [t for r, t in objects_cache._threads.items() if r.what.endswith(tenant)]
     assert len(retiring) == 4
+    objects_cache.watch_namespaces({NS})  # unnamed once: kept for unwatch_after
+    assert objects_cache.object_namespaces == (NS, tenant)
+    objects_cache.unwatch_after = 0
     objects_cache.watch_namespaces({NS})
     assert objects_cache.job_objects("ConfigMap", tenant) is None
     assert objects_cache.object_namespaces == (NS,)

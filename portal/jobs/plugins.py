@@ -1,4 +1,4 @@
-"""Volcano job plugins the portal runs: `svc`, `env`, `pytorch`, `ssh` and `mpi`. Pure.
+"""Volcano job plugins the portal runs: `svc`, `env`, `pytorch`, `ssh`, `mpi` and `ray`. Pure.
 
 Each follows upstream volcano-sh/volcano pkg/controllers/job/plugins (the file and line cited at
 each rule), so a training script written for Volcano finds the same variables and files:
@@ -31,6 +31,15 @@ each rule), so a training script written for Volcano finds the same variables an
   (default `worker`), `--port`. Like upstream's webhook it turns `svc` and `ssh` on
   (mutate_job.go:244-260) and refuses a job without its master task (validate/admit_job.go:
   134-141).
+- ray: the head task's head container (`--head`, default `head`; `--headContainer`, default
+  `head`) runs `ray start --head --block --dashboard-host=0.0.0.0 --port=<port>
+  --dashboard-port=<dashboardPort> --ray-client-server-port=<clientPort>` as `sh -c`, with the
+  ports `gcs`, `dashboard` and `client-server` opened where it lacks them; the worker task's
+  worker container (`--worker`, `--workerContainer`, default `worker`) runs `ray start --block
+  --address=<head pod 0's hostname.subdomain>:<port>`; a Service with the three ports selects
+  the head task's pods (distributed-framework/ray/ray.go: addFlags, OnPodCreate,
+  openHeadContainerPort, generateHeadAddr, createServiceIfNotExist). Defaults 6379, 8265 and
+  10001. Like upstream's webhook it turns `svc` on (mutate_job.go:244-254).
 
 Where the portal departs from upstream, and why:
 - Object names are id-based (a job's name is not unique in the namespace, see
@@ -41,7 +50,13 @@ Where the portal departs from upstream, and why:
 - A pytorch job without its master task is refused (upstream logs an error and starts the
   pods without the variables, which then cannot rendezvous); so is an unknown flag (upstream
   logs it and ignores it), and a port out of range (upstream's ssh plugin falls back to 22).
-  Other plugins (tensorflow, ray, ...) are refused naming `spec.plugins.<name>`.
+  A ray job without its head task is refused too (upstream fails each pod's creation). Other
+  plugins (tensorflow, ...) are refused naming `spec.plugins.<name>`.
+- ray: its Service is `gp-<job id>-ray`. Upstream names it after the job, the name the svc
+  plugin's headless Service also takes, so whichever plugin ran first made it and the other's
+  was skipped. In a pod the portal builds itself (no pod template), its one container is the
+  head or worker container whatever the flags name: the container's name is the portal's, not
+  the user's, and a ray job submitted by form would otherwise start no ray.
 - ssh: the key pair is made by the reconcile when it creates the Secret on the cluster
   (scheduler.adapters.cluster.sshkeys), never here: the portal's database and the dry-run
   render only ever hold the Secret with placeholders (`SSH_KEY_PLACEHOLDER`). For the same
@@ -54,12 +69,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-SVC, ENV, PYTORCH, SSH, MPI = "svc", "env", "pytorch", "ssh", "mpi"
-SUPPORTED = (ENV, MPI, PYTORCH, SSH, SVC)
+SVC, ENV, PYTORCH, SSH, MPI, RAY = "svc", "env", "pytorch", "ssh", "mpi", "ray"
+SUPPORTED = (ENV, MPI, PYTORCH, RAY, SSH, SVC)
 HOSTS_MOUNT_PATH = "/etc/volcano"  # svc/const.go ConfigMapMountPath
 TASK_INDEX_VARS = ("VK_TASK_INDEX", "VC_TASK_INDEX")  # env/const.go
 PYTORCH_PORT_NAME = "pytorchjob-port"  # pytorch.go openContainerPort
@@ -67,6 +82,9 @@ PYTORCH_DEFAULT_PORT = 23456
 MPI_PORT_NAME = "mpijob-port"  # mpi.go openContainerPort
 MPI_DEFAULT_PORT = 22
 MPI_HOST = "MPI_HOST"
+# ray.go: the ports and their names
+RAY_PORT, RAY_DASHBOARD_PORT, RAY_CLIENT_PORT = 6379, 8265, 10001
+RAY_PORT_NAMES = ("gcs", "dashboard", "client-server")
 # ssh/const.go: the Secret's keys, and where they are mounted.
 SSH_PRIVATE_KEY, SSH_PUBLIC_KEY = "id_rsa", "id_rsa.pub"
 SSH_AUTHORIZED_KEYS, SSH_CONFIG = "authorized_keys", "config"
@@ -88,7 +106,8 @@ UNKNOWN_FLAG = "unknown flag {flag}; {name} takes: {flags}"
 BAD_BOOL = "flag {flag} takes true or false"
 BAD_PORT = "flag {flag} takes a port number (1-65535)"
 BAD_TASK_NAME = "flag {flag} takes a task name"
-NO_MASTER_TASK = "the {name} plugin needs a task named {master} (set --master=<task>)"
+BAD_CONTAINER_NAME = "flag {flag} takes a container name"
+NO_MASTER_TASK = "the {name} plugin needs a task named {master} (set --{flag}=<task>)"
 KEY_IN_SPEC = (
     "flag {flag} is not taken: a key in the job's spec would be stored in plain text with the "
     "job; the portal generates the job's key pair on the cluster instead (leave the flag out)"
@@ -99,7 +118,7 @@ MOUNT_TAKEN = (
     "mount this volume elsewhere"
 )
 
-_FLAG = re.compile(r"--?([a-z][a-z-]*)(?:=(.*))?", re.S)
+_FLAG = re.compile(r"--?([a-zA-Z][a-zA-Z-]*)(?:=(.*))?", re.S)  # ray's flags are camelCase
 _BOOL_FLAGS = {
     SVC: {
         "publish-not-ready-addresses": False,
@@ -110,6 +129,7 @@ _BOOL_FLAGS = {
     PYTORCH: {},
     SSH: {},
     MPI: {},
+    RAY: {},
 }
 # Each plugin's value flags -> the Plugins field each sets.
 _VALUE_FLAGS: dict[str, dict[str, str]] = {
@@ -118,8 +138,17 @@ _VALUE_FLAGS: dict[str, dict[str, str]] = {
     PYTORCH: {"master": "master", "worker": "worker", "port": "port"},
     SSH: {"ssh-key-file-path": "ssh_key_file_path", "ssh-port": "ssh_port"},
     MPI: {"master": "mpi_master", "worker": "mpi_worker", "port": "mpi_port"},
+    RAY: {
+        "head": "ray_head",
+        "headContainer": "ray_head_container",
+        "worker": "ray_worker",
+        "workerContainer": "ray_worker_container",
+        "port": "ray_port",
+        "dashboardPort": "ray_dashboard_port",
+        "clientPort": "ray_client_port",
+    },
 }
-_PORT_FLAGS = {"port", "ssh-port"}
+_PORT_FLAGS = {"port", "ssh-port", "dashboardPort", "clientPort"}
 _REFUSED_FLAGS = {SSH: {"ssh-private-key", "ssh-public-key"}}
 
 
@@ -151,13 +180,21 @@ class Plugins:
     mpi_master: str = "master"
     mpi_worker: str = "worker"
     mpi_port: int = MPI_DEFAULT_PORT
+    ray: bool = False
+    ray_head: str = "head"
+    ray_head_container: str = "head"
+    ray_worker: str = "worker"
+    ray_worker_container: str = "worker"
+    ray_port: int = RAY_PORT
+    ray_dashboard_port: int = RAY_DASHBOARD_PORT
+    ray_client_port: int = RAY_CLIENT_PORT
 
 
 def plugins_parse(
     raw: Any, *, task_names: Sequence[str], path: str = "spec.plugins"
 ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """Check a job's `plugins` mapping; (the mapping to store, errors keyed by path). The stored
-    mapping has `svc` added when `pytorch` or `mpi` needs it, and `ssh` when `mpi` does."""
+    mapping has `svc` added when `pytorch`, `mpi` or `ray` needs it, and `ssh` when `mpi` does."""
     errors: dict[str, list[str]] = {}
     if raw is None or raw == {}:
         return {}, errors
@@ -184,12 +221,16 @@ def plugins_parse(
     if errors:
         return {}, errors
     config = plugins_config(stored)
-    for name, master in ((PYTORCH, config.master), (MPI, config.mpi_master)):
+    for name, master, flag in (
+        (PYTORCH, config.master, "master"),
+        (MPI, config.mpi_master, "master"),
+        (RAY, config.ray_head, "head"),
+    ):
         if name in stored and master not in task_names:
             errors.setdefault(f"{path}.{name}", []).append(
-                NO_MASTER_TASK.format(name=name, master=master)
+                NO_MASTER_TASK.format(name=name, master=master, flag=flag)
             )
-    if PYTORCH in stored or MPI in stored:
+    if PYTORCH in stored or MPI in stored or RAY in stored:
         stored.setdefault(SVC, [])
     if MPI in stored:
         stored.setdefault(SSH, [])
@@ -259,7 +300,8 @@ def _value_error(flag: str, value: str | None) -> str | None:
             return BAD_PATH.format(flag=f"--{flag}")
         return None
     if not value or not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", value):
-        return BAD_TASK_NAME.format(flag=f"--{flag}")
+        what = BAD_CONTAINER_NAME if flag.endswith("Container") else BAD_TASK_NAME
+        return what.format(flag=f"--{flag}")
     return None
 
 
@@ -294,6 +336,10 @@ def hosts_config_map_name(job_id: int | str) -> str:
 
 def ssh_secret_name(job_id: int | str) -> str:
     return f"gp-{job_id}-ssh"  # upstream: <job name>-ssh (ssh.go secretName)
+
+
+def ray_service_name(job_id: int | str) -> str:
+    return f"gp-{job_id}-ray"  # upstream: <job name>, the svc plugin's Service's name too
 
 
 def hostname(job_name: str, task: str, index: int) -> str:
@@ -353,9 +399,12 @@ class PodAdditions:
     init_ports: tuple[dict[str, Any], ...] = ()  # to every init container that lacks it
     hostname: str = ""
     subdomain: str = ""
+    # ray: the command of one container, by name, and ports opened in it where it lacks them
+    command_of: tuple[str, tuple[str, ...]] | None = None
+    ports_of: tuple[str, tuple[dict[str, Any], ...]] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "env": list(self.env),
             "initEnv": list(self.init_env),
             "volumes": list(self.volumes),
@@ -365,6 +414,11 @@ class PodAdditions:
             "hostname": self.hostname,
             "subdomain": self.subdomain,
         }
+        if self.command_of is not None:
+            out["commandOf"] = {"container": self.command_of[0], "command": [*self.command_of[1]]}
+        if self.ports_of is not None:
+            out["portsOf"] = {"container": self.ports_of[0], "ports": list(self.ports_of[1])}
+        return out
 
 
 def pod_additions(
@@ -441,6 +495,7 @@ def pod_additions(
             mpi_host = {"name": MPI_HOST, "value": ",".join(_task_hosts(job, config.mpi_worker))}
             env.append(mpi_host)
             init_env.append(mpi_host)
+    command_of, ports_of = _ray_additions(config, job, task) if config.ray else (None, None)
     return PodAdditions(
         env=tuple(env),
         init_env=tuple(init_env),
@@ -450,7 +505,34 @@ def pod_additions(
         init_ports=tuple(init_ports),
         hostname=host,
         subdomain=subdomain,
+        command_of=command_of,
+        ports_of=ports_of,
     )
+
+
+def _ray_additions(
+    config: Plugins, job: JobShape, task: str
+) -> tuple[tuple[str, tuple[str, ...]] | None, tuple[str, tuple[dict[str, Any], ...]] | None]:
+    """ray.go OnPodCreate: the head's command and ports, a worker's command."""
+    if config.ray_head not in dict(job.tasks):
+        return None, None  # refused at submission; a job stored before cannot start ray
+    if task == config.ray_head:
+        start = (
+            f"ray start --head --block --dashboard-host=0.0.0.0 --port={config.ray_port}"
+            f" --dashboard-port={config.ray_dashboard_port}"
+            f" --ray-client-server-port={config.ray_client_port}"
+        )
+        numbers = (config.ray_port, config.ray_dashboard_port, config.ray_client_port)
+        opened = tuple(
+            {"name": name, "containerPort": number}
+            for name, number in zip(RAY_PORT_NAMES, numbers, strict=True)
+        )
+        return (config.ray_head_container, ("sh", "-c", start)), (config.ray_head_container, opened)
+    if task == config.ray_worker:
+        head = f"{hostname(job.name, config.ray_head, 0)}.{service_name(job.job_id)}"
+        start = f"ray start --block --address={head}:{config.ray_port}"
+        return (config.ray_worker_container, ("sh", "-c", start)), None
+    return None, None
 
 
 def job_objects(
@@ -460,10 +542,12 @@ def job_objects(
     namespace: str,
     labels: Mapping[str, str],
     selector: Mapping[str, str],
+    task_selector: Callable[[str], Mapping[str, str]] | None = None,
 ) -> list[dict[str, Any]]:
-    """The objects a job needs besides its pods (the svc and ssh plugins'), in the order to
-    create them. `labels` mark them as the portal's; `selector` picks the job's pods. The ssh
-    Secret holds `SSH_KEY_PLACEHOLDER` where its keys go: the reconcile generates them."""
+    """The objects a job needs besides its pods (the svc, ssh and ray plugins'), in the order
+    to create them. `labels` mark them as the portal's; `selector` picks the job's pods, and
+    `task_selector(task)` one task's (needed with ray). The ssh Secret holds
+    `SSH_KEY_PLACEHOLDER` where its keys go: the reconcile generates them."""
     config = plugins_config(stored)
 
     def meta(name: str) -> dict[str, Any]:
@@ -514,6 +598,22 @@ def job_objects(
                     "podSelector": {"matchLabels": dict(selector)},
                     "ingress": [{"from": [{"podSelector": {"matchLabels": dict(selector)}}]}],
                     "policyTypes": ["Ingress"],
+                },
+            }
+        )
+    if config.ray and task_selector is not None:
+        numbers = (config.ray_port, config.ray_dashboard_port, config.ray_client_port)
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": meta(ray_service_name(job.job_id)),
+                "spec": {
+                    "selector": dict(task_selector(config.ray_head)),
+                    "ports": [
+                        {"name": name, "port": number, "targetPort": name, "protocol": "TCP"}
+                        for name, number in zip(RAY_PORT_NAMES, numbers, strict=True)
+                    ],
                 },
             }
         )

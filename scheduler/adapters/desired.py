@@ -25,6 +25,7 @@ from scheduler.adapters.cluster.labels import (
     INSTANCE,
     JOB_ID,
     MANAGED,
+    TASK,
     label_value,
     replica_annotations,
     replica_labels,
@@ -155,7 +156,16 @@ def plugin_objects(plugins: dict, shape: JobShape, *, namespace: str) -> tuple[d
         INSTANCE: label_value(settings.KUBERNETES_INSTANCE),
         JOB_ID: label_value(str(shape.job_id)),
     }
-    return tuple(job_objects(plugins, shape, namespace=namespace, labels=mark, selector=mark))
+    return tuple(
+        job_objects(
+            plugins,
+            shape,
+            namespace=namespace,
+            labels=mark,
+            selector=mark,
+            task_selector=lambda task: {**mark, TASK: label_value(task)},
+        )
+    )
 
 
 def _desired(

@@ -94,17 +94,37 @@ def with_additions(body: dict[str, Any], additions: Mapping[str, Any]) -> dict[s
                 ]
     for section, ports_key in (("containers", "ports"), ("initContainers", "initPorts")):
         for container in body.get(section, []):
-            for port in additions.get(ports_key) or []:
-                # A port the container (or another plugin) opened already is not added twice.
-                if all(p.get("containerPort") != port["containerPort"]
-                       for p in container.get("ports", [])):  # fmt: skip
-                    container["ports"] = [*container.get("ports", []), port]
+            _open_ports(container, additions.get(ports_key) or [])
     if additions.get("volumes"):
         body["volumes"] = [*body.get("volumes", []), *additions["volumes"]]
     for key in ("hostname", "subdomain"):
         if additions.get(key):
             body[key] = additions[key]
+    if command_of := additions.get("commandOf"):
+        for container in _named(body, command_of["container"]):
+            container["command"] = list(command_of["command"])
+    if ports_of := additions.get("portsOf"):
+        for container in _named(body, ports_of["container"]):
+            _open_ports(container, ports_of["ports"])
     return body
+
+
+def _open_ports(container: dict[str, Any], ports: list[dict[str, Any]]) -> None:
+    for port in ports:
+        # A port the container (or another plugin) opened already is not added twice.
+        if all(p.get("containerPort") != port["containerPort"] for p in container.get("ports", [])):
+            container["ports"] = [*container.get("ports", []), port]
+
+
+def _named(body: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """The containers called `name`; in a pod the portal built itself (its one container is
+    CONTAINER_NAME), that container whatever the name: the plugins' container flags name a
+    template's containers, and the portal's own container is nobody's to name."""
+    containers = body.get("containers", [])
+    named = [c for c in containers if c.get("name") == name]
+    if not named and len(containers) == 1 and containers[0].get("name") == CONTAINER_NAME:
+        return containers
+    return named
 
 
 def pod_template_labels(desired: DesiredPod) -> dict[str, str]:

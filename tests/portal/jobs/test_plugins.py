@@ -97,7 +97,10 @@ def test_pytorch_turns_svc_on_like_the_admission_webhook():
 @pytest.mark.parametrize(
     ("raw", "path", "message"),
     [
-        ({"ray": []}, "spec.plugins.ray", "not supported"),
+        ({"ray": ["--head=chief"]}, "spec.plugins.ray", "named chief (set --head=<task>)"),
+        ({"ray": ["--dashboardPort=0"]}, "spec.plugins.ray[0]", "--dashboardPort takes a port"),
+        ({"ray": ["--headContainer=Head"]}, "spec.plugins.ray[0]", "takes a container name"),
+        ({"ray": ["--dashboard-port=1"]}, "spec.plugins.ray[0]", "unknown flag --dashboard-port"),
         ({"tensorflow": []}, "spec.plugins.tensorflow", "not supported"),
         ({"mpi": ["--bogus=1"]}, "spec.plugins.mpi[0]", "unknown flag --bogus"),
         ({"mpi": ["--port=0"]}, "spec.plugins.mpi[0]", "--port takes a port"),
@@ -116,7 +119,7 @@ def test_pytorch_turns_svc_on_like_the_admission_webhook():
     ],
 )
 def test_what_the_portal_cannot_run_is_refused_naming_the_plugin(raw, path, message):
-    stored, errors = plugins_parse(raw, task_names=["master", "worker"])
+    stored, errors = plugins_parse(raw, task_names=["master", "worker", "head"])
     assert stored == {}
     assert path in errors, errors
     assert any(message in text for text in errors[path])
@@ -213,3 +216,60 @@ def test_pytorch_and_mpi_flags_do_not_mix():
     config = plugins_config(stored)
     assert (config.master, config.port) == ("chief", 29500)
     assert (config.mpi_master, config.mpi_port) == ("launcher", 22)
+
+
+RAY_JOB = JobShape(job_id=9, name="tune", tasks=(("head", 1), ("worker", 3)))
+
+
+def test_ray_turns_svc_on_and_reads_upstreams_camel_case_flags():
+    stored, errors = plugins_parse(
+        {"ray": ["--port=6380", "--dashboardPort=8266", "--clientPort=10002"]},
+        task_names=["head", "worker"],
+    )
+    assert errors == {}
+    assert stored == {"ray": ["--port=6380", "--dashboardPort=8266", "--clientPort=10002"],
+                      "svc": []}  # fmt: skip
+    config = plugins_config(stored)
+    assert (config.ray_port, config.ray_dashboard_port, config.ray_client_port) == (
+        6380, 8266, 10002,
+    )  # fmt: skip
+
+
+def test_ray_starts_the_head_and_points_each_worker_at_it():
+    stored = {"ray": [], "svc": []}
+    head = pod_additions(stored, RAY_JOB, "head", 0)
+    assert head.command_of == (
+        "head",
+        ("sh", "-c", "ray start --head --block --dashboard-host=0.0.0.0 --port=6379"
+                     " --dashboard-port=8265 --ray-client-server-port=10001"),
+    )  # fmt: skip
+    assert head.ports_of == ("head", (
+        {"name": "gcs", "containerPort": 6379},
+        {"name": "dashboard", "containerPort": 8265},
+        {"name": "client-server", "containerPort": 10001},
+    ))  # fmt: skip
+    worker = pod_additions(stored, RAY_JOB, "worker", 2)
+    assert worker.command_of == (
+        "worker", ("sh", "-c", "ray start --block --address=tune-head-0.gp-9:6379"),
+    )  # fmt: skip
+    assert worker.ports_of is None
+    assert worker.hostname == "tune-worker-2"  # svc's names: the head's is resolvable
+
+
+def test_ray_makes_a_service_of_the_head_pods_ports():
+    objects = job_objects(
+        {"ray": ["--headContainer=ray-head"], "svc": []},
+        RAY_JOB,
+        namespace="ns",
+        labels={"managed": "true"},
+        selector={"job": "9"},
+        task_selector=lambda task: {"job": "9", "task": task},
+    )
+    (ray,) = [o for o in objects if o["metadata"]["name"] == "gp-9-ray"]
+    assert ray["kind"] == "Service"
+    assert ray["spec"]["selector"] == {"job": "9", "task": "head"}
+    assert [(p["name"], p["port"], p["targetPort"]) for p in ray["spec"]["ports"]] == [
+        ("gcs", 6379, "gcs"), ("dashboard", 8265, "dashboard"),
+        ("client-server", 10001, "client-server"),
+    ]  # fmt: skip
+    assert "gp-9" in {o["metadata"]["name"] for o in objects if o["kind"] == "Service"}

@@ -56,7 +56,7 @@ Where the portal departs from upstream, and why:
   plugin's headless Service also takes, so whichever plugin ran first made it and the other's
   was skipped. In a pod the portal builds itself (no pod template), its one container is the
   head or worker container whatever the flags name: the container's name is the portal's, not
-  the user's, and a ray job submitted by form would otherwise start no ray.
+  the user's, and a ray job given by its tasks' fields would otherwise start no ray.
 - ssh: the key pair is made by the reconcile when it creates the Secret on the cluster
   (scheduler.adapters.cluster.sshkeys), never here: the portal's database and the dry-run
   render only ever hold the Secret with placeholders (`SSH_KEY_PLACEHOLDER`). For the same

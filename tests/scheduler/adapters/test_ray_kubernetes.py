@@ -86,7 +86,7 @@ def test_a_ray_job_from_a_volcano_manifest_starts_its_head_and_workers(
     assert (NAMESPACE, f"gp-{job.pk}") in services  # svc's headless Service: the head's name
 
 
-def test_a_ray_job_from_the_form_runs_ray_in_the_portals_own_container(
+def test_a_ray_job_given_by_its_fields_runs_ray_in_the_portals_own_container(
     cluster, kube_cycle, alice, nlp_queue
 ):
     cluster.add_node("gpu-a", GPU_NODE)

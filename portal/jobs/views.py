@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.views import View
 from django.views.generic import TemplateView
 
+from portal.cluster.namespaces import placing_namespaces
 from portal.cluster.selectors import node_gpu_model_list, placement_list_for_job
 from portal.common.access import ROLE_MEMBER
 from portal.common.ids import parse_id
@@ -26,6 +27,7 @@ from .forms import JobSubmitForm, JobUploadForm, TaskFormSet, submit_errors_appl
 from .lifecycle import Event, allows
 from .limits import host_path_allowed, job_limits, task_count_check
 from .models import Job
+from .plugins import RAY, plugins_config, ray_service_name
 from .samples import SAMPLE_FILENAME, volcano_sample
 from .selectors import JobState, job_get, job_list, job_pod_names, job_state
 from .services import job_cancel, job_quarantine_release, job_submit
@@ -174,6 +176,20 @@ def _job_page(request: HttpRequest, job_id: int) -> dict[str, Any]:
         "timeline": timeline,
         "can_cancel": can_cancel_job(request.user, job) and not job.is_terminal,
         "can_release": allows(job.status, Event.RELEASE) and can_release_job(request.user, job),
+        "plugins": sorted((job.plugins or {}).items()),
+        "ray_dashboard": _ray_dashboard(job),
+    }
+
+
+def _ray_dashboard(job: Job) -> dict[str, str] | None:
+    """How to reach a ray job's dashboard from a machine with kubectl: its head's Service."""
+    if RAY not in (job.plugins or {}):
+        return None
+    namespace = placing_namespaces({job.pk: job.tenant.name})[job.pk]
+    port = plugins_config(job.plugins).ray_dashboard_port
+    return {
+        "command": f"kubectl -n {namespace} port-forward svc/{ray_service_name(job.pk)} {port}",
+        "url": f"http://localhost:{port}/",
     }
 
 

@@ -40,6 +40,21 @@ def test_job_detail_shows_tasks_and_placements(researcher_client, nlp_queue):
     assert "bert-1-master-0" in body
 
 
+def test_job_detail_names_its_plugins_and_how_to_reach_a_ray_dashboard(
+    researcher_client, nlp_queue, settings
+):
+    settings.KUBERNETES_NAMESPACE_PER_TENANT = True
+    ray = JobFactory(queue=nlp_queue, plugins={"ray": ["--dashboardPort=8266"], "svc": []})
+    body = researcher_client.get(reverse("jobs:job_detail", args=[ray.pk])).content.decode()
+    assert "<code>ray --dashboardPort=8266</code>, <code>svc</code>" in body
+    assert f"kubectl -n gpu-nlp port-forward svc/gp-{ray.pk}-ray 8266</code>" in body
+    assert "http://localhost:8266/" in body
+    plain = JobFactory(queue=nlp_queue)
+    body = researcher_client.get(reverse("jobs:job_detail", args=[plain.pk])).content.decode()
+    assert "Volcano plugins" not in body
+    assert "Ray dashboard" not in body
+
+
 def test_job_detail_shows_when_each_pod_started_and_ended(researcher_client, nlp_queue):
     from datetime import UTC, datetime
 

@@ -201,6 +201,7 @@ def plugins_parse(
     if not isinstance(raw, dict):
         return {}, {path: [NOT_A_MAPPING]}
     stored: dict[str, list[str]] = {}
+    valid: dict[str, list[str]] = {}  # the flags without an error, for the task checks below
     for name, args in raw.items():
         ppath = f"{path}.{name}"
         if name not in SUPPORTED:
@@ -214,19 +215,21 @@ def plugins_parse(
         ):
             errors.setdefault(ppath, []).append(NOT_ARGS)
             continue
+        valid[name] = []
         for index, arg in enumerate(args):
             if message := _flag_error(name, arg):
                 errors.setdefault(f"{ppath}[{index}]", []).append(message)
+            else:
+                valid[name].append(arg)
         stored[name] = list(args)
-    if errors:
-        return {}, errors
-    config = plugins_config(stored)
+    # Each task a plugin names must exist: said with any flag's error, not after it is fixed.
+    config = plugins_config(valid)
     for name, master, flag in (
         (PYTORCH, config.master, "master"),
         (MPI, config.mpi_master, "master"),
         (RAY, config.ray_head, "head"),
     ):
-        if name in stored and master not in task_names:
+        if name in valid and master not in task_names:
             errors.setdefault(f"{path}.{name}", []).append(
                 NO_MASTER_TASK.format(name=name, master=master, flag=flag)
             )

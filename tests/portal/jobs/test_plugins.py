@@ -273,3 +273,14 @@ def test_ray_makes_a_service_of_the_head_pods_ports():
         ("client-server", 10001, "client-server"),
     ]  # fmt: skip
     assert "gp-9" in {o["metadata"]["name"] for o in objects if o["kind"] == "Service"}
+
+
+def test_a_missing_task_is_said_with_the_flag_errors_not_after_they_are_fixed():
+    stored, errors = plugins_parse(
+        {"ray": ["--head=chief", "--dashboardPort=99999"]}, task_names=["head", "worker"]
+    )
+    assert stored == {}
+    assert errors == {
+        "spec.plugins.ray[1]": ["flag --dashboardPort takes a port number (1-65535)"],
+        "spec.plugins.ray": ["the ray plugin needs a task named chief (set --head=<task>)"],
+    }

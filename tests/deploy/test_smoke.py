@@ -77,7 +77,10 @@ def test_the_smoke_script_places_evicts_and_cleans_up_a_gang(kubeconfig):
         r"smoke: cleaned up: no test pod left, ConfigMap gpu-jobs/gp-smoke-[0-9a-f]{6} deleted",
         lines[4],
     )
-    assert lines[5:] == ["smoke: OK"]
+    assert lines[5:] == [
+        "smoke: watched: the portal's ConfigMaps, Services, NetworkPolicies, Secrets in gpu-jobs",
+        "smoke: OK",
+    ]
 
 
 def test_the_smoke_script_checks_a_tenants_namespace_as_the_portal_names_it(kubeconfig):

@@ -16,6 +16,9 @@ import sys
 import time
 from collections.abc import Callable
 
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
 from portal.cluster.naming import tenant_namespace
 from scheduler.adapters.cluster import labels
 from scheduler.adapters.cluster.base import ClusterError, DesiredPod, ObservedNode, ObservedPod
@@ -83,6 +86,49 @@ def run(backend: KubernetesBackend, *, image: str, gpus: int, timeout: float, sa
     # The gang's owner object (ConfigMap gp-<job id>): this run's instance owns nothing else.
     owners = backend.sweep_job_objects(keep=set())
     say(f"cleaned up: no test pod left, {', '.join(owners) or 'no owner object'} deleted")
+    watches_check(backend, say)
+
+
+def watches_check(backend: KubernetesBackend, say: Callable[[str], None]) -> None:
+    """The cycle worker's cache watches the portal's objects in every jobs namespace. Roles
+    applied from an older deploy file grant list without watch: the portal still works, but
+    each cycle lists them instead, so it is said as a warning, not a failure."""
+    networking = client.NetworkingV1Api(backend.core_v1.api_client)
+    listers = {
+        "ConfigMaps": backend.core_v1.list_namespaced_config_map,
+        "Services": backend.core_v1.list_namespaced_service,
+        "NetworkPolicies": networking.list_namespaced_network_policy,
+        "Secrets": backend.core_v1.list_namespaced_secret,
+    }
+    refused = []
+    for kind, list_fn in listers.items():
+        try:
+            response = list_fn(
+                backend.namespace,
+                watch=True,
+                timeout_seconds=1,
+                label_selector=labels.owned_selector(backend.instance),
+                _preload_content=False,
+                _request_timeout=(5, 10),
+            )
+        except ApiException as error:
+            if error.status != 403:
+                raise ClusterError(
+                    f"watch {kind} in {backend.namespace}: {error.reason}"
+                ) from error
+            refused.append(kind)
+            continue
+        response.close()
+        response.release_conn()
+    if refused:
+        say(
+            f"warning: watching {', '.join(refused)} in {backend.namespace} is refused (403), "
+            "so the cycle lists them every time instead; apply the portal's Roles there again "
+            "(deploy/rbac.yaml, or python -m portal.cluster.rbac_for_tenant <tenant> | "
+            "kubectl apply -f -)"
+        )
+    else:
+        say(f"watched: the portal's {', '.join(listers)} in {backend.namespace}")
 
 
 def _pod(

@@ -4,7 +4,7 @@ from django.db.models import Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
 from portal.common.access import AnyUser
-from portal.jobs.gpushare import MILLI_PER_GPU, gpus_number
+from portal.jobs.gpushare import MILLI_PER_GPU, gpus_number, others_gpu_milli
 
 from .access import visible_nodes
 from .models import Node, Placement, placement_milli
@@ -104,14 +104,27 @@ def node_list_with_usage(*, user: AnyUser) -> QuerySet[Node]:
 
 
 def node_gpus_used(node: Node) -> int | float:
-    """GPUs in use on a node of `node_list_with_usage` (0.25 for a quarter of a card)."""
+    """GPUs the portal's pods hold on a node of `node_list_with_usage` (0.25 for a quarter of
+    a card)."""
     return gpus_number(node.gpu_milli_used)
 
 
+def node_gpu_milli_others(node: Node) -> int:
+    """Milli-GPU other workloads' pods hold on `node` (other schedulers, other teams' pods):
+    as the scheduler counts them (portal.jobs.gpushare.others_gpu_milli)."""
+    _cards, milli = others_gpu_milli(
+        node.used_by_others or {}, node.gpu_resource_name, node.gpu_uuids or [],
+        node.gpu_memory_mib,
+    )  # fmt: skip
+    return milli
+
+
 def node_gpus_free(node: Node) -> int | float:
-    """GPUs not held on a node of `node_list_with_usage`: whole cards and the rest of shared
-    ones (a card three quarters shared leaves 0.25)."""
-    return gpus_number(max(node.gpu_count * MILLI_PER_GPU - node.gpu_milli_used, 0))
+    """GPUs nobody holds on a node of `node_list_with_usage`: whole cards and the rest of
+    shared ones (a card three quarters shared leaves 0.25), after the portal's pods and other
+    workloads'."""
+    held = node.gpu_milli_used + node_gpu_milli_others(node)
+    return gpus_number(max(node.gpu_count * MILLI_PER_GPU - held, 0))
 
 
 def placement_gpu_rows_active() -> list[tuple[str, str, int, int, list[int]]]:

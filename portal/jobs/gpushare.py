@@ -212,3 +212,16 @@ def others_on_cards(
         if uuid in index_of:
             held[index_of[uuid]] = (milli, memory)
     return held, total
+
+
+def others_gpu_milli(
+    used_by_others: dict[str, int],
+    gpu_resource_name: str,
+    uuids: list[str],
+    device_memory_mib: int,
+) -> tuple[dict[int, tuple[int, int]], int]:
+    """What other workloads hold of a node's GPUs: per registered card (others_on_cards), and
+    in all in milli-GPU: their whole GPUs of unnamed cards and their shares of named ones. The
+    one rule the scheduler's snapshot and the nodes page count others by."""
+    on_cards, shares = others_on_cards(used_by_others, uuids, device_memory_mib)
+    return on_cards, used_by_others.get(gpu_resource_name, 0) * MILLI_PER_GPU + shares

@@ -20,7 +20,7 @@ from portal.cluster.models import GPU_MODEL_LABEL, Node
 from portal.cluster.selectors import node_capacity_list
 from portal.cluster.services import NODE_FIELDS
 from portal.jobs.affinity import HOSTNAME
-from portal.jobs.gpushare import MILLI_PER_GPU, milli_cost, others_on_cards
+from portal.jobs.gpushare import MILLI_PER_GPU, milli_cost, others_gpu_milli
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
 from portal.tenants.quota import QUOTA_FIELDS, tenant_node_name
@@ -89,11 +89,11 @@ def node_info(node: Node) -> NodeInfo:
     others: dict[str, float] = {k: v for k, v in used_by_others.items() if k in known}
     # Shared GPU pods of other schedulers, by the cards they hold: each card's share on its
     # books, their sum in the GPU count (a share, not the whole card their vGPU counts).
-    on_cards, milli = others_on_cards(used_by_others, node.gpu_uuids or [], node.gpu_memory_mib)
+    on_cards, milli = others_gpu_milli(
+        used_by_others, node.gpu_resource_name, node.gpu_uuids or [], node.gpu_memory_mib
+    )
     if milli:
-        others[node.gpu_resource_name] = (
-            others.get(node.gpu_resource_name, 0) + milli / MILLI_PER_GPU
-        )
+        others[node.gpu_resource_name] = milli / MILLI_PER_GPU
     return NodeInfo(
         name=node.name,
         allocatable=allocatable,

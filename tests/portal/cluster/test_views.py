@@ -17,7 +17,30 @@ def test_nodes_page_shows_gpu_used_and_free(staff_client, cluster, nlp_queue):
     assert response.status_code == HTTPStatus.OK
     node = response.context["nodes"][0]
     assert (node.name, node.gpus_used, node.gpus_free) == ("gpu-worker-1", 3, 5)
-    assert response.context["totals"] == {"gpus": 32, "used": 3, "free": 29, "nodes": 4}
+    assert response.context["totals"] == {
+        "gpus": 32, "used": 3, "others": 0, "free": 29, "nodes": 4,
+    }  # fmt: skip
+
+
+def test_nodes_page_counts_what_other_workloads_hold(staff_client, cluster, nlp_queue):
+    """Another team's whole GPU (cards unknown) and another scheduler's half card (named by
+    its device assignment) are neither the portal's nor free."""
+    node = cluster[0]
+    node.gpu_uuids = [f"GPU-{i}" for i in range(8)]
+    node.gpu_memory_mib = 81920
+    node.used_by_others = {"nvidia.com/gpu": 1, "gpu-card-cores/GPU-5": 50,
+                           "gpu-card-mib/GPU-5": 20480}  # fmt: skip
+    node.save()
+    task = JobTaskFactory(job__queue=nlp_queue, gpus=3)
+    PlacementFactory(task=task, node=node, state=Placement.State.RUNNING)
+    response = staff_client.get(reverse("cluster:node_list"))
+    shown = response.context["nodes"][0]
+    assert (shown.gpus_used, shown.gpus_others, shown.gpus_free) == (3, 1.5, 3.5)
+    assert (shown.used_percent, shown.others_percent) == (38, 19)
+    assert response.context["totals"] == {
+        "gpus": 32, "used": 4.5, "others": 1.5, "free": 27.5, "nodes": 4,
+    }  # fmt: skip
+    assert "(1.5 by other workloads)" in response.content.decode()
 
 
 @pytest.mark.parametrize("who", ["researcher_client", "lead_client"])

@@ -1,3 +1,4 @@
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db.models import Q, QuerySet, Sum
@@ -117,6 +118,27 @@ def node_gpu_milli_others(node: Node) -> int:
         node.gpu_memory_mib,
     )  # fmt: skip
     return milli
+
+
+def node_gpu_rows_others(nodes: Iterable[Node]) -> list[tuple[str, int, list[int]]]:
+    """(node name, milli-GPU, device indices) of what other workloads hold on `nodes`, in the
+    shape of placement_gpu_rows_active: each registered card they name, with its index; then
+    their shares of cards the node did not register and their whole GPUs of unnamed cards,
+    with none (a picture fills those into free devices)."""
+    rows: list[tuple[str, int, list[int]]] = []
+    for node in nodes:
+        used = node.used_by_others or {}
+        on_cards, total = others_gpu_milli(
+            used, node.gpu_resource_name, node.gpu_uuids or [], node.gpu_memory_mib
+        )
+        rows += [(node.name, milli, [index]) for index, (milli, _mib) in sorted(on_cards.items())]
+        whole = used.get(node.gpu_resource_name, 0) * MILLI_PER_GPU
+        unnamed_shares = total - whole - sum(milli for milli, _mib in on_cards.values())
+        if unnamed_shares > 0:
+            rows.append((node.name, unnamed_shares, []))
+        if whole > 0:
+            rows.append((node.name, whole, []))
+    return rows
 
 
 def node_gpus_free(node: Node) -> int | float:

@@ -27,6 +27,8 @@ ROLE_STAFF = "staff"
 FORBIDDEN_ROLE = "This page needs the {role} role."
 # What pages show in place of the queues and jobs of tenants the user is not a member of.
 OTHER_TENANTS = "other tenants"
+# What they show for GPUs held by pods the portal did not start (other teams, other schedulers).
+OTHER_WORKLOADS = "other workloads"
 
 
 def is_site_admin(user: AnyUser) -> bool:

@@ -34,6 +34,7 @@ QUEUE_PALETTE = (
 # markers and outlines that carry other meanings.
 FREE = "#e9edf3"
 OTHER_TENANTS = "#9aa4b2"
+OTHER_WORKLOADS = "#5f6b7a"  # pods the portal did not start (other teams, other schedulers)
 INK = "#1d2330"
 INK_MUTED = "#5f6b7a"
 

@@ -16,12 +16,13 @@ from django.utils import timezone
 
 from portal.cluster.selectors import (
     gpus_allocated_per_queue,
+    node_gpu_rows_others,
     node_list,
     node_schedulable_totals,
     placement_gpu_rows_active,
 )
 from portal.common import palette
-from portal.common.access import OTHER_TENANTS
+from portal.common.access import OTHER_TENANTS, OTHER_WORKLOADS
 from portal.jobs.selectors import pending_demand_per_queue, pending_wait_stats
 from portal.queues.access import visible_queue_names, visible_queues
 from portal.queues.models import Queue
@@ -77,7 +78,11 @@ def _colours(request: HttpRequest) -> dict[str, str]:
     """Queue name -> colour for the queues the user may see, by queue id (the same for
     every viewer); the other tenants' queues share one grey."""
     queues = visible_queues(request.user).values_list("pk", "name")
-    return {**palette.queue_colours(queues), OTHER_TENANTS: palette.OTHER_TENANTS}
+    return {
+        **palette.queue_colours(queues),
+        OTHER_TENANTS: palette.OTHER_TENANTS,
+        OTHER_WORKLOADS: palette.OTHER_WORKLOADS,
+    }
 
 
 def _allowed(scope: set[str] | None, queue: str) -> bool:
@@ -151,12 +156,18 @@ def _largest_node_gpus(request: HttpRequest) -> int:
 def occupancy_data(request: HttpRequest) -> dict[str, Any]:
     # The whole cluster whatever tenant is drilled into: free GPUs are everyone's.
     scope = visible_queue_names(request.user)
-    nodes = [(node.name, node.gpu_count) for node in node_list(user=request.user, schedulable=True)]
+    schedulable = list(node_list(user=request.user, schedulable=True))
+    nodes = [(node.name, node.gpu_count) for node in schedulable]
     placements = [
         (node, queue, job, milli, devices)
         if _allowed(scope, queue)
         else (node, OTHER_TENANTS, None, milli, devices)
         for node, queue, job, milli, devices in placement_gpu_rows_active()
+    ]
+    # Then what pods the portal did not start hold: neither a queue's nor free.
+    placements += [
+        (node, OTHER_WORKLOADS, None, milli, devices)
+        for node, milli, devices in node_gpu_rows_others(schedulable)
     ]
     result = charts.occupancy(nodes, placements)
     blocks = charts.free_blocks(result["cells"])

@@ -146,6 +146,27 @@ def test_occupancy_chart_hides_other_tenants(researcher_client, staff_client, bu
     assert "vision-train" in payload["figure"]["data"][0]["colorbar"]["ticktext"]
 
 
+def test_occupancy_shows_what_other_workloads_hold_and_counts_it_not_free(
+    staff_client, busy, cluster
+):
+    """gpu-worker-2: another scheduler's half of its registered card 7 and another team's two
+    whole GPUs of unnamed cards; the nodes' free blocks count them as held."""
+    node = cluster[1]
+    node.gpu_uuids = [f"GPU-{i}" for i in range(8)]
+    node.gpu_memory_mib = 81920
+    node.used_by_others = {"nvidia.com/gpu": 2, "gpu-card-cores/GPU-7": 50,
+                           "gpu-card-mib/GPU-7": 40960}  # fmt: skip
+    node.save()
+    payload = _data(staff_client, "occupancy")
+    trace = payload["figure"]["data"][0]
+    assert "other workloads" in trace["colorbar"]["ticktext"]
+    row = trace["y"].index("gpu-worker-2")
+    cells = trace["text"][row]
+    assert [i for i, text in enumerate(cells) if text.startswith("other workloads")] == [0, 1, 7]
+    # gpu-worker-1: 2 cards free (the portal holds 6); gpu-worker-2: cards 2-6, 5 free
+    assert payload["free_blocks"] == {"8": 2, "4": 1, "2": 1, "1": 0}
+
+
 def test_pending_chart(staff_client, busy):
     payload = _data(staff_client, "pending")
     assert (

@@ -9,8 +9,9 @@ from rest_framework.response import Response
 
 from portal.api.base import ApiSerializer, ApiView, error_responses
 from portal.api.pagination import ApiPagination
+from portal.jobs.gpushare import gpus_number
 
-from .selectors import node_gpus_free, node_gpus_used, node_list_with_usage
+from .selectors import node_gpu_milli_others, node_gpus_free, node_gpus_used, node_list_with_usage
 
 
 class NodeOutputSerializer(ApiSerializer):
@@ -21,8 +22,11 @@ class NodeOutputSerializer(ApiSerializer):
     gpu_model = serializers.CharField()
     gpu_count = serializers.IntegerField()
     gpu_memory_mib = serializers.IntegerField(help_text="memory of each GPU (0: not reported)")
-    gpus_used = serializers.SerializerMethodField()
-    gpus_free = serializers.SerializerMethodField()
+    gpus_used = serializers.SerializerMethodField(help_text="held by the portal's pods")
+    gpus_others = serializers.SerializerMethodField(
+        help_text="held by pods the portal did not start (other teams, other schedulers)"
+    )
+    gpus_free = serializers.SerializerMethodField(help_text="held by nobody")
     pods_active = serializers.IntegerField()
     cpu_millis = serializers.IntegerField()
     memory_bytes = serializers.IntegerField()
@@ -35,12 +39,17 @@ class NodeOutputSerializer(ApiSerializer):
         return node_gpus_used(node)
 
     @extend_schema_field(OpenApiTypes.NUMBER)
+    def get_gpus_others(self, node) -> int | float:
+        return gpus_number(node_gpu_milli_others(node))
+
+    @extend_schema_field(OpenApiTypes.NUMBER)
     def get_gpus_free(self, node) -> int | float:
         return node_gpus_free(node)
 
 
 class NodeListApi(ApiView):
-    """Every node: inventory, GPUs in use by active placements and free GPUs."""
+    """Every node: inventory, GPUs held by the portal's pods and by other workloads', and free
+    GPUs."""
 
     pagination_class = ApiPagination
 

@@ -206,3 +206,17 @@ def largest_gpu_count() -> int:
     from django.db import connection
 
     return 2**62 if connection.vendor == "sqlite" else 2**31 - 1
+
+
+def held_by_others(node, *, whole: int, card: int, cores: int, memory_mib: int) -> None:
+    """`node` with 8 registered 80 GiB cards, of which other workloads hold `whole` GPUs of
+    unnamed cards and `cores` percent and `memory_mib` of card `card` (as the cluster
+    translation writes a HAMi pod's device assignment)."""
+    node.gpu_uuids = [f"GPU-{i}" for i in range(8)]
+    node.gpu_memory_mib = 81920
+    node.used_by_others = {
+        "nvidia.com/gpu": whole,
+        f"gpu-card-cores/GPU-{card}": cores,
+        f"gpu-card-mib/GPU-{card}": memory_mib,
+    }
+    node.save()

@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from portal.cluster.models import Placement
-from tests.factories import JobTaskFactory, PlacementFactory
+from tests.factories import JobTaskFactory, PlacementFactory, held_by_others
 
 pytestmark = pytest.mark.django_db
 
@@ -26,11 +26,7 @@ def test_nodes_page_counts_what_other_workloads_hold(staff_client, cluster, nlp_
     """Another team's whole GPU (cards unknown) and another scheduler's half card (named by
     its device assignment) are neither the portal's nor free."""
     node = cluster[0]
-    node.gpu_uuids = [f"GPU-{i}" for i in range(8)]
-    node.gpu_memory_mib = 81920
-    node.used_by_others = {"nvidia.com/gpu": 1, "gpu-card-cores/GPU-5": 50,
-                           "gpu-card-mib/GPU-5": 20480}  # fmt: skip
-    node.save()
+    held_by_others(node, whole=1, card=5, cores=50, memory_mib=20480)
     task = JobTaskFactory(job__queue=nlp_queue, gpus=3)
     PlacementFactory(task=task, node=node, state=Placement.State.RUNNING)
     response = staff_client.get(reverse("cluster:node_list"))

@@ -14,6 +14,7 @@ from tests.factories import (
     PlacementFactory,
     PreemptionEventFactory,
     QueueUsageSampleFactory,
+    held_by_others,
     largest_gpu_count,
 )
 
@@ -151,12 +152,7 @@ def test_occupancy_shows_what_other_workloads_hold_and_counts_it_not_free(
 ):
     """gpu-worker-2: another scheduler's half of its registered card 7 and another team's two
     whole GPUs of unnamed cards; the nodes' free blocks count them as held."""
-    node = cluster[1]
-    node.gpu_uuids = [f"GPU-{i}" for i in range(8)]
-    node.gpu_memory_mib = 81920
-    node.used_by_others = {"nvidia.com/gpu": 2, "gpu-card-cores/GPU-7": 50,
-                           "gpu-card-mib/GPU-7": 40960}  # fmt: skip
-    node.save()
+    held_by_others(cluster[1], whole=2, card=7, cores=50, memory_mib=40960)
     payload = _data(staff_client, "occupancy")
     trace = payload["figure"]["data"][0]
     assert "other workloads" in trace["colorbar"]["ticktext"]

@@ -41,6 +41,14 @@ def _pods(cluster, job) -> dict[str, dict]:
     }
 
 
+def _run(cluster, kube_cycle, alice, queue, name: str, flags: list[str], tasks: list[dict]):
+    """A ray job of `tasks` submitted and one cycle run on a node with room for it."""
+    cluster.add_node("gpu-a", GPU_NODE)
+    job = job_submit(submitter=alice, queue=queue, name=name, tasks=tasks, plugins={"ray": flags})
+    kube_cycle()
+    return job
+
+
 def _container(pod: dict, name: str) -> dict:
     return next(c for c in pod["spec"]["containers"] if c["name"] == name)
 
@@ -48,18 +56,10 @@ def _container(pod: dict, name: str) -> dict:
 def test_a_ray_job_from_a_volcano_manifest_starts_its_head_and_workers(
     cluster, kube_cycle, alice, nlp_queue
 ):
-    cluster.add_node("gpu-a", GPU_NODE)
-    job = job_submit(
-        submitter=alice,
-        queue=nlp_queue,
-        name="tune",
-        tasks=[
-            {"name": "head", "replicas": 1, "pod_template": _template("head")},
-            {"name": "worker", "replicas": 2, "pod_template": _template("worker")},
-        ],
-        plugins={"ray": []},
-    )
-    kube_cycle()
+    job = _run(cluster, kube_cycle, alice, nlp_queue, "tune", [], [
+        {"name": "head", "replicas": 1, "pod_template": _template("head")},
+        {"name": "worker", "replicas": 2, "pod_template": _template("worker")},
+    ])  # fmt: skip
 
     pods = _pods(cluster, job)
     head = pods[f"gp-{job.pk}-head-0"]
@@ -89,18 +89,10 @@ def test_a_ray_job_from_a_volcano_manifest_starts_its_head_and_workers(
 def test_a_ray_job_given_by_its_fields_runs_ray_in_the_portals_own_container(
     cluster, kube_cycle, alice, nlp_queue
 ):
-    cluster.add_node("gpu-a", GPU_NODE)
-    job = job_submit(
-        submitter=alice,
-        queue=nlp_queue,
-        name="serve",
-        tasks=[
-            {"name": "head", "replicas": 1, "image": "rayproject/ray:2.40.0", "cpu_millis": 2000},
-            {"name": "worker", "replicas": 1, "image": "rayproject/ray:2.40.0", "gpus": 1},
-        ],
-        plugins={"ray": ["--dashboardPort=8266"]},
-    )
-    kube_cycle()
+    job = _run(cluster, kube_cycle, alice, nlp_queue, "serve", ["--dashboardPort=8266"], [
+        {"name": "head", "replicas": 1, "image": "rayproject/ray:2.40.0", "cpu_millis": 2000},
+        {"name": "worker", "replicas": 1, "image": "rayproject/ray:2.40.0", "gpus": 1},
+    ])  # fmt: skip
 
     pods = _pods(cluster, job)
     (head,) = pods[f"gp-{job.pk}-head-0"]["spec"]["containers"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.conf import settings
 from kombu import Connection
 from kombu.transport import filesystem
 from kombu.transport.virtual.base import Empty
@@ -91,8 +90,11 @@ def test_a_filesystem_url_means_the_portals_transport():
     assert connection.get_transport_cls() is broker.FilesystemTransport
 
 
-def test_the_embedded_default_uses_it():
-    if not settings.CELERY_BROKER_URL.startswith("filesystem"):
-        pytest.skip("this run's broker is not the filesystem one")
-    with celery_app.connection_for_write() as connection:
+def test_the_apps_filesystem_broker_is_the_portals(tmp_path):
+    """Whatever this run's broker is: the app given a filesystem:// URL uses our transport."""
+    options = {"data_folder_in": str(tmp_path), "data_folder_out": str(tmp_path),
+               "control_folder": str(tmp_path / "control")}  # fmt: skip
+    with celery_app.connection_for_write(
+        url="filesystem://localhost/", transport_options=options
+    ) as connection:
         assert isinstance(connection.default_channel, broker.Channel)

@@ -129,17 +129,28 @@ HELD_CARDS_ANNOTATIONS = (
     "volcano.sh/vgpu-ids-new",
     "volcano.sh/devices-to-allocate",
 )
-# The pod resources that count such a pod's vGPUs (not cards): its cards say what it holds.
-VGPU_COUNTS = (HAMI_GPU, VGPU_NUMBER)
+
+
+def vgpu_count_name(annotations: dict[str, str] | None) -> str:
+    """The resource that counts the vGPUs (not cards) of a pod whose device assignment names
+    its cards: its cards say what it holds instead. "" for a pod without one."""
+    key, _text = _assignment(annotations)
+    return {"hami.io": HAMI_GPU, "volcano.sh": VGPU_NUMBER}.get(key.split("/")[0], "")
+
+
+def _assignment(annotations: dict[str, str] | None) -> tuple[str, str]:
+    # An emptied list (";") is what HAMi's device plugin leaves once it has allocated.
+    for key in HELD_CARDS_ANNOTATIONS:
+        value = (annotations or {}).get(key, "")
+        if value.strip(";: "):
+            return key, value
+    return "", ""
 
 
 def held_cards(annotations: dict[str, str] | None) -> dict[str, tuple[int, int]]:
     """card UUID -> (percent of cores, MiB) a pod's device annotations say it holds; {} when
     it has none or they cannot be read (its GPU count then counts, cards unknown)."""
-    annotations = annotations or {}
-    # An emptied list (";") is what HAMi's device plugin leaves once it has allocated.
-    named = (annotations.get(key, "") for key in HELD_CARDS_ANNOTATIONS)
-    text = next((value for value in named if value.strip(";: ")), "")
+    _key, text = _assignment(annotations)
     held: dict[str, tuple[int, int]] = {}
     for device in text.replace(";", ":").split(":"):
         items = [item.strip() for item in device.split(",")]

@@ -16,7 +16,11 @@ from kubernetes.utils import parse_quantity
 
 from portal.jobs.gpushare import CARD_CORES, CARD_MIB
 from scheduler.adapters.cluster.base import DesiredPod, ObservedNode, ObservedPod
-from scheduler.adapters.cluster.gpushare import REGISTER_ANNOTATION, VGPU_COUNTS, held_cards
+from scheduler.adapters.cluster.gpushare import (
+    REGISTER_ANNOTATION,
+    held_cards,
+    vgpu_count_name,
+)
 from scheduler.adapters.cluster.podspec import (
     CONTAINER_NAME,
     pod_spec_body,
@@ -171,11 +175,11 @@ def others_usage(pod: client.V1Pod) -> dict[str, int]:
     their place of its vGPU count (a vGPU is a share of a card, not a card): the portal then
     keeps its own shares off the cards others fill, and counts those by what they hold."""
     requests = pod_requests(pod)
-    cards = held_cards(pod.metadata.annotations if pod.metadata is not None else None)
+    annotations = pod.metadata.annotations if pod.metadata is not None else None
+    cards = held_cards(annotations)
     if not cards:
         return requests
-    for name in VGPU_COUNTS:
-        requests.pop(name, None)
+    requests.pop(vgpu_count_name(annotations), None)
     for uuid, (cores, memory) in cards.items():
         requests[CARD_CORES + uuid] = cores
         requests[CARD_MIB + uuid] = memory

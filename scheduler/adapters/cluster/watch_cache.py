@@ -411,7 +411,8 @@ class ClusterCache:
         return tuple(sorted({namespace for _kind, namespace in self._object_reflector}))
 
     def keeps_objects(self, namespace: str) -> bool:
-        return any(where == namespace for _kind, where in self._object_reflector)
+        # A namespace's four kinds are watched and let go together.
+        return (OBJECT_KINDS[0], namespace) in self._object_reflector
 
     def watch_namespaces(self, namespaces: Iterable[str]) -> None:
         """Keep the job objects of exactly these namespaces from now on: a reflector per kind

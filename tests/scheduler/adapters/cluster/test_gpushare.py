@@ -208,3 +208,16 @@ def test_another_schedulers_shared_pod_counts_by_its_cards_not_its_vgpu_count():
     held = usage_by_others(pods, owns=lambda labels: False)["n1"]
     assert held["nvidia.com/gpu"] == 2
     assert (held["gpu-card-cores/GPU-0"], held["gpu-card-mib/GPU-0"]) == (25, 20480)
+
+    # Volcano's vGPU pod: its volcano.sh/vgpu-number is the count its card replaces; a whole
+    # GPU it also asks of the device plugin stays a whole GPU.
+    volcano = client.V1Pod.from_dict({
+        "metadata": {"name": "v", "namespace": "team",
+                     "annotations": {"volcano.sh/vgpu-ids-new": "GPU-1,NVIDIA,8192,10:"}},
+        "spec": {"nodeName": "n2", "containers": [{"name": "c", "image": "x", "resources": {
+            "limits": {"volcano.sh/vgpu-number": "1", "nvidia.com/gpu": "1"}}}]},
+        "status": {"phase": "Running"},
+    })  # fmt: skip
+    held = usage_by_others([volcano], owns=lambda labels: False)["n2"]
+    assert "volcano.sh/vgpu-number" not in held
+    assert (held["nvidia.com/gpu"], held["gpu-card-cores/GPU-1"]) == (1, 10)

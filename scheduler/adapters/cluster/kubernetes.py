@@ -58,7 +58,7 @@ from scheduler.adapters.cluster.owner import (
     with_owner,
 )
 from scheduler.adapters.cluster.sshkeys import with_key_pair
-from scheduler.adapters.cluster.watch_cache import JobObject
+from scheduler.adapters.cluster.watch_cache import JobObject, object_listers
 
 if TYPE_CHECKING:
     from scheduler.adapters.cluster.watch_cache import ClusterCache
@@ -354,14 +354,7 @@ class KubernetesBackend:
             cached = self.cache.job_objects(kind, namespace)
             if cached is not None:
                 return cached
-        list_fn = {
-            "ConfigMap": self.core_v1.list_namespaced_config_map,
-            "Service": self.core_v1.list_namespaced_service,
-            "NetworkPolicy": client.NetworkingV1Api(
-                self.core_v1.api_client
-            ).list_namespaced_network_policy,
-            "Secret": self.core_v1.list_namespaced_secret,
-        }[kind]
+        list_fn = object_listers(self.core_v1)[kind]
         items = self._list_all(
             f"list {kind} in {namespace}",
             list_fn,

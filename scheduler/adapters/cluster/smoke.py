@@ -16,13 +16,13 @@ import sys
 import time
 from collections.abc import Callable
 
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from portal.cluster.naming import tenant_namespace
 from scheduler.adapters.cluster import labels
 from scheduler.adapters.cluster.base import ClusterError, DesiredPod, ObservedNode, ObservedPod
 from scheduler.adapters.cluster.kubernetes import DEFAULT_SCHEDULER_NAME, KubernetesBackend
+from scheduler.adapters.cluster.watch_cache import object_listers
 
 DEFAULT_IMAGE = "registry.k8s.io/pause:3.10"
 GANG = 2
@@ -93,12 +93,9 @@ def watches_check(backend: KubernetesBackend, say: Callable[[str], None]) -> Non
     """The cycle worker's cache watches the portal's objects in every jobs namespace. Roles
     applied from an older deploy file grant list without watch: the portal still works, but
     each cycle lists them instead, so it is said as a warning, not a failure."""
-    networking = client.NetworkingV1Api(backend.core_v1.api_client)
     listers = {
-        "ConfigMaps": backend.core_v1.list_namespaced_config_map,
-        "Services": backend.core_v1.list_namespaced_service,
-        "NetworkPolicies": networking.list_namespaced_network_policy,
-        "Secrets": backend.core_v1.list_namespaced_secret,
+        kind[:-1] + "ies" if kind.endswith("y") else kind + "s": list_fn  # ConfigMaps, ...
+        for kind, list_fn in object_listers(backend.core_v1).items()
     }
     refused = []
     for kind, list_fn in listers.items():

@@ -359,14 +359,8 @@ class ClusterCache:
             apply=self._apply_pod,
             **common,
         )
-        networking = client.NetworkingV1Api(core_v1.api_client)
-        self._listers = {
-            "ConfigMap": core_v1.list_namespaced_config_map,
-            "Service": core_v1.list_namespaced_service,
-            "NetworkPolicy": networking.list_namespaced_network_policy,
-            # A Secret's data (the ssh plugin's keys) is dropped with the rest of the object.
-            "Secret": core_v1.list_namespaced_secret,
-        }
+        # A Secret's data (the ssh plugin's keys) is dropped with the rest of the object.
+        self._listers = object_listers(core_v1)
         self._object_selector = object_selector
         self.unwatch_after = unwatch_after
         self._unwanted_since: dict[str, float] = {}  # namespace -> when it was first not named
@@ -812,6 +806,18 @@ def _pod_key(raw: Raw) -> tuple[tuple[str, str], str]:
     meta = raw.get("metadata") or {}
     key = (meta.get("namespace") or "", meta.get("name") or "")
     return key, str(meta.get("resourceVersion") or "")
+
+
+def object_listers(core_v1: client.CoreV1Api) -> dict[str, Callable[..., Any]]:
+    """Each kind of job object (OBJECT_KINDS) -> its namespaced list call (`watch=True`: its
+    watch), on `core_v1`'s connection."""
+    networking = client.NetworkingV1Api(core_v1.api_client)
+    return {
+        "ConfigMap": core_v1.list_namespaced_config_map,
+        "Service": core_v1.list_namespaced_service,
+        "NetworkPolicy": networking.list_namespaced_network_policy,
+        "Secret": core_v1.list_namespaced_secret,
+    }
 
 
 def _connections_of_its_own(core_v1: client.CoreV1Api) -> client.CoreV1Api:

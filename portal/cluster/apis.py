@@ -7,9 +7,9 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from jobspec.gpushare import gpus_number
 from portal.api.base import ApiSerializer, ApiView, error_responses
 from portal.api.pagination import ApiPagination
-from portal.jobs.gpushare import gpus_number
 
 from .selectors import node_gpu_milli_others, node_gpus_free, node_gpus_used, node_list_with_usage
 

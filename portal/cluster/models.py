@@ -6,9 +6,9 @@ from django.db.models import F, Q
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from jobspec.gpushare import MILLI_PER_GPU, gpus_number, held_text
 from portal.common.models import BaseModel
 from portal.common.validators import validate_str_dict, validate_str_list
-from portal.jobs.gpushare import MILLI_PER_GPU, gpus_number, held_text
 from portal.jobs.models import Job, JobTask
 
 DEFAULT_GPU_RESOURCE_NAME = "nvidia.com/gpu"

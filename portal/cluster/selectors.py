@@ -4,8 +4,8 @@ from dataclasses import dataclass
 from django.db.models import Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
+from jobspec.gpushare import MILLI_PER_GPU, gpus_number, others_gpu_milli
 from portal.common.access import AnyUser
-from portal.jobs.gpushare import MILLI_PER_GPU, gpus_number, others_gpu_milli
 
 from .access import visible_nodes
 from .models import Node, Placement, placement_milli
@@ -112,7 +112,7 @@ def node_gpus_used(node: Node) -> int | float:
 
 def node_gpu_milli_others(node: Node) -> int:
     """Milli-GPU other workloads' pods hold on `node` (other schedulers, other teams' pods):
-    as the scheduler counts them (portal.jobs.gpushare.others_gpu_milli)."""
+    as the scheduler counts them (jobspec.gpushare.others_gpu_milli)."""
     _cards, milli = others_gpu_milli(
         node.used_by_others or {}, node.gpu_resource_name, node.gpu_uuids or [],
         node.gpu_memory_mib,

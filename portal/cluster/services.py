@@ -8,8 +8,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 
+from jobspec.gpushare import milli_cost
 from portal.common.services import model_update, prefix_errors
-from portal.jobs.gpushare import milli_cost
 from portal.jobs.models import JobTask
 
 from .models import Node, Placement

@@ -1,8 +1,8 @@
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from jobspec.gpushare import MILLI_PER_GPU, gpus_number
 from portal.common.access import staff_required
-from portal.jobs.gpushare import MILLI_PER_GPU, gpus_number
 
 from .selectors import (
     node_gpu_milli_others,

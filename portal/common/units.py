@@ -1,38 +1,21 @@
 """Resources in the units people type into the forms: cores (not millicores) and GiB (not
-bytes). One formatter for every page, template (the `portal_ui` filters) and CSV alike."""
+bytes). One formatter for every page, template (the `portal_ui` filters) and CSV alike; cores
+and GiB are the job spec's own (jobspec.units), so its messages read as the pages do."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-GiB = 1024**3
+from jobspec.units import GiB, cores, gib, number_text
 
-
-def _number(value: float, digits: int) -> str:
-    text = f"{value:.{digits}f}".rstrip("0").rstrip(".")
-    return text or "0"
-
-
-def cores(millis: int | float | None) -> str:
-    """96000 -> "96 cores", 500 -> "0.5 cores", 1000 -> "1 core"."""
-    if millis is None:
-        return "–"
-    amount = _number(millis / 1000, 3)
-    return f"{amount} core" if amount == "1" else f"{amount} cores"
-
-
-def gib(size: int | float | None) -> str:
-    """64 GiB in bytes -> "64 GiB", 512 MiB -> "0.5 GiB", 1 TiB -> "1024 GiB"."""
-    if size is None:
-        return "–"
-    return f"{_number(size / GiB, 2)} GiB"
+__all__ = ["GiB", "ago", "cores", "cpu_text", "duration", "gib", "gpus", "memory_text"]
 
 
 def gpus(amount: int | float | None) -> str:
     """32 -> "32 GPUs", 1 -> "1 GPU", 0.25 -> "0.25 GPUs", 14.5 -> "14.5 GPUs"."""
     if amount is None:
         return "–"
-    number = _number(amount, 3)
+    number = number_text(amount, 3)
     return f"{number} GPU" if number == "1" else f"{number} GPUs"
 
 

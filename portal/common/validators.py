@@ -5,6 +5,8 @@ from datetime import UTC, datetime
 
 from django.core.exceptions import ValidationError
 
+from jobspec.volcano import STR_NUL
+
 # Matched with fullmatch: `$` would also accept a trailing newline ("name\n").
 DNS_LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS_LABEL_MAX_LENGTH = 63
@@ -21,8 +23,6 @@ DICT_INVALID = "must be a mapping"
 TIME_MIN = datetime(1970, 1, 1, tzinfo=UTC)
 TIME_MAX = datetime(3000, 1, 1, tzinfo=UTC)
 TIME_OUT_OF_RANGE = "must be between 1970-01-01T00:00:00Z and 2999-12-31T23:59:59Z"
-# PostgreSQL's text and jsonb cannot hold U+0000: such a value would fail at INSERT (a 500).
-STR_NUL = "must not contain NUL characters (\\0)"
 
 
 def validate_dns_label(value: str) -> None:

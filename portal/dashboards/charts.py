@@ -19,10 +19,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from jobspec.gpushare import MILLI_PER_GPU, gpus_text
 from portal.common import units
 from portal.common.palette import FREE as FREE_COLOUR
 from portal.common.palette import INK, INK_MUTED, OTHER_TENANTS
-from portal.jobs.gpushare import MILLI_PER_GPU, gpus_text
 
 FREE = "free"
 FREE_BLOCK_SIZES = (8, 4, 2, 1)

@@ -17,6 +17,8 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from jobspec import volcano
+from jobspec.gpushare import gpus_decimal, gpus_number, milli_asked
 from portal.api.base import (
     ApiSerializer,
     ApiView,
@@ -32,15 +34,13 @@ from portal.api.throttling import ApiScopedRateThrottle
 from portal.cluster.selectors import placement_list_active, placement_list_ended
 from portal.common import units
 from portal.common.ids import parse_id
+from portal.jobs.limits import host_path_allowed, task_count_check
 from portal.queues.access import visible_queue_get
 from portal.queues.models import Queue
 from portal.tenants.access import visible_tenants
 from scheduler.logs import LogUnavailable, pod_log_read
 
-from . import volcano
 from .access import can_cancel_job
-from .gpushare import gpus_decimal, gpus_number, milli_asked
-from .limits import host_path_allowed, task_count_check
 from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES, Job
 from .rendering import job_render
 from .selectors import job_get, job_pod_names, job_queue_position, job_search, job_state
@@ -466,7 +466,7 @@ class JobCreateApi(ApiView):
 
     # Shape (and signs, so that one answer names every field at fault even when the queue is
     # unknown): the upper bounds (GPUs per pod, replicas, sizes, ...) are checked by job_submit
-    # against portal.jobs.limits, the same for the form, the upload page and the CLI.
+    # against jobspec.limits, the same for the form, the upload page and the CLI.
     class InputSerializer(ReusedFieldsSerializer):
         class TaskSerializer(StrictSerializer):
             name = serializers.CharField()

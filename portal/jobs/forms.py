@@ -1,5 +1,5 @@
 """Job submission forms: shape and unit parsing only; the rules and limits live in `job_submit`
-(`portal.jobs.limits`). Fields show the limits as HTML attributes, read from that module."""
+(`jobspec.limits`). Fields show the limits in force (portal.jobs.limits) as HTML attributes."""
 
 import re
 import shlex
@@ -9,6 +9,16 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
+from jobspec.limits import (
+    DURATION_MAX_SECONDS,
+    IMAGE_MAX_CHARS,
+    NAME_MAX_CHARS,
+    PRIORITY_MAX,
+    command_line_error,
+    command_line_max,
+    task_count_error,
+)
+from jobspec.tolerations import tolerations_parse
 from portal.cluster.models import GPU_MODEL_LABEL
 from portal.common.fields import (  # noqa: F401 (re-exported)
     CPU_INVALID,
@@ -21,20 +31,10 @@ from portal.common.fields import (  # noqa: F401 (re-exported)
 )
 from portal.common.units import cores, cpu_text, gib, memory_text
 from portal.common.yamlsafe import UntrustedYAMLError, yaml_load_untrusted
+from portal.jobs.limits import job_limits
 from portal.queues.models import Queue
 
-from .limits import (
-    DURATION_MAX_SECONDS,
-    IMAGE_MAX_CHARS,
-    NAME_MAX_CHARS,
-    PRIORITY_MAX,
-    command_line_error,
-    command_line_max,
-    job_limits,
-    task_count_error,
-)
 from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES
-from .tolerations import tolerations_parse
 
 COMMAND_INVALID = "could not split the command: {error}"
 YAML_INVALID = "not valid YAML: {error}"

@@ -3,6 +3,8 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
+from jobspec.gpushare import gpus_number, milli_asked, request_text
+from jobspec.limits import IMAGE_MAX_CHARS, NAME_MAX_CHARS
 from portal.common.models import BaseModel
 from portal.common.validators import (
     validate_dict,
@@ -10,13 +12,11 @@ from portal.common.validators import (
     validate_str_dict,
     validate_str_list,
 )
+from portal.jobs.validators import validate_tolerations
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
 
 from . import lifecycle
-from .gpushare import gpus_number, milli_asked, request_text
-from .limits import IMAGE_MAX_CHARS, NAME_MAX_CHARS
-from .tolerations import validate_tolerations
 
 GiB = 1024**3
 # What a pod asks for when its job does not say: one default for the form, the API, a Volcano
@@ -74,10 +74,10 @@ class Job(BaseModel):
     )
     pending_reason_at = models.DateTimeField(null=True, blank=True)
     preemption_count = models.PositiveIntegerField(default=0)
-    # Volcano job plugins and their arguments (portal.jobs.plugins: svc, env, pytorch, ssh, mpi),
+    # Volcano job plugins and their arguments (jobspec.job_plugins: svc, env, pytorch, ssh, mpi),
     # e.g. {"svc": [], "pytorch": ["--master=master", "--port=23456"]}.
     plugins = models.JSONField(default=dict, blank=True, validators=[validate_dict])
-    # Lifecycle policies (portal.jobs.policies): what a failed, evicted or vanished pod, or a
+    # Lifecycle policies (jobspec.policies): what a failed, evicted or vanished pod, or a
     # completed task, does to the job; restarts are bounded by max_retry.
     policies = models.JSONField(default=list, blank=True)
     max_retry = models.PositiveIntegerField(default=3)
@@ -135,8 +135,8 @@ class JobTask(models.Model):
     image = models.CharField(max_length=IMAGE_MAX_CHARS)
     command = models.JSONField(default=list, blank=True, validators=[validate_str_list])
     env = models.JSONField(default=dict, blank=True, validators=[validate_str_dict])
-    # Whole GPUs per pod, or a share of one device (portal.jobs.gpushare): thousandths of its
-    # compute and/or MiB of its memory. Never both; portal.jobs.limits says why not.
+    # Whole GPUs per pod, or a share of one device (jobspec.gpushare): thousandths of its
+    # compute and/or MiB of its memory. Never both; jobspec.limits says why not.
     gpus = models.PositiveIntegerField(default=0)
     gpu_milli = models.PositiveIntegerField(default=0)
     gpu_memory_mib = models.PositiveIntegerField(default=0)
@@ -145,12 +145,12 @@ class JobTask(models.Model):
     node_selector = models.JSONField(default=dict, blank=True, validators=[validate_str_dict])
     # Kubernetes tolerations of the task's pods (items with the API's field names).
     tolerations = models.JSONField(default=list, blank=True, validators=[validate_tolerations])
-    # The task's pod template (portal.jobs.podtemplate, normalised; `valueFrom` stays a
+    # The task's pod template (jobspec.podtemplate, normalised; `valueFrom` stays a
     # reference). Empty: the pod is built from the fields above, one container. When set, the
     # fields above summarise it (first container's image and command, the pod's resources as
     # the kubelet sums them) for the scheduler and the pages; the pod is built from it.
     pod_template = models.JSONField(default=dict, blank=True, validators=[validate_dict])
-    # The task's own lifecycle policies (portal.jobs.policies), consulted before the job's.
+    # The task's own lifecycle policies (jobspec.policies), consulted before the job's.
     policies = models.JSONField(default=list, blank=True)
 
     class Meta:

@@ -21,16 +21,16 @@ from typing import Any
 from django.conf import settings
 from kubernetes import client
 
+from jobspec.job_plugins import JobShape
+from jobspec.volcano import ManifestError, manifest_path, volcano_job_parse
 from portal.cluster.namespaces import job_namespace
 from portal.cluster.naming import pod_name
+from portal.jobs.limits import host_path_allowed, job_limits, task_count_check
 from scheduler.adapters.cluster.manifests import pod_manifest
 from scheduler.adapters.desired import desired_pod, plugin_objects
 
-from .limits import host_path_allowed, job_limits, task_count_check
 from .models import JobTask
-from .plugins import JobShape
 from .services import job_build
-from .volcano import ManifestError, manifest_path, volcano_job_parse
 
 RENDER_JOB_ID = "new"
 IGNORED = "{field} is ignored by the portal"

@@ -5,8 +5,9 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
+from jobspec.gpushare import MILLI_PER_GPU, gpus_number
+
 from .access import visible_jobs
-from .gpushare import MILLI_PER_GPU, gpus_number
 from .lifecycle import SCHEDULED, WAITING
 from .models import Job
 

@@ -6,31 +6,29 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from jobspec.gpushare import gpus_decimal, gpus_split
+from jobspec.job_plugins import plugin_mount_errors, plugins_parse
+from jobspec.limits import (
+    JobLimits,
+    gpus_number_error,
+    job_limit_errors,
+    pending_pods_error,
+    task_count_error,
+    task_gpu_errors,
+    task_limit_errors,
+)
+from jobspec.podtemplate import pod_template_parse
+from jobspec.policies import DEFAULT_MAX_RETRY, policies_parse
 from portal.common.services import prefix_errors
+from portal.jobs.limits import gpu_sharing, host_path_allowed, job_limits
 from portal.queues.access import can_submit_to
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
 from scheduler.tasks import scheduling_cycle_kick
 
 from .access import can_cancel_job, can_release_job
-from .gpushare import gpus_decimal, gpus_split
 from .lifecycle import Event, IllegalTransition, allows, transition
-from .limits import (
-    JobLimits,
-    gpu_sharing,
-    gpus_number_error,
-    host_path_allowed,
-    job_limit_errors,
-    job_limits,
-    pending_pods_error,
-    task_count_error,
-    task_gpu_errors,
-    task_limit_errors,
-)
 from .models import Job, JobTask
-from .plugins import plugin_mount_errors, plugins_parse
-from .podtemplate import pod_template_parse
-from .policies import DEFAULT_MAX_RETRY, policies_parse
 from .selectors import tenant_pending_pods, tenant_scheduled_replicas
 
 TASK_FIELDS = (
@@ -160,7 +158,7 @@ def _policies_checked(fields: dict[str, Any], path: str) -> dict[str, list[str]]
 def _template_applied(
     task: JobTask, spec: dict[str, Any], template: Any, path: str
 ) -> dict[str, list[str]]:
-    """Check `template` (portal.jobs.podtemplate) and give `task` the normalised template and
+    """Check `template` (jobspec.podtemplate) and give `task` the normalised template and
     its summary; the errors, keyed `<path>.pod_template.<template path>`."""
     errors: dict[str, list[str]] = {}
     for key in TEMPLATE_SUMMARY_FIELDS:
@@ -223,7 +221,7 @@ def _gpus_fields(fields: dict[str, Any]) -> str | None:
 
 
 class _GpuCheck:
-    """The GPU rules of each task of one submission (portal.jobs.limits.task_gpu_errors),
+    """The GPU rules of each task of one submission (jobspec.limits.task_gpu_errors),
     reading the cluster's largest device memory once, if a task asks for GPU memory."""
 
     def __init__(self, *, sharing: str) -> None:
@@ -371,7 +369,7 @@ def job_submit(
 
     Every problem is reported at once as a ValidationError keyed by field path
     (`name`, `queue`, `tasks[1].gpus`, ...), before anything is written; the limits
-    (`portal.jobs.limits`) are checked here, for every way a job comes in. The tenant's cap
+    (`jobspec.limits`, with the values in force) are checked here, for every way a job comes in. The tenant's cap
     on pending pods is checked last, with the tenant locked, for an otherwise valid job.
     """
     limits = job_limits()

@@ -11,23 +11,23 @@ from django.urls import reverse
 from django.views import View
 from django.views.generic import TemplateView
 
+from jobspec import volcano
+from jobspec.job_plugins import RAY, plugins_config, ray_service_name
 from portal.cluster.namespaces import placing_namespaces
 from portal.cluster.selectors import node_gpu_model_list, placement_list_for_job
 from portal.common.access import ROLE_MEMBER
 from portal.common.ids import parse_id
 from portal.dashboards.paging import LargeTablePaginator
+from portal.jobs.limits import host_path_allowed, job_limits, task_count_check
 from portal.queues.models import Queue
 from portal.queues.selectors import queue_list
 from portal.scheduling.selectors import preemption_event_list_for_job
 from portal.tenants.access import RoleRequiredMixin
 
-from . import volcano
 from .access import can_cancel_job, can_release_job, readable_preemptions, visible_job_ids
 from .forms import JobSubmitForm, JobUploadForm, TaskFormSet, submit_errors_apply
 from .lifecycle import Event, allows
-from .limits import host_path_allowed, job_limits, task_count_check
 from .models import Job
-from .plugins import RAY, plugins_config, ray_service_name
 from .samples import SAMPLE_FILENAME, volcano_sample
 from .selectors import JobState, job_get, job_list, job_pod_names, job_state
 from .services import job_cancel, job_quarantine_release, job_submit
@@ -287,7 +287,7 @@ class JobSubmitView(RoleRequiredMixin, View):
 class JobUploadView(RoleRequiredMixin, View):
     """Submit a Volcano `batch.volcano.sh/v1alpha1` Job manifest as a portal job.
 
-    The pure mapping is `portal.jobs.volcano.volcano_job_parse`; errors name manifest paths.
+    The pure mapping is `jobspec.volcano.volcano_job_parse`; errors name manifest paths.
     """
 
     required_role = ROLE_MEMBER

@@ -10,6 +10,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from jobspec.gpushare import MILLI_PER_GPU, gpus_number
 from portal.api.base import (
     INT32_MAX,
     INT64_MAX,
@@ -20,7 +21,6 @@ from portal.api.base import (
 )
 from portal.api.pagination import ApiPagination
 from portal.cluster.selectors import gpus_allocated_per_queue
-from portal.jobs.gpushare import MILLI_PER_GPU, gpus_number
 from portal.scheduling.selectors import queue_usage_latest, queue_usage_series
 from portal.tenants.apis import QuotaChangeSerializer, QuotaInputSerializer
 

@@ -14,8 +14,8 @@ from typing import Any
 from django.db.models import F, FloatField, Sum
 from django.db.models.functions import Cast
 
+from jobspec.gpushare import MILLI_PER_GPU, milli_cost
 from portal.common.access import OTHER_TENANTS
-from portal.jobs.gpushare import MILLI_PER_GPU, milli_cost
 from portal.jobs.lifecycle import SCHEDULED
 from portal.jobs.models import JobTask
 from portal.scheduling.mapping import (
@@ -110,7 +110,7 @@ def deserved_gpus(
 def current_demand(device_mib: int = 0) -> dict[str, Resources]:
     """Requests of pending and running jobs per queue name (one aggregate query, a row per
     queue and GPU shape). A pod's GPUs cost what the cycle counts before placement
-    (portal.jobs.gpushare.milli_cost on a card of `device_mib`: mapping.device_memory_mib)."""
+    (jobspec.gpushare.milli_cost on a card of `device_mib`: mapping.device_memory_mib)."""
     # In floating point: a stored job's products can outgrow the database's integers.
     pods = Cast("replicas", FloatField())
     rows = (

@@ -9,8 +9,8 @@ from django.shortcuts import redirect, render
 from django.views import View
 from django.views.generic import TemplateView
 
+from jobspec.gpushare import gpus_number
 from portal.cluster.selectors import gpus_allocated_per_queue
-from portal.jobs.gpushare import gpus_number
 from portal.scheduling.selectors import queue_usage_latest
 from portal.tenants.selectors import tenant_quota_summary
 

@@ -16,11 +16,11 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from jobspec.affinity import HOSTNAME
+from jobspec.gpushare import MILLI_PER_GPU, milli_cost, others_gpu_milli
 from portal.cluster.models import GPU_MODEL_LABEL, Node
 from portal.cluster.selectors import node_capacity_list
 from portal.cluster.services import NODE_FIELDS
-from portal.jobs.affinity import HOSTNAME
-from portal.jobs.gpushare import MILLI_PER_GPU, milli_cost, others_gpu_milli
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
 from portal.tenants.quota import QUOTA_FIELDS, tenant_node_name
@@ -126,7 +126,7 @@ def taints_of(taints: list[dict[str, str]]) -> tuple[Taint, ...]:
 
 def device_memory_mib(nodes: Iterable[Node]) -> int:
     """The smallest GPU memory (MiB) any node reports for its cards: what a GPU-memory request
-    is costed against before it lands on a card (portal.jobs.gpushare.milli_cost)."""
+    is costed against before it lands on a card (jobspec.gpushare.milli_cost)."""
     return min((node.gpu_memory_mib for node in nodes if node.gpu_memory_mib), default=0)
 
 

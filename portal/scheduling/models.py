@@ -3,7 +3,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from portal.jobs.gpushare import MILLI_PER_GPU, gpus_number, held_text
+from jobspec.gpushare import MILLI_PER_GPU, gpus_number, held_text
 from portal.jobs.models import Job
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant

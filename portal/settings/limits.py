@@ -1,7 +1,7 @@
 """Job limits an operator may tune (imported at the end of base.py).
 
-Read by `portal.jobs.limits`, the one module that checks every submission (form, API, Volcano
-upload, CLI) against them; docs/api.md states them.
+Read by `portal.jobs.limits`; `jobspec.limits` holds the rules every submission (form, API,
+Volcano upload, CLI) is checked by against them; docs/api.md states them.
 """
 
 import os

@@ -43,8 +43,8 @@ def tenant_usage_latest(*, tenant_ids: list[int]) -> dict[int, TenantUsageSample
 def gpus_allocated_per_tenant(*, tenant_ids: list[int]) -> dict[int, int | float]:
     """Tenant id -> GPUs held by its active placements now, shares of a device counted
     exactly (one aggregate query)."""
+    from jobspec.gpushare import gpus_number
     from portal.cluster.models import Placement, placement_milli
-    from portal.jobs.gpushare import gpus_number
 
     rows = (
         Placement.objects.filter(state__in=Placement.ACTIVE_STATES, job__tenant_id__in=tenant_ids)

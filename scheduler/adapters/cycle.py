@@ -30,10 +30,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from jobspec.gpushare import SHARING_NONE
 from portal.cluster.models import GPU_MODEL_LABEL, Node, Placement
 from portal.cluster.namespaces import placement_namespace
 from portal.cluster.services import node_inventory_sync, node_seen_mark
-from portal.jobs.gpushare import SHARING_NONE
 from portal.jobs.limits import gpu_sharing
 from portal.jobs.models import Job
 from portal.jobs.services import job_start_refused

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from jobspec.gpushare import SHARING_NONE
+from jobspec.job_plugins import JobShape, job_objects, pod_additions
 from portal.cluster.models import Placement
 from portal.cluster.namespaces import placement_namespace
-from portal.jobs.gpushare import SHARING_NONE
 from portal.jobs.limits import gpu_sharing
 from portal.jobs.models import Job, JobTask
-from portal.jobs.plugins import JobShape, job_objects, pod_additions
 from scheduler.adapters.cluster.base import DesiredPod
 from scheduler.adapters.cluster.gpushare import (
     ShareSize,

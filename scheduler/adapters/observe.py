@@ -13,10 +13,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 
-from portal.cluster.models import Node, Placement
-from portal.jobs.lifecycle import Event, allows
-from portal.jobs.models import Job, JobTask
-from portal.jobs.policies import (
+from jobspec.policies import (
     COMPLETE_JOB,
     OUT_OF_SYNC,
     POD_EVICTED,
@@ -25,6 +22,9 @@ from portal.jobs.policies import (
     TASK_COMPLETED,
     policy_action,
 )
+from portal.cluster.models import Node, Placement
+from portal.jobs.lifecycle import Event, allows
+from portal.jobs.models import Job, JobTask
 from scheduler.adapters.bulk import ids_update
 from scheduler.adapters.cluster.base import ObservedPod, PodEvent
 from scheduler.adapters.ledger import placement_end
@@ -389,7 +389,7 @@ def _policy_apply(
     now: datetime,
     transitions: CycleTransitions,
 ) -> bool:
-    """Carry out a policy's action on `job` (portal.jobs.policies says what each means here):
+    """Carry out a policy's action on `job` (jobspec.policies says what each means here):
     a restart while retries are left requeues it, anything else ends it. False when the
     lifecycle refused the change."""
     words = {"pod": pod or "a pod", "what": what, "why": why, "event": event, "action": action}

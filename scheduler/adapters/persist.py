@@ -15,10 +15,10 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count
 
+from jobspec.gpushare import MILLI_PER_GPU, gpus_sample, milli_cost
 from portal.cluster.models import Placement, whole_second
 from portal.cluster.namespaces import placing_namespaces
 from portal.cluster.services import placement_pod_name
-from portal.jobs.gpushare import MILLI_PER_GPU, gpus_sample, milli_cost
 from portal.jobs.lifecycle import WAITING, Event, Transition, allows, transition
 from portal.jobs.models import Job
 from portal.scheduling.mapping import task_requests

@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, TypeVar
 from celery.exceptions import SoftTimeLimitExceeded
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 
+from jobspec.limits import JobLimits, job_limit_errors, task_limit_errors
 from portal.cluster.models import Placement
 from portal.jobs.lifecycle import Event, allows, transition
-from portal.jobs.limits import JobLimits, job_limit_errors, task_limit_errors
 from portal.jobs.services import job_quarantine
 from portal.scheduling.mapping import task_requests
 from scheduler.adapters.lock import CycleAbandoned

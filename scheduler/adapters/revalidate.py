@@ -23,8 +23,8 @@ from collections.abc import Iterable
 from django.db import connection
 from django.db.models import Sum
 
+from jobspec.gpushare import MILLI_PER_GPU, milli_cost
 from portal.cluster.models import Node, Placement, placement_milli
-from portal.jobs.gpushare import MILLI_PER_GPU, milli_cost
 from portal.jobs.models import Job
 from scheduler.adapters.snapshot import SnapshotBundle
 from scheduler.core.types import Bind, CycleResult

@@ -23,10 +23,11 @@ from django.db.models import F, FloatField, Func, TextField
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
+from jobspec.gpushare import MILLI_PER_GPU
+from jobspec.limits import JobLimits
 from portal.cluster.models import Node, Placement
-from portal.jobs.gpushare import MILLI_PER_GPU
 from portal.jobs.lifecycle import SCHEDULED
-from portal.jobs.limits import JobLimits, job_limits
+from portal.jobs.limits import job_limits
 from portal.jobs.models import Job, JobTask
 from portal.queues.models import Queue
 from portal.scheduling.mapping import (
@@ -104,13 +105,13 @@ class TaskRow:
     name: str
     replicas: int
     gpus: int
-    gpu_milli: int  # a share of one device (portal.jobs.gpushare)
+    gpu_milli: int  # a share of one device (jobspec.gpushare)
     gpu_memory_mib: int
     cpu_millis: int
     memory_bytes: int
     node_selector: dict[str, str]
     tolerations: tuple[Toleration, ...]
-    # The template's spec.affinity (portal.jobs.affinity) and metadata.labels: None for
+    # The template's spec.affinity (jobspec.affinity) and metadata.labels: None for
     # nearly every task.
     affinity: Any
     template_labels: Any
@@ -160,7 +161,7 @@ class SnapshotIndex:
     pending: dict[str, PendingReplica]  # replicas without a placement
     pending_gpus: dict[str, float]  # queue name -> GPUs asked by pending replicas (0.25 ...)
     # The smallest GPU memory (MiB) any node reports for its cards: what a GPU-memory request
-    # is costed against before it lands on a card (portal.jobs.gpushare.milli_cost).
+    # is costed against before it lands on a card (jobspec.gpushare.milli_cost).
     device_mib: int = 0
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from portal.jobs.gpushare import gpus_sample
+from jobspec.gpushare import gpus_sample
 from portal.tenants.models import TenantUsageSample
 from portal.tenants.quota import tenant_node_name
 from scheduler.adapters.snapshot import SnapshotBundle

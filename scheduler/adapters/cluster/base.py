@@ -72,7 +72,7 @@ class DesiredPod:
     template: dict = field(default_factory=dict)
     # The gang: pods of the job are bound only once this many of them exist.
     min_available: int = 1
-    # What the job's plugins add to this pod (portal.jobs.plugins.PodAdditions.as_dict) and
+    # What the job's plugins add to this pod (jobspec.job_plugins.PodAdditions.as_dict) and
     # the objects its job needs before its pods start (Service, ConfigMap, NetworkPolicy).
     additions: dict = field(default_factory=dict)
     job_objects: tuple = ()

@@ -37,12 +37,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from portal.jobs.gpushare import (
-    MILLI_PER_GPU,
-    SHARING_HAMI,
-    SHARING_VOLCANO,
-    VGPU_NUMBER,
-)
+from jobspec.gpushare import MILLI_PER_GPU, SHARING_HAMI, SHARING_VOLCANO, VGPU_NUMBER
 
 VOLCANO_VGPU_MEMORY = "volcano.sh/vgpu-memory"
 VOLCANO_VGPU_CORES = "volcano.sh/vgpu-cores"

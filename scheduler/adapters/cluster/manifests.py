@@ -14,7 +14,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.utils import parse_quantity
 
-from portal.jobs.gpushare import CARD_CORES, CARD_MIB
+from jobspec.gpushare import CARD_CORES, CARD_MIB
 from scheduler.adapters.cluster.base import DesiredPod, ObservedNode, ObservedPod
 from scheduler.adapters.cluster.gpushare import (
     REGISTER_ANNOTATION,

@@ -4,7 +4,7 @@ host names) in Kubernetes' wire shape, from a DesiredPod. Pure.
 manifests.pod_manifest adds the metadata and the scheduling part (node, tolerations) and turns
 the result into the client's models; the dry-run render (portal.jobs.render) prints the same.
 A pod whose task has no template gets one container built from the task's fields, as before;
-a template (portal.jobs.podtemplate, already checked) is copied with one change: GPU resources
+a template (jobspec.podtemplate, already checked) is copied with one change: GPU resources
 are asked under the name the chosen node advertises (`nvidia.com/gpu` on one node,
 `mars-tech.com/gpu` on another), so a template written for one vendor runs on the other.
 """
@@ -23,7 +23,7 @@ CONTAINER_NAME = "main"
 # resource (GPUs and friends), which Kubernetes only accepts with limits equal to requests.
 NATIVE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
 DEFAULT_RESTART_POLICY = "Never"
-# Pod spec keys a template may carry besides the containers (portal.jobs.podtemplate checked
+# Pod spec keys a template may carry besides the containers (jobspec.podtemplate checked
 # them) plus the host names the svc plugin sets.
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _POD_KEYS = (
@@ -68,7 +68,7 @@ def _body(desired: DesiredPod, gpu_names: frozenset[str]) -> dict[str, Any]:
 
 
 def affinity_for_job(affinity: Mapping[str, Any], job_id: str) -> dict[str, Any]:
-    """A template's affinity (portal.jobs.affinity, already checked) with each pod
+    """A template's affinity (jobspec.affinity, already checked) with each pod
     anti-affinity selector confined to the job's own pods by its job-id label: a tenant's
     selector (say `app: ddp`) must not repel, nor be repelled by, another job's pods."""
     out = copy.deepcopy(dict(affinity))
@@ -79,7 +79,7 @@ def affinity_for_job(affinity: Mapping[str, Any], job_id: str) -> dict[str, Any]
 
 
 def with_additions(body: dict[str, Any], additions: Mapping[str, Any]) -> dict[str, Any]:
-    """`body` with what the job's plugins add (portal.jobs.plugins.PodAdditions): appended
+    """`body` with what the job's plugins add (jobspec.job_plugins.PodAdditions): appended
     after the template's own, as upstream's plugins append (a later duplicate env name wins)."""
     if not additions:
         return body

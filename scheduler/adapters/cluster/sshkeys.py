@@ -1,6 +1,6 @@
 """The ssh plugin's key pair, made when the reconcile creates the job's Secret on the cluster.
 
-portal.jobs.plugins builds the Secret with placeholders where the keys go (so the database,
+jobspec.job_plugins builds the Secret with placeholders where the keys go (so the database,
 the render and the desired objects the cycle compares hold no key); `with_key_pair` fills them
 in just before the create request, and the key lives nowhere else in the portal. Same keys as
 upstream's generateRsaKey (volcano-sh/volcano pkg/controllers/job/plugins/ssh/ssh.go:202-233):
@@ -16,7 +16,7 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from portal.jobs.plugins import SSH_AUTHORIZED_KEYS, SSH_PRIVATE_KEY, SSH_PUBLIC_KEY
+from jobspec.job_plugins import SSH_AUTHORIZED_KEYS, SSH_PRIVATE_KEY, SSH_PUBLIC_KEY
 
 KEY_BITS = 2048  # ssh.go:203
 

@@ -1,7 +1,8 @@
 """The over-limit job every entry point is driven with (form, API, upload page, CLI), and the
 errors job_submit gives for it."""
 
-from portal.jobs.limits import exceeded, job_limits
+from jobspec.limits import exceeded
+from portal.jobs.limits import job_limits
 
 # The same job everywhere: one task of 1,000,000 replicas x 5,000 GPUs.
 REPLICAS, GPUS = 1_000_000, 5_000

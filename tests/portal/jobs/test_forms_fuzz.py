@@ -16,8 +16,9 @@ from django.urls import resolve, reverse
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from jobspec.limits import task_limit_errors
 from portal.common.validators import DNS_LABEL_RE
-from portal.jobs.limits import job_limits, task_limit_errors
+from portal.jobs.limits import job_limits
 from portal.jobs.models import Job, JobTask
 from tests.nested import copy_at, paths
 from tests.portal.common.fuzzing import FORM_FUZZ, form_error_keys, form_text, form_values

@@ -7,10 +7,8 @@ from django.core.exceptions import ValidationError
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from portal.cli.main import build_parser, manifest_from_flags
-from portal.jobs import gpushare, volcano
-from portal.jobs.forms import TaskForm
-from portal.jobs.limits import (
+from jobspec import gpushare, volcano
+from jobspec.limits import (
     GPU_FRACTION_AND_WHOLE,
     GPU_MEMORY_ABOVE_LARGEST,
     GPU_MEMORY_UNKNOWN,
@@ -18,8 +16,10 @@ from portal.jobs.limits import (
     gpus_number_error,
     task_gpu_errors,
 )
+from jobspec.podtemplate import pod_template_parse
+from portal.cli.main import build_parser, manifest_from_flags
+from portal.jobs.forms import TaskForm
 from portal.jobs.models import JobTask
-from portal.jobs.podtemplate import pod_template_parse
 from portal.jobs.services import job_submit
 from tests.factories import NodeFactory
 

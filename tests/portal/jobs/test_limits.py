@@ -5,18 +5,18 @@ import shlex
 import pytest
 from django.test import override_settings
 
-from portal.jobs.limits import (
+from jobspec.limits import (
     PENDING_PODS_EXCEEDED,
     SETTINGS,
     command_line_error,
     command_line_max,
     exceeded,
     job_limit_errors,
-    job_limits,
     pending_pods_error,
     shown,
     task_limit_errors,
 )
+from portal.jobs.limits import job_limits
 from portal.jobs.models import JobTask
 
 

@@ -3,7 +3,7 @@ manifest as YAML), the YAML upload page and the CLI (tests/portal/cli/test_cli.p
 it with the same messages, under its own name for the field, and writes nothing.
 
 The web form once stored 1,000,000 replicas x 5,000 GPUs that the API refused; tasks per job
-were 20 in the form and 64 in the API. The limits now live in portal.jobs.limits only.
+were 20 in the form and 64 in the API. The limits live in jobspec.limits only.
 """
 
 import copy
@@ -16,7 +16,8 @@ from django.test import override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from portal.jobs.limits import exceeded, job_limits
+from jobspec.limits import exceeded
+from portal.jobs.limits import job_limits
 from portal.jobs.models import Job, JobTask
 from tests.portal.common.pages import job_form_data
 from tests.portal.jobs.over_limit import (

@@ -11,7 +11,7 @@ generateSSHConfig; distributed-framework/mpi/mpi.go:80-170 (MPI_HOST on the mast
 `mpijob-port` in every container) and webhooks/admission/jobs/mutate/mutate_job.go:244-260
 (mpi turns svc and ssh on). The portal's departures (id-based object names, `new` for the id a
 dry run does not have yet, placeholders for the keys only the reconcile makes) are
-portal.jobs.plugins'.
+jobspec.job_plugins'.
 """
 
 import io
@@ -26,8 +26,8 @@ import yaml
 from django.test import override_settings
 from rest_framework.test import APIClient
 
+from jobspec.job_plugins import SSH_KEY_PLACEHOLDER
 from portal.jobs.models import Job
-from portal.jobs.plugins import SSH_KEY_PLACEHOLDER
 from portal.jobs.render import main
 from portal.jobs.rendering import job_render
 

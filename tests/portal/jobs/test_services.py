@@ -316,7 +316,8 @@ class TestPendingPodsRefusal:
 
         from django.db.models import Sum
 
-        from portal.jobs.limits import job_limits, pending_pods_error
+        from jobspec.limits import pending_pods_error
+        from portal.jobs.limits import job_limits
         from portal.jobs.selectors import tenant_pending_pods
 
         for index, (status, replicas, states) in enumerate(PENDING_PODS_TABLES[table]):

@@ -1,5 +1,5 @@
 """The submit form as a page: hints that say what to type, the job limits shown from
-portal.jobs.limits (the one place), and no "remove" box on the only role."""
+portal.jobs.limits (the values in force), and no "remove" box on the only role."""
 
 import pytest
 from django.test import override_settings

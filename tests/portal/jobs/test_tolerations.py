@@ -8,13 +8,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from jobspec.tolerations import toleration_errors, tolerations_parse, tolerations_text
 from portal.jobs.models import Job
 from portal.jobs.services import job_submit
-from portal.jobs.tolerations import (
-    toleration_errors,
-    tolerations_parse,
-    tolerations_text,
-)
 
 pytestmark = pytest.mark.django_db
 

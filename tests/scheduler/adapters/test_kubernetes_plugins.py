@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import kmock
 
-from portal.jobs.plugins import JobShape, job_objects, pod_additions
+from jobspec.job_plugins import JobShape, job_objects, pod_additions
 from scheduler.adapters.cluster import labels
 from scheduler.adapters.cluster.base import DesiredPod
 from scheduler.adapters.desired import plugin_objects

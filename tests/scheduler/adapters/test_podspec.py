@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
+from jobspec.podtemplate import pod_template_parse
 from portal.cluster.models import Placement
-from portal.jobs.podtemplate import pod_template_parse
 from scheduler.adapters.cluster import labels
 from scheduler.adapters.cluster.base import DesiredPod
 from scheduler.adapters.cluster.manifests import pod_manifest

@@ -15,9 +15,9 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from jobspec.gpushare import SHARING_NONE
 from portal.cluster.services import node_inventory_load, node_inventory_sync
 from portal.dashboards.demo_history import demo_history_seed
-from portal.jobs.gpushare import SHARING_NONE
 from portal.jobs.limits import gpu_sharing
 from portal.jobs.models import Job
 from portal.jobs.services import job_submit

@@ -12,7 +12,7 @@ app containers, or the largest init container if that is larger (init containers
 time, before the app containers): kubernetes pkg/api/v1/resource/helpers.go
 `PodRequests` ("max(sum(containers), max(initContainers))").
 
-Upper bounds an operator tunes (environment size, command size) are portal.jobs.limits'; the
+Upper bounds an operator tunes (environment size, command size) are jobspec.limits'; the
 fixed bounds below follow Kubernetes and keep a stored template small.
 """
 
@@ -121,7 +121,7 @@ class TaskSummary:
     command: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     gpus: int = 0
-    # A share of one device (portal.jobs.gpushare), from Volcano's or HAMi's share resources.
+    # A share of one device (jobspec.gpushare), from Volcano's or HAMi's share resources.
     gpu_milli: int = 0
     gpu_memory_mib: int = 0
     # None: no container states it (the task's default applies, see job_submit).
@@ -396,7 +396,7 @@ def _containers(
 def _env(w: _Walk, raw: Any, path: str) -> list[dict[str, Any]]:
     result: list[dict[str, Any]] = []
     seen: set[str] = set()
-    # The count and size bounds are tunable limits (portal.jobs.limits), checked with the
+    # The count and size bounds are tunable limits (jobspec.limits), checked with the
     # rest of the task; this bound only keeps the walk itself cheap.
     for index, item in enumerate(w.items(raw, path, 4096, "environment variables")):
         ipath = f"{path}[{index}]"

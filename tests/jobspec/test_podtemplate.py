@@ -1,11 +1,11 @@
-"""portal.jobs.podtemplate: a task's pod template checked and summarised (pure, no database)."""
+"""jobspec.podtemplate: a task's pod template checked and summarised (pure, no database)."""
 
 import copy
 
 import pytest
 
-from portal.jobs import podtemplate
-from portal.jobs.podtemplate import pod_template_parse
+from jobspec import podtemplate
+from jobspec.podtemplate import pod_template_parse
 
 DDP = {
     "metadata": {"name": "ignored", "labels": {"team": "nlp"}},

@@ -69,7 +69,7 @@ def gpus_decimal(value: Any) -> Decimal | None:
 
 def gpus_split(number: Decimal) -> tuple[int, int]:
     """A number of GPUs as (whole GPUs, milli-GPU of one device): 2 -> (2, 0), 0.25 -> (0, 250).
-    Callers check first that it is whole or below one (`portal.jobs.limits.gpus_number_error`)."""
+    Callers check first that it is whole or below one (`jobspec.limits.gpus_number_error`)."""
     if number == number.to_integral_value():
         return int(number), 0
     return 0, int(number * MILLI_PER_GPU)

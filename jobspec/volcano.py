@@ -12,12 +12,12 @@ What is mapped:
   ttlSecondsAfterFinished; spec.priorityClassName, schedulerName, ... are ignored (the
   portal's scheduler decides).
 - spec.tasks[i].name, .replicas, and .template, the pod template, whole: `job_submit` checks
-  it (portal.jobs.podtemplate: several containers, init containers, volumes, env valueFrom,
+  it (jobspec.podtemplate: several containers, init containers, volumes, env valueFrom,
   ...) and sums its resources the way the kubelet does; `.template.spec.tolerations` become
   the task's tolerations (JobTask.tolerations checks them).
 
 Shape only: how large a number may be (GPUs per pod, replicas, priority, ...) is the
-`job_submit` service's to say (portal.jobs.limits), with the same message as every other way a
+`job_submit` service's to say (jobspec.limits), with the same message as every other way a
 job comes in; its error paths are translated back to manifest paths by `manifest_path`.
 """
 
@@ -26,9 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from portal.common.validators import STR_NUL
-
-from .plugins import plugins_parse
+from .job_plugins import plugins_parse
 from .podtemplate import pod_template_parse
 from .policies import policies_parse
 from .quantity import BAD_QUANTITY, NEGATIVE_QUANTITY, parse_quantity  # noqa: F401 (re-exported)
@@ -37,6 +35,8 @@ API_VERSION = "batch.volcano.sh/v1alpha1"
 KIND = "Job"
 PRIORITY_ANNOTATION = "priority"
 DURATION_ANNOTATION = "gpuq/expected-duration-seconds"
+# PostgreSQL's text and jsonb cannot hold U+0000: such a value would fail at INSERT (a 500).
+STR_NUL = "must not contain NUL characters (\\0)"
 
 REQUIRED = "this field is required"
 NOT_A_MAPPING = "must be a mapping"
@@ -107,8 +107,8 @@ class VolcanoJobSpec:
     priority: int = 0
     expected_duration_seconds: int | None = None
     ignored: list[str] = field(default_factory=list)
-    plugins: Any = None  # spec.plugins as given; job_submit checks it (portal.jobs.plugins)
-    policies: Any = None  # spec.policies as given (portal.jobs.policies)
+    plugins: Any = None  # spec.plugins as given; job_submit checks it (jobspec.job_plugins)
+    policies: Any = None  # spec.policies as given (jobspec.policies)
     max_retry: Any = None  # spec.maxRetry as given
     ttl_seconds_after_finished: Any = None  # spec.ttlSecondsAfterFinished as given
 
@@ -217,7 +217,7 @@ def volcano_job_parse(  # noqa: C901, PLR0912 - one branch per field of a Volcan
 ) -> VolcanoJobSpec:
     """Map a parsed Volcano Job manifest; raise ManifestError naming every path at fault.
 
-    `too_many_tasks(count)` refuses a task count (portal.jobs.limits.task_count_error) before
+    `too_many_tasks(count)` refuses a task count (jobspec.limits.task_count_error) before
     any task is mapped, so a manifest of thousands of tasks costs nothing more.
     `allow_host_path`: the JOB_ALLOW_HOST_PATH setting (hostPath volumes)."""
     c = _Collector()
@@ -356,5 +356,5 @@ def _task_parse(
             c.add(key, message)
     task = {"name": name or "", "replicas": replicas, "pod_template": parsed.template}
     if raw.get("policies") is not None:
-        task["policies"] = raw["policies"]  # checked by job_submit (portal.jobs.policies)
+        task["policies"] = raw["policies"]  # checked by job_submit (jobspec.policies)
     return task

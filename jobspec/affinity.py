@@ -48,7 +48,7 @@ BAD_LABEL_KEY = "must be a label key"
 
 
 class Walk(Protocol):
-    """portal.jobs.podtemplate's error collector (typed reads keyed by path)."""
+    """jobspec.podtemplate's error collector (typed reads keyed by path)."""
 
     def add(self, path: str, message: str) -> None: ...
     def mapping(self, value: Any, path: str, allowed: tuple[str, ...]) -> dict[str, Any] | None: ...

@@ -1,4 +1,4 @@
-"""portal.jobs.volcano: a Volcano Job manifest -> a job submission (pure, no database)."""
+"""jobspec.volcano: a Volcano Job manifest -> a job submission (pure, no database)."""
 
 import copy
 from decimal import Decimal
@@ -6,12 +6,7 @@ from decimal import Decimal
 import pytest
 import yaml
 
-from portal.jobs.volcano import (
-    ManifestError,
-    manifest_path,
-    parse_quantity,
-    volcano_job_parse,
-)
+from jobspec.volcano import ManifestError, manifest_path, parse_quantity, volcano_job_parse
 
 MANIFEST = yaml.safe_load(
     """

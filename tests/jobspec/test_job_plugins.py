@@ -1,4 +1,4 @@
-"""portal.jobs.plugins: Volcano's svc, env, pytorch, ssh and mpi job plugins (pure).
+"""jobspec.job_plugins: Volcano's svc, env, pytorch, ssh and mpi job plugins (pure).
 
 Expected values are derived from upstream volcano-sh/volcano pkg/controllers/job/plugins:
 env/env.go:45-59, svc/svc.go:76-131 and 309-345, pytorch/pytorch.go:91-157, ssh/ssh.go:144-200
@@ -7,7 +7,7 @@ webhook's defaults webhooks/admission/jobs/mutate/mutate_job.go:244-260."""
 
 import pytest
 
-from portal.jobs.plugins import (
+from jobspec.job_plugins import (
     SSH_KEY_PLACEHOLDER,
     JobShape,
     hostname,

@@ -1,11 +1,11 @@
-"""portal.jobs.affinity: the required node affinity and own-pod anti-affinity a template may
+"""jobspec.affinity: the required node affinity and own-pod anti-affinity a template may
 carry are kept; what the scheduler cannot honour is an error naming the field (pure)."""
 
 import copy
 
 import pytest
 
-from portal.jobs.podtemplate import pod_template_parse
+from jobspec.podtemplate import pod_template_parse
 
 REQ = "requiredDuringSchedulingIgnoredDuringExecution"
 PREF = "preferredDuringSchedulingIgnoredDuringExecution"

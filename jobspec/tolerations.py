@@ -1,5 +1,6 @@
-"""Pod tolerations of a job task: the one validator every way in (API, form, YAML upload) goes
-through, as the JobTask field's validator, and the form's one-line-per-toleration syntax.
+"""Pod tolerations of a job task: the one check every way in (API, form, YAML upload) goes
+through (the JobTask field's validator, portal.jobs.validators), and the form's
+one-line-per-toleration syntax.
 
 Items use the Kubernetes field names (`key`, `operator`, `value`, `effect`,
 `tolerationSeconds`), so a toleration copied from a pod spec is accepted as it is. The rules are
@@ -11,8 +12,6 @@ from __future__ import annotations
 
 import re
 from typing import Any
-
-from django.core.exceptions import ValidationError
 
 OPERATORS = ("Exists", "Equal")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -62,11 +61,6 @@ def toleration_errors(value: object) -> list[str]:
     return errors
 
 
-def validate_tolerations(value: object) -> None:
-    if errors := toleration_errors(value):
-        raise ValidationError(errors, code="tolerations")
-
-
 def _item_errors(item: Any, path: str) -> list[str]:
     if not isinstance(item, dict):
         return [NOT_A_MAPPING.format(path=path)]
@@ -103,7 +97,7 @@ def tolerations_parse(text: str) -> list[dict[str, str]]:
     """The form's syntax, one toleration per line, like the taint `kubectl taint` takes:
     `key=value:Effect` tolerates that taint (Equal), `key:Effect` or `key` any value of the key
     (Exists), `*` every taint; no `:Effect` means every effect. Raises ValueError naming the line. The result still
-    goes through validate_tolerations (in job_submit), like every other way in."""
+    goes through toleration_errors (in job_submit), like every other way in."""
     tolerations: list[dict[str, str]] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()

@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from kubernetes import client
 
-    from scheduler.adapters.cluster import labels
+    from jobspec import labels
     from scheduler.adapters.cluster.testing.emulator import foreign_pod_object, node_object
     from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
 

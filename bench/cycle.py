@@ -180,9 +180,9 @@ def _kubernetes(kubeconfig: Path, args: argparse.Namespace) -> Iterator:
     from django.conf import settings
     from kubernetes import client, config
 
+    from jobspec.labels import owned_selector
     from portal.cluster.namespaces import job_namespaces
     from scheduler.adapters.cluster.kubernetes import KubernetesBackend
-    from scheduler.adapters.cluster.labels import owned_selector
     from scheduler.adapters.cluster.testing.emulator import foreign_pod_object
     from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
 

@@ -7,7 +7,7 @@ NodeAffinity and InterPodAffinity filters do:
   expressions ANDed);
 - podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[] with topologyKey
   kubernetes.io/hostname and a labelSelector over the job's own pods: the portal confines each
-  selector to the job (scheduler.adapters.cluster.podspec.affinity_for_job adds the job-id
+  selector to the job (jobspec.podspec.affinity_for_job adds the job-id
   label), so one tenant's anti-affinity never repels, or is repelled by, another's pods.
 
 Refused naming the field: preferred terms (the core does not score them), podAffinity,

@@ -171,7 +171,7 @@ class SimulatedPod(models.Model):
     # What the kubelet would say of a failed pod (OOMKilled, Evicted); empty: Error.
     reason = models.CharField(max_length=128, blank=True, default="")
     # The pod's body as the Kubernetes backend would send it (containers with their env,
-    # volumes, host names: scheduler/adapters/cluster/podspec.py), so what a job's pods would
+    # volumes, host names: jobspec/podspec.py), so what a job's pods would
     # run with can be seen without a cluster.
     spec = models.JSONField(default=dict, blank=True)
 

@@ -1,36 +1,11 @@
-"""Names of the objects a placement becomes on a cluster.
-
-Pod names are derived from (job id, task, replica, attempt) only, so a retried or repeated
-create of the same replica always targets the same name and the API server's uniqueness check
-prevents a second copy.
-"""
+"""The namespace a tenant's jobs run in on a cluster (pods are named by jobspec.labels)."""
 
 from __future__ import annotations
 
 import hashlib
 import re
 
-_POD_NAME_MAX = 63  # pod names also become hostnames, which are DNS labels
 _NOT_NAME_CHARS = re.compile(r"[^a-z0-9-]+")
-
-
-def pod_name(job_id: str | int, task: str, replica: int, attempt: int = 0) -> str:
-    """The one name a replica's pod may have: deterministic, DNS-1123 label safe, and unique.
-
-    Only ids and the task name (unique within its job) go in, never the job's free-text name:
-    with `<job name>-<job id>-<task>-<replica>`, job `p` task `t-10-u` and job `p-9-t` task `u`
-    both gave `p-9-t-10-u-0`, and the unique constraint then failed every cycle for everyone.
-    A re-placed replica (attempt > 0) gets `-a<attempt>` so its new pod never reuses a name the
-    API server may still hold for the old one while it terminates."""
-    plain = f"gp-{job_id}-{task}-{replica}" + (f"-a{attempt}" if attempt else "")
-    base = _NOT_NAME_CHARS.sub("-", plain.lower()).strip("-")
-    if len(base) <= _POD_NAME_MAX and base == plain:
-        return base
-    key = f"{job_id}\0{task}\0{replica}" + (f"\0{attempt}" if attempt else "")
-    digest = hashlib.sha256(key.encode()).hexdigest()[:10]
-    return f"{base[: _POD_NAME_MAX - 11].rstrip('-')}-{digest}"
-
-
 _NAMESPACE_MAX = 63  # namespaces are DNS labels
 _PREFIX = re.compile(r"^([a-z0-9][-a-z0-9]*)?$")
 NAMESPACE_PREFIX_INVALID = (

@@ -9,12 +9,12 @@ from django.db import transaction
 from django.db.models import Q
 
 from jobspec.gpushare import milli_cost
+from jobspec.labels import pod_name
 from portal.common.services import model_update, prefix_errors
 from portal.jobs.models import JobTask
 
 from .models import Node, Placement
 from .namespaces import placing_namespaces
-from .naming import pod_name
 
 NODE_FIELDS = (
     "name",

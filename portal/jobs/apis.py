@@ -41,8 +41,8 @@ from portal.tenants.access import visible_tenants
 from scheduler.logs import LogUnavailable, pod_log_read
 
 from .access import can_cancel_job
+from .dry_run import job_render
 from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES, Job
-from .rendering import job_render
 from .selectors import job_get, job_pod_names, job_queue_position, job_search, job_state
 from .services import job_cancel, job_quarantine_release, job_submit
 

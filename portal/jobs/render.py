@@ -1,7 +1,7 @@
 """`python -m portal.jobs.render FILE.yaml [--namespace NS | --tenant NAME]`: print, as YAML
 documents, every Kubernetes object the portal would create for a Volcano Job manifest (pods
 without a node, the job's Secret, Service, ConfigMap and NetworkPolicy), or the errors naming the
-manifest's fields and exit 1. Offline: no database, no cluster (see portal.jobs.rendering).
+manifest's fields and exit 1. Offline: no database, no cluster (see portal.jobs.dry_run).
 `-` reads stdin. --tenant puts them in that tenant's namespace (a namespace per tenant)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def main(
     django.setup()
     import yaml
 
-    from portal.jobs.rendering import job_render  # needs Django set up
+    from portal.jobs.dry_run import job_render  # needs Django set up
 
     try:
         text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()  # noqa: SIM115

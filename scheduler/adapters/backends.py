@@ -42,7 +42,7 @@ def backend_from_settings() -> ClusterBackend:
 def _shared_cache(backend: KubernetesBackend) -> ClusterCache:
     """One watch cache per process and API server, kept from cycle to cycle (the cycle worker
     is one process); each cycle still gets a fresh backend, so its write breaker starts closed."""
-    from scheduler.adapters.cluster.labels import owned_selector
+    from jobspec.labels import owned_selector
     from scheduler.adapters.cluster.watch_cache import (
         ClusterCache,
         manifests_translation,

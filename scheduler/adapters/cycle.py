@@ -31,6 +31,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobspec.gpushare import SHARING_NONE
+from jobspec.labels import JOB_ID
 from portal.cluster.models import GPU_MODEL_LABEL, Node, Placement
 from portal.cluster.namespaces import placement_namespace
 from portal.cluster.services import node_inventory_sync, node_seen_mark
@@ -47,7 +48,6 @@ from scheduler.adapters.cluster.base import (
     RefusedClusterError,
 )
 from scheduler.adapters.cluster.gpushare import registered_cards
-from scheduler.adapters.cluster.labels import JOB_ID
 from scheduler.adapters.cluster.owner import KIND as OWNER_KIND
 from scheduler.adapters.cluster.owner import owner_name
 from scheduler.adapters.cluster.simulated import SimulatedBackend

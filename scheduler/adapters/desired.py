@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from dataclasses import dataclass
 
 from django.conf import settings
 
 from jobspec.gpushare import SHARING_NONE
-from jobspec.job_plugins import JobShape, job_objects, pod_additions
+from jobspec.job_plugins import JobShape
+from jobspec.pods import DesiredPod, desired_pod, plugin_objects
 from portal.cluster.models import Placement
 from portal.cluster.namespaces import placement_namespace
 from portal.jobs.limits import gpu_sharing
 from portal.jobs.models import Job, JobTask
-from scheduler.adapters.cluster.base import DesiredPod
 from scheduler.adapters.cluster.gpushare import (
     ShareSize,
     share_annotations,
@@ -21,16 +21,6 @@ from scheduler.adapters.cluster.gpushare import (
     share_size,
     template_with_share,
 )
-from scheduler.adapters.cluster.labels import (
-    INSTANCE,
-    JOB_ID,
-    MANAGED,
-    TASK,
-    label_value,
-    replica_annotations,
-    replica_labels,
-)
-from scheduler.adapters.cluster.simulated import RUN_SECONDS
 from scheduler.adapters.quarantine import Faults
 
 # The columns a desired pod is built from: read as tuples, because building the Placement,
@@ -113,7 +103,12 @@ def _plugin_jobs(rows: list[tuple]) -> dict[int, tuple[JobShape, tuple]]:
     jobs = {}
     for job_id, name in names.items():
         shape = JobShape(job_id=job_id, name=name, tasks=tuple(tasks.get(job_id, ())))
-        objects = plugin_objects(plugins[job_id], shape, namespace=namespaces[job_id])
+        objects = plugin_objects(
+            plugins[job_id],
+            shape,
+            namespace=namespaces[job_id],
+            instance=settings.KUBERNETES_INSTANCE,
+        )
         jobs[job_id] = (shape, objects)
     return jobs
 
@@ -140,32 +135,13 @@ def ended_job_objects(job_ids: list[int]) -> list[tuple[dict, ...]]:
             plugins,
             JobShape(job_id=job_id, name=name, tasks=tuple(tasks.get(job_id, ()))),
             namespace=placement_namespace(namespaces.get(job_id, "")),
+            instance=settings.KUBERNETES_INSTANCE,
         )
         for job_id, name, plugins in Job.objects.filter(id__in=job_ids)
         .exclude(plugins={})
         .order_by("id")
         .values_list("id", "name", "plugins")
     ]
-
-
-def plugin_objects(plugins: dict, shape: JobShape, *, namespace: str) -> tuple[dict, ...]:
-    """The objects a job's plugins need besides its pods, marked as the portal's and
-    selecting the job's pods by its id."""
-    mark = {
-        MANAGED: "true",
-        INSTANCE: label_value(settings.KUBERNETES_INSTANCE),
-        JOB_ID: label_value(str(shape.job_id)),
-    }
-    return tuple(
-        job_objects(
-            plugins,
-            shape,
-            namespace=namespace,
-            labels=mark,
-            selector=mark,
-            task_selector=lambda task: {**mark, TASK: label_value(task)},
-        )
-    )
 
 
 def _desired(
@@ -195,11 +171,12 @@ def _desired(
         plugins,
     ) = row[:_SHARE]
     shape, objects = jobs.get(job_id, (None, ()))
-    return desired_pod(
+    gpu_resource = gpu_resource_of.get(node_name, "nvidia.com/gpu")
+    pod = desired_pod(
         pod_name=pod_name,
         node_name=node_name,
         namespace=placement_namespace(row[_NAMESPACE]),
-        gpu_resource=gpu_resource_of.get(node_name, "nvidia.com/gpu"),
+        gpu_resource=gpu_resource,
         job_id=job_id,
         job_name=job_name,
         duration=duration,
@@ -218,9 +195,11 @@ def _desired(
         min_available=min_available,
         plugins=plugins,
         shape=shape,
+        instance=settings.KUBERNETES_INSTANCE,
         job_objects=objects,
-        gpu_share=_gpu_share(row, node_name),
     )
+    share = _gpu_share(row, node_name)
+    return pod if share is None else with_gpu_share(pod, share, gpu_resource=gpu_resource)
 
 
 def _gpu_share(row: tuple, node_name: str) -> GpuShare | None:
@@ -245,7 +224,7 @@ def _gpu_share(row: tuple, node_name: str) -> GpuShare | None:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class GpuShare:
     stack: str
     node: str
@@ -253,85 +232,29 @@ class GpuShare:
     size: ShareSize
 
 
-def desired_pod(
-    *,
-    pod_name: str,
-    node_name: str,
-    namespace: str,
-    gpu_resource: str,
-    job_id: int | str,
-    job_name: str,
-    duration: int | None,
-    queue: str,
-    tenant: str,
-    task: str,
-    replica: int,
-    image: str,
-    command: list[str],
-    env: dict[str, str],
-    gpus: int,
-    cpu_millis: int,
-    memory_bytes: int,
-    tolerations: list,
-    pod_template: dict,
-    min_available: int,
-    plugins: dict,
-    shape: JobShape | None,
-    job_objects: tuple = (),
-    gpu_share: GpuShare | None = None,
-    now: int | None = None,
-) -> DesiredPod:
-    """One replica's pod from its job's and task's values. Pure: the reconciler and the
-    dry-run render (portal.jobs.rendering) build pods with it alike."""
-    additions: dict = {}
-    if plugins and shape is not None:
-        additions = pod_additions(plugins, shape, task, replica).as_dict()
-    requests = {"cpu": cpu_millis, "memory": memory_bytes}
-    if gpus:
-        requests[gpu_resource] = gpus
-    annotations = replica_annotations(job_name=job_name, queue=queue, tenant=tenant)
-    if duration:
-        annotations[RUN_SECONDS] = str(duration)
-    if gpu_share is not None:
-        # A share of one card: the sharing stack's resources, and the card the core picked
-        # as the stack's device plugin reads it.
-        requests.update(share_resources(gpu_share.stack, gpu_share.size))
-        annotations.update(
-            share_annotations(
-                gpu_share.stack,
-                node=gpu_share.node,
-                device_uuid=gpu_share.device_uuid,
-                size=gpu_share.size,
-                now=int(time.time()) if now is None else now,
-            )
-        )
-        if pod_template:
-            pod_template = template_with_share(pod_template, gpu_share.stack, gpu_share.size)
-        # The pod runs on a GPU node as a whole-GPU pod does: the toleration the manifest
-        # gives those for the node's GPU resource taint (pod_manifest), given here.
-        gpu_toleration = {"key": gpu_resource, "operator": "Exists", "effect": "NoSchedule"}
-        if gpu_toleration not in tolerations:
-            tolerations = [*tolerations, gpu_toleration]
-    return DesiredPod(
-        name=pod_name,
-        namespace=namespace,
-        node_name=node_name,
-        image=image,
-        command=list(command),
-        env=dict(env),
-        requests=requests,
-        labels=replica_labels(
-            job_id=job_id,
-            task=task,
-            replica=replica,
-            queue=queue,
-            tenant=tenant,
-            instance=settings.KUBERNETES_INSTANCE,
-        ),
-        annotations=annotations,
-        tolerations=list(tolerations),
-        template=pod_template or {},
-        min_available=min_available,
-        additions=additions,
-        job_objects=job_objects,
+def with_gpu_share(pod: DesiredPod, share: GpuShare, *, gpu_resource: str) -> DesiredPod:
+    """`pod` holding a share of one card: the sharing stack's resources, and the card the
+    core picked as the stack's device plugin reads it."""
+    template = pod.template
+    if template:
+        template = template_with_share(template, share.stack, share.size)
+    # The pod runs on a GPU node as a whole-GPU pod does: the toleration the manifest gives
+    # those for the node's GPU resource taint (jobspec.pods.pod_object), given here.
+    tolerations = pod.tolerations
+    gpu_toleration = {"key": gpu_resource, "operator": "Exists", "effect": "NoSchedule"}
+    if gpu_toleration not in tolerations:
+        tolerations = [*tolerations, gpu_toleration]
+    annotations = share_annotations(
+        share.stack,
+        node=share.node,
+        device_uuid=share.device_uuid,
+        size=share.size,
+        now=int(time.time()),
+    )
+    return dataclasses.replace(
+        pod,
+        requests={**pod.requests, **share_resources(share.stack, share.size)},
+        annotations={**pod.annotations, **annotations},
+        template=template,
+        tolerations=tolerations,
     )

@@ -37,16 +37,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from jobspec.labels import JOB_ID, is_managed, replica_key
+from jobspec.pods import DesiredPod
 from scheduler.adapters.cluster.base import (
     ClusterBackend,
-    DesiredPod,
     ObservedPod,
     PodEvent,
     pods_bind,
     pods_create,
     pods_delete,
 )
-from scheduler.adapters.cluster.labels import JOB_ID, is_managed, replica_key
 
 logger = logging.getLogger(__name__)
 

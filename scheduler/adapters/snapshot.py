@@ -24,7 +24,10 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
 from jobspec.gpushare import MILLI_PER_GPU
+from jobspec.labels import JOB_ID
+from jobspec.labels import pod_name as task_key
 from jobspec.limits import JobLimits
+from jobspec.podspec import affinity_for_job
 from portal.cluster.models import Node, Placement
 from portal.jobs.lifecycle import SCHEDULED
 from portal.jobs.limits import job_limits
@@ -43,9 +46,6 @@ from portal.scheduling.mapping import (
     tolerations_of,
     wants_tree,
 )
-from scheduler.adapters.cluster.labels import JOB_ID
-from scheduler.adapters.cluster.labels import pod_name as task_key
-from scheduler.adapters.cluster.podspec import affinity_for_job
 from scheduler.adapters.feasibility import conf_with_hard_feasibility
 from scheduler.adapters.history import snapshot_history
 from scheduler.adapters.quarantine import (

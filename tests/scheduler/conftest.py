@@ -24,12 +24,12 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from jobspec.labels import replica_key
 from portal import celery_app
 from portal.cluster.models import Node, Placement, SimulatedPod
 from portal.jobs.models import Job
 from portal.jobs.services import job_submit
 from portal.scheduling.models import CycleRun
-from scheduler.adapters.cluster.labels import replica_key
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_SERVER = shutil.which("redis-server")

@@ -1,5 +1,6 @@
-"""Cluster backends: the snapshot types and Protocol every backend speaks (base), the label
-and naming scheme (labels), and the Kubernetes implementation (kubernetes, manifests).
+"""Cluster backends: the snapshot types and Protocol every backend speaks (base), and the
+Kubernetes implementation (kubernetes, manifests); the pods they are asked for are built by
+jobspec.pods.
 
 The kubernetes modules are not imported here, so code that only needs the types (the simulated
 backend, the reconciler) does not pull in the client library.
@@ -8,7 +9,6 @@ backend, the reconciler) does not pull in the client library.
 from scheduler.adapters.cluster.base import (
     ClusterBackend,
     ClusterError,
-    DesiredPod,
     ObservedNode,
     ObservedPod,
     TransientClusterError,
@@ -17,7 +17,6 @@ from scheduler.adapters.cluster.base import (
 __all__ = [
     "ClusterBackend",
     "ClusterError",
-    "DesiredPod",
     "ObservedNode",
     "ObservedPod",
     "TransientClusterError",

@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
+
+from jobspec.pods import DesiredPod
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 FINISHED_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed"})
@@ -51,31 +53,6 @@ class ObservedNode:
     used_by_others: dict[str, int] = field(default_factory=dict)
     # The GPU sharing stacks' card registrations (scheduler.adapters.cluster.gpushare).
     annotations: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class DesiredPod:
-    name: str
-    namespace: str
-    node_name: str
-    image: str
-    command: list[str]
-    env: dict[str, str]
-    # cpu in millicores, memory in bytes, at most one GPU resource name -> device count.
-    requests: dict[str, int]
-    labels: dict[str, str]
-    annotations: dict[str, str]
-    # Kubernetes tolerations as the API spells them (key, operator, value, effect, ...).
-    tolerations: list[dict[str, Any]] = field(default_factory=list)
-    # The task's pod template with what the job's plugins add for this pod (env, host names,
-    # the hosts volume), in Kubernetes' wire shape; empty: one container from the fields above.
-    template: dict = field(default_factory=dict)
-    # The gang: pods of the job are bound only once this many of them exist.
-    min_available: int = 1
-    # What the job's plugins add to this pod (jobspec.job_plugins.PodAdditions.as_dict) and
-    # the objects its job needs before its pods start (Service, ConfigMap, NetworkPolicy).
-    additions: dict = field(default_factory=dict)
-    job_objects: tuple = ()
 
 
 @dataclass(frozen=True, slots=True)

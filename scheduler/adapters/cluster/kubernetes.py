@@ -28,9 +28,10 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from jobspec.labels import DEFAULT_INSTANCE, JOB_ID, owned_by, owned_selector, replica_key
+from jobspec.pods import DesiredPod
 from scheduler.adapters.cluster.base import (
     ClusterError,
-    DesiredPod,
     ObservedNode,
     ObservedPod,
     PodEvent,
@@ -38,18 +39,7 @@ from scheduler.adapters.cluster.base import (
     RefusedClusterError,
     TransientClusterError,
 )
-from scheduler.adapters.cluster.labels import (
-    DEFAULT_INSTANCE,
-    JOB_ID,
-    owned_by,
-    owned_selector,
-    replica_key,
-)
-from scheduler.adapters.cluster.manifests import (
-    nodes_observed,
-    observed_pod_from,
-    pod_manifest,
-)
+from scheduler.adapters.cluster.manifests import nodes_observed, observed_pod_from, pod_manifest
 from scheduler.adapters.cluster.owner import (
     OWNER_DELETED,
     owner_manifest,

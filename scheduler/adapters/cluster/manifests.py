@@ -15,20 +15,15 @@ from kubernetes import client
 from kubernetes.utils import parse_quantity
 
 from jobspec.gpushare import CARD_CORES, CARD_MIB
-from scheduler.adapters.cluster.base import DesiredPod, ObservedNode, ObservedPod
+from jobspec.pods import DesiredPod, pod_object
+from jobspec.podspec import CONTAINER_NAME
+from scheduler.adapters.cluster.base import ObservedNode, ObservedPod
 from scheduler.adapters.cluster.gpushare import (
     REGISTER_ANNOTATION,
     held_cards,
     vgpu_count_name,
 )
-from scheduler.adapters.cluster.podspec import (
-    CONTAINER_NAME,
-    pod_spec_body,
-    pod_template_annotations,
-    pod_template_labels,
-)
 
-TARGET_NODE = "gpuportal.io/target-node"
 _PHASES = {"Pending", "Running", "Succeeded", "Failed", "Unknown"}
 _API = client.ApiClient()
 
@@ -36,49 +31,8 @@ _API = client.ApiClient()
 def pod_manifest(
     desired: DesiredPod, gpu_resource_names: Iterable[str], scheduler_name: str
 ) -> client.V1Pod:
-    """An unbound V1Pod for `scheduler_name`: kube-scheduler ignores pods naming another
-    scheduler, and the kubelet starts nothing until the portal binds it (pods/binding) to
-    desired.node_name, once the whole gang exists. The node is also an annotation, so
-    `kubectl describe` shows where an unbound pod is headed. The body (containers, volumes,
-    ...) is podspec's."""
-    gpu_names = set(gpu_resource_names)
-    # GPU nodes are commonly tainted with their resource name; the ExtendedResourceToleration
-    # admission plugin would add these tolerations for a scheduled pod, a bound pod needs them.
-    tolerations = [_toleration(item) for item in desired.tolerations]
-    tolerations += [
-        client.V1Toleration(key=name, operator="Exists", effect="NoSchedule")
-        for name in sorted(desired.requests)
-        if name in gpu_names and desired.requests[name] > 0
-    ]
-    spec = model_from_wire(pod_spec_body(desired, gpu_names), "V1PodSpec")
-    spec.scheduler_name = scheduler_name
-    spec.tolerations = tolerations or None
-    # The portal's labels and annotations win over a template's own.
-    labels = {**pod_template_labels(desired), **desired.labels}
-    annotations = {**pod_template_annotations(desired), **desired.annotations}
-    if desired.node_name:  # none in a dry-run render (portal.jobs.rendering)
-        annotations[TARGET_NODE] = desired.node_name
-    return client.V1Pod(
-        api_version="v1",
-        kind="Pod",
-        metadata=client.V1ObjectMeta(
-            name=desired.name,
-            namespace=desired.namespace,
-            labels=labels,
-            annotations=annotations or None,
-        ),
-        spec=spec,
-    )
-
-
-def _toleration(item: Mapping[str, Any]) -> client.V1Toleration:
-    return client.V1Toleration(
-        key=item.get("key") or None,
-        operator=item.get("operator") or None,
-        value=item.get("value") or None,
-        effect=item.get("effect") or None,
-        toleration_seconds=item.get("tolerationSeconds"),
-    )
+    """The unbound pod to create (jobspec.pods.pod_object) as the client's V1Pod."""
+    return model_from_wire(pod_object(desired, gpu_resource_names, scheduler_name), "V1Pod")
 
 
 def model_from_wire(data: Any, model: str) -> Any:

@@ -16,14 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.adapters.cluster.labels import (
-    INSTANCE,
-    JOB_ID,
-    MANAGED,
-    OWNER,
-    label_value,
-    owned_selector,
-)
+from jobspec.labels import INSTANCE, JOB_ID, MANAGED, OWNER, label_value, owned_selector
 
 KIND = "ConfigMap"
 OWNER_DELETED = (

@@ -15,23 +15,21 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from jobspec.labels import is_managed, replica_key
+from jobspec.pods import RUN_SECONDS, DesiredPod
+from jobspec.podspec import pod_spec_body
 from portal.cluster.models import GPU_MODEL_LABEL, Node, SimulatedPod
 from portal.cluster.services import node_seen_mark
 from scheduler.adapters.bulk import rows_insert
 from scheduler.adapters.cluster.base import (
     FINISHED_PHASES,
     ClusterError,
-    DesiredPod,
     ObservedNode,
     ObservedPod,
     PodLog,
     create_each,
 )
-from scheduler.adapters.cluster.labels import is_managed, replica_key
-from scheduler.adapters.cluster.podspec import pod_spec_body
 
-# Annotations the portal sets on a desired pod for the simulation's benefit.
-RUN_SECONDS = "gpuportal.io/expected-duration-seconds"
 BATCH = 1000
 
 

@@ -18,9 +18,10 @@ from collections.abc import Callable
 
 from kubernetes.client.exceptions import ApiException
 
+from jobspec import labels
+from jobspec.pods import DesiredPod
 from portal.cluster.naming import tenant_namespace
-from scheduler.adapters.cluster import labels
-from scheduler.adapters.cluster.base import ClusterError, DesiredPod, ObservedNode, ObservedPod
+from scheduler.adapters.cluster.base import ClusterError, ObservedNode, ObservedPod
 from scheduler.adapters.cluster.kubernetes import DEFAULT_SCHEDULER_NAME, KubernetesBackend
 from scheduler.adapters.cluster.watch_cache import object_listers
 

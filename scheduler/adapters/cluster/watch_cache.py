@@ -49,9 +49,9 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from jobspec.labels import DEFAULT_INSTANCE, OWNER
 from scheduler.adapters.cluster.base import ObservedNode, ObservedPod, TransientClusterError
 from scheduler.adapters.cluster.gpushare import HELD_CARDS_ANNOTATIONS
-from scheduler.adapters.cluster.labels import DEFAULT_INSTANCE, OWNER
 
 logger = logging.getLogger(__name__)
 
@@ -863,7 +863,7 @@ def _describe(error: Exception) -> str:
 def manifests_translation(instance: str = DEFAULT_INSTANCE) -> Translation:
     """The translation the list path uses (manifests.py), for the cache to hand objects to;
     the pods `instance` owns are the portal's, every other pod is another workload's."""
-    from scheduler.adapters.cluster.labels import owned_by
+    from jobspec.labels import owned_by
     from scheduler.adapters.cluster.manifests import (
         observed_node_from,
         observed_pod_from,

@@ -5,7 +5,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from portal.cluster.naming import pod_name
+from jobspec.labels import pod_name
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 task_names = st.text(alphabet="abcdefghijklmnopqrstuvwxyzAB_-.0123456789", min_size=1, max_size=70)

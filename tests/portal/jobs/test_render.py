@@ -27,9 +27,9 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from jobspec.job_plugins import SSH_KEY_PLACEHOLDER
+from portal.jobs.dry_run import job_render
 from portal.jobs.models import Job
 from portal.jobs.render import main
-from portal.jobs.rendering import job_render
 
 EXAMPLES = Path(__file__).parent / "volcano_examples"
 TF = "integrations-tensorflow-dist-mnist-tf-dist-mnist-example.yaml"

@@ -11,12 +11,13 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
+from jobspec.pods import DesiredPod
 from portal.cluster.models import Placement
 from portal.jobs.models import Job
 from portal.queues.models import Queue
 from portal.scheduling.models import CycleRun
 from portal.tenants.models import Membership, Tenant
-from scheduler.adapters.cluster.base import DesiredPod, ObservedNode, ObservedPod
+from scheduler.adapters.cluster.base import ObservedNode, ObservedPod
 from tests.factories import MembershipFactory, UserFactory
 from tests.portal.ops.scenario import Clock, run_cycles
 from tests.scheduler.conftest import submit_job

@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from jobspec.labels import JOB_ID
 from portal.cluster.models import Placement, SimulatedPod
 from portal.jobs.models import Job
 from portal.jobs.services import job_submit
-from scheduler.adapters.cluster.labels import JOB_ID
 from scheduler.adapters.cluster.simulated import SimulatedBackend
 from scheduler.adapters.cycle import scheduling_cycle_run
 from tests.factories import NodeFactory

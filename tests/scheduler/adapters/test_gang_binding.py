@@ -164,8 +164,9 @@ def test_a_bind_the_server_fails_is_undone_and_the_gang_retried_whole(cluster, k
 
 
 def test_binding_a_pod_already_on_that_node_is_success(cluster, backend):
-    from scheduler.adapters.cluster import labels
-    from scheduler.adapters.cluster.base import ClusterError, DesiredPod
+    from jobspec import labels
+    from jobspec.pods import DesiredPod
+    from scheduler.adapters.cluster.base import ClusterError
 
     cluster.add_node("gpu-a", GPU_NODE)
     pod = DesiredPod(

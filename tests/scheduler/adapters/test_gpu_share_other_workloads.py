@@ -10,8 +10,8 @@ from decimal import Decimal
 import pytest
 from django.test import override_settings
 
+from jobspec import labels
 from portal.cluster.models import Node
-from scheduler.adapters.cluster import labels
 from scheduler.adapters.cluster.testing.emulator import node_object
 from tests.scheduler.conftest import submit_job
 

@@ -4,10 +4,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from jobspec.labels import pod_name
 from portal.jobs.models import Job
 from portal.scheduling.models import CycleRun, PreemptionEvent
 from portal.tenants.models import Membership
-from scheduler.adapters.cluster.labels import pod_name
 from scheduler.adapters.cluster.simulated import SimulatedBackend
 from scheduler.adapters.cycle import scheduling_cycle_run
 from scheduler.adapters.history import (

@@ -11,11 +11,11 @@ import kmock
 import pytest
 from kubernetes import client
 
+from jobspec.labels import owned_selector
 from portal.jobs.models import Job
 from portal.jobs.services import job_cancel
 from portal.tenants.models import Membership
 from scheduler.adapters.cluster.kubernetes import KubernetesBackend, RetryPolicy
-from scheduler.adapters.cluster.labels import owned_selector
 from scheduler.adapters.cluster.testing.emulator import EmulatedCluster
 from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
 from scheduler.adapters.cycle import scheduling_cycle_run

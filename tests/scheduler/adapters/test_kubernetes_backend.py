@@ -10,13 +10,9 @@ import kmock
 import pytest
 from kubernetes import client
 
-from scheduler.adapters.cluster import labels
-from scheduler.adapters.cluster.base import (
-    ClusterError,
-    DesiredPod,
-    ObservedNode,
-    TransientClusterError,
-)
+from jobspec import labels
+from jobspec.pods import DesiredPod
+from scheduler.adapters.cluster.base import ClusterError, ObservedNode, TransientClusterError
 from scheduler.adapters.cluster.kubernetes import KubernetesBackend, RetryPolicy
 from scheduler.adapters.cluster.manifests import parse_resources, pod_manifest
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import kmock
 
+from jobspec import labels
 from jobspec.job_plugins import JobShape, job_objects, pod_additions
-from scheduler.adapters.cluster import labels
-from scheduler.adapters.cluster.base import DesiredPod
-from scheduler.adapters.desired import plugin_objects
+from jobspec.pods import DesiredPod, plugin_objects
 
 NAMESPACE = "gpu-jobs"
 JOB = JobShape(job_id=7, name="ddp", tasks=(("master", 1), ("worker", 1)))
@@ -68,9 +67,9 @@ def test_an_existing_object_of_the_job_is_success(cluster, backend):
 
 def test_the_sweep_deletes_only_this_instances_objects_that_no_pod_needs(cluster, backend):
     ended = plugin_objects({"svc": []}, JobShape(job_id=7, name="a", tasks=(("w", 1),)),
-                           namespace=NAMESPACE)  # fmt: skip
+                           namespace=NAMESPACE, instance=backend.instance)  # fmt: skip
     running = plugin_objects({"svc": []}, JobShape(job_id=8, name="b", tasks=(("w", 1),)),
-                             namespace=NAMESPACE)  # fmt: skip
+                             namespace=NAMESPACE, instance=backend.instance)  # fmt: skip
     foreign = {"apiVersion": "v1", "kind": "Service",
                "metadata": {"name": "gp-7x", "namespace": NAMESPACE,
                             "labels": {labels.MANAGED: "true", labels.INSTANCE: "other-portal"}},

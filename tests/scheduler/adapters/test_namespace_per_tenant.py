@@ -14,12 +14,12 @@ from django.test import override_settings
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from jobspec import labels
 from portal.cluster.models import Placement
 from portal.cluster.namespaces import NAMESPACE_FORBIDDEN, NAMESPACE_MISSING, job_namespaces
 from portal.jobs.models import Job
 from portal.jobs.services import job_cancel
 from portal.tenants.models import Membership
-from scheduler.adapters.cluster import labels
 from scheduler.adapters.cluster.kubernetes import KubernetesBackend
 from scheduler.adapters.cluster.testing.emulator import write_kubeconfig
 from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation

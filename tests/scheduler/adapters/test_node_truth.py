@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from jobspec import labels
 from portal.cluster.models import Node, Placement
 from portal.jobs.models import Job
 from portal.tenants.models import Membership
-from scheduler.adapters.cluster import labels
 from scheduler.adapters.observe import cluster_observe
 from scheduler.adapters.snapshot import snapshot_build
 from tests.factories import MembershipFactory, UserFactory

@@ -7,11 +7,11 @@ from __future__ import annotations
 import kmock
 import pytest
 
+from jobspec import labels
 from portal.cluster.models import Placement
 from portal.jobs.models import Job
 from portal.jobs.services import job_cancel
 from portal.tenants.models import Membership
-from scheduler.adapters.cluster import labels
 from scheduler.adapters.cluster.owner import owner_manifest
 from scheduler.adapters.observe import cluster_observe
 from tests.factories import MembershipFactory, UserFactory

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from jobspec import labels
 from portal.cluster.models import Node
-from scheduler.adapters.cluster import labels
 
 pytestmark = pytest.mark.django_db
 NAMESPACE = "gpu-jobs"

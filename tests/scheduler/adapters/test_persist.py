@@ -7,10 +7,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from jobspec.labels import pod_name
 from portal.cluster.models import Placement
 from portal.jobs.models import Job
 from portal.scheduling.models import PreemptionEvent, QueueUsageSample
-from scheduler.adapters.cluster.labels import pod_name
 from scheduler.adapters.persist import GANG_BROKEN, decisions_persist
 from scheduler.adapters.snapshot import snapshot_build
 from scheduler.core.cycle import run_cycle

@@ -9,10 +9,10 @@ from http import HTTPStatus
 import pytest
 from rest_framework.test import APIClient
 
+from jobspec.labels import replica_labels
+from jobspec.pods import DesiredPod
 from portal.cluster.models import Placement
 from portal.jobs.models import Job
-from scheduler.adapters.cluster.base import DesiredPod
-from scheduler.adapters.cluster.labels import replica_labels
 from scheduler.adapters.cluster.testing.emulator import write_kubeconfig
 from tests.scheduler.conftest import submit_job
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
+from jobspec import labels
+from jobspec.pods import DesiredPod
+from jobspec.podspec import pod_spec_body
 from jobspec.podtemplate import pod_template_parse
 from portal.cluster.models import Placement
-from scheduler.adapters.cluster import labels
-from scheduler.adapters.cluster.base import DesiredPod
 from scheduler.adapters.cluster.manifests import pod_manifest
-from scheduler.adapters.cluster.podspec import pod_spec_body
 from scheduler.adapters.desired import desired_pods
 from tests.factories import JobTaskFactory, PlacementFactory
 

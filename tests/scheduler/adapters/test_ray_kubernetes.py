@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from jobspec.labels import TASK
 from portal.jobs.services import job_submit
 from portal.tenants.models import Membership
-from scheduler.adapters.cluster.labels import TASK
 from tests.factories import MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

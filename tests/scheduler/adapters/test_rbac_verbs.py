@@ -14,11 +14,11 @@ import pytest
 import yaml
 from django.test import override_settings
 
+from jobspec.labels import owned_selector, replica_labels
+from jobspec.pods import DesiredPod
 from portal.cluster.namespaces import job_namespaces
 from portal.jobs.services import job_cancel, job_submit
 from portal.tenants.models import Membership
-from scheduler.adapters.cluster.base import DesiredPod
-from scheduler.adapters.cluster.labels import owned_selector, replica_labels
 from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
 from scheduler.adapters.desired import desired_pods
 from tests.factories import MembershipFactory, QueueFactory, TenantFactory, UserFactory

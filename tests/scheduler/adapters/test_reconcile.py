@@ -9,13 +9,9 @@ from dataclasses import replace
 import kmock
 import pytest
 
-from scheduler.adapters.cluster import labels
-from scheduler.adapters.cluster.base import (
-    DesiredPod,
-    ObservedNode,
-    ObservedPod,
-    TransientClusterError,
-)
+from jobspec import labels
+from jobspec.pods import DesiredPod
+from scheduler.adapters.cluster.base import ObservedNode, ObservedPod, TransientClusterError
 from scheduler.adapters.reconcile import ReconcilePlan, apply, plan
 
 NAMESPACE = "gpu-jobs"  # the namespace the conftest backend fixture manages

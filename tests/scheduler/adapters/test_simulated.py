@@ -8,10 +8,12 @@ import pytest
 from django.db import IntegrityError, connection
 from django.test.utils import CaptureQueriesContext
 
+from jobspec import labels
+from jobspec.pods import RUN_SECONDS, DesiredPod
 from portal.cluster.models import SimulatedPod
-from scheduler.adapters.cluster import labels, simulated
-from scheduler.adapters.cluster.base import ClusterBackend, ClusterError, DesiredPod
-from scheduler.adapters.cluster.simulated import RUN_SECONDS, SimulatedBackend
+from scheduler.adapters.cluster import simulated
+from scheduler.adapters.cluster.base import ClusterBackend, ClusterError
+from scheduler.adapters.cluster.simulated import SimulatedBackend
 from scheduler.adapters.reconcile import ReconcilePlan, apply, plan
 
 pytestmark = pytest.mark.django_db

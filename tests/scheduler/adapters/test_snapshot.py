@@ -4,9 +4,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from jobspec.labels import pod_name
 from portal.cluster.models import Placement
 from portal.jobs.models import Job
-from scheduler.adapters.cluster.labels import pod_name
 from scheduler.adapters.snapshot import snapshot_build
 from scheduler.core.types import TaskStatus
 from tests.factories import JobFactory, JobTaskFactory, NodeFactory, PlacementFactory

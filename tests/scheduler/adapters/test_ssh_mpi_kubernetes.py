@@ -11,10 +11,10 @@ import kmock
 import pytest
 from cryptography.hazmat.primitives import serialization
 
+from jobspec.labels import INSTANCE, MANAGED, owned_selector
 from portal.jobs.models import Job
 from portal.jobs.services import job_cancel, job_submit
 from portal.tenants.models import Membership
-from scheduler.adapters.cluster.labels import INSTANCE, MANAGED, owned_selector
 from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
 from scheduler.adapters.cycle import scheduling_cycle_run
 from tests.factories import MembershipFactory, UserFactory

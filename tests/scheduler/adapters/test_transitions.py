@@ -6,13 +6,13 @@ from datetime import UTC, datetime
 
 import pytest
 
+from jobspec.labels import pod_name
 from portal.cluster.models import Placement, SimulatedPod
 from portal.jobs.lifecycle import Event, transition
 from portal.jobs.models import Job
 from portal.scheduling.models import PreemptionEvent
 from scheduler.adapters.bulk import ids_update
 from scheduler.adapters.cluster.base import ObservedPod
-from scheduler.adapters.cluster.labels import pod_name
 from scheduler.adapters.cluster.simulated import SimulatedBackend
 from scheduler.adapters.cycle import scheduling_cycle_run
 from scheduler.adapters.observe import cluster_observe

@@ -9,7 +9,7 @@ import kmock
 import pytest
 from kubernetes import client
 
-from scheduler.adapters.cluster import labels
+from jobspec import labels
 from scheduler.adapters.cluster.base import TransientClusterError
 from scheduler.adapters.cluster.kubernetes import KubernetesBackend, RetryPolicy
 from scheduler.adapters.cluster.testing.emulator import NODES, PODS, foreign_pod_object

@@ -1,22 +1,24 @@
 """The body of a job pod (containers, init containers, volumes, pull secrets, security context,
 host names) in Kubernetes' wire shape, from a DesiredPod. Pure.
 
-manifests.pod_manifest adds the metadata and the scheduling part (node, tolerations) and turns
-the result into the client's models; the dry-run render (portal.jobs.render) prints the same.
-A pod whose task has no template gets one container built from the task's fields, as before;
-a template (jobspec.podtemplate, already checked) is copied with one change: GPU resources
-are asked under the name the chosen node advertises (`nvidia.com/gpu` on one node,
-`mars-tech.com/gpu` on another), so a template written for one vendor runs on the other.
+jobspec.pods.pod_object adds the metadata and the scheduling part (scheduler, tolerations): the
+Kubernetes backend sends it and the dry-run render prints it. A pod whose task has no template
+gets one container built from the task's fields; a template (jobspec.podtemplate, already
+checked) is copied with one change: GPU resources are asked under the name the chosen node
+advertises (`nvidia.com/gpu` on one node, `mars-tech.com/gpu` on another), so a template
+written for one vendor runs on the other.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scheduler.adapters.cluster.base import DesiredPod
-from scheduler.adapters.cluster.labels import JOB_ID
+from jobspec.labels import JOB_ID
+
+if TYPE_CHECKING:
+    from jobspec.pods import DesiredPod
 
 CONTAINER_NAME = "main"
 # Resources whose request the kubelet reads as-is; everything else in requests is an extended

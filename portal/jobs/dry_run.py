@@ -1,19 +1,19 @@
-"""Dry-run render: every Kubernetes object the portal would create for a Volcano Job manifest,
-like `kubectl apply --dry-run=client`. Offline: no query, no cluster.
+"""Dry run: every Kubernetes object the portal would create for a Volcano Job manifest, like
+`kubectl apply --dry-run=client`. Offline: no query, no cluster. The API's render endpoint and
+`python -m portal.jobs.render` print it.
 
 The manifest goes through the same checks as a submission (`volcano_job_parse`, then
-`job_build`, which `job_submit` uses), and the pods are built by the very functions the
-Kubernetes backend uses (scheduler.adapters.desired.desired_pod, manifests.pod_manifest, the
-plugins' objects), so what is printed is what would be sent, but for the ssh plugin's keys,
-which only the reconcile generates (the Secret is shown with placeholders, and a warning says
-so). A job has no id before it is
-stored: names and labels carry `new` in its place (`gp-new-worker-0`). Pods come without a
-node (the scheduler picks it); whether the queue exists and the caller may use it is not
-checked offline: a warning says so.
+`job_build`, which `job_submit` uses), and the pods and objects are built by the builders the
+Kubernetes backend uses (jobspec.pods), so what is printed is what would be sent, but for the
+ssh plugin's keys, which only the reconcile generates (the Secret is shown with placeholders,
+and a warning says so). A job has no id before it is stored: names and labels carry `new` in
+its place (`gp-new-worker-0`). Pods come without a node (the scheduler picks it); whether the
+queue exists and the caller may use it is not checked offline: a warning says so.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,12 +22,11 @@ from django.conf import settings
 from kubernetes import client
 
 from jobspec.job_plugins import JobShape
+from jobspec.labels import pod_name
+from jobspec.pods import desired_pod, plugin_objects, pod_object
 from jobspec.volcano import ManifestError, manifest_path, volcano_job_parse
 from portal.cluster.namespaces import job_namespace
-from portal.cluster.naming import pod_name
 from portal.jobs.limits import host_path_allowed, job_limits, task_count_check
-from scheduler.adapters.cluster.manifests import pod_manifest
-from scheduler.adapters.desired import desired_pod, plugin_objects
 
 from .models import JobTask
 from .services import job_build
@@ -83,7 +82,10 @@ def job_render(
     shape = JobShape(
         job_id=RENDER_JOB_ID, name=job.name, tasks=tuple((t.name, t.replicas) for t in tasks)
     )
-    objects = list(plugin_objects(job.plugins, shape, namespace=namespace)) if job.plugins else []
+    instance = settings.KUBERNETES_INSTANCE
+    objects = []
+    if job.plugins:
+        objects = list(plugin_objects(job.plugins, shape, namespace=namespace, instance=instance))
     warnings += [
         KEYS_NOT_SHOWN.format(name=o["metadata"]["name"]) for o in objects if o["kind"] == "Secret"
     ]
@@ -113,11 +115,14 @@ def job_render(
                 min_available=job.min_available,
                 plugins=job.plugins,
                 shape=shape,
+                instance=instance,
             )
-            manifest = pod_manifest(
+            pod = pod_object(
                 desired, settings.GPU_RESOURCE_NAMES, settings.KUBERNETES_SCHEDULER_NAME
             )
-            objects.append(api.sanitize_for_serialization(manifest))
+            # As the client sends it: its V1Pod, serialized (the field order of its models).
+            sent = api.deserialize(json.dumps(pod), "V1Pod", "application/json")
+            objects.append(api.sanitize_for_serialization(sent))
     warnings += [IGNORED.format(field=f"spec.{key}") for key in spec.ignored]
     return Rendered(objects=objects, warnings=warnings)
 

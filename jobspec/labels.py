@@ -1,9 +1,9 @@
-"""The labels and names that tie a Kubernetes pod back to a portal job replica.
+"""The names and labels that tie a Kubernetes pod back to a portal job replica.
 
-Pod names are derived from (job id, task, replica) only, so a retried or repeated create of the
-same replica always targets the same name and the API server's uniqueness check prevents a
-second copy. Labels carry the identity for selectors; annotations carry free text (job names,
-queue and tenant names) that may not be valid label values.
+Pod names are derived from (job id, task, replica, attempt) only, so a retried or repeated
+create of the same replica always targets the same name and the API server's uniqueness check
+prevents a second copy. Labels carry the identity for selectors; annotations carry free text
+(job names, queue and tenant names) that may not be valid label values.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ import functools
 import hashlib
 import re
 from collections.abc import Callable, Mapping
-
-from portal.cluster.naming import pod_name
 
 PREFIX = "gpuportal.io/"
 MANAGED = PREFIX + "managed"
@@ -35,10 +33,27 @@ MANAGED_SELECTOR = f"{MANAGED}=true"
 
 ReplicaKey = tuple[str, str, str]
 
-__all__ = ["pod_name"]  # the naming rule lives with the Placement model that stores it
-
 _LABEL_VALUE_MAX = 63
 _NOT_LABEL_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+_POD_NAME_MAX = 63  # pod names also become hostnames, which are DNS labels
+_NOT_NAME_CHARS = re.compile(r"[^a-z0-9-]+")
+
+
+def pod_name(job_id: str | int, task: str, replica: int, attempt: int = 0) -> str:
+    """The one name a replica's pod may have: deterministic, DNS-1123 label safe, and unique.
+
+    Only ids and the task name (unique within its job) go in, never the job's free-text name:
+    with `<job name>-<job id>-<task>-<replica>`, job `p` task `t-10-u` and job `p-9-t` task `u`
+    both gave `p-9-t-10-u-0`, and the unique constraint then failed every cycle for everyone.
+    A re-placed replica (attempt > 0) gets `-a<attempt>` so its new pod never reuses a name the
+    API server may still hold for the old one while it terminates."""
+    plain = f"gp-{job_id}-{task}-{replica}" + (f"-a{attempt}" if attempt else "")
+    base = _NOT_NAME_CHARS.sub("-", plain.lower()).strip("-")
+    if len(base) <= _POD_NAME_MAX and base == plain:
+        return base
+    key = f"{job_id}\0{task}\0{replica}" + (f"\0{attempt}" if attempt else "")
+    digest = hashlib.sha256(key.encode()).hexdigest()[:10]
+    return f"{base[: _POD_NAME_MAX - 11].rstrip('-')}-{digest}"
 
 
 def label_value(text: str) -> str:

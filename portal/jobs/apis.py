@@ -34,9 +34,9 @@ from portal.api.throttling import ApiScopedRateThrottle
 from portal.cluster.selectors import placement_list_active, placement_list_ended
 from portal.common import units
 from portal.common.ids import parse_id
-from portal.jobs.limits import host_path_allowed, task_count_check
+from portal.jobs.limits import task_count_check
 from portal.queues.access import visible_queue_get
-from portal.queues.models import Queue
+from portal.queues.selectors import QUEUE_NOT_FOUND, queue_lookup
 from portal.tenants.access import visible_tenants
 from scheduler.logs import LogUnavailable, pod_log_read
 
@@ -44,9 +44,8 @@ from .access import can_cancel_job
 from .dry_run import job_render
 from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES, Job
 from .selectors import job_get, job_pod_names, job_queue_position, job_search, job_state
-from .services import job_cancel, job_quarantine_release, job_submit
+from .services import job_cancel, job_quarantine_release, job_submit, job_submit_manifest
 
-QUEUE_NOT_FOUND = "no queue {ref} that you can see"
 TENANT_NOT_FOUND = "no tenant {ref} that you can see"
 YAML_NEEDS_MANIFEST = f"a YAML body must be a Volcano Job manifest ({volcano.API_VERSION})"
 MANIFEST_IGNORED_HEADER = "X-Manifest-Ignored-Fields"
@@ -80,12 +79,6 @@ class GpusField(serializers.Field):
 
     def to_representation(self, value: Any) -> Any:
         return value
-
-
-def resolve_queue(*, user: Any, ref: str) -> Queue | None:
-    """A queue visible to `user`, by id (digits) or by name (names are unique)."""
-    lookup = {"pk": pk} if (pk := parse_id(ref)) is not None else {"name": ref}
-    return visible_queue_get(user, **lookup)
 
 
 def _job_url(job: Job, suffix: str = "") -> str:
@@ -174,7 +167,7 @@ class JobListApi(ApiView):
         errors: dict[str, list[str]] = {}
         queue_id = tenant_id = None
         if data.get("queue"):
-            queue = resolve_queue(user=request.user, ref=data["queue"])
+            queue = queue_lookup(user=request.user, ref=data["queue"])
             if queue is None:
                 errors["queue"] = [QUEUE_NOT_FOUND.format(ref=data["queue"])]
             else:
@@ -618,17 +611,10 @@ class JobCreateApi(ApiView):
         ignored: list[str] = []
         if volcano.is_volcano_manifest(data):
             try:
-                spec = volcano.volcano_job_parse(
-                    data, too_many_tasks=task_count_check(), allow_host_path=host_path_allowed()
-                )
-            except volcano.ManifestError as error:
-                spec_part = data.get("spec")
-                ref = spec_part.get("queue") if isinstance(spec_part, dict) else None
-                raise serializers.ValidationError(
-                    self._with_queue_error(request, ref, error.errors, field="spec.queue")
-                ) from error
-            job = self._submit(request, vars(spec), from_manifest=True)
-            ignored = spec.ignored
+                submitted = job_submit_manifest(submitter=request.user, manifest=data)
+            except DjangoValidationError as error:
+                raise serializers.ValidationError(django_validation_errors(error)) from error
+            job, ignored = submitted.job, submitted.ignored
         elif "yaml" in (request.content_type or ""):
             raise serializers.ValidationError({"body": [YAML_NEEDS_MANIFEST]})
         else:
@@ -640,9 +626,9 @@ class JobCreateApi(ApiView):
             if not serializer.is_valid():
                 ref = data.get("queue") if isinstance(data, dict) else None
                 raise serializers.ValidationError(
-                    self._with_queue_error(request, ref, serializer.errors, field="queue")
+                    self._with_queue_error(request, ref, serializer.errors)
                 )
-            job = self._submit(request, dict(serializer.validated_data), from_manifest=False)
+            job = self._submit(request, dict(serializer.validated_data))
         response = Response(
             # A job created in this very transaction has no placements yet.
             job_detail_data(job, user=request.user),
@@ -654,26 +640,20 @@ class JobCreateApi(ApiView):
         return response
 
     @staticmethod
-    def _with_queue_error(
-        request: Request, ref: Any, errors: dict[str, Any], *, field: str
-    ) -> dict[str, Any]:
-        """`errors` plus the queue's under `field`, so one answer names every field at fault
-        (an unknown queue is otherwise only reported once the rest of the body is valid)."""
+    def _with_queue_error(request: Request, ref: Any, errors: dict[str, Any]) -> dict[str, Any]:
+        """`errors` plus the queue's, so one answer names every field at fault (an unknown
+        queue is otherwise only reported once the rest of the body is valid)."""
         errors = dict(errors)
-        if (
-            field not in errors
-            and isinstance(ref, str)
-            and resolve_queue(user=request.user, ref=ref) is None
-        ):
-            errors[field] = [QUEUE_NOT_FOUND.format(ref=ref)]
+        unknown = isinstance(ref, str) and queue_lookup(user=request.user, ref=ref) is None
+        if unknown and "queue" not in errors:
+            errors["queue"] = [QUEUE_NOT_FOUND.format(ref=ref)]
         return errors
 
-    def _submit(self, request: Request, data: dict[str, Any], *, from_manifest: bool) -> Job:
-        queue_field = "spec.queue" if from_manifest else "queue"
-        queue = resolve_queue(user=request.user, ref=data["queue"])
+    def _submit(self, request: Request, data: dict[str, Any]) -> Job:
+        queue = queue_lookup(user=request.user, ref=data["queue"])
         if queue is None:
             raise serializers.ValidationError(
-                {queue_field: [QUEUE_NOT_FOUND.format(ref=data["queue"])]}
+                {"queue": [QUEUE_NOT_FOUND.format(ref=data["queue"])]}
             )
         try:
             job = job_submit(
@@ -690,10 +670,7 @@ class JobCreateApi(ApiView):
                 ttl_seconds_after_finished=data.get("ttl_seconds_after_finished"),
             )
         except DjangoValidationError as error:
-            errors = django_validation_errors(error)
-            if from_manifest:
-                errors = {volcano.manifest_path(path): msgs for path, msgs in errors.items()}
-            raise serializers.ValidationError(errors) from error
+            raise serializers.ValidationError(django_validation_errors(error)) from error
         # The response shows the job as stored without reading it back: its tenant, queue
         # and submitter are already in memory and job_submit hands over the stored tasks.
         return job

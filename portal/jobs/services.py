@@ -1,3 +1,4 @@
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -19,10 +20,12 @@ from jobspec.limits import (
 )
 from jobspec.podtemplate import pod_template_parse
 from jobspec.policies import DEFAULT_MAX_RETRY, policies_parse
+from jobspec.volcano import ManifestError, manifest_path, volcano_job_parse
 from portal.common.services import prefix_errors
-from portal.jobs.limits import gpu_sharing, host_path_allowed, job_limits
+from portal.jobs.limits import gpu_sharing, host_path_allowed, job_limits, task_count_check
 from portal.queues.access import can_submit_to
 from portal.queues.models import Queue
+from portal.queues.selectors import QUEUE_NOT_FOUND, queue_lookup
 from portal.tenants.models import Tenant
 from scheduler.tasks import scheduling_cycle_kick
 
@@ -418,6 +421,42 @@ def job_submit(
         raise ValidationError({"tasks": [refusal]})
     _tasks_loaded(job, task_instances)
     return job
+
+
+@dataclass(frozen=True)
+class ManifestSubmission:
+    job: Job
+    ignored: list[str]  # spec fields the portal ignores (its scheduler decides), for the caller
+
+
+def job_submit_manifest(*, submitter: AbstractBaseUser, manifest: Any) -> ManifestSubmission:
+    """Submit a Volcano Job manifest (parsed YAML or JSON): the API and the upload page alike.
+
+    `spec.queue` names a queue the submitter can see, by id or by name; `job_submit` then says
+    whether they may submit there and whether it is open. Every fault is a ValidationError
+    keyed by the manifest's path (`spec.tasks[0].template.spec.containers[0].image`), an
+    unknown queue's together with the manifest's own faults."""
+    try:
+        spec = volcano_job_parse(
+            manifest, too_many_tasks=task_count_check(), allow_host_path=host_path_allowed()
+        )
+    except ManifestError as error:
+        errors = dict(error.errors)
+        spec_part = manifest.get("spec") if isinstance(manifest, dict) else None
+        ref = spec_part.get("queue") if isinstance(spec_part, dict) else None
+        unknown = isinstance(ref, str) and queue_lookup(user=submitter, ref=ref) is None
+        if unknown and "spec.queue" not in errors:
+            errors["spec.queue"] = [QUEUE_NOT_FOUND.format(ref=ref)]
+        raise ValidationError(errors) from error
+    queue = queue_lookup(user=submitter, ref=spec.queue)
+    if queue is None:
+        raise ValidationError({"spec.queue": [QUEUE_NOT_FOUND.format(ref=spec.queue)]})
+    try:
+        job = job_submit(submitter=submitter, queue=queue, **spec.job_fields())
+    except ValidationError as error:
+        paths = {manifest_path(key): messages for key, messages in error.message_dict.items()}
+        raise ValidationError(paths) from error
+    return ManifestSubmission(job=job, ignored=spec.ignored)
 
 
 def _pending_pods_refusal(*, job: Job, adding: int, limits: JobLimits) -> str | None:

@@ -11,14 +11,13 @@ from django.urls import reverse
 from django.views import View
 from django.views.generic import TemplateView
 
-from jobspec import volcano
 from jobspec.job_plugins import RAY, plugins_config, ray_service_name
 from portal.cluster.namespaces import placing_namespaces
 from portal.cluster.selectors import node_gpu_model_list, placement_list_for_job
 from portal.common.access import ROLE_MEMBER
 from portal.common.ids import parse_id
 from portal.dashboards.paging import LargeTablePaginator
-from portal.jobs.limits import host_path_allowed, job_limits, task_count_check
+from portal.jobs.limits import job_limits
 from portal.queues.models import Queue
 from portal.queues.selectors import queue_list
 from portal.scheduling.selectors import preemption_event_list_for_job
@@ -30,14 +29,13 @@ from .lifecycle import Event, allows
 from .models import Job
 from .samples import SAMPLE_FILENAME, volcano_sample
 from .selectors import JobState, job_get, job_list, job_pod_names, job_state
-from .services import job_cancel, job_quarantine_release, job_submit
+from .services import job_cancel, job_quarantine_release, job_submit, job_submit_manifest
 
 JOB_CANCELLED = "Job {name} was cancelled."
 JOB_RELEASED = "Job {name} was released from quarantine; it waits for the next cycle."
 JOB_SUBMITTED = "Job {name} was submitted to queue {queue}."
 JOB_LIST_PAGE_SIZE = 50
 UPLOAD_IGNORED = "Ignored manifest fields (the portal's scheduler decides): {fields}."
-UPLOAD_QUEUE_UNKNOWN = "queue {name} does not exist or is not one of your open queues"
 
 
 def _int_or_none(value: str | None) -> int | None:
@@ -285,10 +283,8 @@ class JobSubmitView(RoleRequiredMixin, View):
 
 
 class JobUploadView(RoleRequiredMixin, View):
-    """Submit a Volcano `batch.volcano.sh/v1alpha1` Job manifest as a portal job.
-
-    The pure mapping is `jobspec.volcano.volcano_job_parse`; errors name manifest paths.
-    """
+    """Submit a Volcano `batch.volcano.sh/v1alpha1` Job manifest as a portal job, as the API
+    does (`job_submit_manifest`); errors name manifest paths."""
 
     required_role = ROLE_MEMBER
     template_name = "jobs/job_upload.html"
@@ -308,25 +304,15 @@ class JobUploadView(RoleRequiredMixin, View):
         if not form.is_valid():
             return self._render(request, form)
         try:
-            spec = volcano.volcano_job_parse(
-                form.cleaned_data["document"],
-                too_many_tasks=task_count_check(),
-                allow_host_path=host_path_allowed(),
+            submitted = job_submit_manifest(
+                submitter=request.user, manifest=form.cleaned_data["document"]
             )
-        except volcano.ManifestError as error:
-            return self._render(request, form, _lines(error.errors))
-        queue = _submittable_queues(request).filter(name=spec.queue).first()
-        if queue is None:
-            errors = {"spec.queue": [UPLOAD_QUEUE_UNKNOWN.format(name=spec.queue)]}
-            return self._render(request, form, _lines(errors))
-        try:
-            job = job_submit(submitter=request.user, queue=queue, **spec.job_fields())
         except ValidationError as error:
-            errors = {volcano.manifest_path(k): v for k, v in error.message_dict.items()}
-            return self._render(request, form, _lines(errors))
+            return self._render(request, form, _lines(error.message_dict))
+        job = submitted.job
         messages.success(request, JOB_SUBMITTED.format(name=job.name, queue=job.queue.name))
-        if spec.ignored:
-            messages.info(request, UPLOAD_IGNORED.format(fields=", ".join(spec.ignored)))
+        if submitted.ignored:
+            messages.info(request, UPLOAD_IGNORED.format(fields=", ".join(submitted.ignored)))
         return redirect("jobs:job_detail", job_id=job.pk)
 
 

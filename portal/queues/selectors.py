@@ -2,8 +2,12 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
-from .access import editable_queues, visible_queues
+from portal.common.ids import parse_id
+
+from .access import editable_queues, visible_queue_get, visible_queues
 from .models import Queue, QueueChange
+
+QUEUE_NOT_FOUND = "no queue {ref} that you can see"
 
 
 def queue_list(
@@ -13,6 +17,13 @@ def queue_list(
     if tenant_id is not None:
         queues = queues.filter(tenant_id=tenant_id)
     return queues.order_by("tenant__name", "name")
+
+
+def queue_lookup(*, user: AbstractBaseUser | AnonymousUser, ref: str) -> Queue | None:
+    """The queue `user` may see, by id (digits) or by name (names are unique), with its tenant
+    loaded; None when there is none: how a job names its queue in the API and a manifest."""
+    lookup = {"pk": pk} if (pk := parse_id(ref)) is not None else {"name": ref}
+    return visible_queue_get(user, **lookup)
 
 
 def queue_list_editable(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Queue]:

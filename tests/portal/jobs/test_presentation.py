@@ -8,8 +8,9 @@ from rest_framework.test import APIClient
 
 from portal.cluster.models import Placement
 from portal.cluster.selectors import placement_list_active
-from portal.jobs.apis import JobDetailApi, job_detail_data
+from portal.jobs.apis import JobDetailApi
 from portal.jobs.models import Job
+from portal.jobs.presentation import job_detail_data
 from portal.jobs.selectors import job_get
 from tests.factories import JobFactory, JobTaskFactory, PlacementFactory
 

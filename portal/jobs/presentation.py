@@ -1,0 +1,114 @@
+"""What the API answers about a job, built directly: the job's detail (JobDetailApi's schema)
+and its links."""
+
+from typing import Any
+
+from django.urls import reverse
+from rest_framework import serializers
+
+from jobspec.gpushare import gpus_number, milli_asked
+
+from .access import can_cancel_job
+from .models import Job
+
+
+def job_url(job: Job, suffix: str = "") -> str:
+    return reverse(f"api:job_{suffix or 'detail'}", kwargs={"job_id": job.pk})
+
+
+# One shared instance formats every timestamp as DRF's DateTimeField does (ISO 8601, `Z`).
+_DATETIME = serializers.DateTimeField()
+
+
+def job_detail_data(
+    job: Job, *, user: Any, placements: Any = (), ended_pods: Any = ()
+) -> dict[str, Any]:
+    """What `JobDetailApi.OutputSerializer` renders for `job`, built directly.
+
+    The serializer stays the documented schema; building its output with it deep-copies
+    about forty field objects per request. Measured: answering a job creation through the
+    serializer took 32.4 M instructions in the web process against 26.2 M this way (+23%,
+    `python -m bench.api_profile --instructions --requests 50`), on a path whose 200 req/s
+    target has little margin. A test renders jobs in every state both ways and compares them
+    key by key, in order.
+    """
+    tasks = list(job.tasks.all())
+    stamp = _DATETIME.to_representation
+    return {
+        "id": job.pk,
+        "name": job.name,
+        "tenant": job.tenant.name,
+        "queue": job.queue.name,
+        "queue_id": job.queue_id,
+        "submitter": job.submitter.username,
+        "status": job.status,
+        "priority": job.priority,
+        "min_available": job.min_available,
+        "replicas": sum(task.replicas for task in tasks),
+        "gpus": gpus_number(sum(task.replicas * milli_asked(task) for task in tasks)),
+        "submitted_at": stamp(job.submitted_at),
+        "pending_reason": job.pending_reason,
+        "expected_duration_seconds": job.expected_duration_seconds,
+        "admitted_at": stamp(job.admitted_at),
+        "started_at": stamp(job.started_at),
+        "finished_at": stamp(job.finished_at),
+        "cancelled_at": stamp(job.cancelled_at),
+        "pending_reason_at": stamp(job.pending_reason_at),
+        "preemption_count": job.preemption_count,
+        "plugins": {str(name): [str(arg) for arg in args] for name, args in job.plugins.items()},
+        "max_retry": job.max_retry,
+        "ttl_seconds_after_finished": job.ttl_seconds_after_finished,
+        "retry_count": job.retry_count,
+        "retries": list(job.retries),
+        "tasks": [
+            {
+                "name": task.name,
+                "replicas": task.replicas,
+                "image": task.image,
+                "command": [str(part) for part in task.command],
+                "env": {str(key): str(value) for key, value in task.env.items()},
+                "gpus": task.gpus_requested,
+                "gpu_milli": task.gpu_milli,
+                "gpu_memory_mib": task.gpu_memory_mib,
+                "cpu_millis": task.cpu_millis,
+                "memory_bytes": task.memory_bytes,
+                "node_selector": {str(k): str(v) for k, v in task.node_selector.items()},
+                "tolerations": [dict(toleration) for toleration in task.tolerations],
+                "pod_template": task.pod_template,
+            }
+            for task in tasks
+        ],
+        "placements": [
+            {
+                "task": placement.task.name,
+                "replica": placement.replica,
+                "node": placement.node_name,
+                "pod": placement.pod_name,
+                "state": placement.state,
+                "gpus": placement.gpus_held,
+                "gpu_milli": placement.milli_held,
+                "gpu_devices": list(placement.gpu_devices),
+            }
+            for placement in placements
+        ],
+        "ended_pods": [
+            {
+                "task": placement.task.name,
+                "replica": placement.replica,
+                "node": placement.node_name,
+                "pod": placement.pod_name,
+                "state": placement.state,
+                "exit_code": placement.exit_code,
+                "exit_reason": placement.exit_reason,
+                "ended_at": stamp(placement.ended_at) if placement.ended_at else None,
+            }
+            for placement in ended_pods
+        ],
+        "can_cancel": can_cancel_job(user, job) and not job.is_terminal,
+        "links": {
+            "self": job_url(job),
+            "cancel": job_url(job, "cancel"),
+            "why": job_url(job, "why"),
+            "queue": reverse("api:queue_detail", kwargs={"queue_id": job.queue_id}),
+        },
+    }

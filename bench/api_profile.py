@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:  # noqa: C901, PLR0915 - a benc
     if args.no_kick:
         import portal.jobs.services
 
-        portal.jobs.services.scheduling_cycle_kick = lambda: None
+        portal.jobs.services.cycle_kick = lambda: None
     if args.no_throttle:
         from portal.jobs.apis import JobCreateApi
 

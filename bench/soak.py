@@ -129,7 +129,7 @@ def soak(*, hours: float, seed: int, step: float, conf_text: str | None) -> dict
     from scheduler.adapters.cycle import scheduling_cycle_run
 
     # Cycles run here, on the simulated clock; a submission must not queue one on Celery.
-    job_services.scheduling_cycle_kick = lambda: None
+    job_services.cycle_kick = lambda: None
     clock = Clock()
     call_command("seed_demo", stdout=_Null(), stderr=_Null())
     _forget_demo_history()

@@ -14,7 +14,6 @@ TRANSPORT_ALIASES["filesystem"] = "portal.ops.broker:FilesystemTransport"
 
 app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(lambda: ["scheduler"], related_name="tasks")
 app.autodiscover_tasks()
 
 # Worker metrics exporter and probe, task metrics, request ids in task logs (signal handlers).

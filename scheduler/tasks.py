@@ -12,13 +12,17 @@ import logging
 import time
 
 from celery import shared_task
+from django.core.cache import cache
+from django.db import transaction
 
 logger = logging.getLogger(__name__)
 
 
 @shared_task(name="scheduler.tasks.scheduling_cycle_run", ignore_result=True)
 def scheduling_cycle_run() -> int | None:
-    """Returns the CycleRun id, or None when another worker holds the lock."""
+    """Returns the CycleRun id, or None when another worker holds the lock. The cycle's
+    modules are imported here, as a task imports the service it calls (the styleguide's
+    tasks): a process that only queues cycles (the web) never loads them."""
     from scheduler.adapters.backends import backend_from_settings
     from scheduler.adapters.cycle import scheduling_cycle_run as cycle_run
     from scheduler.adapters.lock import cycle_lock
@@ -40,9 +44,8 @@ _trailing_window: int | None = None
 
 
 def scheduling_cycle_kick() -> None:
-    """Queue a cycle once the current transaction commits (call from services)."""
-    from django.db import transaction
-
+    """Queue a cycle once the current transaction commits: the portal's services call it
+    through their facade (portal.scheduling.facade.cycle_kick)."""
     transaction.on_commit(_kick)
 
 
@@ -62,8 +65,6 @@ def _kick() -> None:
         if scheduling_cycle_run.app.conf.task_always_eager:
             scheduling_cycle_run.delay()
             return
-        from django.core.cache import cache
-
         now = time.time()
         window = int(now // KICK_WINDOW_SECONDS)
         if window == _trailing_window:

@@ -37,8 +37,8 @@ from portal.common.ids import parse_id
 from portal.jobs.limits import task_count_check
 from portal.queues.access import visible_queue_get
 from portal.queues.selectors import QUEUE_NOT_FOUND, queue_lookup
+from portal.scheduling.facade import LogUnavailable, pod_log_read
 from portal.tenants.access import visible_tenants
-from scheduler.logs import LogUnavailable, pod_log_read
 
 from .access import can_cancel_job
 from .dry_run import job_render

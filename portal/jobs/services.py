@@ -26,8 +26,8 @@ from portal.jobs.limits import gpu_sharing, host_path_allowed, job_limits, task_
 from portal.queues.access import can_submit_to
 from portal.queues.models import Queue
 from portal.queues.selectors import QUEUE_NOT_FOUND, queue_lookup
+from portal.scheduling.facade import cycle_kick
 from portal.tenants.models import Tenant
-from scheduler.tasks import scheduling_cycle_kick
 
 from .access import can_cancel_job, can_release_job
 from .lifecycle import Event, IllegalTransition, allows, transition
@@ -416,7 +416,7 @@ def job_submit(
             for task in task_instances:
                 task.job = job
             JobTask.objects.bulk_create(task_instances)
-            scheduling_cycle_kick()
+            cycle_kick()
     if refusal is not None:
         raise ValidationError({"tasks": [refusal]})
     _tasks_loaded(job, task_instances)
@@ -502,7 +502,7 @@ def job_cancel(*, job: Job, actor: AbstractBaseUser) -> Job:
     if not allows(job.status, Event.CANCEL):
         raise ValidationError({"status": JOB_CANCEL_TERMINAL.format(status=job.status)})
     job = _transition(job=job, event=Event.CANCEL, at=None)
-    scheduling_cycle_kick()
+    cycle_kick()
     return job
 
 
@@ -657,5 +657,5 @@ def job_quarantine_release(*, job: Job, actor: AbstractBaseUser) -> Job:
         pending_reason=JOB_RELEASED.format(actor=actor.get_username()),
         pending_reason_at=at,
     )
-    scheduling_cycle_kick()
+    cycle_kick()
     return job

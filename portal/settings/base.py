@@ -87,6 +87,8 @@ LOCAL_APPS = [
     "portal.api",
     "portal.ops",
     "portal.accounting",
+    # The scheduler's shell: its Celery tasks, and the calls the portal's facade makes of it.
+    "scheduler",
 ]
 INSTALLED_APPS = DJANGO_APPS + THIRD_PARTY_APPS + LOCAL_APPS
 

@@ -1,4 +1,8 @@
-"""The cluster backend chosen by settings.CLUSTER_BACKEND."""
+"""The cluster backend settings.CLUSTER_BACKEND names: the one place that chooses it, for the
+cycle (scheduler.tasks) and for a pod's log (scheduler.adapters.pod_logs).
+
+Each backend's module is imported when it is chosen: the Kubernetes client is a large library
+that the simulated cluster never needs."""
 
 from __future__ import annotations
 
@@ -7,8 +11,8 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.cluster.namespaces import job_namespaces
 from scheduler.adapters.cluster.base import ClusterBackend
+from scheduler.adapters.portal_port import job_namespaces
 
 if TYPE_CHECKING:
     from scheduler.adapters.cluster.kubernetes import KubernetesBackend
@@ -17,7 +21,9 @@ if TYPE_CHECKING:
 BACKENDS = ("simulated", "kubernetes")
 
 
-def backend_from_settings() -> ClusterBackend:
+def backend_from_settings(*, watch_cache: bool = True) -> ClusterBackend:
+    """A fresh backend; on Kubernetes with KUBERNETES_WATCH_CACHE, reading through the
+    process's watch cache unless `watch_cache` is off (a web process reads one pod's log)."""
     name = settings.CLUSTER_BACKEND
     if name == "simulated":
         from scheduler.adapters.cluster.simulated import SimulatedBackend
@@ -33,7 +39,7 @@ def backend_from_settings() -> ClusterBackend:
             instance=settings.KUBERNETES_INSTANCE,
         )
         backend.namespaces = job_namespaces
-        if settings.KUBERNETES_WATCH_CACHE:
+        if watch_cache and settings.KUBERNETES_WATCH_CACHE:
             backend.cache = _shared_cache(backend)
         return backend
     raise ImproperlyConfigured(f"CLUSTER_BACKEND must be one of {', '.join(BACKENDS)}: {name!r}")

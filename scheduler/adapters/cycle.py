@@ -32,13 +32,6 @@ from django.utils import timezone
 
 from jobspec.gpushare import SHARING_NONE
 from jobspec.labels import JOB_ID
-from portal.cluster.models import GPU_MODEL_LABEL, Node, Placement
-from portal.cluster.namespaces import placement_namespace
-from portal.cluster.services import node_inventory_sync, node_seen_mark
-from portal.jobs.limits import gpu_sharing
-from portal.jobs.models import Job
-from portal.jobs.services import job_start_refused
-from portal.scheduling.models import CycleRun, PreemptionEvent
 from scheduler.adapters import reconcile
 from scheduler.adapters.cluster.base import (
     ClusterBackend,
@@ -63,6 +56,19 @@ from scheduler.adapters.node_memo import NodeSyncMemo, node_sync_memo
 from scheduler.adapters.observability import cycle_observed
 from scheduler.adapters.observe import cluster_observe
 from scheduler.adapters.persist import decisions_persist
+from scheduler.adapters.portal_port import (
+    GPU_MODEL_LABEL,
+    CycleRun,
+    Job,
+    Node,
+    Placement,
+    PreemptionEvent,
+    gpu_sharing,
+    job_start_refused,
+    node_inventory_sync,
+    node_seen_mark,
+    placement_namespace,
+)
 from scheduler.adapters.quarantine import Faults, Isolation, bundle_without
 from scheduler.adapters.revalidate import decisions_revalidate
 from scheduler.adapters.snapshot import SnapshotBundle, snapshot_build

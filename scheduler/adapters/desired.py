@@ -10,10 +10,6 @@ from django.conf import settings
 from jobspec.gpushare import SHARING_NONE
 from jobspec.job_plugins import JobShape
 from jobspec.pods import DesiredPod, desired_pod, plugin_objects
-from portal.cluster.models import Placement
-from portal.cluster.namespaces import placement_namespace
-from portal.jobs.limits import gpu_sharing
-from portal.jobs.models import Job, JobTask
 from scheduler.adapters.cluster.gpushare import (
     ShareSize,
     share_annotations,
@@ -21,6 +17,7 @@ from scheduler.adapters.cluster.gpushare import (
     share_size,
     template_with_share,
 )
+from scheduler.adapters.portal_port import Job, JobTask, Placement, gpu_sharing, placement_namespace
 from scheduler.adapters.quarantine import Faults
 
 # The columns a desired pod is built from: read as tuples, because building the Placement,

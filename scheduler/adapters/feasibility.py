@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from portal.scheduling.services import conf_lacks_predicates
+from scheduler.adapters.portal_port import conf_lacks_predicates
 from scheduler.core.config import PluginOption, SchedulerConf
 from scheduler.core.plugins.predicates import PLUGIN_NAME
 

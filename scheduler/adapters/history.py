@@ -17,8 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jobspec.labels import pod_name as task_key
-from portal.jobs.models import Job
-from portal.scheduling.models import CycleRun, PreemptionEvent
+from scheduler.adapters.portal_port import CycleRun, Job, PreemptionEvent
 from scheduler.core.config import ConfigError, SchedulerConf
 from scheduler.core.plugins import rescheduling
 from scheduler.core.types import Rescheduled

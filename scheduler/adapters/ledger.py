@@ -14,20 +14,22 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
-from portal.accounting.booking import (
+from scheduler.adapters.bulk import rows_update
+from scheduler.adapters.portal_port import (
     MILLI,
     Amounts,
+    EpochSeconds,
+    LedgerClock,
+    LedgerEntry,
     Line,
     OpenPlacement,
+    Placement,
     book,
     epoch_seconds,
     from_epoch_seconds,
     month_of,
+    whole_second,
 )
-from portal.accounting.models import LedgerClock, LedgerEntry
-from portal.cluster.models import Placement, whole_second
-from portal.scheduling.rollups import EpochSeconds
-from scheduler.adapters.bulk import rows_update
 from scheduler.adapters.snapshot import SnapshotBundle
 from scheduler.core.types import CycleResult
 

@@ -23,16 +23,19 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 
-from portal.cluster.models import Placement
-from portal.cluster.namespaces import (
-    NAMESPACE_FORBIDDEN,
-    NAMESPACE_MISSING,
-    placing_namespaces,
-)
-from portal.jobs.lifecycle import WAITING, Event, IllegalTransition, transition
-from portal.jobs.models import Job
 from scheduler.adapters.bulk import rows_update
 from scheduler.adapters.cluster.base import ClusterBackend, ClusterError, RefusedClusterError
+from scheduler.adapters.portal_port import (
+    NAMESPACE_FORBIDDEN,
+    NAMESPACE_MISSING,
+    WAITING,
+    Event,
+    IllegalTransition,
+    Job,
+    Placement,
+    placing_namespaces,
+    transition,
+)
 from scheduler.core.types import PendingKind
 
 logger = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from weakref import WeakKeyDictionary
 
 from django.db.models import Count, Max
 
-from portal.cluster.models import Node
 from scheduler.adapters.cluster.base import ObservedNode
+from scheduler.adapters.portal_port import Node
 
 
 class NodeSyncMemo:

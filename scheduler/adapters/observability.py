@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING
 from django.db.models import Count
 from prometheus_client import Counter, Histogram
 
-from portal.jobs.models import Job
-from portal.scheduling.models import CycleRun, PreemptionEvent
+from scheduler.adapters.portal_port import CycleRun, Job, PreemptionEvent
 
 if TYPE_CHECKING:
     from scheduler.adapters.reconcile import ReconcileReport

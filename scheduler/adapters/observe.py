@@ -22,12 +22,10 @@ from jobspec.policies import (
     TASK_COMPLETED,
     policy_action,
 )
-from portal.cluster.models import Node, Placement
-from portal.jobs.lifecycle import Event, allows
-from portal.jobs.models import Job, JobTask
 from scheduler.adapters.bulk import ids_update
 from scheduler.adapters.cluster.base import ObservedPod, PodEvent
 from scheduler.adapters.ledger import placement_end
+from scheduler.adapters.portal_port import Event, Job, JobTask, Node, Placement, allows
 from scheduler.adapters.transitions import CycleTransitions
 
 P = Placement.State

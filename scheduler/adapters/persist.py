@@ -16,17 +16,28 @@ from django.db import transaction
 from django.db.models import Count
 
 from jobspec.gpushare import MILLI_PER_GPU, gpus_sample, milli_cost
-from portal.cluster.models import Placement, whole_second
-from portal.cluster.namespaces import placing_namespaces
-from portal.cluster.services import placement_pod_name
-from portal.jobs.lifecycle import WAITING, Event, Transition, allows, transition
-from portal.jobs.models import Job
-from portal.scheduling.mapping import task_requests
-from portal.scheduling.models import CycleRun, PreemptionEvent, QueueUsageSample
-from portal.scheduling.rollups import usage_rollups_refresh
 from scheduler.adapters.bulk import ids_update, rows_update
 from scheduler.adapters.ledger import ledger_book
-from scheduler.adapters.snapshot import JobRow, PlacementRow, SnapshotBundle
+from scheduler.adapters.portal_port import (
+    WAITING,
+    CycleRun,
+    Event,
+    Job,
+    JobRow,
+    Placement,
+    PlacementRow,
+    PreemptionEvent,
+    QueueUsageSample,
+    Transition,
+    allows,
+    placement_pod_name,
+    placing_namespaces,
+    task_requests,
+    transition,
+    usage_rollups_refresh,
+    whole_second,
+)
+from scheduler.adapters.snapshot import SnapshotBundle
 from scheduler.adapters.tenant_usage import tenant_usage_persist
 from scheduler.adapters.transitions import CycleTransitions, stamp_columns
 from scheduler.core.types import CycleResult, Evict, PendingKind

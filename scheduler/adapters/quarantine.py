@@ -36,22 +36,23 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 
 from jobspec.limits import JobLimits, job_limit_errors, task_limit_errors
-from portal.cluster.models import Placement
-from portal.jobs.lifecycle import Event, allows, transition
-from portal.jobs.services import job_quarantine
-from portal.scheduling.mapping import task_requests
 from scheduler.adapters.lock import CycleAbandoned
+from scheduler.adapters.portal_port import (
+    Event,
+    JobRow,
+    Placement,
+    PlacementRow,
+    TaskRow,
+    allows,
+    job_quarantine,
+    task_requests,
+    transition,
+)
 from scheduler.core.resources import PODS, Resources
 from scheduler.core.types import OCCUPYING_STATUSES, CycleResult, NodeInfo, Snapshot
 
 if TYPE_CHECKING:  # the snapshot module calls this one while it builds
-    from scheduler.adapters.snapshot import (
-        JobRow,
-        PlacementRow,
-        SnapshotBundle,
-        SnapshotIndex,
-        TaskRow,
-    )
+    from scheduler.adapters.snapshot import SnapshotBundle, SnapshotIndex
 
 logger = logging.getLogger(__name__)
 

@@ -24,8 +24,7 @@ from django.db import connection
 from django.db.models import Sum
 
 from jobspec.gpushare import MILLI_PER_GPU, milli_cost
-from portal.cluster.models import Node, Placement, placement_milli
-from portal.jobs.models import Job
+from scheduler.adapters.portal_port import Job, Node, Placement, placement_milli
 from scheduler.adapters.snapshot import SnapshotBundle
 from scheduler.core.types import Bind, CycleResult
 

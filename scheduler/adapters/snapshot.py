@@ -1,12 +1,12 @@
 """Build the core's Snapshot from the database in one consistent read.
 
 A fixed number of queries, whatever the number of jobs (no N+1): nodes, queues, open jobs, their
-tasks and the active placements, each one query. The core names jobs by their id and tasks by
-their pod name, so its decisions map straight back to rows through `SnapshotIndex`.
+tasks and the active placements, each one query. The rows become the core's types through the
+one ORM -> core mapping (portal.scheduling.mapping). The core names jobs by their id and tasks
+by their pod name, so its decisions map straight back to rows through `SnapshotIndex`.
 
-Jobs, tasks and placements are read as plain tuples into slotted rows, not model instances: at
-10,000 jobs, building model instances was most of the snapshot's cost, and the cycle only
-reads these columns and writes a few of them back by id (`scheduler.adapters.persist`).
+Jobs, tasks and placements are read as plain tuples into the mapping's slotted rows: the cycle
+only reads these columns and writes a few of them back by id (`scheduler.adapters.persist`).
 """
 
 from __future__ import annotations
@@ -16,38 +16,40 @@ import functools
 import json
 from collections import defaultdict
 from datetime import datetime
-from typing import Any, NamedTuple
 
 from django.db import connection, transaction
 from django.db.models import F, FloatField, Func, TextField
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
-from jobspec.gpushare import MILLI_PER_GPU
-from jobspec.labels import JOB_ID
-from jobspec.labels import pod_name as task_key
 from jobspec.limits import JobLimits
-from jobspec.podspec import affinity_for_job
-from portal.cluster.models import Node, Placement
-from portal.jobs.lifecycle import SCHEDULED
-from portal.jobs.limits import job_limits
-from portal.jobs.models import Job, JobTask
-from portal.queues.models import Queue
-from portal.scheduling.mapping import (
-    MIB,
+from scheduler.adapters.feasibility import conf_with_hard_feasibility
+from scheduler.adapters.history import snapshot_history
+from scheduler.adapters.portal_port import (
+    JOB_COLUMNS,
+    PLACEMENT_COLUMNS,
+    SCHEDULABLE_STATUSES,
+    TASK_COLUMNS,
+    Job,
+    JobRow,
+    JobTask,
+    Node,
+    PendingReplica,
+    Placement,
+    PlacementRow,
+    Queue,
+    TaskRow,
     active_conf,
     capacity_nodes,
     device_memory_mib,
+    job_info,
+    job_limits,
     node_info,
     queue_tree,
-    requests_of,
     scheduled_queues,
-    task_requests,
     tolerations_of,
     wants_tree,
 )
-from scheduler.adapters.feasibility import conf_with_hard_feasibility
-from scheduler.adapters.history import snapshot_history
 from scheduler.adapters.quarantine import (
     Fault,
     Faults,
@@ -58,93 +60,15 @@ from scheduler.adapters.quarantine import (
 )
 from scheduler.adapters.usage_history import queue_usage_history
 from scheduler.core.config import SchedulerConf
-from scheduler.core.resources import Resources
-from scheduler.core.types import JobInfo, Snapshot, TaskInfo, TaskStatus, Toleration
-
-# Jobs the scheduler still has work for; every other status is final or cancelled.
-SCHEDULABLE_STATUSES = tuple(sorted(SCHEDULED))
-_PLACEMENT_TASK_STATUS = {
-    Placement.State.BOUND: TaskStatus.BOUND,
-    Placement.State.RUNNING: TaskStatus.RUNNING,
-    Placement.State.RELEASING: TaskStatus.RELEASING,
-    Placement.State.SUCCEEDED: TaskStatus.SUCCEEDED,
-}
+from scheduler.core.types import JobInfo, Snapshot
 
 
-class EpochSeconds(Func):
+class EpochFloat(Func):
     """Seconds since 1970 of a PostgreSQL timestamp, as a float equal to datetime.timestamp():
     EXTRACT gives the exact decimal, and both sides round it to the nearest double."""
 
     template = "CAST(EXTRACT(EPOCH FROM %(expressions)s) AS double precision)"
     output_field = FloatField()
-
-
-@dataclasses.dataclass(slots=True)
-class JobRow:
-    """The Job columns the cycle reads; persist updates `status`, `pending_reason`,
-    `pending_kind` and `preemption_count` in place as it writes them, so later steps see the
-    new values."""
-
-    id: int
-    name: str
-    queue_id: int
-    priority: int
-    min_available: int
-    status: str
-    created: float  # submitted_at as seconds since 1970 (the core's JobInfo.created)
-    pending_reason: str
-    pending_kind: str
-    preemption_count: int
-    queue: Queue | None = None  # joined in memory from the queues read
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class TaskRow:
-    id: int
-    job_id: int
-    name: str
-    replicas: int
-    gpus: int
-    gpu_milli: int  # a share of one device (jobspec.gpushare)
-    gpu_memory_mib: int
-    cpu_millis: int
-    memory_bytes: int
-    node_selector: dict[str, str]
-    tolerations: tuple[Toleration, ...]
-    # The template's spec.affinity (jobspec.affinity) and metadata.labels: None for
-    # nearly every task.
-    affinity: Any
-    template_labels: Any
-
-
-@dataclasses.dataclass(slots=True)
-class PlacementRow:
-    id: int
-    job_id: int
-    task_id: int
-    replica: int
-    node_name: str
-    state: str
-    gpus: int
-    gpu_milli: int  # what the pod holds on its node (a memory request's cost is the node's)
-    gpu_devices: list[int]
-
-
-def _read_columns(row: type) -> tuple[str, ...]:
-    """The columns a row class is read from: its fields in order, but those with a default
-    (filled in memory, like JobRow.queue)."""
-    return tuple(f.name for f in dataclasses.fields(row) if f.default is dataclasses.MISSING)
-
-
-JOB_COLUMNS = _read_columns(JobRow)
-TASK_COLUMNS = _read_columns(TaskRow)
-PLACEMENT_COLUMNS = _read_columns(PlacementRow)
-
-
-class PendingReplica(NamedTuple):
-    # A tuple: one per pending replica (12,000 at 10,000 jobs), built faster than a dataclass.
-    task: TaskRow
-    replica: int
 
 
 @dataclasses.dataclass
@@ -204,7 +128,7 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
         # function's time; PostgreSQL hands over the same float (SQLite's own arithmetic would
         # round it to the millisecond, so its timestamps are still parsed here).
         created = (
-            EpochSeconds("submitted_at") if connection.vendor == "postgresql" else F("submitted_at")
+            EpochFloat("submitted_at") if connection.vendor == "postgresql" else F("submitted_at")
         )
         # Jobs with work left, and jobs in any other status that still hold GPUs.
         schedulable = Job.objects.filter(status__in=SCHEDULABLE_STATUSES)
@@ -219,7 +143,7 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
             .union(holding.values_list(*job_columns).order_by(), all=True)
             .order_by("id")
         ]
-        if not isinstance(created, EpochSeconds):
+        if not isinstance(created, EpochFloat):
             for job in jobs:
                 job.created = job.created.timestamp()
         # node_selector and tolerations as JSON text: nearly every task has none, and "{}" or
@@ -285,7 +209,7 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
             left_out.add(job.id)
             continue
         args = (job, tasks_of[job.id], by_replica, index)
-        build = _job_info if job.id in placed else functools.partial(_new_job_info, limits)
+        build = job_info if job.id in placed else functools.partial(_new_job_info, limits)
         if (info := faults.call("snapshot", job.id, build, *args)) is not None:
             job_infos.append(info)
         else:
@@ -302,14 +226,6 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
     return SnapshotBundle(snapshot=snapshot, conf=conf, index=index, faults=faults)
 
 
-def _held(requests: Resources, placement: PlacementRow) -> Resources:
-    """A placed pod's requests with the GPUs it holds on its node: a GPU-memory request costs
-    that node's device's share, which may be more than the snapshot's lower bound."""
-    if not placement.gpu_milli or placement.gpu_milli / MILLI_PER_GPU == requests.get("gpu"):
-        return requests
-    return requests_of(int(requests.get("cpu")), int(requests.get("memory")), placement.gpu_milli)
-
-
 def _new_job_info(
     limits: JobLimits,
     job: JobRow,
@@ -321,64 +237,4 @@ def _new_job_info(
     them (200,000 replicas took a cycle from 0.013 s to 16.9 s) would cost every cycle.
     Placed jobs keep running whatever an operator lowers."""
     within_limits(job, job_tasks, limits)
-    return _job_info(job, job_tasks, by_replica, index)
-
-
-def _job_info(
-    job: JobRow,
-    job_tasks: list[TaskRow],
-    by_replica: dict[tuple[int, int], PlacementRow],
-    index: SnapshotIndex,
-) -> JobInfo:
-    schedulable = job.status in SCHEDULABLE_STATUSES
-    queue = job.queue
-    tasks = []
-    # Pod labels matter only to pod anti-affinity, which the portal confines to the job's own
-    # pods (podspec.affinity_for_job): labelled only in the jobs that have some.
-    job_label = (JOB_ID, str(job.id))
-    labelled = any((task.affinity or {}).get("podAntiAffinity") for task in job_tasks)
-    for task in job_tasks:
-        requests = task_requests(task, index.device_mib)
-        selector = tuple(sorted(task.node_selector.items())) if task.node_selector else ()
-        affinity = affinity_for_job(task.affinity, job_label[1]) if task.affinity else None
-        labels: tuple[tuple[str, str], ...] = ()
-        if labelled:
-            labels = tuple(sorted({**(task.template_labels or {}), JOB_ID: job_label[1]}.items()))
-        for replica in range(task.replicas):
-            name = task_key(job.id, task.name, replica)
-            placement = by_replica.get((task.id, replica))
-            if placement is None and not schedulable:
-                continue
-            if placement is None:
-                index.pending[name] = PendingReplica(task=task, replica=replica)
-                index.pending_gpus[queue.name] += requests.get("gpu")
-                status, node = TaskStatus.PENDING, None
-            else:
-                status, node = _PLACEMENT_TASK_STATUS[placement.state], placement.node_name
-                if placement.state in Placement.ACTIVE_STATES:
-                    index.placements[name] = placement
-            tasks.append(
-                TaskInfo(
-                    name=name,
-                    requests=requests if placement is None else _held(requests, placement),
-                    gpu_memory=task.gpu_memory_mib * MIB,
-                    gpu_indices=tuple(placement.gpu_devices or ()) if placement else (),
-                    status=status,
-                    node=node,
-                    role=task.name,
-                    node_selector=selector,
-                    tolerations=task.tolerations,
-                    affinity=affinity,
-                    labels=labels,
-                )
-            )
-    return JobInfo(
-        name=str(job.id),
-        queue=queue.name,
-        tasks=tuple(tasks),
-        priority=job.priority,
-        min_available=job.min_available,
-        created=job.created,
-        # The queue's tenant, as the job's own tenant_id is always the queue's (job_submit).
-        namespace=queue.tenant.name,
-    )
+    return job_info(job, job_tasks, by_replica, index)

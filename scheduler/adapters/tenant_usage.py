@@ -12,8 +12,7 @@ import math
 from datetime import datetime
 
 from jobspec.gpushare import gpus_sample
-from portal.tenants.models import TenantUsageSample
-from portal.tenants.quota import tenant_node_name
+from scheduler.adapters.portal_port import TenantUsageSample, tenant_node_name
 from scheduler.adapters.snapshot import SnapshotBundle
 from scheduler.core.types import CycleResult
 

@@ -15,7 +15,7 @@ from typing import Any
 from django.db.models import DateTimeField, F, Value
 from django.db.models.functions import Coalesce
 
-from portal.jobs.lifecycle import Event, IllegalTransition, Transition, transition
+from scheduler.adapters.portal_port import Event, IllegalTransition, Transition, transition
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from portal.scheduling.models import QueueUsageRollup
+from scheduler.adapters.portal_port import QueueUsageRollup
 from scheduler.core.config import SchedulerConf
 from scheduler.core.plugins import fairshare
 from scheduler.core.resources import Resources

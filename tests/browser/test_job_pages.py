@@ -14,7 +14,7 @@ def test_the_job_page_follows_the_job_without_a_reload(demo, open_as, monkeypatc
     from tests.browser.conftest import run_cycle
 
     # The submission's own cycle waits: the page is open before the scheduler places the job.
-    monkeypatch.setattr("portal.jobs.services.scheduling_cycle_kick", lambda: None)
+    monkeypatch.setattr("portal.jobs.services.cycle_kick", lambda: None)
     job = job_submit(
         submitter=Job.objects.get(name="tokenizer-eval").submitter,
         queue=Queue.objects.get(name="nlp-train"),

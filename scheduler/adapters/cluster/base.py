@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from jobspec.pods import DesiredPod
+from scheduler.adapters.portal_port import PodLog
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 FINISHED_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed"})
@@ -53,17 +54,6 @@ class ObservedNode:
     used_by_others: dict[str, int] = field(default_factory=dict)
     # The GPU sharing stacks' card registrations (scheduler.adapters.cluster.gpushare).
     annotations: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class PodLog:
-    """The last lines a pod's main container wrote, and how it ended if it did."""
-
-    pod: str
-    lines: list[str]
-    phase: str | None = None  # None: the cluster has no such pod (any more)
-    exit_code: int | None = None
-    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +113,10 @@ class ClusterBackend(Protocol):
 
     def bind_pod(self, name: str, namespace: str, node_name: str) -> None:
         """Assign the created pod to `node_name`; a pod already on that node is success."""
+        ...
+
+    def pod_log(self, name: str, namespace: str, tail: int) -> PodLog:
+        """The last `tail` lines of the pod's main container and how it ended."""
         ...
 
     def record_events(self, events: Sequence[PodEvent]) -> None:

@@ -18,8 +18,6 @@ from django.utils import timezone
 from jobspec.labels import is_managed, replica_key
 from jobspec.pods import RUN_SECONDS, DesiredPod
 from jobspec.podspec import pod_spec_body
-from portal.cluster.models import GPU_MODEL_LABEL, Node, SimulatedPod
-from portal.cluster.services import node_seen_mark
 from scheduler.adapters.bulk import rows_insert
 from scheduler.adapters.cluster.base import (
     FINISHED_PHASES,
@@ -29,6 +27,7 @@ from scheduler.adapters.cluster.base import (
     PodLog,
     create_each,
 )
+from scheduler.adapters.portal_port import GPU_MODEL_LABEL, Node, SimulatedPod, node_seen_mark
 
 BATCH = 1000
 

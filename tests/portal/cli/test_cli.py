@@ -42,7 +42,7 @@ spec:
 @pytest.fixture
 def gpuq(transactional_db, live_server, researcher, monkeypatch):
     """`gpuq(*args)` -> (exit code, stdout, stderr), as the researcher."""
-    monkeypatch.setattr("portal.jobs.services.scheduling_cycle_kick", lambda: None)
+    monkeypatch.setattr("portal.jobs.services.cycle_kick", lambda: None)
     token = api_token_secret(researcher)
 
     def run(*args: str, token: str | None = token):

@@ -106,8 +106,8 @@ def test_a_job_that_breaks_the_snapshot(jobs, run, monkeypatch):
     bad, good = jobs
     monkeypatch.setattr(
         snapshot,
-        "_job_info",
-        raising_for(bad.pk, snapshot._job_info, job_of=lambda job, *rest: job.id),
+        "job_info",
+        raising_for(bad.pk, snapshot.job_info, job_of=lambda job, *rest: job.id),
     )
     cycle_run = run()
     assert_quarantined_and_others_placed(bad, good, cycle_run, "snapshot")
@@ -188,8 +188,8 @@ def test_a_quarantined_placed_job_keeps_its_gpus_off_limits_until_its_pods_are_g
     JobTaskFactory(job=waiting, name="worker", gpus=8)
     monkeypatch.setattr(
         snapshot,
-        "_job_info",
-        raising_for(running.pk, snapshot._job_info, job_of=lambda job, *rest: job.id),
+        "job_info",
+        raising_for(running.pk, snapshot.job_info, job_of=lambda job, *rest: job.id),
     )
 
     run()

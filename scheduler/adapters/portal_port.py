@@ -1,0 +1,146 @@
+"""The portal as the scheduler's shell sees it: every model, service and rule of the portal that
+the shell (scheduler.adapters, scheduler.apps) uses, and nothing else of it.
+
+The shell is above the portal: it reads the portal's rows, maps them to the core's types, and
+writes back what the cycle decided and observed. It goes through this one module (an import
+contract in pyproject.toml), so what the shell depends on is listed here, and the portal,
+which never imports the shell, calls it back only through its facade
+(portal.scheduling.facade).
+"""
+
+from portal.accounting.booking import (
+    MILLI,
+    Amounts,
+    Line,
+    OpenPlacement,
+    book,
+    epoch_seconds,
+    from_epoch_seconds,
+    month_of,
+)
+from portal.accounting.models import LedgerClock, LedgerEntry
+from portal.cluster.models import (
+    GPU_MODEL_LABEL,
+    Node,
+    Placement,
+    SimulatedPod,
+    placement_milli,
+    whole_second,
+)
+from portal.cluster.namespaces import (
+    NAMESPACE_FORBIDDEN,
+    NAMESPACE_MISSING,
+    job_namespaces,
+    placement_namespace,
+    placing_namespaces,
+)
+from portal.cluster.naming import tenant_namespace
+from portal.cluster.services import node_inventory_sync, node_seen_mark, placement_pod_name
+from portal.jobs.lifecycle import WAITING, Event, IllegalTransition, Transition, allows, transition
+from portal.jobs.limits import gpu_sharing, job_limits
+from portal.jobs.models import Job, JobTask
+from portal.jobs.services import job_quarantine, job_start_refused
+from portal.queues.models import Queue
+from portal.scheduling.facade import LogUnavailable, PodLog, SchedulerShell, facade_connect
+from portal.scheduling.mapping import (
+    JOB_COLUMNS,
+    PLACEMENT_COLUMNS,
+    SCHEDULABLE_STATUSES,
+    TASK_COLUMNS,
+    JobRow,
+    PendingReplica,
+    PlacementRow,
+    TaskRow,
+    active_conf,
+    capacity_nodes,
+    device_memory_mib,
+    job_info,
+    node_info,
+    queue_tree,
+    scheduled_queues,
+    task_requests,
+    tolerations_of,
+    wants_tree,
+)
+from portal.scheduling.models import CycleRun, PreemptionEvent, QueueUsageRollup, QueueUsageSample
+from portal.scheduling.rollups import EpochSeconds, usage_rollups_refresh
+from portal.scheduling.services import conf_lacks_predicates
+from portal.tenants.models import TenantUsageSample
+from portal.tenants.quota import tenant_node_name
+
+__all__ = [
+    # accounting: the ledger's booking rules and rows
+    "MILLI",
+    "Amounts",
+    "Line",
+    "LedgerClock",
+    "LedgerEntry",
+    "OpenPlacement",
+    "book",
+    "epoch_seconds",
+    "from_epoch_seconds",
+    "month_of",
+    # cluster: nodes, placements, the simulated cluster's pods, namespaces
+    "GPU_MODEL_LABEL",
+    "NAMESPACE_FORBIDDEN",
+    "NAMESPACE_MISSING",
+    "Node",
+    "Placement",
+    "SimulatedPod",
+    "job_namespaces",
+    "node_inventory_sync",
+    "node_seen_mark",
+    "placement_milli",
+    "placement_namespace",
+    "placement_pod_name",
+    "placing_namespaces",
+    "tenant_namespace",
+    "whole_second",
+    # jobs: rows, the lifecycle, the limits in force, the services the cycle ends jobs with
+    "WAITING",
+    "Event",
+    "IllegalTransition",
+    "Job",
+    "JobTask",
+    "Transition",
+    "allows",
+    "gpu_sharing",
+    "job_limits",
+    "job_quarantine",
+    "job_start_refused",
+    "transition",
+    # queues and tenants
+    "Queue",
+    "TenantUsageSample",
+    "tenant_node_name",
+    # scheduling: the facade the shell connects, the ORM -> core mapping, cycle records
+    "JOB_COLUMNS",
+    "PLACEMENT_COLUMNS",
+    "SCHEDULABLE_STATUSES",
+    "TASK_COLUMNS",
+    "CycleRun",
+    "EpochSeconds",
+    "JobRow",
+    "LogUnavailable",
+    "PendingReplica",
+    "PlacementRow",
+    "PodLog",
+    "PreemptionEvent",
+    "QueueUsageRollup",
+    "QueueUsageSample",
+    "SchedulerShell",
+    "TaskRow",
+    "active_conf",
+    "capacity_nodes",
+    "conf_lacks_predicates",
+    "device_memory_mib",
+    "facade_connect",
+    "job_info",
+    "node_info",
+    "queue_tree",
+    "scheduled_queues",
+    "task_requests",
+    "tolerations_of",
+    "usage_rollups_refresh",
+    "wants_tree",
+]

@@ -41,7 +41,7 @@ if plugin:
     anchor = "  - name: network-topology-aware"
     added = chr(10).join([f"  - name: {plugin}", anchor])
     conf = parse_conf_text(DEFAULT_CONF_TEXT.replace(anchor, added))
-# As the cycle worker runs it (scheduler.adapters.collector); a no-op where the core pauses it.
+# As the cycle worker runs it (scheduler.adapters.gc_pause); a no-op where the core pauses it.
 import gc
 gc.disable()
 for _ in range(int(cycles)):

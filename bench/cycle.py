@@ -378,8 +378,8 @@ def seed(*, nodes: int, jobs: int, queues: int, rng: random.Random, foreign_pods
 
 
 def run_once(number: int, backend: Any) -> dict:
-    from scheduler.adapters import cycle as cycle_module
-    from scheduler.adapters.cycle import scheduling_cycle_run
+    from scheduler.adapters import orchestrator as cycle_module
+    from scheduler.adapters.orchestrator import scheduling_cycle_run
 
     # The cycle records snapshot_ms as listing the pods + observe + snapshot_build, persist_ms
     # as re-checking the decisions + decisions_persist, reconcile_ms as desired_pods + plan +

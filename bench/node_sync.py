@@ -40,8 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from portal.cluster.models import Node
     from portal.cluster.services import node_seen_mark
     from scheduler.adapters.cluster.base import ObservedNode
-    from scheduler.adapters.cycle import nodes_sync
-    from scheduler.adapters.node_memo import NodeSyncMemo
+    from scheduler.adapters.cluster.node_sync import NodeSyncMemo, nodes_sync
 
     call_command("migrate", verbosity=0)
     Node.objects.all().delete()

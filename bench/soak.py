@@ -5,7 +5,7 @@ up a throwaway SQLite database and calls `soak`; see bench/cli/soak.py). Each st
 simulated clock: the jobs that arrive are submitted through `job_submit`, impatient pending
 jobs are cancelled through `job_cancel`, one node goes away for a while (its pods vanish, the
 inventory marks it unschedulable) and comes back, and one cycle runs:
-`scheduler.adapters.cycle.scheduling_cycle_run` with the simulated backend, both on the
+`scheduler.adapters.orchestrator.scheduling_cycle_run` with the simulated backend, both on the
 simulated clock. Nothing else drives time: no Celery, no wall clock in any decision.
 
 The report (one JSON object) holds what the issue asks to watch, with the targets:
@@ -126,7 +126,7 @@ def soak(*, hours: float, seed: int, step: float, conf_text: str | None) -> dict
     from portal.jobs.models import Job
     from portal.scheduling.models import SchedulerConfig
     from scheduler.adapters.cluster.simulated import SimulatedBackend
-    from scheduler.adapters.cycle import scheduling_cycle_run
+    from scheduler.adapters.orchestrator import scheduling_cycle_run
 
     # Cycles run here, on the simulated clock; a submission must not queue one on Celery.
     job_services.cycle_kick = lambda: None

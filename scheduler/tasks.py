@@ -24,8 +24,8 @@ def scheduling_cycle_run() -> int | None:
     modules are imported here, as a task imports the service it calls (the styleguide's
     tasks): a process that only queues cycles (the web) never loads them."""
     from scheduler.adapters.backends import backend_from_settings
-    from scheduler.adapters.cycle import scheduling_cycle_run as cycle_run
     from scheduler.adapters.lock import cycle_lock
+    from scheduler.adapters.orchestrator import scheduling_cycle_run as cycle_run
 
     with cycle_lock() as lease:
         if not lease:

@@ -17,7 +17,7 @@ import sys
 import time
 import tracemalloc
 
-from scheduler.adapters.collector import collector_paused
+from scheduler.adapters.gc_pause import gc_paused
 from scheduler.core.config import default_conf
 from scheduler.core.cycle import run_cycle, run_cycle_timed
 from scheduler.core.synthetic import synthetic_snapshot
@@ -63,8 +63,8 @@ def run(args: argparse.Namespace) -> int:
     result = None
     for _ in range(args.repeat):
         start, cpu_start = time.perf_counter(), time.process_time()
-        # Paused as the cycle worker pauses it (scheduler.adapters.cycle).
-        with collector_paused():
+        # Paused as the cycle worker pauses it (scheduler.adapters.orchestrator).
+        with gc_paused():
             result, timings = run_cycle_timed(snapshot, conf, time.perf_counter)
         totals.append(time.perf_counter() - start)
         cpu_totals.append(time.process_time() - cpu_start)
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
 def _peak_memory_mb(snapshot, conf) -> float:
     tracemalloc.start()
     try:
-        with collector_paused():
+        with gc_paused():
             run_cycle(snapshot, conf)
         _, peak = tracemalloc.get_traced_memory()
     finally:

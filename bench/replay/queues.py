@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from scheduler.adapters.collector import run_cycle_paused
+from scheduler.adapters.gc_pause import run_cycle_paused
 from scheduler.core.config import parse_conf_text
 from scheduler.core.resources import Resources
 from scheduler.core.types import (

@@ -114,60 +114,62 @@ _VERBS = {
 }
 
 S, E = Status, Event
-_ADMITTED = Transition(S.ADMITTED, stamps=("admitted_at",))
-_RUNNING = Transition(S.RUNNING, stamps=("started_at",))
-_SUCCEEDED = Transition(S.SUCCEEDED, stamps=("finished_at",), kept_stamps=("started_at",))
-_FAILED = Transition(S.FAILED, stamps=("finished_at",))
-_PREEMPTED = Transition(S.PREEMPTED, preemptions=1)
-_RESTARTED = Transition(S.PREEMPTED)  # pending again once its pods are gone (requeue)
-_PENDING = Transition(S.PENDING)
-_CANCELLED = Transition(S.CANCELLED, stamps=("cancelled_at", "finished_at"))
-_QUARANTINED = Transition(S.QUARANTINED)
+_ADMITTED = Transition(Status.ADMITTED, stamps=("admitted_at",))
+_RUNNING = Transition(Status.RUNNING, stamps=("started_at",))
+_SUCCEEDED = Transition(Status.SUCCEEDED, stamps=("finished_at",), kept_stamps=("started_at",))
+_FAILED = Transition(Status.FAILED, stamps=("finished_at",))
+_PREEMPTED = Transition(Status.PREEMPTED, preemptions=1)
+_RESTARTED = Transition(Status.PREEMPTED)  # pending again once its pods are gone (requeue)
+_PENDING = Transition(Status.PENDING)
+_CANCELLED = Transition(Status.CANCELLED, stamps=("cancelled_at", "finished_at"))
+_QUARANTINED = Transition(Status.QUARANTINED)
 
 # The one table: status -> event -> what happens. A pair not listed is illegal.
 TRANSITIONS: dict[Status, dict[Event, Transition]] = {
-    S.PENDING: {
-        E.ADMIT: _ADMITTED,
-        E.FAIL: _FAILED,
-        E.CANCEL: _CANCELLED,
-        E.QUARANTINE: _QUARANTINED,
+    Status.PENDING: {
+        Event.ADMIT: _ADMITTED,
+        Event.FAIL: _FAILED,
+        Event.CANCEL: _CANCELLED,
+        Event.QUARANTINE: _QUARANTINED,
     },
-    S.ADMITTED: {
-        E.START: _RUNNING,
-        E.SUCCEED: _SUCCEEDED,
-        E.FAIL: _FAILED,
-        E.PREEMPT: _PREEMPTED,
-        E.RESTART: _RESTARTED,
-        E.CANCEL: _CANCELLED,
-        E.QUARANTINE: _QUARANTINED,
+    Status.ADMITTED: {
+        Event.START: _RUNNING,
+        Event.SUCCEED: _SUCCEEDED,
+        Event.FAIL: _FAILED,
+        Event.PREEMPT: _PREEMPTED,
+        Event.RESTART: _RESTARTED,
+        Event.CANCEL: _CANCELLED,
+        Event.QUARANTINE: _QUARANTINED,
     },
-    S.RUNNING: {
-        E.SUCCEED: _SUCCEEDED,
-        E.FAIL: _FAILED,
-        E.PREEMPT: _PREEMPTED,
-        E.RESTART: _RESTARTED,
-        E.CANCEL: _CANCELLED,
-        E.QUARANTINE: _QUARANTINED,
+    Status.RUNNING: {
+        Event.SUCCEED: _SUCCEEDED,
+        Event.FAIL: _FAILED,
+        Event.PREEMPT: _PREEMPTED,
+        Event.RESTART: _RESTARTED,
+        Event.CANCEL: _CANCELLED,
+        Event.QUARANTINE: _QUARANTINED,
     },
-    S.PREEMPTED: {
-        E.ADMIT: _ADMITTED,
-        E.FAIL: _FAILED,
-        E.REQUEUE: _PENDING,
-        E.CANCEL: _CANCELLED,
-        E.QUARANTINE: _QUARANTINED,
+    Status.PREEMPTED: {
+        Event.ADMIT: _ADMITTED,
+        Event.FAIL: _FAILED,
+        Event.REQUEUE: _PENDING,
+        Event.CANCEL: _CANCELLED,
+        Event.QUARANTINE: _QUARANTINED,
     },
-    S.QUARANTINED: {E.CANCEL: _CANCELLED, E.RELEASE: _PENDING},
-    S.SUCCEEDED: {},
-    S.FAILED: {},
-    S.CANCELLED: {},
+    Status.QUARANTINED: {Event.CANCEL: _CANCELLED, Event.RELEASE: _PENDING},
+    Status.SUCCEEDED: {},
+    Status.FAILED: {},
+    Status.CANCELLED: {},
 }
 
 TERMINAL = frozenset(status for status, events in TRANSITIONS.items() if not events)
 # Waiting for the scheduler to place it: the statuses a job is admitted from.
-WAITING = frozenset(status for status, events in TRANSITIONS.items() if E.ADMIT in events)
+WAITING = frozenset(status for status, events in TRANSITIONS.items() if Event.ADMIT in events)
 # The scheduler still works on it (places, keeps or evicts its pods): the statuses a job can be
 # quarantined from, since only the scheduler's work on a job can fail on its data.
-SCHEDULED = frozenset(status for status, events in TRANSITIONS.items() if E.QUARANTINE in events)
+SCHEDULED = frozenset(
+    status for status, events in TRANSITIONS.items() if Event.QUARANTINE in events
+)
 
 
 def transition(status: str, event: Event) -> Transition:

@@ -85,9 +85,9 @@ JOB_RELEASE_FORBIDDEN = "Only a site admin may release a job from quarantine."
 JOB_RELEASE_NOT_QUARANTINED = "the job is {status}, not quarantined"
 JOB_RELEASED = "released from quarantine by {actor}; waiting for the next scheduling cycle"
 QUARANTINE_ERROR_CHARS = 300
+JOB_START_REFUSED = "the cluster refused the job's pods, so none of them runs: {error}"
+JOB_START_RETRYING = "pods not started yet, retrying: {error}"
 JOB_START_REASON_CHARS = 1000
-
-S = Job.Status
 
 
 def _task_instances(*, tasks: Any, limits: JobLimits) -> tuple[list[JobTask], dict[str, list[str]]]:
@@ -519,7 +519,7 @@ def _transition(
     update_fields = ["updated_at", *extra, *change.apply(job, at)]
     for field, value in extra.items():
         setattr(job, field, value)
-    if change.status != S.PENDING and "pending_reason" not in extra:
+    if change.status != Job.Status.PENDING and "pending_reason" not in extra:
         job.pending_reason = ""
         update_fields.append("pending_reason")
     if validate:
@@ -614,10 +614,10 @@ def job_quarantine(
     return job
 
 
-def job_start_refused(*, job_id: int, reason: str, at: datetime | None = None) -> Job | None:
+def job_start_refused(*, job_id: int, error: str, at: datetime | None = None) -> Job | None:
     """The cluster refused the job's pods for good (403: a ResourceQuota, a policy; 422: an
-    invalid pod): the job fails with the API server's words as its reason, and its pods are
-    released, so no part of the gang runs and nothing retries the same refusal forever.
+    invalid pod): the job fails with the API server's words (`error`) in its reason, and its
+    pods are released, so no part of the gang runs and nothing retries the same refusal forever.
 
     Returns the failed job, or None when it is gone or already finished."""
     from portal.cluster.models import Placement
@@ -632,13 +632,22 @@ def job_start_refused(*, job_id: int, reason: str, at: datetime | None = None) -
             event=Event.FAIL,
             at=at,
             validate=False,
-            pending_reason=reason[:JOB_START_REASON_CHARS],
+            pending_reason=JOB_START_REFUSED.format(error=error)[:JOB_START_REASON_CHARS],
             pending_reason_at=at,
         )
         Placement.objects.filter(
             job_id=job.pk, state__in=[Placement.State.BOUND, Placement.State.RUNNING]
         ).update(state=Placement.State.RELEASING, updated_at=at)
     return job
+
+
+def job_start_retrying(*, job_id: int, error: str, at: datetime) -> None:
+    """The job's pods could not be started this time (the API server failed, a gang pod is
+    still terminating): it keeps its placements, and its reason says why it has not started."""
+    reason = JOB_START_RETRYING.format(error=error)[:JOB_START_REASON_CHARS]
+    Job.objects.filter(pk=job_id, status__in=[Job.Status.ADMITTED, Job.Status.RUNNING]).update(
+        pending_reason=reason, pending_reason_at=at
+    )
 
 
 @transaction.atomic

@@ -15,6 +15,13 @@ change audit, placements, and any accounting ledger) is never touched:
 * `PreemptionEvent`: deleted after their own age (the preemption history and its chart).
 * `CycleRun`: deleted after their own age, except cycles a kept PreemptionEvent points to
   (the history links each eviction to its cycle's timings).
+
+On the cluster, the reconcile keeps what these say (`finished_pods_kept`, `ttl_jobs_kept`):
+
+* A finished pod (its logs can still be read, by the portal or `kubectl logs`) stays
+  FINISHED_POD_RETENTION_SECONDS after it ended; the pods of a job with
+  ttlSecondsAfterFinished stay while the job runs on, and that long after the job ended.
+* An ended job's plugin objects (Service, ConfigMap, ...) stay for its ttlSecondsAfterFinished.
 """
 
 from __future__ import annotations
@@ -23,8 +30,12 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 
+from portal.cluster.models import Placement
+from portal.cluster.namespaces import placement_namespace
+from portal.jobs.models import Job
 from portal.scheduling.models import CycleRun, PreemptionEvent, QueueUsageSample
 from portal.scheduling.rollups import DAY, bucket_start, usage_rollups_rebuild
 from portal.tenants.models import TenantUsageSample
@@ -134,3 +145,50 @@ def _delete_in_batches(queryset) -> int:
         with transaction.atomic():
             deleted = model.objects.filter(pk__in=ids).delete()[1].get(model._meta.label, 0)
         total += deleted
+
+
+def finished_pods_kept(*, now: datetime) -> frozenset[tuple[str, str]]:
+    """(namespace, name) of the finished pods still within their retention on the cluster."""
+    retention = settings.FINISHED_POD_RETENTION_SECONDS
+    finished = Placement.objects.filter(
+        state__in=[Placement.State.SUCCEEDED, Placement.State.FAILED]
+    )
+    by_default = finished.filter(job__ttl_seconds_after_finished__isnull=True)
+    names = (
+        list(
+            by_default.filter(ended_at__gte=now - timedelta(seconds=retention)).values_list(
+                "namespace", "pod_name"
+            )
+        )
+        if retention > 0
+        else []
+    )
+    for namespace, name, status, finished_at, cancelled_at, ttl in finished.filter(
+        job__ttl_seconds_after_finished__isnull=False
+    ).values_list(
+        "namespace",
+        "pod_name",
+        "job__status",
+        "job__finished_at",
+        "job__cancelled_at",
+        "job__ttl_seconds_after_finished",
+    ):
+        ended = finished_at or cancelled_at
+        if status not in Job.TERMINAL_STATUSES or (
+            ended is not None and now < ended + timedelta(seconds=ttl)
+        ):
+            names.append((namespace, name))
+    return frozenset((placement_namespace(namespace), name) for namespace, name in names)
+
+
+def ttl_jobs_kept(*, now: datetime) -> list[int]:
+    """Ended jobs whose ttlSecondsAfterFinished has not run out: their plugin objects stay."""
+    rows = Job.objects.filter(
+        ttl_seconds_after_finished__gt=0, status__in=Job.TERMINAL_STATUSES
+    ).values_list("id", "finished_at", "cancelled_at", "ttl_seconds_after_finished")
+    return [
+        job_id
+        for job_id, finished_at, cancelled_at, ttl in rows
+        if (ended := finished_at or cancelled_at) is not None
+        and now < ended + timedelta(seconds=ttl)
+    ]

@@ -5,7 +5,7 @@ The nodes, queues and tenants come through the scheduling cycle's own mapping
 and running jobs' requests, one synthetic pending task per queue: the proportion plugin only
 needs the total). Whether tenants split their shares among their queues follows the active
 conf, so the preview computes what the cycle will. The core runs here inside a web request, so
-the garbage collector stays on (scheduler.adapters.collector pauses it for the cycle worker only).
+the garbage collector stays on (scheduler.adapters.gc_pause pauses it for the cycle worker only).
 """
 
 from dataclasses import dataclass

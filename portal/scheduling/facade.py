@@ -11,21 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from django.core.exceptions import ImproperlyConfigured
 
 NOT_CONNECTED = "the scheduler's shell is not connected: add the `scheduler` app to INSTALLED_APPS"
 
 
-@dataclass(frozen=True, slots=True)
-class PodLog:
+class PodLog(Protocol):
     """The last lines a pod's main container wrote, and how it ended if it did."""
 
     pod: str
     lines: list[str]
-    phase: str | None = None  # None: the cluster has no such pod (any more)
-    exit_code: int | None = None
-    reason: str | None = None
+    phase: str | None  # None: the cluster has no such pod (any more)
+    exit_code: int | None
+    reason: str | None
 
 
 class LogUnavailable(Exception):

@@ -83,7 +83,7 @@ def active_conf() -> SchedulerConf:
 
 def wants_tree(conf: SchedulerConf) -> bool:
     """Does the conf divide tenants' shares among their queues (proportion, enableHierarchy)?
-    Other confs see the queues alone, as before tenants had quotas."""
+    Other confs see the queues alone, without their tenants."""
     option = conf.plugin(TREE_PLUGIN)
     return option is not None and option.enabled("enableHierarchy")
 

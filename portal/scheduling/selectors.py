@@ -1,6 +1,11 @@
+from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import Protocol
 
 from django.db.models import QuerySet
+
+from jobspec.labels import JOB_ID
+from portal.jobs.models import Job
 
 from .models import (
     CycleRun,
@@ -9,6 +14,41 @@ from .models import (
     QueueUsageSample,
     SchedulerConfig,
 )
+
+EVICTED_JOB_CANCELLED = "its job was cancelled"
+
+
+class EvictedPod(Protocol):
+    name: str
+    node_name: str | None
+    labels: Mapping[str, str]
+
+
+def eviction_reasons(*, pods: Iterable[EvictedPod]) -> dict[str, str]:
+    """pod name -> why the portal deletes it, for the pods' Kubernetes Events: the latest
+    preemption of its job on its node (the sentence the preemption history shows), else that
+    its job was cancelled."""
+    pods = list(pods)
+    job_ids = {int(j) for pod in pods if (j := pod.labels.get(JOB_ID, "")).isdigit()}
+    if not job_ids:
+        return {}
+    sentences: dict[tuple[int, str], str] = {}
+    for job_id, node, sentence in (
+        PreemptionEvent.objects.filter(victim_job_id__in=job_ids)
+        .order_by("occurred_at", "id")
+        .values_list("victim_job_id", "node_name", "sentence")
+    ):
+        sentences[(job_id, node)] = sentence
+    statuses = dict(Job.objects.filter(id__in=job_ids).values_list("id", "status"))
+    reasons = {}
+    for pod in pods:
+        job_id = int(pod.labels.get(JOB_ID, "0") or 0)
+        sentence = sentences.get((job_id, pod.node_name or ""))
+        if sentence:
+            reasons[pod.name] = sentence
+        elif statuses.get(job_id) == Job.Status.CANCELLED:
+            reasons[pod.name] = EVICTED_JOB_CANCELLED
+    return reasons
 
 
 def scheduler_config_get_active() -> SchedulerConfig | None:

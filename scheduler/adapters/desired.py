@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Collection, Sequence
 
 from django.conf import settings
 
 from jobspec.gpushare import SHARING_NONE
 from jobspec.job_plugins import JobShape
+from jobspec.labels import JOB_ID
 from jobspec.pods import DesiredPod, desired_pod, plugin_objects
+from scheduler.adapters.cluster.base import ObservedPod
 from scheduler.adapters.cluster.gpushare import (
     ShareSize,
     share_annotations,
@@ -17,6 +20,8 @@ from scheduler.adapters.cluster.gpushare import (
     share_size,
     template_with_share,
 )
+from scheduler.adapters.cluster.owner import KIND as OWNER_KIND
+from scheduler.adapters.cluster.owner import owner_name
 from scheduler.adapters.portal_port import Job, JobTask, Placement, gpu_sharing, placement_namespace
 from scheduler.adapters.quarantine import Faults
 
@@ -139,6 +144,36 @@ def ended_job_objects(job_ids: list[int]) -> list[tuple[dict, ...]]:
         .order_by("id")
         .values_list("id", "name", "plugins")
     ]
+
+
+def job_objects_kept(
+    desired: Sequence[DesiredPod],
+    observed: Sequence[ObservedPod],
+    deleted: Collection[str],
+    ended_jobs: Sequence[int],
+) -> set[tuple[str, str, str]]:
+    """(kind, namespace, name) of the job objects the cluster keeps: those of the desired pods
+    and of the `ended_jobs` still within their ttlSecondsAfterFinished, and each job's owner
+    object while a pod of the job is left to own (finished pods stay for their retention;
+    `deleted`: "namespace/name" of the pods this pass deleted)."""
+    kept_jobs = ended_job_objects(list(ended_jobs))
+    keep = {
+        (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
+        for objects in (*(pod.job_objects for pod in desired), *kept_jobs)
+        for obj in objects
+    }
+    owning = [(pod.namespace, pod.labels.get(JOB_ID, "")) for pod in desired] + [
+        (pod.namespace, pod.labels.get(JOB_ID, ""))
+        for pod in observed
+        if not pod.deletion_requested and f"{pod.namespace}/{pod.name}" not in deleted
+    ]
+    owning += [
+        (obj["metadata"]["namespace"], obj["metadata"].get("labels", {}).get(JOB_ID, ""))
+        for objects in kept_jobs
+        for obj in objects
+    ]
+    keep |= {(OWNER_KIND, namespace, owner_name(job)) for namespace, job in owning if job}
+    return keep
 
 
 def _desired(

@@ -9,7 +9,7 @@ does the same job: the kernel drops it the moment its holder dies.
 A Redis lock can still be lost while its holder lives: Redis restarted (the key is gone), or
 could not be reached for a whole TTL, or the cycle outlived `max_hold_seconds`. The lease then
 reports itself lost and the cycle stops at its next checkpoint; until it gets there, the
-database fence (`cycle_write_lock` plus the checks in scheduler.adapters.cycle) keeps two
+database fence (`cycle_write_lock` plus the checks in scheduler.adapters.orchestrator) keeps two
 cycles' writes from interleaving.
 """
 

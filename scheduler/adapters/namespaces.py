@@ -48,11 +48,10 @@ def namespaces_hold(
     backend: ClusterBackend, *, now: datetime, fence: Callable[[], None] = lambda: None
 ) -> set[str]:
     """Keys (job ids as the snapshot has them) of the waiting jobs to leave out of this cycle
-    because their namespace does not exist, or refused the backend's lists (no Roles there). Only with a namespace per tenant (the shared one
-    is made with the portal's RBAC) and a backend that can tell; one that cannot answer this
-    cycle holds nothing back (a create then says why)."""
-    missing_of = getattr(backend, "namespaces_missing", None)
-    if not settings.KUBERNETES_NAMESPACE_PER_TENANT or missing_of is None:
+    because their namespace does not exist, or refused the backend's lists (no Roles there).
+    Only with a namespace per tenant (the shared one is made with the portal's RBAC); a
+    backend that cannot answer this cycle holds nothing back (a create then says why)."""
+    if not settings.KUBERNETES_NAMESPACE_PER_TENANT:
         return set()
     tenant_of = dict(
         Job.objects.filter(status__in=WAITING_STATUSES).values_list("id", "tenant__name")
@@ -61,13 +60,13 @@ def namespaces_hold(
         return set()
     where = placing_namespaces(tenant_of)
     try:
-        missing = missing_of(set(where.values()))
+        missing = backend.namespaces_missing(set(where.values()))
     except ClusterError as error:
         logger.warning("cannot tell which namespaces exist: %s", error)
         return set()
     # Namespaces whose lists this cycle's backend was refused (403) exist without the
     # portal's Roles: a create there would be refused too, and fail the job.
-    refusing = getattr(backend, "namespaces_refusing", set)() - missing
+    refusing = backend.namespaces_refusing() - missing
     why = dict.fromkeys(missing, NAMESPACE_MISSING)
     why |= dict.fromkeys(refusing, NAMESPACE_FORBIDDEN)
     held = {job_id: namespace for job_id, namespace in where.items() if namespace in why}

@@ -28,8 +28,6 @@ from scheduler.adapters.ledger import placement_end
 from scheduler.adapters.portal_port import Event, Job, JobTask, Node, Placement, allows
 from scheduler.adapters.transitions import CycleTransitions
 
-P = Placement.State
-S = Job.Status
 POD_LOST = "pod {pod} disappeared from node {node}; the job was requeued"
 NODE_GONE = "node {node} left the cluster with pod {pod}; the job was requeued"
 POD_FAILED_REASON = "pod {pod} failed ({reason}); the job failed"
@@ -131,7 +129,7 @@ def cluster_observe(
             owner_why = owner_gone.get(str(placement.job_id))
             if placement.job.is_terminal:
                 pass
-            elif owner_why and placement.state in (P.BOUND, P.RUNNING):
+            elif owner_why and placement.state in (Placement.State.BOUND, Placement.State.RUNNING):
                 why = owner_why
             else:
                 why = _lost_why(placement, pod, gone, start_deadline, start_timeout_seconds)
@@ -139,21 +137,21 @@ def cluster_observe(
                     released[placement.job_id].append((pod, why))
             if why is not None:
                 lost.setdefault(placement.job_id, why)
-                moved[P.DELETED].append(placement.id)
+                moved[Placement.State.DELETED].append(placement.id)
                 continue
             state = _next_state(placement, pod)
-            if state == P.DELETED and placement.state == P.RUNNING:
+            if state == Placement.State.DELETED and placement.state == Placement.State.RUNNING:
                 lost.setdefault(
                     placement.job_id,
                     POD_LOST.format(pod=placement.pod_name, node=placement.node_name),
                 )
-            if state == P.BOUND and pod is not None and pod.reason in START_BLOCKED:
+            if state == Placement.State.BOUND and pod is not None and pod.reason in START_BLOCKED:
                 blocked.setdefault(placement.job_id, _cannot_start(placement, pod))
-            if state == P.FAILED and pod is not None:
+            if state == Placement.State.FAILED and pod is not None:
                 failed.setdefault(placement.job_id, (placement, pod))
             if state != placement.state:
                 moved[state].append(placement.id)
-                if state in (P.SUCCEEDED, P.FAILED) and pod is not None:
+                if state in (Placement.State.SUCCEEDED, Placement.State.FAILED) and pod is not None:
                     outcomes[(pod.exit_code, (pod.reason or "")[:128])].append(placement.id)
         ended = (
             {"ended_at": placement_end(now)} if moved.keys() & set(Placement.ENDED_STATES) else {}
@@ -177,7 +175,7 @@ def _requeued_events(
     return [
         PodEvent(pod.name, pod.namespace, "Requeued", why, "Warning")
         for job_id in sorted(released)
-        if jobs[job_id].status == S.PREEMPTED
+        if jobs[job_id].status == Job.Status.PREEMPTED
         for pod, why in released[job_id]
     ]
 
@@ -190,7 +188,7 @@ def _lost_why(
     timeout: int,
 ) -> str | None:
     """Why an active placement of a live job is lost for good, or None."""
-    if placement.state not in (P.BOUND, P.RUNNING):
+    if placement.state not in (Placement.State.BOUND, Placement.State.RUNNING):
         return None
     pod_name, node = placement.pod_name, placement.node_name
     if node in gone:
@@ -200,7 +198,11 @@ def _lost_why(
     if pod is not None and pod.phase == "Failed" and _admission_refusal(pod.reason):
         return POD_REJECTED.format(pod=pod_name, node=node, reason=pod.reason)
     not_started = pod is None or pod.phase == "Pending"
-    if placement.state == P.BOUND and not_started and placement.started_at < start_deadline:
+    if (
+        placement.state == Placement.State.BOUND
+        and not_started
+        and placement.started_at < start_deadline
+    ):
         last = f" (last: {pod.reason})" if pod is not None and pod.reason else ""
         return POD_START_TIMEOUT.format(pod=pod_name, seconds=timeout, node=node, last=last)
     return None
@@ -221,19 +223,26 @@ def _cannot_start(placement: Placement, pod: ObservedPod) -> str:
 
 
 def _next_state(placement: Placement, pod: ObservedPod | None) -> str:
-    if placement.job.is_terminal and placement.state in (P.BOUND, P.RUNNING):
-        return P.RELEASING  # cancelled (or failed) job: its pods go now
-    if placement.state == P.RELEASING:
-        return P.DELETED if pod is None else P.RELEASING
+    if placement.job.is_terminal and placement.state in (
+        Placement.State.BOUND,
+        Placement.State.RUNNING,
+    ):
+        return Placement.State.RELEASING  # cancelled (or failed) job: its pods go now
+    if placement.state == Placement.State.RELEASING:
+        return Placement.State.DELETED if pod is None else Placement.State.RELEASING
     if pod is None:
         # Bound and not created yet is normal (reconcile creates it); running and gone is not.
-        return P.DELETED if placement.state == P.RUNNING else placement.state
+        return (
+            Placement.State.DELETED
+            if placement.state == Placement.State.RUNNING
+            else placement.state
+        )
     if pod.phase == "Succeeded":
-        return P.SUCCEEDED
+        return Placement.State.SUCCEEDED
     if pod.phase == "Failed":
-        return P.FAILED
+        return Placement.State.FAILED
     if pod.phase == "Running":
-        return P.RUNNING
+        return Placement.State.RUNNING
     return placement.state
 
 
@@ -262,7 +271,9 @@ def _jobs_advance(
             job, count, lost.get(job_id), failed.get(job_id), policies, now, transitions
         ):
             release.append(job_id)
-        stuck = blocked.get(job_id) if job.status == before["status"] == S.ADMITTED else None
+        stuck = (
+            blocked.get(job_id) if job.status == before["status"] == Job.Status.ADMITTED else None
+        )
         if stuck is not None and job.pending_reason != stuck:
             job.pending_reason, job.pending_reason_at = stuck, now
         if job.status != before["status"] or job.pending_reason != before["pending_reason"]:
@@ -270,9 +281,9 @@ def _jobs_advance(
     for changed, ids in changes.items():
         ids_update(Job, ids, **dict(changed), updated_at=now)
     if release:
-        Placement.objects.filter(job_id__in=release, state__in=[P.BOUND, P.RUNNING]).update(
-            state=P.RELEASING, updated_at=now
-        )
+        Placement.objects.filter(
+            job_id__in=release, state__in=[Placement.State.BOUND, Placement.State.RUNNING]
+        ).update(state=Placement.State.RELEASING, updated_at=now)
 
 
 def _job_advance(
@@ -286,25 +297,25 @@ def _job_advance(
 ) -> bool:
     """Change the job's status for what its pods did (the event and its outcome from
     portal.jobs.lifecycle); True when its remaining pods are to be released."""
-    active = count[P.BOUND] + count[P.RUNNING]
-    gone = active + count[P.RELEASING] == 0  # no pod of it is left on a node
+    active = count[Placement.State.BOUND] + count[Placement.State.RUNNING]
+    gone = active + count[Placement.State.RELEASING] == 0  # no pod of it is left on a node
     if failed is not None:
         return _on_failed(job, *failed, policies, now, transitions)
-    if lost is not None and active + count[P.SUCCEEDED] < job.min_available:
+    if lost is not None and active + count[Placement.State.SUCCEEDED] < job.min_available:
         return _on_lost(job, lost, policies, now, transitions)
     if gone and allows(job.status, Event.REQUEUE):
         transitions.apply(job, Event.REQUEUE, now)
     elif (ended := policies.task_completed(job, job.pk)) is not None:
         return _on_task_completed(job, *ended, now, transitions)
     elif gone and allows(job.status, Event.SUCCEED):
-        if count[P.SUCCEEDED] >= job.min_available:
+        if count[Placement.State.SUCCEEDED] >= job.min_available:
             transitions.apply(job, Event.SUCCEED, now)
-    elif count[P.RUNNING] >= job.min_available and allows(job.status, Event.START):
+    elif count[Placement.State.RUNNING] >= job.min_available and allows(job.status, Event.START):
         transitions.apply(job, Event.START, now)
     return False
 
 
-_ENDED = {S.SUCCEEDED: "succeeded", S.FAILED: "failed"}
+_ENDED = {Job.Status.SUCCEEDED: "succeeded", Job.Status.FAILED: "failed"}
 
 
 def _change_note(job: Job, before: dict, changes: dict[tuple, list[int]], now: datetime) -> None:
@@ -457,7 +468,7 @@ class _Policies:
                 self._tasks[job_id].append((task_id, name, replicas, task_policies))
         ids = [task_id for rows in self._tasks.values() for task_id, *_ in rows]
         self._succeeded = Counter(
-            Placement.objects.filter(task_id__in=ids, state=P.SUCCEEDED).values_list(
+            Placement.objects.filter(task_id__in=ids, state=Placement.State.SUCCEEDED).values_list(
                 "task_id", flat=True
             )
         ) if ids else Counter()  # fmt: skip

@@ -5,8 +5,8 @@ does not watch the cluster)."""
 from __future__ import annotations
 
 from scheduler.adapters.backends import backend_from_settings
-from scheduler.adapters.cluster.base import ClusterError
-from scheduler.adapters.portal_port import LogUnavailable, Placement, PodLog, placement_namespace
+from scheduler.adapters.cluster.base import ClusterError, PodLog
+from scheduler.adapters.portal_port import LogUnavailable, Placement, placement_namespace
 
 
 def pod_log_read(*, pod_name: str, tail: int) -> PodLog:

@@ -39,9 +39,10 @@ from portal.cluster.services import node_inventory_sync, node_seen_mark, placeme
 from portal.jobs.lifecycle import WAITING, Event, IllegalTransition, Transition, allows, transition
 from portal.jobs.limits import gpu_sharing, job_limits
 from portal.jobs.models import Job, JobTask
-from portal.jobs.services import job_quarantine, job_start_refused
+from portal.jobs.services import job_quarantine, job_start_refused, job_start_retrying
+from portal.ops.retention import finished_pods_kept, ttl_jobs_kept
 from portal.queues.models import Queue
-from portal.scheduling.facade import LogUnavailable, PodLog, SchedulerShell, facade_connect
+from portal.scheduling.facade import LogUnavailable, SchedulerShell, facade_connect
 from portal.scheduling.mapping import (
     JOB_COLUMNS,
     PLACEMENT_COLUMNS,
@@ -64,6 +65,7 @@ from portal.scheduling.mapping import (
 )
 from portal.scheduling.models import CycleRun, PreemptionEvent, QueueUsageRollup, QueueUsageSample
 from portal.scheduling.rollups import EpochSeconds, usage_rollups_refresh
+from portal.scheduling.selectors import eviction_reasons
 from portal.scheduling.services import conf_lacks_predicates
 from portal.tenants.models import TenantUsageSample
 from portal.tenants.quota import tenant_node_name
@@ -108,7 +110,11 @@ __all__ = [
     "job_limits",
     "job_quarantine",
     "job_start_refused",
+    "job_start_retrying",
     "transition",
+    # ops: what the cluster keeps of finished pods and ended jobs
+    "finished_pods_kept",
+    "ttl_jobs_kept",
     # queues and tenants
     "Queue",
     "TenantUsageSample",
@@ -124,7 +130,6 @@ __all__ = [
     "LogUnavailable",
     "PendingReplica",
     "PlacementRow",
-    "PodLog",
     "PreemptionEvent",
     "QueueUsageRollup",
     "QueueUsageSample",
@@ -134,6 +139,7 @@ __all__ = [
     "capacity_nodes",
     "conf_lacks_predicates",
     "device_memory_mib",
+    "eviction_reasons",
     "facade_connect",
     "job_info",
     "node_info",

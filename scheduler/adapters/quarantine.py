@@ -20,7 +20,7 @@ job; a site admin may release it back to pending.
 
 Not isolated, because they say nothing about any job's data: the cycle's lost lock, a database
 that cannot be reached or is locked, a task time limit, memory exhaustion. Nor is a failure that
-a run without any job reproduces. Those fail the cycle as before.
+a run without any job reproduces. Those fail the cycle.
 """
 
 from __future__ import annotations

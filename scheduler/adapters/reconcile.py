@@ -15,8 +15,8 @@ Rules `plan` follows, in the order they matter:
   `delete_finished=True`.
 * Pods without the managed label are invisible to the plan, whatever the backend returned.
 
-`apply` deletes before it creates (freed GPUs first), in batches where the backend has them
-(`ClusterBackend.create_pods`/`delete_pods`), isolates failures per pod and reports them;
+`apply` deletes before it creates (freed GPUs first), in the backend's batch calls
+(`ClusterBackend.create_pods`/`delete_pods`/`bind_pods`), isolates failures per pod and reports them;
 re-running plan + apply after a partial failure finishes the job, and re-running it on a
 converged cluster does nothing.
 
@@ -43,9 +43,6 @@ from scheduler.adapters.cluster.base import (
     ClusterBackend,
     ObservedPod,
     PodEvent,
-    pods_bind,
-    pods_create,
-    pods_delete,
 )
 
 logger = logging.getLogger(__name__)
@@ -148,13 +145,13 @@ def apply(
     # Batch calls (a few queries in all on the simulated cluster); a backend without them is
     # called once per pod. Either way each pod has its own outcome.
     refs = [(pod.name, pod.namespace) for pod in deletes]
-    outcomes = _outcomes(lambda: pods_delete(backend, refs, grace_seconds), len(deletes))
+    outcomes = _outcomes(lambda: backend.delete_pods(refs, grace_seconds), len(deletes))
     for pod, error in zip(deletes, outcomes, strict=True):
         _record(report.deleted, report.errors, "delete", pod, error)
         why = (evictions or {}).get(pod.name)
         if error is None and why and not pod.finished:
             report.events.append(PodEvent(pod.name, pod.namespace, "Preempted", why, "Warning"))
-    outcomes = _outcomes(lambda: pods_create(backend, creates), len(creates))
+    outcomes = _outcomes(lambda: backend.create_pods(creates), len(creates))
     exists = defaultdict(int, reconcile_plan.present)
     unbound: dict[str, list[DesiredPod]] = defaultdict(list)
     for pod in reconcile_plan.bind:
@@ -184,7 +181,7 @@ def _gangs_bind(
 ) -> None:
     """Bind `pods` (whole gangs) in one batch; a gang with a failed bind is taken back."""
     refs = [(pod.name, pod.namespace, pod.node_name) for pod in pods]
-    outcomes = _outcomes(lambda: pods_bind(backend, refs), len(pods))
+    outcomes = _outcomes(lambda: backend.bind_pods(refs), len(pods))
     for pod, error in zip(pods, outcomes, strict=True):
         _record(report.bound, report.errors, "bind", pod, error)
         if error is not None:
@@ -213,7 +210,7 @@ def _gangs_bind(
     if not undo:
         return
     refs_undo = [(pod.name, pod.namespace) for pod in undo]
-    outcomes = _outcomes(lambda: pods_delete(backend, refs_undo, grace_seconds), len(undo))
+    outcomes = _outcomes(lambda: backend.delete_pods(refs_undo, grace_seconds), len(undo))
     for pod, error in zip(undo, outcomes, strict=True):
         report.bound.remove(f"{pod.namespace}/{pod.name}")
         _record(report.deleted, report.errors, "undo the bind of", pod, error)
@@ -247,7 +244,7 @@ def stuck_terminating(
 
 def force_delete(pods: list[ObservedPod], backend: ClusterBackend, report: ReconcileReport) -> None:
     refs = [(pod.name, pod.namespace) for pod in pods]
-    outcomes = _outcomes(lambda: pods_delete(backend, refs, 0), len(pods))
+    outcomes = _outcomes(lambda: backend.delete_pods(refs, 0), len(pods))
     for pod, error in zip(pods, outcomes, strict=True):
         _record(report.deleted, report.errors, "force-delete", pod, error)
 

@@ -196,7 +196,7 @@ config = json.loads(os.environ.get("GPUPORTAL_TEST_WORKER") or "{}")
 if "lock_ttl" in config:
     settings.SCHEDULER_LOCK_TTL_SECONDS = config["lock_ttl"]
 
-from scheduler.adapters import cycle, lock
+from scheduler.adapters import lock, orchestrator
 from scheduler.adapters.cluster import simulated
 
 if config.get("no_lock"):
@@ -230,9 +230,9 @@ if pause:
             maybe_pause()
 
     if pause["at"] == "snapshot":
-        cycle.snapshot_build = after(cycle.snapshot_build, lambda **kwargs: maybe_pause())
+        orchestrator.snapshot_build = after(orchestrator.snapshot_build, lambda **kwargs: maybe_pause())
     elif pause["at"] == "persist":
-        cycle.decisions_persist = after(cycle.decisions_persist, persisted)
+        orchestrator.decisions_persist = after(orchestrator.decisions_persist, persisted)
     elif pause["at"] == "reconcile":
         backend = simulated.SimulatedBackend
         original = backend.create_pod

@@ -22,7 +22,7 @@ from portal.cluster.models import Placement, SimulatedPod
 from portal.jobs.models import Job
 from portal.scheduling.models import CycleRun
 from portal.tenants.models import Membership
-from scheduler.adapters.cycle import ABANDONED
+from scheduler.adapters.orchestrator import ABANDONED
 from scheduler.tasks import scheduling_cycle_run
 from tests.factories import MembershipFactory, NodeFactory, QueueFactory, TenantFactory, UserFactory
 from tests.scheduler.conftest import (

@@ -18,7 +18,7 @@ from portal.cluster.models import Placement, SimulatedPod
 from portal.jobs.models import Job
 from portal.scheduling.models import CycleRun
 from portal.tenants.models import Membership
-from scheduler.adapters.cycle import ABANDONED
+from scheduler.adapters.orchestrator import ABANDONED
 from tests.factories import (
     MembershipFactory,
     NodeFactory,

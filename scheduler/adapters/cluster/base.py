@@ -6,13 +6,15 @@ with lists of dataclasses; only a backend module knows what a V1Pod is.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from jobspec.pods import DesiredPod
-from scheduler.adapters.portal_port import PodLog
+
+if TYPE_CHECKING:
+    from scheduler.adapters.cluster.watch_cache import ClusterCache
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 FINISHED_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed"})
@@ -57,6 +59,18 @@ class ObservedNode:
 
 
 @dataclass(frozen=True, slots=True)
+class PodLog:
+    """The last lines a pod's main container wrote, and how it ended if it did (what the
+    portal's facade hands its pages: portal.scheduling.facade.PodLog)."""
+
+    pod: str
+    lines: list[str]
+    phase: str | None = None  # None: the cluster has no such pod (any more)
+    exit_code: int | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ObservedPod:
     name: str
     namespace: str
@@ -89,19 +103,51 @@ class PodEvent:
 
 
 class ClusterBackend(Protocol):
-    """The four calls the cycle needs from a cluster. Implementations must make the writes
-    idempotent, because reconcile re-runs them after partial failures and may run twice.
+    """Every call the cycle and the portal make of a cluster; both backends (simulated and
+    kubernetes) implement each (a test holds them to it). Writes must be idempotent, because
+    reconcile re-runs them after partial failures and may run twice.
 
-    `create_pods` and `delete_pods` are the batch forms reconcile uses. A backend may leave
-    them out: `pods_create`/`pods_delete` then fall back to one call per pod, which is also what
-    a backend inheriting from this class gets by default.
+    The batch calls (`create_pods`, `delete_pods`, `bind_pods`) default to one call per pod
+    for a backend that inherits this class: the Kubernetes API takes pods one request at a
+    time anyway.
     """
+
+    # Whether list_nodes reports the cluster's own nodes, which the cycle writes into the Node
+    # rows (Kubernetes), or those rows themselves (the simulated cluster, whose inventory they are).
+    lists_cluster_nodes: bool
+    # Whether it makes a job's objects besides its pods (the owner object, the plugins'
+    # Services, ConfigMaps, NetworkPolicies and Secrets), which the reconcile sweeps.
+    makes_job_objects: bool
+    # The watch cache the backend reads from, kept from cycle to cycle (None: it lists the
+    # cluster): what the cycle last wrote from its reads is remembered per source.
+    cache: ClusterCache | None
+
+    # -- reads -------------------------------------------------------------------------------
 
     def list_nodes(self) -> list[ObservedNode]: ...
 
     def list_pods(self) -> list[ObservedPod]:
         """Only the pods this portal manages (label gpuportal.io/managed=true)."""
         ...
+
+    def owners_deleted(self) -> dict[str, str]:
+        """job id -> why, for each job whose owner object someone else deleted since the
+        previous list_pods (its pods went with it)."""
+        ...
+
+    def namespaces_missing(self, names: Iterable[str]) -> set[str]:
+        """Which of `names` no namespace has (nothing of a job can be made there)."""
+        ...
+
+    def namespaces_refusing(self) -> set[str]:
+        """Namespaces that refused this backend's lists (403: the portal's Roles are not there)."""
+        ...
+
+    def pod_log(self, name: str, namespace: str, tail: int) -> PodLog:
+        """The last `tail` lines of the pod's main container and how it ended."""
+        ...
+
+    # -- writes ------------------------------------------------------------------------------
 
     def create_pod(self, pod: DesiredPod) -> None:
         """Create the pod; an existing pod with the same name and replica identity is success."""
@@ -115,13 +161,16 @@ class ClusterBackend(Protocol):
         """Assign the created pod to `node_name`; a pod already on that node is success."""
         ...
 
-    def pod_log(self, name: str, namespace: str, tail: int) -> PodLog:
-        """The last `tail` lines of the pod's main container and how it ended."""
+    def record_events(self, events: Sequence[PodEvent]) -> None:
+        """Best effort: an event that cannot be recorded is logged, never an error."""
         ...
 
-    def record_events(self, events: Sequence[PodEvent]) -> None:
-        """Best effort: an event that cannot be recorded is logged, never an error. Optional
-        (the simulated cluster has no events)."""
+    def sweep_job_objects(
+        self, keep: set[tuple[str, str, str]], wanted: Sequence[dict[str, Any]] = ()
+    ) -> list[str]:
+        """Delete the job objects (owner objects, the plugins' Services, ConfigMaps,
+        NetworkPolicies and Secrets) not in `keep` (kind, namespace, name), make again each of
+        `wanted` that someone deleted; returns "Kind namespace/name" of each deleted."""
         ...
 
     def create_pods(self, pods: Sequence[DesiredPod]) -> list[Exception | None]:
@@ -135,43 +184,9 @@ class ClusterBackend(Protocol):
         """Delete each (name, namespace) as delete_pod would; outcomes as in create_pods."""
         return delete_each(self, pods, grace_seconds)
 
-
-def pods_create(backend: ClusterBackend, pods: Sequence[DesiredPod]) -> list[Exception | None]:
-    """`backend.create_pods(pods)`, or one create_pod per pod when the backend has no batch
-    form (the Kubernetes API creates pods one request at a time anyway)."""
-    create_pods = getattr(backend, "create_pods", None)
-    if create_pods is None:
-        return create_each(backend, pods)
-    return create_pods(pods)
-
-
-def pods_delete(
-    backend: ClusterBackend, pods: Sequence[tuple[str, str]], grace_seconds: int
-) -> list[Exception | None]:
-    """`backend.delete_pods(pods, grace_seconds)`, or one delete_pod per (name, namespace)."""
-    delete_pods = getattr(backend, "delete_pods", None)
-    if delete_pods is None:
-        return delete_each(backend, pods, grace_seconds)
-    return delete_pods(pods, grace_seconds)
-
-
-def pods_bind(
-    backend: ClusterBackend, pods: Sequence[tuple[str, str, str]]
-) -> list[Exception | None]:
-    """`backend.bind_pods(pods)`, or bind_pod for each (name, namespace, node); one outcome
-    per pod, as in create_each."""
-    bind_pods = getattr(backend, "bind_pods", None)
-    if bind_pods is not None:
-        return bind_pods(pods)
-    outcomes: list[Exception | None] = []
-    for name, namespace, node_name in pods:
-        try:
-            backend.bind_pod(name, namespace, node_name)
-        except Exception as exc:  # same isolation boundary as in create_each
-            outcomes.append(exc)
-        else:
-            outcomes.append(None)
-    return outcomes
+    def bind_pods(self, pods: Sequence[tuple[str, str, str]]) -> list[Exception | None]:
+        """Bind each (name, namespace, node) as bind_pod would; outcomes as in create_pods."""
+        return bind_each(self, pods)
 
 
 def create_each(backend: ClusterBackend, pods: Sequence[DesiredPod]) -> list[Exception | None]:
@@ -195,6 +210,20 @@ def delete_each(
     for name, namespace in pods:
         try:
             backend.delete_pod(name, namespace, grace_seconds)
+        except Exception as exc:  # same isolation boundary as in create_each
+            outcomes.append(exc)
+        else:
+            outcomes.append(None)
+    return outcomes
+
+
+def bind_each(
+    backend: ClusterBackend, pods: Sequence[tuple[str, str, str]]
+) -> list[Exception | None]:
+    outcomes: list[Exception | None] = []
+    for name, namespace, node_name in pods:
+        try:
+            backend.bind_pod(name, namespace, node_name)
         except Exception as exc:  # same isolation boundary as in create_each
             outcomes.append(exc)
         else:

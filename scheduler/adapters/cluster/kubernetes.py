@@ -28,9 +28,16 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from jobspec.labels import DEFAULT_INSTANCE, JOB_ID, owned_by, owned_selector, replica_key
+from jobspec.labels import (
+    DEFAULT_INSTANCE,
+    JOB_ID,
+    owned_by,
+    owned_selector,
+    replica_key,
+)
 from jobspec.pods import DesiredPod
 from scheduler.adapters.cluster.base import (
+    ClusterBackend,
     ClusterError,
     ObservedNode,
     ObservedPod,
@@ -39,7 +46,11 @@ from scheduler.adapters.cluster.base import (
     RefusedClusterError,
     TransientClusterError,
 )
-from scheduler.adapters.cluster.manifests import nodes_observed, observed_pod_from, pod_manifest
+from scheduler.adapters.cluster.manifests import (
+    nodes_observed,
+    observed_pod_from,
+    pod_manifest,
+)
 from scheduler.adapters.cluster.owner import (
     OWNER_DELETED,
     owner_manifest,
@@ -96,7 +107,10 @@ class ApiUnavailable(TransientClusterError):
     as opposed to something about this one object (a predecessor pod still terminating)."""
 
 
-class KubernetesBackend:
+class KubernetesBackend(ClusterBackend):
+    lists_cluster_nodes = True
+    makes_job_objects = True
+
     def __init__(
         self,
         core_v1: client.CoreV1Api,

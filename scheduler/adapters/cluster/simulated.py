@@ -9,8 +9,9 @@ still holds its node's resources, like a terminating pod).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -24,6 +25,7 @@ from scheduler.adapters.cluster.base import (
     ClusterError,
     ObservedNode,
     ObservedPod,
+    PodEvent,
     PodLog,
     create_each,
 )
@@ -33,6 +35,12 @@ BATCH = 1000
 
 
 class SimulatedBackend:
+    # Its nodes are the Node rows themselves (the inventory), read anew each time; its pods
+    # are all it makes.
+    lists_cluster_nodes = False
+    makes_job_objects = False
+    cache = None
+
     def __init__(
         self,
         *,
@@ -50,6 +58,17 @@ class SimulatedBackend:
         # Plain rows: every cycle lists every pod, and model instances cost several times more.
         rows = SimulatedPod.objects.order_by("namespace", "name").values_list(*_POD_COLUMNS)
         return [_observed(*row) for row in rows if is_managed(row[_LABELS])]
+
+    def owners_deleted(self) -> dict[str, str]:
+        """The simulation makes no owner objects, so none can be deleted under it."""
+        return {}
+
+    def namespaces_missing(self, names: Iterable[str]) -> set[str]:
+        """Every namespace exists in the simulation."""
+        return set()
+
+    def namespaces_refusing(self) -> set[str]:
+        return set()
 
     def create_pod(self, pod: DesiredPod) -> None:
         existing = SimulatedPod.objects.filter(name=pod.name, namespace=pod.namespace).first()
@@ -202,6 +221,15 @@ class SimulatedBackend:
                     delete_after=now + timedelta(seconds=grace_seconds)
                 )
         return [None] * len(pods)
+
+    def record_events(self, events: Sequence[PodEvent]) -> None:
+        """The simulation keeps no Kubernetes Events: the portal's own pages tell the story."""
+
+    def sweep_job_objects(
+        self, keep: set[tuple[str, str, str]], wanted: Sequence[dict[str, Any]] = ()
+    ) -> list[str]:
+        """The simulation makes no job objects (Services, ConfigMaps, ...): nothing to sweep."""
+        return []
 
     @transaction.atomic
     def advance(self) -> None:

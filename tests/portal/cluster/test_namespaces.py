@@ -14,8 +14,8 @@ from portal.cluster.namespaces import job_namespace, job_namespaces, placing_nam
 from portal.cluster.naming import tenant_namespace
 from portal.tenants.models import Membership
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import scheduling_cycle_run
 from scheduler.adapters.desired import desired_pods
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from scheduler.adapters.pod_logs import pod_log_read
 from tests.factories import MembershipFactory, NodeFactory, TenantFactory, UserFactory
 from tests.scheduler.conftest import submit_job

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from portal.cluster.models import Placement, SimulatedPod
 from portal.jobs.services import job_submit
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import scheduling_cycle_run
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from tests.factories import JobFactory, NodeFactory
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from portal.tenants.models import Membership
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import scheduling_cycle_run
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from tests.factories import MembershipFactory, NodeFactory, UserFactory
 from tests.scheduler.conftest import submit_job
 

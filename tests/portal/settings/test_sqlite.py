@@ -19,7 +19,7 @@ from django.urls import reverse
 
 from portal.tenants.models import Membership
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import scheduling_cycle_run
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from tests.factories import MembershipFactory, NodeFactory, QueueFactory, TenantFactory, UserFactory
 from tests.scheduler.conftest import submit_job
 

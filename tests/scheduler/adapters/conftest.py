@@ -68,7 +68,7 @@ def cycle_clock(cluster: EmulatedCluster) -> CycleClock:
 def kube_cycle(backend: KubernetesBackend, cycle_clock: CycleClock) -> Callable[..., CycleRun]:
     """One whole scheduling cycle against the emulated cluster; fails the test on a cycle
     error unless `errors=True`."""
-    from scheduler.adapters.cycle import scheduling_cycle_run
+    from scheduler.adapters.orchestrator import scheduling_cycle_run
 
     clock = cycle_clock
 

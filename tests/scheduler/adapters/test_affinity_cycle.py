@@ -11,7 +11,7 @@ from portal.cluster.models import Placement, SimulatedPod
 from portal.jobs.models import Job
 from portal.jobs.services import job_submit
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import scheduling_cycle_run
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from tests.factories import NodeFactory
 
 pytestmark = pytest.mark.django_db

@@ -15,11 +15,11 @@ from portal.jobs.models import Job
 from portal.jobs.services import job_cancel
 from portal.scheduling.models import CycleRun
 from portal.tenants.models import Membership
-from scheduler.adapters import cycle as cycle_module
 from scheduler.adapters import observe as observe_module
+from scheduler.adapters import orchestrator as cycle_module
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import decisions_persist_fenced, scheduling_cycle_run
 from scheduler.adapters.lock import LeaseLost
+from scheduler.adapters.orchestrator import decisions_persist_fenced, scheduling_cycle_run
 from scheduler.adapters.revalidate import WITHDRAWN_NO_ROOM
 from scheduler.adapters.snapshot import snapshot_build
 from scheduler.core.cycle import run_cycle

@@ -13,8 +13,8 @@ from portal.cluster.models import Placement, SimulatedPod
 from portal.jobs.services import job_submit
 from scheduler.adapters.cluster.manifests import observed_pod_from
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import scheduling_cycle_run
 from scheduler.adapters.observe import cluster_observe
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from tests.factories import NodeFactory
 
 pytestmark = pytest.mark.django_db

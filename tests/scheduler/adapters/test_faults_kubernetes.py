@@ -16,9 +16,9 @@ from portal.cluster.models import Placement
 from portal.jobs.models import Job
 from portal.scheduling.models import CycleRun
 from portal.tenants.models import Membership
-from scheduler.adapters import cycle as cycle_module
+from scheduler.adapters import orchestrator as cycle_module
 from scheduler.adapters.cluster.base import TransientClusterError
-from scheduler.adapters.cycle import scheduling_cycle_run
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from tests.factories import MembershipFactory, UserFactory
 from tests.scheduler.conftest import submit_job
 

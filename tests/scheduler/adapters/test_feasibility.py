@@ -8,8 +8,8 @@ import pytest
 from portal.cluster.models import Placement
 from portal.jobs.models import Job
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import scheduling_cycle_run
 from scheduler.adapters.feasibility import conf_with_hard_feasibility
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from scheduler.adapters.snapshot import snapshot_build
 from scheduler.core.config import default_conf, parse_conf
 from scheduler.core.cycle import run_cycle

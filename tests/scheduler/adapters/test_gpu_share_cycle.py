@@ -10,10 +10,10 @@ from portal.cluster.selectors import gpus_allocated_per_queue, node_list_with_us
 from portal.jobs.services import job_submit
 from portal.tenants.selectors import gpus_allocated_per_tenant
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import scheduling_cycle_run
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from scheduler.adapters.snapshot import snapshot_build
 from tests.factories import NodeFactory
-from tests.scheduler.adapters.test_cycle import Clock
+from tests.scheduler.adapters.test_orchestrator import Clock
 from tests.scheduler.conftest import submit_job
 
 pytestmark = pytest.mark.django_db

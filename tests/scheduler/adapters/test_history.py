@@ -9,13 +9,13 @@ from portal.jobs.models import Job
 from portal.scheduling.models import CycleRun, PreemptionEvent
 from portal.tenants.models import Membership
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import scheduling_cycle_run
 from scheduler.adapters.history import (
     expected_ends,
     last_rescheduling,
     rescheduled_pods,
     snapshot_history,
 )
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from scheduler.core.config import default_conf, parse_conf_text
 from scheduler.core.types import Rescheduled
 from tests.factories import (

@@ -18,7 +18,7 @@ from portal.tenants.models import Membership
 from scheduler.adapters.cluster.kubernetes import KubernetesBackend, RetryPolicy
 from scheduler.adapters.cluster.testing.emulator import EmulatedCluster
 from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
-from scheduler.adapters.cycle import scheduling_cycle_run
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from tests.factories import MembershipFactory, UserFactory
 from tests.scheduler.conftest import submit_job
 

@@ -9,7 +9,7 @@ from portal.accounting.models import LedgerClock, LedgerEntry
 from portal.cluster.models import Placement
 from portal.tenants.models import Membership
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import scheduling_cycle_run
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from tests.factories import MembershipFactory, NodeFactory, UserFactory
 from tests.scheduler.conftest import submit_job
 

@@ -8,8 +8,8 @@ import pytest
 from portal.cluster.models import SimulatedPod
 from portal.jobs.services import job_submit
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import scheduling_cycle_run
 from scheduler.adapters.desired import desired_pods
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from tests.factories import NodeFactory
 
 pytestmark = pytest.mark.django_db

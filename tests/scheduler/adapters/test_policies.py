@@ -11,8 +11,8 @@ from portal.jobs.models import Job
 from portal.jobs.services import job_submit
 from scheduler.adapters.cluster.base import ObservedPod
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import scheduling_cycle_run
 from scheduler.adapters.observe import cluster_observe
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from tests.factories import NodeFactory
 
 pytestmark = pytest.mark.django_db

@@ -18,10 +18,10 @@ from portal.cluster.models import Placement, SimulatedPod
 from portal.jobs.models import Job
 from portal.jobs.services import job_quarantine_release
 from portal.scheduling.models import CycleRun
-from scheduler.adapters import cycle as cycle_module
 from scheduler.adapters import desired, persist, snapshot
+from scheduler.adapters import orchestrator as cycle_module
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import scheduling_cycle_run
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from scheduler.adapters.quarantine import find_culprits
 from tests.factories import JobFactory, JobTaskFactory, NodeFactory, PlacementFactory
 

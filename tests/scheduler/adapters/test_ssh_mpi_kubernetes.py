@@ -16,7 +16,7 @@ from portal.jobs.models import Job
 from portal.jobs.services import job_cancel, job_submit
 from portal.tenants.models import Membership
 from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
-from scheduler.adapters.cycle import scheduling_cycle_run
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from tests.factories import MembershipFactory, UserFactory
 from tests.scheduler.adapters.test_job_objects_cache import eventually, fresh_backend
 

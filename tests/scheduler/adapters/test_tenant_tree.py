@@ -9,7 +9,7 @@ from portal.cluster.models import Placement
 from portal.scheduling.models import QueueUsageRollup
 from portal.tenants.models import Membership, TenantUsageSample
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import scheduling_cycle_run
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from scheduler.adapters.snapshot import snapshot_build
 from scheduler.core.config import DEFAULT_CONF_TEXT
 from tests.factories import (

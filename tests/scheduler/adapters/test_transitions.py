@@ -14,8 +14,8 @@ from portal.scheduling.models import PreemptionEvent
 from scheduler.adapters.bulk import ids_update
 from scheduler.adapters.cluster.base import ObservedPod
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import scheduling_cycle_run
 from scheduler.adapters.observe import cluster_observe
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from scheduler.adapters.persist import decisions_persist
 from scheduler.adapters.snapshot import snapshot_build
 from scheduler.adapters.transitions import SKIPPED_NOTE, CycleTransitions, stamp_columns

@@ -10,9 +10,10 @@ from django.test import override_settings
 from portal.cluster.models import SimulatedPod
 from portal.jobs.models import Job
 from portal.jobs.services import job_submit
-from scheduler.adapters import reconcile
+from portal.ops.retention import ttl_jobs_kept
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import _job_objects_sweep, scheduling_cycle_run
+from scheduler.adapters.desired import job_objects_kept
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from tests.factories import NodeFactory
 
 pytestmark = pytest.mark.django_db
@@ -81,24 +82,16 @@ def test_without_a_ttl_the_retention_applies(researcher, nlp_queue):
     assert SimulatedPod.objects.count() == 2
 
 
-class _Sweeper:
-    def __init__(self) -> None:
-        self.keep: set = set()
-
-    def sweep_job_objects(self, keep, wanted=()):
-        self.keep = set(keep)
-        return []
-
-
 def test_an_ended_jobs_service_stays_until_its_ttl(researcher, nlp_queue):
     job = _submit(researcher, nlp_queue, 120, plugins={"svc": []})
     ended = START
     Job.objects.filter(id=job.id).update(status=Job.Status.SUCCEEDED, finished_at=ended)
-    backend = _Sweeper()
-    _job_objects_sweep(backend, [], reconcile.ReconcileReport(), ended + timedelta(seconds=100))
-    assert "Service" in {kind for kind, _, _ in backend.keep}, backend.keep
-    _job_objects_sweep(backend, [], reconcile.ReconcileReport(), ended + timedelta(seconds=121))
-    assert backend.keep == set()
+
+    def kept(at):
+        return job_objects_kept([], [], set(), ttl_jobs_kept(now=at))
+
+    assert "Service" in {kind for kind, _, _ in kept(ended + timedelta(seconds=100))}
+    assert kept(ended + timedelta(seconds=121)) == set()
 
 
 @pytest.mark.parametrize("ttl", [-1, "60", 30 * 86400 + 1, True])

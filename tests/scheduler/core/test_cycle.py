@@ -35,7 +35,7 @@ def test_every_job_with_pending_pods_gets_one_sentence():
 
 def test_the_core_leaves_the_collector_to_its_caller(monkeypatch):
     # gc is process-wide: the web process runs the core for the quota preview, and must keep
-    # collecting (scheduler.adapters.collector pauses it for the cycle worker).
+    # collecting (scheduler.adapters.gc_pause pauses it for the cycle worker).
     calls = []
     monkeypatch.setattr(gc, "disable", lambda: calls.append("disable"))
     monkeypatch.setattr(gc, "enable", lambda: calls.append("enable"))

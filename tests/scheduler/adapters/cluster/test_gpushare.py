@@ -18,7 +18,7 @@ from scheduler.adapters.cluster.gpushare import (
     share_size,
     template_with_share,
 )
-from scheduler.adapters.cycle import nodes_sync
+from scheduler.adapters.cluster.node_sync import nodes_sync
 from scheduler.adapters.desired import desired_pods
 from tests.factories import NodeFactory, PlacementFactory
 from tests.scheduler.conftest import submit_job

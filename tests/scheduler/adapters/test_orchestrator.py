@@ -11,9 +11,9 @@ from portal.jobs.models import Job
 from portal.jobs.services import job_cancel
 from portal.scheduling.models import CycleRun, PreemptionEvent, QueueUsageSample
 from portal.tenants.models import Membership
-from scheduler.adapters import cycle as cycle_module
+from scheduler.adapters import orchestrator as cycle_module
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import scheduling_cycle_run
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from scheduler.adapters.snapshot import snapshot_build
 from tests.factories import MembershipFactory, NodeFactory, UserFactory
 from tests.scheduler.conftest import submit_job

@@ -8,10 +8,10 @@ from prometheus_client import REGISTRY
 
 from portal.jobs.models import Job
 from portal.scheduling.models import CycleRun, PreemptionEvent
-from scheduler.adapters import observability
+from scheduler.adapters import cycle_metrics
 from scheduler.adapters.cluster.base import ClusterError
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.cycle import scheduling_cycle_run
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from tests.portal.ops.scenario import Clock, busy_cluster, run_cycles
 from tests.scheduler.conftest import submit_job
 
@@ -102,7 +102,7 @@ def test_a_failure_to_record_never_breaks_the_cycle(nlp_queue, monkeypatch, capl
     def broken(*args):
         raise RuntimeError("metrics backend gone")
 
-    monkeypatch.setattr(observability, "_record", broken)
+    monkeypatch.setattr(cycle_metrics, "_record", broken)
     clock = Clock()
     run = scheduling_cycle_run(
         backend=SimulatedBackend(default_run_seconds=600, now=clock), now=clock

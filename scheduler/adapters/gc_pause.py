@@ -24,7 +24,7 @@ from scheduler.core.types import CycleResult, Snapshot
 
 
 @contextmanager
-def collector_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """No cyclic collection inside; the collector is back as it was (enabled or not) after."""
     enabled = gc.isenabled()
     gc.disable()
@@ -37,5 +37,5 @@ def collector_paused() -> Iterator[None]:
 
 def run_cycle_paused(snapshot: Snapshot, conf: SchedulerConf) -> CycleResult:
     """``run_cycle`` with the collector paused: how the cycle worker runs the core."""
-    with collector_paused():
+    with gc_paused():
         return run_cycle(snapshot, conf)

@@ -1,6 +1,6 @@
 """What a finished scheduling cycle tells the operators: one log event with its figures, and
 the worker's Prometheus counters and histograms (served by the worker's exporter,
-portal.ops.worker). Called once per cycle from scheduler.adapters.cycle, after the CycleRun
+portal.ops.worker). Called once per cycle from scheduler.adapters.orchestrator, after the CycleRun
 row is saved; it never raises into the cycle.
 
 Names follow Volcano's scheduler metrics where they mean the same (volcano-sh/volcano

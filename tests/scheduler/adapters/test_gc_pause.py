@@ -5,8 +5,8 @@ import gc
 import pytest
 
 from scheduler.adapters.cluster.simulated import SimulatedBackend
-from scheduler.adapters.collector import collector_paused, run_cycle_paused
-from scheduler.adapters.cycle import scheduling_cycle_run
+from scheduler.adapters.gc_pause import gc_paused, run_cycle_paused
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 from scheduler.core import cycle as core_cycle
 from scheduler.core.config import default_conf
 from scheduler.core.synthetic import synthetic_snapshot
@@ -23,17 +23,17 @@ def collector_on():
 
 
 def test_the_pause_restores_the_collector_as_it_found_it(collector_on):
-    with collector_paused():
+    with gc_paused():
         assert not gc.isenabled()
     assert gc.isenabled()
     gc.disable()
-    with collector_paused():
+    with gc_paused():
         assert not gc.isenabled()
     assert not gc.isenabled()  # left off: the caller had turned it off
 
 
 def test_the_pause_ends_when_the_cycle_raises(collector_on):
-    with pytest.raises(RuntimeError), collector_paused():
+    with pytest.raises(RuntimeError), gc_paused():
         raise RuntimeError("a bug in a plugin")
     assert gc.isenabled()
 

@@ -15,7 +15,7 @@ from portal.cluster.models import Node
 from portal.cluster.services import node_inventory_sync
 from scheduler.adapters.cluster.kubernetes import KubernetesBackend
 from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
-from scheduler.adapters.cycle import scheduling_cycle_run
+from scheduler.adapters.orchestrator import scheduling_cycle_run
 
 pytestmark = pytest.mark.django_db
 NAMESPACE = "gpu-jobs"

@@ -10,8 +10,9 @@ admission (NamespaceLifecycle, ServiceAccount, ResourceQuota, PodSecurity and th
 defaults), validation, the garbage collector, ResourceQuota usage, namespace deletion, pod GC,
 NoExecute taint eviction, and etcd's compaction (410 Gone). What is not here: a kubelet (pods
 bound to a node are driven by fake_kubelet.py, which `up --nodes N` starts for its nodes), a
-default scheduler, and the node lifecycle controller (nothing heartbeats the nodes; tests set
-NotReady and its taint themselves).
+default scheduler, and node heartbeats (the node lifecycle controller runs, but waits a day
+before it judges a silent node; a test makes a node NotReady by its condition, and the
+controller then taints it as it would any NotReady node).
 
 etcd keeps its data on tmpfs (/dev/shm) with fsync off: the cluster lives as long as its
 processes. `up` is idempotent while the processes it recorded still run; `down` stops them.
@@ -46,8 +47,13 @@ from cryptography.x509.oid import NameOID
 REPO = Path(__file__).resolve().parents[4]
 BUILD_SCRIPT = REPO / "deploy" / "realcluster" / "build.sh"
 KUBE_VERSION = "v1.37.2"
-# The controllers the portal's behaviour depends on; node-lifecycle-controller stays off.
+# The controllers the portal's behaviour depends on. node-lifecycle-controller is on but never
+# judges a node by its heartbeats (see _controller_manager_args): it keeps the condition taints
+# (not-ready, unschedulable) as on a real cluster, and the taint eviction controller needs the
+# pod index it registers (without it, every eviction fails with "Index with name spec.nodeName
+# does not exist").
 CONTROLLERS = (
+    "node-lifecycle-controller",
     "serviceaccount-controller",
     "serviceaccount-token-controller",
     "garbage-collector-controller",
@@ -260,6 +266,9 @@ class ControlPlane:
             "--secure-port=0",
             # Quota usage and garbage collection within a test's patience.
             "--resource-quota-sync-period=5s",
+            # Nothing heartbeats the fake nodes: a node is NotReady only when a test says so.
+            "--node-monitor-grace-period=24h",
+            "--node-startup-grace-period=24h",
             "--v=1",
         ]
 

@@ -112,8 +112,8 @@ class FakeKubelet:
         body = node_body(name, owner=self.owner, **fields)
         self.api.create_node(body)
         # TaintNodesByCondition admission gives a new node node.kubernetes.io/not-ready, which
-        # the node lifecycle controller lifts once the node is Ready; that controller is off
-        # here, so the node gets the taints it registered with, as if it had.
+        # the node lifecycle controller lifts on its next pass once the node is Ready (up to
+        # 5 s): lifted here at once, so a test's first cycle sees the node usable.
         self.api.patch_node(name, {"spec": {"taints": body["spec"]["taints"] or None}})
 
     def register_nodes(self, names: Iterable[str], **fields: Any) -> None:
@@ -121,8 +121,8 @@ class FakeKubelet:
             self.register_node(name, **fields)
 
     def set_ready(self, name: str, ready: bool) -> None:
-        """The Ready condition only: the node lifecycle controller is off on the local plane,
-        so a test that wants the not-ready taint sets it too, as that controller would."""
+        """The Ready condition; the node lifecycle controller adds or lifts the not-ready
+        taints on its next pass, as on any cluster."""
         self.api.patch_node_status(name, {"status": {"conditions": [ready_condition(ready)]}})
 
     def remove_nodes(self) -> None:

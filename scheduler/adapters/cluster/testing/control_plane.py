@@ -37,6 +37,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 from cryptography import x509
@@ -105,6 +106,10 @@ class ControlPlane:
         return self.workdir / "admin.kubeconfig"
 
     @property
+    def info_file(self) -> Path:
+        return self.workdir / "plane.json"
+
+    @property
     def pid_file(self) -> Path:
         return self.workdir / "pids.json"
 
@@ -145,6 +150,39 @@ class ControlPlane:
             self._controller_manager_args(),
         )
         self._record(pids)
+        # What tests need to reach the plane's parts besides the API server (etcd, for
+        # compaction; the binaries, to restart the API server).
+        self.info_file.write_text(
+            json.dumps(
+                {"server": self.server, "etcd": self.etcd_url, "bin_dir": str(bin_dir),
+                 "ports": vars(self.ports)},
+                indent=1,
+            )
+        )  # fmt: skip
+
+    @classmethod
+    def of(cls, workdir: Path) -> ControlPlane:
+        """The running plane whose files are in `workdir` (as `up` recorded it)."""
+        info = json.loads((workdir / "plane.json").read_text())
+        return cls(workdir, Ports(**info["ports"]))
+
+    def restart_apiserver(self) -> None:
+        """Stops kube-apiserver and starts it again on the same etcd: its watch cache starts
+        over at etcd's current revision, so a watch from an older resourceVersion is 410,
+        as after any API server upgrade or crash."""
+        bin_dir = Path(json.loads(self.info_file.read_text())["bin_dir"])
+        pids = self.running()
+        pid = pids.pop("kube-apiserver")
+        _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        _signal(pid, signal.SIGKILL)
+        pids["kube-apiserver"] = self._spawn(
+            "kube-apiserver", bin_dir / "kube-apiserver", self._apiserver_args()
+        )
+        self._record(pids)
+        self.wait_ready()
 
     def add_process(self, name: str, command: list[str]) -> None:
         """Another process that lives and dies with the plane (the fake kubelet of `up`)."""
@@ -302,6 +340,22 @@ class ControlPlane:
             )
         )
         path.chmod(0o600)
+
+
+def etcd_compact(etcd_url: str) -> int:
+    """Compacts etcd's history up to its current revision (etcd's JSON gateway: no etcdctl
+    needed); returns that revision. Any list continue token or watch from before it is 410."""
+    revision = int(_etcd_call(etcd_url, "/v3/kv/range", {"key": "AA=="})["header"]["revision"])
+    _etcd_call(etcd_url, "/v3/kv/compaction", {"revision": str(revision), "physical": True})
+    return revision
+
+
+def _etcd_call(etcd_url: str, path: str, body: dict[str, object]) -> dict[str, Any]:
+    request = urllib.request.Request(  # noqa: S310 - the local plane's etcd, http on loopback
+        etcd_url + path, data=json.dumps(body).encode(), method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310
+        return dict(json.load(answer))
 
 
 def token_kubeconfig(path: Path, *, server: str, ca_file: Path, token: str, user: str) -> None:

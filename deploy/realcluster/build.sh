@@ -27,6 +27,7 @@ if [ -x "$bin/kube-apiserver" ] && [ -x "$bin/kube-controller-manager" ] && [ -x
   echo "$bin"
   exit 0
 fi
+command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
 command -v go >/dev/null || { echo "build.sh: needs Go (go.dev/dl, or the machine's /usr/local/go)" >&2; exit 1; }
 mkdir -p "$bin.partial"
 started=$(date +%s)

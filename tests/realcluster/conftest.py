@@ -27,6 +27,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.adapters.cluster.kubernetes import KubernetesBackend, RetryPolicy
+from scheduler.adapters.cluster.testing.control_plane import apply_manifests, service_account_token
 from scheduler.adapters.cluster.testing.fake_kubelet import FakeKubelet
 from scheduler.adapters.cluster.testing.kubelet import Kubelet
 from tests.scheduler.conftest import wait_for
@@ -40,18 +41,6 @@ NAMESPACE = "gpu-jobs"
 PORTAL_SA = ("gpu-portal", "gpu-portal")
 GPU_RESOURCE_NAMES = ("nvidia.com/gpu",)
 Raw = dict[str, Any]
-
-
-def apply_manifests(api_client: client.ApiClient, documents: list[Raw]) -> None:
-    """Creates each object, leaving one that exists as it is (the manifests here are fixed)."""
-    from kubernetes import utils
-
-    for document in documents:
-        try:
-            utils.create_from_dict(api_client, document)
-        except utils.FailToCreateError as error:
-            if any(getattr(exc, "status", None) != 409 for exc in error.api_exceptions):
-                raise
 
 
 @pytest.fixture(scope="session")
@@ -86,10 +75,7 @@ def service_account_configuration(
     admin: client.CoreV1Api, namespace: str, name: str
 ) -> client.Configuration:
     """A client Configuration authenticated as that ServiceAccount (a TokenRequest token)."""
-    request = client.AuthenticationV1TokenRequest(
-        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=6 * 3600)
-    )
-    token = admin.create_namespaced_service_account_token(name, namespace, request).status.token
+    token = service_account_token(admin.api_client, namespace, name, hours=6)
     admin_configuration = admin.api_client.configuration
     configuration = client.Configuration(host=admin_configuration.host)
     configuration.ssl_ca_cert = admin_configuration.ssl_ca_cert

@@ -3,6 +3,8 @@ from the Go module proxy by deploy/realcluster/build.sh, run as processes on 127
 
     python -m scheduler.adapters.cluster.testing.control_plane up [--dir var/realcluster]
         [--nodes 4 --gpus 8]        prints KUBECONFIG=<admin kubeconfig> and SERVER_VERSION=...
+        With --nodes it also applies deploy/rbac.yaml and writes portal.kubeconfig (the
+        portal's ServiceAccount) into --dir, for the portal itself.
     python -m scheduler.adapters.cluster.testing.control_plane down [--dir var/realcluster]
 
 What the portal meets on a real cluster is the server's own here: RBAC authorization,
@@ -342,6 +344,52 @@ class ControlPlane:
         path.chmod(0o600)
 
 
+def apply_manifests(api_client: Any, documents: list[dict[str, Any]]) -> None:
+    """Creates each object, leaving one that exists as it is (`kubectl create`, idempotent)."""
+    from kubernetes import utils
+
+    for document in documents:
+        try:
+            utils.create_from_dict(api_client, document)
+        except utils.FailToCreateError as error:
+            if any(getattr(exc, "status", None) != 409 for exc in error.api_exceptions):
+                raise
+
+
+def service_account_token(api_client: Any, namespace: str, name: str, hours: int = 24) -> str:
+    """A TokenRequest token of that ServiceAccount (what a pod running as it would carry)."""
+    from kubernetes import client
+
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=hours * 3600)
+    )
+    core = client.CoreV1Api(api_client)
+    return str(core.create_namespaced_service_account_token(name, namespace, request).status.token)
+
+
+def portal_kubeconfig(plane: ControlPlane, api_client: Any) -> Path:
+    """deploy/rbac.yaml applied, and a kubeconfig of the portal's ServiceAccount beside the
+    admin's: what `./dev run` uses against this plane (with CLUSTER_BACKEND=kubernetes)."""
+    documents = [
+        doc for doc in yaml.safe_load_all((REPO / "deploy" / "rbac.yaml").read_text()) if doc
+    ]
+    apply_manifests(api_client, documents)
+    deadline = time.monotonic() + 30
+    while True:  # the token controller makes the ServiceAccount's first token a moment later
+        try:
+            token = service_account_token(api_client, "gpu-portal", "gpu-portal", hours=24 * 7)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    path = plane.workdir / "portal.kubeconfig"
+    token_kubeconfig(
+        path, server=plane.server, ca_file=plane.pki / "ca.crt", token=token, user="gpu-portal"
+    )
+    return path
+
+
 def etcd_compact(etcd_url: str) -> int:
     """Compacts etcd's history up to its current revision (etcd's JSON gateway: no etcdctl
     needed); returns that revision. Any list continue token or watch from before it is 410."""
@@ -551,6 +599,9 @@ def main(argv: list[str] | None = None) -> int:
         from scheduler.adapters.cluster.testing.fake_kubelet import start_for_plane
 
         start_for_plane(plane, nodes=args.nodes, gpus=args.gpus)
+        from kubernetes import config
+
+        portal_kubeconfig(plane, config.new_client_from_config(str(plane.admin_kubeconfig)))
     print(f"KUBECONFIG={plane.admin_kubeconfig}")
     print(f"SERVER_VERSION={plane.server_version()}")
     return 0

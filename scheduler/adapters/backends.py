@@ -31,6 +31,7 @@ def backend_from_settings() -> ClusterBackend:
             settings.GPU_RESOURCE_NAMES,
             scheduler_name=settings.KUBERNETES_SCHEDULER_NAME,
             instance=settings.KUBERNETES_INSTANCE,
+            write_concurrency=settings.KUBERNETES_WRITE_CONCURRENCY,
         )
         backend.namespaces = job_namespaces
         if settings.KUBERNETES_WATCH_CACHE:

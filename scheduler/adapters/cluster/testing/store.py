@@ -24,9 +24,11 @@ Namespaces are objects only once `namespaces_enforced` is set (EmulatedCluster.a
 then creating into a namespace that does not exist answers 404 as a real server does; until
 then any namespace is accepted, so tests that do not care need not create theirs.
 
+- the pod garbage collector deletes the pods of a node gone for ORPHAN_QUARANTINE_SECONDS.
+
 Left out, because nothing here depends on it: a namespace's deletion taking its objects with
 it, a default scheduler (pods created without nodeName and never bound stay
-Pending), pod GC of pods on deleted nodes, admission webhooks, server-side apply.
+Pending), admission webhooks, server-side apply.
 
 No I/O and no asyncio: the HTTP handler (emulator.py) calls it from its event loop and pushes
 the events it returns to open watches. Time is `now` (seconds), advanced by the caller.
@@ -59,6 +61,9 @@ Raw = dict[str, Any]
 Key = tuple[str, str]  # (namespace or "", name)
 
 DEFAULT_GRACE_SECONDS = 30
+# The pod garbage collector deletes a pod bound to a node that no longer exists once the node
+# has been gone this long (kube-controller-manager's podgc, its quarantine for orphans).
+ORPHAN_QUARANTINE_SECONDS = 40
 DEFAULT_HISTORY_LIMIT = 200_000
 _MAX_LIST_SNAPSHOTS = 64
 _NATIVE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "hugepages-2Mi", "pods"})
@@ -124,6 +129,7 @@ class ApiStore:
         self._dependents: dict[str, set[tuple[str, Key]]] = {}
         # pod -> container -> the lines it wrote (the kubelet's log files): gone with the pod.
         self.logs: dict[Key, dict[str, list[str]]] = {}
+        self._nodes_gone: dict[str, float] = {}  # node name -> when it was deleted
         self.listeners: list[Callable[[WatchEvent], None]] = []
         self.namespaces_enforced = False
 
@@ -201,6 +207,8 @@ class ApiStore:
             spec.setdefault("restartPolicy", "Always")
             obj.setdefault("status", {}).setdefault("phase", "Pending")
         self._write(resource, key, obj, "ADDED")
+        if resource == "nodes":
+            self._nodes_gone.pop(meta["name"], None)
         for owner in meta.get("ownerReferences") or []:
             self._dependents.setdefault(owner.get("uid", ""), set()).add((resource, key))
         if resource == "pods" and spec.get("nodeName"):
@@ -470,7 +478,9 @@ class ApiStore:
         self.tick()
 
     def tick(self) -> None:
-        """Every kubelet of a Ready node does what is due at `now`."""
+        """Every kubelet of a Ready node does what is due at `now`, then the pod garbage
+        collector takes the pods of nodes gone longer than its quarantine."""
+        self._collect_orphans()
         for key in sorted(self._kubelet_work):
             pod = self.table("pods").get(key)
             if pod is None:
@@ -483,6 +493,16 @@ class ApiStore:
                 self._terminate(key, pod)
             else:
                 self._run(key, pod, node)
+
+    def _collect_orphans(self) -> None:
+        for node_name, since in sorted(self._nodes_gone.items()):
+            if self.now < since + ORPHAN_QUARANTINE_SECONDS:
+                continue
+            del self._nodes_gone[node_name]
+            for key in sorted(self._pods_by_node.get(node_name, ())):
+                pod = self.table("pods").get(key)
+                if pod is not None and not pod["metadata"].get("finalizers"):
+                    self._remove("pods", key, pod)
 
     def _terminate(self, key: Key, pod: Raw) -> None:
         meta = pod["metadata"]
@@ -550,6 +570,8 @@ class ApiStore:
         gone = dict(obj)
         gone["metadata"] = {**obj["metadata"], "resourceVersion": str(self.rv)}
         self.table(resource).pop(key, None)
+        if resource == "nodes":
+            self._nodes_gone[key[1]] = self.now
         if resource == "pods":
             self._kubelet_work.discard(key)
             self._admitted.discard(key)

@@ -11,6 +11,12 @@ then one summary line: first_cycle_seconds, steady_cycle_seconds (median of the 
 the first), observe_seconds (median time to read the cluster, list_nodes + list_pods, after the
 first cycle) and, on kubernetes, cache_rss_mb.
 
+--backend kubernetes --kubeconfig PATH uses that API server instead (the local control plane
+of `./dev cluster-up`, say): the bench makes the same nodes and --foreign-pods there through
+the API and runs a fake kubelet for the portal's pods. --write-concurrency N sets
+KUBERNETES_WRITE_CONCURRENCY (1: one write at a time); the first cycle's `pods_per_second`
+(binds over the reconcile's time) shows what it buys.
+
 --backend kubernetes serves an emulated API server (scheduler.adapters.cluster.testing, a
 process of its own) with the same nodes and --foreign-pods running pods of other workloads,
 and reads it through the watch cache; between cycles --churn of those pods are replaced through
@@ -69,6 +75,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--foreign-pods", type=int, default=0, help="kubernetes: other pods")
     parser.add_argument("--churn", type=int, default=5, help="kubernetes: pods replaced per cycle")
     parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="kubernetes: this API server (an admin's kubeconfig, e.g. ./dev cluster-up's) "
+        "instead of an emulated one; the bench registers its nodes and other workloads' pods "
+        "there through the API, runs a fake kubelet for the portal's pods, and removes them all",
+    )
+    parser.add_argument(
+        "--write-concurrency",
+        type=int,
+        help="kubernetes: writes in flight at once (KUBERNETES_WRITE_CONCURRENCY; 1: sequential)",
+    )
+    parser.add_argument(
         "--namespace-per-tenant",
         action="store_true",
         help="KUBERNETES_NAMESPACE_PER_TENANT: each tenant's jobs in a namespace of its own",
@@ -86,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.namespace_per_tenant:
         settings.KUBERNETES_NAMESPACE_PER_TENANT = True
+    if args.write_concurrency is not None:
+        settings.KUBERNETES_WRITE_CONCURRENCY = args.write_concurrency
 
     from portal.jobs.models import Job
 
@@ -172,6 +192,10 @@ def cluster(
 
     # The namespaces a cluster admin would have made: every tenant's, and the shared one.
     namespaces = sorted(job_namespaces()) if args.namespace_per_tenant else []
+    if args.kubeconfig is not None:
+        with real_api_server(args.kubeconfig, args.nodes, args.foreign_pods, namespaces):
+            yield from _kubernetes(args.kubeconfig, args)
+        return
     with emulated_api_server(args.nodes, args.foreign_pods, namespaces) as kubeconfig:
         yield from _kubernetes(kubeconfig, args)
 
@@ -189,7 +213,10 @@ def _kubernetes(kubeconfig: Path, args: argparse.Namespace) -> Iterator:
     configuration = client.Configuration()
     config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
     backend = KubernetesBackend.from_configuration(
-        configuration, settings.KUBERNETES_NAMESPACE, settings.GPU_RESOURCE_NAMES
+        configuration,
+        settings.KUBERNETES_NAMESPACE,
+        settings.GPU_RESOURCE_NAMES,
+        write_concurrency=settings.KUBERNETES_WRITE_CONCURRENCY,
     )
     backend.namespaces = job_namespaces  # as backend_from_settings does
     # The first list of 100,000 pods can outlast the default wait on a loaded machine; a real
@@ -204,6 +231,8 @@ def _kubernetes(kubeconfig: Path, args: argparse.Namespace) -> Iterator:
     figures: dict[str, Any] = {
         "foreign_pods": args.foreign_pods,
         "namespace_per_tenant": settings.KUBERNETES_NAMESPACE_PER_TENANT,
+        "api_server": "real" if args.kubeconfig else "emulated",
+        "write_concurrency": backend.write_concurrency,
     }
     # Memory: RSS growth while the cache makes its first lists (the first list_nodes waits for
     # both). An upper bound: it includes the decoding's transient peak.
@@ -229,6 +258,8 @@ def _kubernetes(kubeconfig: Path, args: argparse.Namespace) -> Iterator:
             old = f"ds-{index - args.foreign_pods:06d}"
             api.delete_namespaced_pod(old, "kube-system", grace_period_seconds=0)
             new = foreign_pod_object(index, f"node-{index % nodes:05d}")
+            if args.kubeconfig is not None:  # no such DaemonSet there: the GC would take it
+                del new["metadata"]["ownerReferences"]
             api.create_namespaced_pod("kube-system", new)
         time.sleep(1.0)  # the time between two cycles: the watch delivers, the kubelets start pods
 
@@ -272,6 +303,70 @@ def emulated_api_server(
         finally:
             process.terminate()
             process.wait(timeout=30)
+
+
+BENCH_KUBELET = "bench-cycle"
+
+
+@contextlib.contextmanager
+def real_api_server(
+    kubeconfig: Path, nodes: int, foreign_pods: int, namespaces: Sequence[str] = ()
+) -> Iterator[None]:
+    """The emulator's nodes and other workloads' pods, made on a real API server through the
+    API (`--write-concurrency` at a time), a fake kubelet running the portal's pods there, and
+    all of it removed afterwards."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kubernetes import client, config
+
+    from scheduler.adapters.cluster.testing.emulator import foreign_pod_object
+    from scheduler.adapters.cluster.testing.fake_kubelet import FakeKubelet
+    from scheduler.adapters.cluster.testing.kubelet import Kubelet
+
+    api_client = config.new_client_from_config(str(kubeconfig))
+    api_client.configuration.connection_pool_maxsize = 16
+    api = client.CoreV1Api(api_client)
+    kubelet = FakeKubelet(
+        api, owner=BENCH_KUBELET, kubelet=Kubelet(), pod_selector="gpuportal.io/managed=true"
+    )
+    started = time.monotonic()
+    for namespace in {"gpu-jobs", *namespaces}:
+        with contextlib.suppress(client.ApiException):
+            api.create_namespace({"metadata": {"name": namespace}})
+
+    def node(index: int) -> None:
+        kubelet.register_node(
+            f"node-{index:05d}", gpus=8, cpu="96", memory="1024Gi", pods=250,
+            labels={"topology.kubernetes.io/zone": f"rack-{index // 32}"},
+        )  # fmt: skip
+
+    def pod(index: int) -> None:
+        body = foreign_pod_object(index, f"node-{index % max(nodes, 1):05d}")
+        # Its DaemonSet does not exist here: the garbage collector would take the pod.
+        del body["metadata"]["ownerReferences"]
+        api.create_namespaced_pod("kube-system", body)
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(node, range(nodes)))
+        list(pool.map(pod, range(foreign_pods)))
+    print(
+        json.dumps({"seeded_real_api_server_seconds": round(time.monotonic() - started, 1),
+                    "nodes": nodes, "foreign_pods": foreign_pods}),
+        flush=True,
+    )  # fmt: skip
+    kubelet.start(0.5)
+    try:
+        yield
+    finally:
+        kubelet.stop()
+        api.delete_collection_namespaced_pod("kube-system", label_selector="app=gpu-operator",
+                                             grace_period_seconds=0)  # fmt: skip
+        for namespace in {"gpu-jobs", *namespaces}:
+            api.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+            api.delete_collection_namespaced_config_map(
+                namespace, label_selector="gpuportal.io/managed=true"
+            )
+        kubelet.remove_nodes()
 
 
 def _rss_mb() -> float:
@@ -413,6 +508,9 @@ def run_once(number: int, backend: Any) -> dict:
         "total_ms": round(shell + run.core_ms + run.reconcile_ms, 1),
         "cpu_ms": round(cpu_ms, 1),
         "binds": run.binds,
+        "pods_per_second": round(run.binds / (run.reconcile_ms / 1000), 1)
+        if run.reconcile_ms
+        else None,
         "evictions": run.evictions,
         "pending_jobs": run.pending_jobs,
         "snapshot_plus_persist_over_core": round(shell / run.core_ms, 2) if run.core_ms else None,

@@ -211,6 +211,9 @@ KUBERNETES_SCHEDULER_NAME = env.str("KUBERNETES_SCHEDULER_NAME", default="gpupor
 KUBERNETES_INSTANCE = env.str("KUBERNETES_INSTANCE", default="gpuportal")
 # A bound pod that has not started after this long (an image that never pulls, a node that
 # never runs it) gives its placement back, and the job waits for its turn again.
+# How many of a reconcile pass's writes (pod creates, binds, deletes) are in flight at once;
+# 1 sends them one at a time. A job's own pods are always created in order.
+KUBERNETES_WRITE_CONCURRENCY = env.int("KUBERNETES_WRITE_CONCURRENCY", default=8)
 KUBERNETES_POD_START_TIMEOUT_SECONDS = env.int("KUBERNETES_POD_START_TIMEOUT_SECONDS", default=600)
 SCHEDULER_CYCLE_SECONDS = env.float("SCHEDULER_CYCLE_SECONDS", default=5.0)
 # Expiry of the cluster-wide cycle lock; the holder renews it every third of this, so a

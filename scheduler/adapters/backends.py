@@ -37,6 +37,7 @@ def backend_from_settings(*, watch_cache: bool = True) -> ClusterBackend:
             settings.GPU_RESOURCE_NAMES,
             scheduler_name=settings.KUBERNETES_SCHEDULER_NAME,
             instance=settings.KUBERNETES_INSTANCE,
+            write_concurrency=settings.KUBERNETES_WRITE_CONCURRENCY,
         )
         backend.namespaces = job_namespaces
         if watch_cache and settings.KUBERNETES_WATCH_CACHE:

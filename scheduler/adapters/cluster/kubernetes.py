@@ -17,8 +17,10 @@ import json
 import logging
 import os
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -98,6 +100,10 @@ class RetryPolicy:
 DEFAULT_REQUEST_TIMEOUT: tuple[float, float] = (5.0, 30.0)
 DEFAULT_BREAKER_THRESHOLD = 3
 DEFAULT_SCHEDULER_NAME = "gpuportal"
+# Writes of one reconcile pass in flight at once (KUBERNETES_WRITE_CONCURRENCY): a cycle that
+# starts a thousand pods waits on a thousand round trips, which overlap well; the API server's
+# priority and fairness, not this number, is what protects it.
+DEFAULT_WRITE_CONCURRENCY = 8
 EVENT_MESSAGE_CHARS = 1024  # what the API server keeps of an Event's message
 BREAKER_OPEN = "{where}: skipped, the API server failed {count} writes in a row this pass"
 
@@ -122,7 +128,12 @@ class KubernetesBackend(ClusterBackend):
         breaker_threshold: int = DEFAULT_BREAKER_THRESHOLD,
         scheduler_name: str = DEFAULT_SCHEDULER_NAME,
         instance: str = DEFAULT_INSTANCE,
+        write_concurrency: int = DEFAULT_WRITE_CONCURRENCY,
     ) -> None:
+        if write_concurrency < 1:
+            raise ValueError("write_concurrency must be at least 1 (1: one write at a time)")
+        self.write_concurrency = write_concurrency
+        self._breaker_lock = threading.Lock()
         self.scheduler_name = scheduler_name
         self.instance = instance
         self._owns = owned_by(instance)
@@ -161,6 +172,7 @@ class KubernetesBackend(ClusterBackend):
         request_timeout: float | tuple[float, float] = DEFAULT_REQUEST_TIMEOUT,
         scheduler_name: str = DEFAULT_SCHEDULER_NAME,
         instance: str = DEFAULT_INSTANCE,
+        write_concurrency: int = DEFAULT_WRITE_CONCURRENCY,
     ) -> KubernetesBackend:
         """kubeconfig (KUBECONFIG or ~/.kube/config) when one exists, else the in-cluster
         service account. Uses its own Configuration so the process-wide default stays untouched."""
@@ -183,6 +195,7 @@ class KubernetesBackend(ClusterBackend):
             request_timeout=request_timeout,
             scheduler_name=scheduler_name,
             instance=instance,
+            write_concurrency=write_concurrency,
         )
 
     @classmethod
@@ -196,6 +209,7 @@ class KubernetesBackend(ClusterBackend):
         request_timeout: float | tuple[float, float] = DEFAULT_REQUEST_TIMEOUT,
         scheduler_name: str = DEFAULT_SCHEDULER_NAME,
         instance: str = DEFAULT_INSTANCE,
+        write_concurrency: int = DEFAULT_WRITE_CONCURRENCY,
     ) -> KubernetesBackend:
         """A backend on an explicit client Configuration (tests point its host at an emulator).
 
@@ -204,6 +218,11 @@ class KubernetesBackend(ClusterBackend):
         nor the time a cycle can spend waiting would be what RetryPolicy says.
         """
         configuration.retries = False
+        # A connection per concurrent write, so none waits on the pool (urllib3's default
+        # is cpu count x 5).
+        configuration.connection_pool_maxsize = max(
+            configuration.connection_pool_maxsize, write_concurrency + 2
+        )
         api = client.CoreV1Api(client.ApiClient(configuration))
         return cls(
             api,
@@ -213,6 +232,7 @@ class KubernetesBackend(ClusterBackend):
             request_timeout=request_timeout,
             scheduler_name=scheduler_name,
             instance=instance,
+            write_concurrency=write_concurrency,
         )
 
     # -- reads -------------------------------------------------------------------------------
@@ -424,6 +444,58 @@ class KubernetesBackend(ClusterBackend):
 
     # -- writes ------------------------------------------------------------------------------
 
+    def create_pods(self, pods: Sequence[DesiredPod]) -> list[Exception | None]:
+        """create_pod for each, up to `write_concurrency` at once. A job's pods are created in
+        order by one worker (its owner object and plugin objects come first, once), so only
+        different jobs' writes overlap. One outcome per pod, in the order given."""
+        by_job: dict[str, list[int]] = {}
+        for index, pod in enumerate(pods):
+            by_job.setdefault(pod.labels.get(JOB_ID, ""), []).append(index)
+        outcomes: list[Exception | None] = [None] * len(pods)
+
+        def create_job(indices: list[int]) -> None:
+            for index in indices:
+                outcomes[index] = _outcome(lambda index=index: self.create_pod(pods[index]))
+
+        self._concurrently(create_job, by_job.values())
+        return outcomes
+
+    def bind_pods(self, pods: Sequence[tuple[str, str, str]]) -> list[Exception | None]:
+        """bind_pod for each (name, namespace, node), up to `write_concurrency` at once."""
+        return self._each_concurrently(lambda ref: self.bind_pod(*ref), pods)
+
+    def delete_pods(
+        self, pods: Sequence[tuple[str, str]], grace_seconds: int
+    ) -> list[Exception | None]:
+        """delete_pod for each (name, namespace), up to `write_concurrency` at once."""
+        return self._each_concurrently(
+            lambda ref: self.delete_pod(ref[0], ref[1], grace_seconds), pods
+        )
+
+    def _each_concurrently(
+        self, write: Callable[[Any], None], refs: Sequence[Any]
+    ) -> list[Exception | None]:
+        outcomes: list[Exception | None] = [None] * len(refs)
+
+        def one(index: int) -> None:
+            outcomes[index] = _outcome(lambda: write(refs[index]))
+
+        self._concurrently(one, range(len(refs)))
+        return outcomes
+
+    def _concurrently(self, work: Callable[[Any], None], items: Iterable[Any]) -> None:
+        """`work(item)` for each item, `write_concurrency` at a time (in this thread when 1).
+        `work` records its own outcome and never raises."""
+        items = list(items)
+        if self.write_concurrency == 1 or len(items) < 2:
+            for item in items:
+                work(item)
+            return
+        workers = min(self.write_concurrency, len(items))
+        with ThreadPoolExecutor(workers, thread_name_prefix="kube-write") as pool:
+            for done in [pool.submit(work, item) for item in items]:
+                done.result()
+
     def create_pod(self, pod: DesiredPod) -> None:
         manifest = pod_manifest(pod, self.gpu_resource_names, self.scheduler_name)
         owner = self._ensure_owner(pod.labels[JOB_ID], pod.namespace)
@@ -439,9 +511,15 @@ class KubernetesBackend(ClusterBackend):
 
         def attempt() -> None:
             try:
-                self.core_v1.create_namespaced_pod(
-                    pod.namespace, manifest, _request_timeout=self.request_timeout
+                # The answer (the pod as stored) is not read: decoding it into the client's
+                # models costs more CPU than the request itself.
+                answer = self.core_v1.create_namespaced_pod(
+                    pod.namespace,
+                    manifest,
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
                 )
+                answer.release_conn()
             except ApiException as exc:
                 if exc.status != 409:
                     raise
@@ -738,12 +816,14 @@ class KubernetesBackend(ClusterBackend):
         try:
             self._with_retries(where, attempt)
         except ApiUnavailable:
-            self._writes_failed_in_a_row += 1
+            with self._breaker_lock:  # writes run concurrently (create_pods and the like)
+                self._writes_failed_in_a_row += 1
             raise
         except ClusterError:
             raise  # about this object, not the server's health: the count stands
         else:
-            self._writes_failed_in_a_row = 0
+            with self._breaker_lock:
+                self._writes_failed_in_a_row = 0
 
     def _with_retries(self, where: str, attempt: Callable[[], T]) -> T:
         policy = self.retry
@@ -767,6 +847,16 @@ class KubernetesBackend(ClusterBackend):
         if isinstance(error, TransientClusterError):
             raise TransientClusterError(gave_up) from error
         raise ApiUnavailable(gave_up) from error
+
+
+def _outcome(write: Callable[[], None]) -> Exception | None:
+    try:
+        write()
+    # The isolation boundary of a batch (as base.create_each): one pod's failure, whatever
+    # it is, is that pod's outcome and never stops the others.
+    except Exception as exc:
+        return exc
+    return None
 
 
 def _kubeconfig_path() -> str | None:

@@ -16,7 +16,7 @@ from portal.jobs.models import Job
 from portal.tenants.models import Membership
 from scheduler.adapters.cluster.kubernetes import KubernetesBackend, RetryPolicy
 from scheduler.adapters.cluster.testing.emulator import PODS, foreign_pod_object
-from scheduler.adapters.cluster.testing.store import pod_requests
+from scheduler.adapters.cluster.testing.kubelet import pod_requests
 from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
 from scheduler.adapters.orchestrator import scheduling_cycle_run
 from tests.factories import MembershipFactory, UserFactory

@@ -449,3 +449,59 @@ def test_label_values_that_need_mangling_stay_distinct():
     assert labels.label_value("nlp") == "nlp"
     assert labels.label_value("r&d") != labels.label_value("r-d")
     assert len(labels.label_value("q" * 100)) <= 63
+
+
+# -- concurrent writes -----------------------------------------------------------------------
+
+
+def concurrent_backend(cluster, sleeps, concurrency: int) -> KubernetesBackend:
+    return KubernetesBackend.from_configuration(
+        client.Configuration(host=cluster.url),
+        NAMESPACE,
+        GPU_RESOURCE_NAMES,
+        RetryPolicy(attempts=2, base_delay=0.1, max_delay=1.0, sleep=sleeps.append),
+        request_timeout=(2.0, 5.0),
+        write_concurrency=concurrency,
+    )
+
+
+def test_concurrent_creates_give_each_pod_its_own_outcome_and_a_jobs_pods_in_order(cluster, sleeps):
+    backend = concurrent_backend(cluster, sleeps, concurrency=4)
+    pods = [make_desired(job_id, replica=replica) for job_id in (1, 2, 3) for replica in range(3)]
+    cluster.reject_create("gp-2-worker-1", status=403)
+
+    outcomes = backend.create_pods(pods)
+
+    failed = [pod.name for pod, error in zip(pods, outcomes, strict=True) if error is not None]
+    assert failed == ["gp-2-worker-1"]
+    assert "HTTP 403" in str(outcomes[4])
+    assert sorted(cluster.pod_names()) == sorted(pod.name for pod in pods if pod.name not in failed)
+    created = [
+        request.data["metadata"]["name"]
+        for request in cluster.requests(kmock.action.CREATE)
+        if request.resource is not None and request.resource.plural == "pods"
+    ]
+    for job_id in (1, 2, 3):  # each job's pods were sent one after the other, in order
+        mine = [name for name in created if name.startswith(f"gp-{job_id}-")]
+        assert mine == [f"gp-{job_id}-worker-{replica}" for replica in range(3)]
+
+
+def test_concurrent_binds_and_deletes_answer_in_the_order_asked(cluster, sleeps):
+    backend = concurrent_backend(cluster, sleeps, concurrency=3)
+    pods = [make_desired(job_id) for job_id in range(1, 6)]
+    assert backend.create_pods(pods) == [None] * 5
+    cluster.reject_bind("gp-3-worker-0", status=409)
+
+    outcomes = backend.bind_pods([(pod.name, pod.namespace, "gpu-a") for pod in pods])
+
+    assert [error is None for error in outcomes] == [True, True, False, True, True]
+    assert backend.delete_pods([(pod.name, pod.namespace) for pod in pods], 0) == [None] * 5
+    assert cluster.pod_names() == []
+
+
+def test_write_concurrency_must_be_at_least_one(cluster):
+    with pytest.raises(ValueError, match="write_concurrency"):
+        KubernetesBackend.from_configuration(
+            client.Configuration(host=cluster.url), NAMESPACE, GPU_RESOURCE_NAMES,
+            write_concurrency=0,
+        )  # fmt: skip

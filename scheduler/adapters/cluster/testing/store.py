@@ -24,9 +24,11 @@ Namespaces are objects only once `namespaces_enforced` is set (EmulatedCluster.a
 then creating into a namespace that does not exist answers 404 as a real server does; until
 then any namespace is accepted, so tests that do not care need not create theirs.
 
+- the pod garbage collector deletes the pods of a node gone for ORPHAN_QUARANTINE_SECONDS.
+
 Left out, because nothing here depends on it: a namespace's deletion taking its objects with
 it, a default scheduler (pods created without nodeName and never bound stay
-Pending), pod GC of pods on deleted nodes, admission webhooks, server-side apply.
+Pending), admission webhooks, server-side apply.
 
 No I/O and no asyncio: the HTTP handler (emulator.py) calls it from its event loop and pushes
 the events it returns to open watches. Time is `now` (seconds), advanced by the caller.
@@ -41,17 +43,27 @@ import json
 import re
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from decimal import ROUND_CEILING, Decimal
+from dataclasses import dataclass
 from typing import Any
 
-from kubernetes.utils import parse_quantity
+from scheduler.adapters.cluster.testing.kubelet import (
+    Kubelet,
+    finished_status,
+    kubelet_step,
+    main_container,
+    node_ready,
+    parse_time,
+    timestamp,
+    usage_of,
+)
 
 Raw = dict[str, Any]
 Key = tuple[str, str]  # (namespace or "", name)
 
 DEFAULT_GRACE_SECONDS = 30
+# The pod garbage collector deletes a pod bound to a node that no longer exists once the node
+# has been gone this long (kube-controller-manager's podgc, its quarantine for orphans).
+ORPHAN_QUARANTINE_SECONDS = 40
 DEFAULT_HISTORY_LIMIT = 200_000
 _MAX_LIST_SNAPSHOTS = 64
 _NATIVE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "hugepages-2Mi", "pods"})
@@ -95,18 +107,6 @@ class _ListSnapshot:
     items: list[Raw]
 
 
-@dataclass
-class Kubelet:
-    """What the node agents do, cluster-wide. Seconds are emulator time."""
-
-    start_seconds: float = 0.0  # ContainerCreating -> Running
-    honour_sigterm: bool = True  # False: a deleted pod lasts its whole grace period
-    image_pull_failures: set[str] = field(default_factory=set)
-    # node -> resource its kubelet refuses to admit (a device plugin whose devices went
-    # unhealthy after the node reported them allocatable): OutOf<resource>.
-    admission_failures: dict[str, str] = field(default_factory=dict)
-
-
 class ApiStore:
     def __init__(self, *, now: float = 1_800_000_000.0, history_limit: int = DEFAULT_HISTORY_LIMIT):
         self.now = now
@@ -129,6 +129,7 @@ class ApiStore:
         self._dependents: dict[str, set[tuple[str, Key]]] = {}
         # pod -> container -> the lines it wrote (the kubelet's log files): gone with the pod.
         self.logs: dict[Key, dict[str, list[str]]] = {}
+        self._nodes_gone: dict[str, float] = {}  # node name -> when it was deleted
         self.listeners: list[Callable[[WatchEvent], None]] = []
         self.namespaces_enforced = False
 
@@ -206,6 +207,8 @@ class ApiStore:
             spec.setdefault("restartPolicy", "Always")
             obj.setdefault("status", {}).setdefault("phase", "Pending")
         self._write(resource, key, obj, "ADDED")
+        if resource == "nodes":
+            self._nodes_gone.pop(meta["name"], None)
         for owner in meta.get("ownerReferences") or []:
             self._dependents.setdefault(owner.get("uid", ""), set()).add((resource, key))
         if resource == "pods" and spec.get("nodeName"):
@@ -298,7 +301,7 @@ class ApiStore:
     ) -> None:
         """A container of the pod writes `lines` (its first container when none is named)."""
         pod = self.get("pods", namespace, name)
-        container = container or _main_container(pod).get("name", "")
+        container = container or main_container(pod).get("name", "")
         self.logs.setdefault((namespace, name), {}).setdefault(container, []).extend(lines)
 
     def log(self, namespace: str, name: str, params: dict[str, str]) -> bytes:
@@ -468,15 +471,16 @@ class ApiStore:
     # -- time and kubelets -------------------------------------------------------------------
 
     def timestamp(self, at: float | None = None) -> str:
-        moment = datetime.fromtimestamp(self.now if at is None else at, tz=UTC)
-        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return timestamp(self.now if at is None else at)
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
         self.tick()
 
     def tick(self) -> None:
-        """Every kubelet of a Ready node does what is due at `now`."""
+        """Every kubelet of a Ready node does what is due at `now`, then the pod garbage
+        collector takes the pods of nodes gone longer than its quarantine."""
+        self._collect_orphans()
         for key in sorted(self._kubelet_work):
             pod = self.table("pods").get(key)
             if pod is None:
@@ -490,132 +494,56 @@ class ApiStore:
             else:
                 self._run(key, pod, node)
 
+    def _collect_orphans(self) -> None:
+        for node_name, since in sorted(self._nodes_gone.items()):
+            if self.now < since + ORPHAN_QUARANTINE_SECONDS:
+                continue
+            del self._nodes_gone[node_name]
+            for key in sorted(self._pods_by_node.get(node_name, ())):
+                pod = self.table("pods").get(key)
+                if pod is not None and not pod["metadata"].get("finalizers"):
+                    self._remove("pods", key, pod)
+
     def _terminate(self, key: Key, pod: Raw) -> None:
         meta = pod["metadata"]
-        due = _parse_time(meta["deletionTimestamp"])
+        due = parse_time(meta["deletionTimestamp"])
         if (self.kubelet.honour_sigterm or self.now >= due) and not meta.get("finalizers"):
             self._remove("pods", key, pod)
 
     def _run(self, key: Key, pod: Raw, node: Raw) -> None:
-        status = pod.get("status") or {}
-        phase = status.get("phase")
-        if phase in ("Succeeded", "Failed"):
-            self._kubelet_work.discard(key)
-            return
-        if key not in self._admitted:
-            refused = self._admission_refusal(key, pod, node)
-            if refused:
-                resource, message = refused
-                self._set_status(
-                    key, pod, {"phase": "Failed", "reason": f"OutOf{resource}", "message": message}
-                )
-                self._kubelet_work.discard(key)
-                return
+        step = kubelet_step(
+            pod,
+            node,
+            now=self.now,
+            kubelet=self.kubelet,
+            admitted=key in self._admitted,
+            pull_attempts=self._pull_attempts.get(key, 0),
+            node_usage=lambda: self._node_usage(pod["spec"]["nodeName"], key),
+        )
+        if step.admitted:
             self._admitted.add(key)
-        image = _main_container(pod).get("image", "")
-        if image in self.kubelet.image_pull_failures:
-            attempts = self._pull_attempts.get(key, 0) + 1
-            self._pull_attempts[key] = attempts
-            reason = "ErrImagePull" if attempts == 1 else "ImagePullBackOff"
-            self._set_status(
-                key,
-                pod,
-                {
-                    "phase": "Pending",
-                    "containerStatuses": _container_statuses(
-                        pod,
-                        {
-                            "waiting": {
-                                "reason": reason,
-                                "message": f'Back-off pulling image "{image}"',
-                            }
-                        },
-                    ),
-                },
-            )
-            return
-        if phase == "Pending":
-            started = status.get("startTime")
-            if started is None:
-                self._set_status(
-                    key,
-                    pod,
-                    {
-                        "startTime": self.timestamp(),
-                        "containerStatuses": _container_statuses(
-                            pod, {"waiting": {"reason": "ContainerCreating"}}
-                        ),
-                    },
-                )
-                pod = self.table("pods")[key]
-                started = pod["status"]["startTime"]
-            if self.now >= _parse_time(started) + self.kubelet.start_seconds:
-                self._set_status(
-                    key,
-                    pod,
-                    {
-                        "phase": "Running",
-                        "podIP": "10.0.0.1",
-                        "containerStatuses": _container_statuses(
-                            pod, {"running": {"startedAt": self.timestamp()}}, ready=True
-                        ),
-                    },
-                )
-            return
-        if phase == "Running":
-            run_seconds = _sleep_seconds(pod)
-            if run_seconds is None:
-                self._kubelet_work.discard(key)
-                return
-            running = _container_state(pod).get("running") or {}
-            began = _parse_time(running.get("startedAt") or self.timestamp())
-            if self.now >= began + run_seconds:
-                self.finish(key, exit_code=0)
+        if step.pull_attempts:
+            self._pull_attempts[key] = step.pull_attempts
+        for changes in step.writes:
+            self._set_status(key, self.table("pods")[key], changes)
+        if step.done:
+            self._kubelet_work.discard(key)
 
     def finish(self, key: Key, *, exit_code: int) -> None:
         pod = self.table("pods")[key]
-        state = {
-            "terminated": {
-                "exitCode": exit_code,
-                "reason": "Completed" if exit_code == 0 else "Error",
-                "finishedAt": self.timestamp(),
-            }
-        }
-        phase = "Succeeded" if exit_code == 0 else "Failed"
-        self._set_status(
-            key, pod, {"phase": phase, "containerStatuses": _container_statuses(pod, state)}
-        )
+        self._set_status(key, pod, finished_status(pod, self.now, exit_code=exit_code))
         self._kubelet_work.discard(key)
 
-    def _admission_refusal(self, key: Key, pod: Raw, node: Raw) -> tuple[str, str] | None:
-        """The kubelet's own fit check (predicates.GeneralPredicates at admission): the node's
-        allocatable against what its admitted, unfinished pods (terminating ones included)
-        request."""
-        node_name = pod["spec"]["nodeName"]
-        refused = self.kubelet.admission_failures.get(node_name)
-        if refused and pod_requests(pod).get(refused):
-            return refused, (
-                f"Pod was rejected: Node didn't have enough resource: {refused}, devices unhealthy"
-            )
-        allocatable = parse_resources((node.get("status") or {}).get("allocatable") or {})
-        used: dict[str, int] = {}
-        for other_key in self._pods_by_node.get(pod["spec"]["nodeName"], ()):
-            other = self.table("pods").get(other_key)
-            if other is None or other_key == key:
-                continue
-            if (other.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                continue
-            if other_key in self._admitted or other["status"].get("phase") == "Running":
-                for name, amount in pod_requests(other).items():
-                    used[name] = used.get(name, 0) + amount
-        for name, amount in sorted(pod_requests(pod).items()):
-            have = allocatable.get(name, 0)
-            if amount and used.get(name, 0) + amount > have:
-                return name, (
-                    f"Pod was rejected: Node didn't have enough resource: {name}, "
-                    f"requested: {amount}, used: {used.get(name, 0)}, capacity: {have}"
-                )
-        return None
+    def _node_usage(self, node_name: str, key: Key) -> dict[str, int]:
+        """What the node's other admitted (or running), unfinished pods request."""
+        pods = self.table("pods")
+        return usage_of(
+            pods[other]
+            for other in self._pods_by_node.get(node_name, ())
+            if other != key
+            and other in pods
+            and (other in self._admitted or pods[other]["status"].get("phase") == "Running")
+        )
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -642,6 +570,8 @@ class ApiStore:
         gone = dict(obj)
         gone["metadata"] = {**obj["metadata"], "resourceVersion": str(self.rv)}
         self.table(resource).pop(key, None)
+        if resource == "nodes":
+            self._nodes_gone[key[1]] = self.now
         if resource == "pods":
             self._kubelet_work.discard(key)
             self._admitted.discard(key)
@@ -681,30 +611,6 @@ class ApiStore:
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-def node_ready(node: Raw) -> bool:
-    conditions = (node.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def pod_requests(pod: Raw) -> dict[str, int]:
-    total: dict[str, int] = {"pods": 1}
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        requests = (container.get("resources") or {}).get("requests") or {}
-        for name, amount in parse_resources(requests).items():
-            total[name] = total.get(name, 0) + amount
-    return total
-
-
-def parse_resources(quantities: dict[str, Any]) -> dict[str, int]:
-    parsed = {}
-    for name, text in quantities.items():
-        value = Decimal(parse_quantity(str(text)))
-        if name == "cpu":
-            value *= 1000
-        parsed[name] = int(value.to_integral_value(rounding=ROUND_CEILING))
-    return parsed
 
 
 def selects(selector: str, obj: Raw) -> bool:
@@ -824,48 +730,3 @@ def _merge(target: Raw, patch: Raw) -> Raw:
 
 def _token(snapshot_id: int, offset: int) -> str:
     return base64.urlsafe_b64encode(json.dumps({"s": snapshot_id, "o": offset}).encode()).decode()
-
-
-def _parse_time(text: str) -> float:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-
-
-def _main_container(pod: Raw) -> Raw:
-    containers = (pod.get("spec") or {}).get("containers") or [{}]
-    return containers[0]
-
-
-def _container_state(pod: Raw) -> Raw:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or [{}]
-    return statuses[0].get("state") or {}
-
-
-def _container_statuses(pod: Raw, state: Raw, *, ready: bool = False) -> list[Raw]:
-    """Every container of the pod in `state`: the emulated kubelet starts and stops them
-    together (the first one, the main container, decides the pod's outcome)."""
-    containers = (pod.get("spec") or {}).get("containers") or [{}]
-    return [
-        {
-            "name": container.get("name", "main"),
-            "image": container.get("image", ""),
-            "imageID": "",
-            "ready": ready,
-            "restartCount": 0,
-            "state": state,
-        }
-        for container in containers
-    ]
-
-
-def _sleep_seconds(pod: Raw) -> float | None:
-    """`sleep N` (command or args) makes the emulated container run N seconds, then succeed."""
-    container = _main_container(pod)
-    words: Iterable[str] = [*(container.get("command") or []), *(container.get("args") or [])]
-    words = list(words)
-    for index, word in enumerate(words[:-1]):
-        if word.rsplit("/", 1)[-1] == "sleep":
-            try:
-                return float(words[index + 1])
-            except ValueError:
-                return None
-    return None

@@ -320,6 +320,23 @@ def test_a_pod_on_a_not_ready_node_stays_terminating_until_force_deleted(cluster
     assert cluster.pod_names() == []
 
 
+def test_the_pod_garbage_collector_takes_a_deleted_nodes_pods_after_its_quarantine(
+    cluster, api
+):
+    gpu_node(cluster)
+    gpu_node(cluster, "gpu-b")
+    api.create_namespaced_pod(NS, pod_body("orphan", node="gpu-a"))
+    api.create_namespaced_pod(NS, pod_body("kept", node="gpu-b"))
+    cluster.delete_node("gpu-a")
+
+    cluster.advance(39)
+    before = sorted(cluster.pod_names())
+    cluster.advance(1)
+
+    assert before == ["kept", "orphan"]
+    assert cluster.pod_names() == ["kept"]
+
+
 def test_an_unbound_pod_is_deleted_at_once(cluster, api):
     api.create_namespaced_pod(NS, pod_body("p"))
 

@@ -1,0 +1,132 @@
+"""Gangs on the real API server: pods created unbound for the portal's scheduler name, bound
+through pods/binding once the whole gang exists, run by the kubelet, and what the server's own
+refusals (ResourceQuota, validation) leave behind: no partial gang, the server's words on the
+job. The portal runs as its ServiceAccount under deploy/rbac.yaml."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from kubernetes import client
+
+from portal.cluster.models import Placement
+from portal.jobs.models import Job
+from portal.tenants.models import Membership
+from tests.factories import MembershipFactory, UserFactory
+from tests.realcluster.conftest import NAMESPACE, ROOT
+from tests.scheduler.conftest import submit_job, wait_for
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def user(nlp):
+    researcher = UserFactory(username="alice")
+    MembershipFactory(user=researcher, tenant=nlp, role=Membership.Role.RESEARCHER)
+    return researcher
+
+
+def gang_pods(admin: client.CoreV1Api, instance: str) -> dict[str, client.V1Pod]:
+    pods = admin.list_namespaced_pod(NAMESPACE, label_selector=f"gpuportal.io/instance={instance}")
+    return {pod.metadata.name: pod for pod in pods.items}
+
+
+def active_placements(job: Job) -> dict[str, str]:
+    return dict(
+        Placement.objects.filter(job=job, state__in=Placement.ACTIVE_STATES).values_list(
+            "pod_name", "node_name"
+        )
+    )
+
+
+def test_deploy_smoke_sh_passes_as_the_portals_service_account(kubelet, portal_kubeconfig):
+    kubelet.register_nodes(["smoke-a", "smoke-b"], gpus=8)
+    env = {**os.environ, "KUBECONFIG": str(portal_kubeconfig), "PYTHON": sys.executable}
+    answer = subprocess.run(  # noqa: S603
+        ["/bin/bash", str(ROOT / "deploy" / "smoke.sh"), "--gpus", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert answer.returncode == 0, answer.stdout + answer.stderr
+
+
+def test_a_gang_is_created_unbound_then_bound_whole_and_runs(
+    kubelet, admin, backend, real_cycle, user, nlp_queue, instance
+):
+    kubelet.register_nodes(["gang-a", "gang-b"], gpus=8)
+    job = submit_job(user, nlp_queue, "train", gpus=4, replicas=4)
+
+    real_cycle()
+
+    placed = active_placements(job)
+    assert len(placed) == 4
+    assert set(placed.values()) == {"gang-a", "gang-b"}
+    pods = gang_pods(admin, instance)
+    assert {name: pod.spec.node_name for name, pod in pods.items()} == placed
+    for pod in pods.values():
+        assert pod.spec.scheduler_name == "gpuportal"
+        assert pod.metadata.owner_references[0].kind == "ConfigMap"
+    wait_for(
+        lambda: all(pod.status.phase == "Running" for pod in gang_pods(admin, instance).values()),
+        "the kubelet to run the gang",
+        timeout=30,
+    )
+    real_cycle()
+    job.refresh_from_db()
+    assert job.status == Job.Status.RUNNING
+
+
+def test_a_quota_refusal_on_one_pod_of_a_gang_starts_none_of_it(
+    kubelet, admin, backend, real_cycle, user, nlp_queue, instance
+):
+    kubelet.register_nodes(["quota-a", "quota-b"], gpus=8)
+    quota = client.V1ResourceQuota(
+        metadata=client.V1ObjectMeta(name=f"pods-{instance}"),
+        spec=client.V1ResourceQuotaSpec(hard={"requests.nvidia.com/gpu": "12"}),
+    )
+    admin.create_namespaced_resource_quota(NAMESPACE, quota)
+    try:
+        wait_for(
+            lambda: admin.read_namespaced_resource_quota(f"pods-{instance}", NAMESPACE).status.hard,
+            "the quota controller to count the namespace",
+            timeout=30,
+        )
+        job = submit_job(user, nlp_queue, "train", gpus=4, replicas=4)
+
+        real_cycle(errors=True)
+
+        bound = [pod for pod in gang_pods(admin, instance).values() if pod.spec.node_name]
+        assert bound == []
+        job.refresh_from_db()
+        assert "exceeded quota" in job.pending_reason, job.pending_reason
+        real_cycle()
+        wait_for(
+            lambda: gang_pods(admin, instance) == {},
+            "the gang's unbound pods to be cleaned up",
+            timeout=30,
+        )
+    finally:
+        admin.delete_namespaced_resource_quota(f"pods-{instance}", NAMESPACE)
+
+
+def test_the_servers_validation_refusal_reaches_the_job_in_its_words(
+    kubelet, admin, backend, real_cycle, user, nlp_queue, instance
+):
+    kubelet.register_nodes(["invalid-a"], gpus=8)
+    # An image reference the API server refuses (whitespace): the portal's own checks let
+    # the form's field through, the server's validation does not.
+    job = submit_job(user, nlp_queue, "train", gpus=1, replicas=2, image="ghcr.io/x/y:1 ")
+
+    real_cycle(errors=True)
+
+    job.refresh_from_db()
+    assert gang_pods(admin, instance) == {} or all(
+        not pod.spec.node_name for pod in gang_pods(admin, instance).values()
+    )
+    assert "must not have leading or trailing whitespace" in job.pending_reason, job.pending_reason

@@ -187,7 +187,7 @@ class WallClock:
 def real_cycle(backend: KubernetesBackend) -> Callable[..., Any]:
     """One whole scheduling cycle against the real API server; fails the test on a cycle
     error unless `errors=True`."""
-    from scheduler.adapters.cycle import scheduling_cycle_run
+    from scheduler.adapters.orchestrator import scheduling_cycle_run
 
     def cycle(*, errors: bool = False) -> Any:
         finished = scheduling_cycle_run(backend=backend, now=WallClock())

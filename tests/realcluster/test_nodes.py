@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
+from jobspec import labels
 from portal.cluster.models import Placement
 from portal.jobs.models import Job
 from portal.tenants.models import Membership
-from scheduler.adapters.cluster import labels
 from tests.factories import MembershipFactory, UserFactory
 from tests.realcluster.conftest import NAMESPACE
 from tests.scheduler.conftest import submit_job, wait_for

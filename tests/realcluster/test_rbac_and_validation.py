@@ -14,7 +14,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from portal.jobs.rendering import job_render
+from portal.jobs.dry_run import job_render
 from tests.factories import NodeFactory
 from tests.realcluster.conftest import NAMESPACE, PORTAL_SA
 from tests.scheduler.adapters.test_rbac_verbs import granted

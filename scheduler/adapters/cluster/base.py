@@ -108,8 +108,7 @@ class ClusterBackend(Protocol):
     reconcile re-runs them after partial failures and may run twice.
 
     The batch calls (`create_pods`, `delete_pods`, `bind_pods`) default to one call per pod
-    for a backend that inherits this class: the Kubernetes API takes pods one request at a
-    time anyway.
+    for a backend that inherits this class (the tests' fakes).
     """
 
     # Whether list_nodes reports the cluster's own nodes, which the cycle writes into the Node

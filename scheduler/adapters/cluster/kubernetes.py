@@ -37,10 +37,9 @@ from jobspec.labels import (
     owned_selector,
     replica_key,
 )
-from jobspec.pods import DesiredPod
 from scheduler.adapters.cluster.base import (
-    ClusterBackend,
     ClusterError,
+    DesiredPod,
     ObservedNode,
     ObservedPod,
     PodEvent,
@@ -113,7 +112,7 @@ class ApiUnavailable(TransientClusterError):
     as opposed to something about this one object (a predecessor pod still terminating)."""
 
 
-class KubernetesBackend(ClusterBackend):
+class KubernetesBackend:
     lists_cluster_nodes = True
     makes_job_objects = True
 

@@ -124,6 +124,16 @@ _PENDING = Transition(Status.PENDING)
 _CANCELLED = Transition(Status.CANCELLED, stamps=("cancelled_at", "finished_at"))
 _QUARANTINED = Transition(Status.QUARANTINED)
 
+# What may happen to a job whose pods are placed: an admitted job also starts.
+_PLACED: dict[Event, Transition] = {
+    Event.SUCCEED: _SUCCEEDED,
+    Event.FAIL: _FAILED,
+    Event.PREEMPT: _PREEMPTED,
+    Event.RESTART: _RESTARTED,
+    Event.CANCEL: _CANCELLED,
+    Event.QUARANTINE: _QUARANTINED,
+}
+
 # The one table: status -> event -> what happens. A pair not listed is illegal.
 TRANSITIONS: dict[Status, dict[Event, Transition]] = {
     Status.PENDING: {
@@ -132,23 +142,8 @@ TRANSITIONS: dict[Status, dict[Event, Transition]] = {
         Event.CANCEL: _CANCELLED,
         Event.QUARANTINE: _QUARANTINED,
     },
-    Status.ADMITTED: {
-        Event.START: _RUNNING,
-        Event.SUCCEED: _SUCCEEDED,
-        Event.FAIL: _FAILED,
-        Event.PREEMPT: _PREEMPTED,
-        Event.RESTART: _RESTARTED,
-        Event.CANCEL: _CANCELLED,
-        Event.QUARANTINE: _QUARANTINED,
-    },
-    Status.RUNNING: {
-        Event.SUCCEED: _SUCCEEDED,
-        Event.FAIL: _FAILED,
-        Event.PREEMPT: _PREEMPTED,
-        Event.RESTART: _RESTARTED,
-        Event.CANCEL: _CANCELLED,
-        Event.QUARANTINE: _QUARANTINED,
-    },
+    Status.ADMITTED: {Event.START: _RUNNING, **_PLACED},
+    Status.RUNNING: _PLACED,
     Status.PREEMPTED: {
         Event.ADMIT: _ADMITTED,
         Event.FAIL: _FAILED,

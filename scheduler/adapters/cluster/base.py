@@ -6,16 +6,17 @@ with lists of dataclasses; only a backend module knows what a V1Pod is.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from jobspec.pods import DesiredPod
 
 if TYPE_CHECKING:
     from scheduler.adapters.cluster.watch_cache import ClusterCache
 
+T = TypeVar("T")
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 FINISHED_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed"})
 
@@ -189,41 +190,30 @@ class ClusterBackend(Protocol):
 
 
 def create_each(backend: ClusterBackend, pods: Sequence[DesiredPod]) -> list[Exception | None]:
-    outcomes: list[Exception | None] = []
-    for pod in pods:
-        try:
-            backend.create_pod(pod)
-        # Deliberately broad: each pod is an isolation boundary, one pod's failure (even a bug
-        # in building its manifest) must not keep the other pods from converging.
-        except Exception as exc:
-            outcomes.append(exc)
-        else:
-            outcomes.append(None)
-    return outcomes
+    return _each(backend.create_pod, pods)
 
 
 def delete_each(
     backend: ClusterBackend, pods: Sequence[tuple[str, str]], grace_seconds: int
 ) -> list[Exception | None]:
-    outcomes: list[Exception | None] = []
-    for name, namespace in pods:
-        try:
-            backend.delete_pod(name, namespace, grace_seconds)
-        except Exception as exc:  # same isolation boundary as in create_each
-            outcomes.append(exc)
-        else:
-            outcomes.append(None)
-    return outcomes
+    return _each(lambda pod: backend.delete_pod(pod[0], pod[1], grace_seconds), pods)
 
 
 def bind_each(
     backend: ClusterBackend, pods: Sequence[tuple[str, str, str]]
 ) -> list[Exception | None]:
+    return _each(lambda pod: backend.bind_pod(*pod), pods)
+
+
+def _each(call: Callable[[T], None], items: Sequence[T]) -> list[Exception | None]:
+    """`call(item)` for each item: None where it succeeded, else the error."""
     outcomes: list[Exception | None] = []
-    for name, namespace, node_name in pods:
+    for item in items:
         try:
-            backend.bind_pod(name, namespace, node_name)
-        except Exception as exc:  # same isolation boundary as in create_each
+            call(item)
+        # Deliberately broad: each pod is an isolation boundary, one pod's failure (even a bug
+        # in building its manifest) must not keep the other pods from converging.
+        except Exception as exc:
             outcomes.append(exc)
         else:
             outcomes.append(None)

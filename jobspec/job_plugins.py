@@ -43,7 +43,7 @@ each rule), so a training script written for Volcano finds the same variables an
 
 Where the portal departs from upstream, and why:
 - Object names are id-based (a job's name is not unique in the namespace, see
-  portal.cluster.naming): the Service (and so the subdomain) and NetworkPolicy are
+  jobspec.labels): the Service (and so the subdomain) and NetworkPolicy are
   `gp-<job id>`, the ConfigMap `gp-<job id>-svc`. Host names keep upstream's
   `<job name>-<task>-<index>` (jobhelpers.MakePodName), set explicitly since the pods' own
   names are id-based; a name longer than a DNS label is shortened with a hash.

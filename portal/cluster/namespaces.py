@@ -2,7 +2,7 @@
 the svc plugin's Service, ConfigMap and NetworkPolicy): one rule for every writer and reader.
 
 With KUBERNETES_NAMESPACE_PER_TENANT, a tenant's jobs go to `<KUBERNETES_NAMESPACE_PREFIX>
-<tenant name>` (portal.cluster.naming.tenant_namespace), else all to KUBERNETES_NAMESPACE.
+<tenant name>` (jobspec.labels.tenant_namespace), else all to KUBERNETES_NAMESPACE.
 A placement keeps the namespace its pod was made in (Placement.namespace), and a job placed
 again while some of its pods run joins them, so changing the setting never moves, orphans or
 deletes a running job's objects: new jobs follow the new rule, running ones end where they
@@ -17,7 +17,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.cluster.naming import tenant_namespace
+from jobspec.labels import tenant_namespace
 
 NAMESPACE_MISSING = (
     "namespace {namespace} does not exist; ask the cluster admin to create it "

@@ -34,7 +34,6 @@ from portal.cluster.namespaces import (
     placement_namespace,
     placing_namespaces,
 )
-from portal.cluster.naming import tenant_namespace
 from portal.cluster.services import node_inventory_sync, node_seen_mark, placement_pod_name
 from portal.jobs.lifecycle import WAITING, Event, IllegalTransition, Transition, allows, transition
 from portal.jobs.limits import gpu_sharing, job_limits
@@ -96,7 +95,6 @@ __all__ = [
     "placement_namespace",
     "placement_pod_name",
     "placing_namespaces",
-    "tenant_namespace",
     "whole_second",
     # jobs: rows, the lifecycle, the limits in force, the services the cycle ends jobs with
     "WAITING",

@@ -19,11 +19,11 @@ from collections.abc import Callable
 from kubernetes.client.exceptions import ApiException
 
 from jobspec import labels
+from jobspec.labels import tenant_namespace
 from jobspec.pods import DesiredPod
 from scheduler.adapters.cluster.base import ClusterError, ObservedNode, ObservedPod
 from scheduler.adapters.cluster.kubernetes import DEFAULT_SCHEDULER_NAME, KubernetesBackend
 from scheduler.adapters.cluster.watch_cache import object_listers
-from scheduler.adapters.portal_port import tenant_namespace
 
 DEFAULT_IMAGE = "registry.k8s.io/pause:3.10"
 GANG = 2

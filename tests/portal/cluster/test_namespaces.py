@@ -9,9 +9,9 @@ from django.test import override_settings
 from hypothesis import given
 from hypothesis import strategies as st
 
+from jobspec.labels import tenant_namespace
 from portal.cluster.models import Placement, SimulatedPod
 from portal.cluster.namespaces import job_namespace, job_namespaces, placing_namespaces
-from portal.cluster.naming import tenant_namespace
 from portal.tenants.models import Membership
 from scheduler.adapters.cluster.simulated import SimulatedBackend
 from scheduler.adapters.desired import desired_pods

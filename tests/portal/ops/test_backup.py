@@ -20,13 +20,14 @@ from portal.tenants.models import Membership, Tenant
 from scheduler.adapters.cluster.base import ObservedNode, ObservedPod
 from tests.factories import MembershipFactory, UserFactory
 from tests.portal.ops.scenario import Clock, run_cycles
+from tests.scheduler.adapters.cluster.fakes import EmptyCluster
 from tests.scheduler.conftest import submit_job
 
 pytestmark = pytest.mark.django_db
 GPU = "nvidia.com/gpu"
 
 
-class FakeCluster:
+class FakeCluster(EmptyCluster):
     """A cluster outside the database: it survives the restore, as a real one would. It lists
     every pod it holds, the portal's and others', and records every write."""
 

@@ -11,14 +11,9 @@ import pytest
 
 from jobspec import labels
 from jobspec.pods import DesiredPod
-from scheduler.adapters.cluster.base import (
-    ClusterBackend,
-    ObservedNode,
-    ObservedPod,
-    PodLog,
-    TransientClusterError,
-)
+from scheduler.adapters.cluster.base import ObservedPod, TransientClusterError
 from scheduler.adapters.reconcile import ReconcilePlan, apply, plan
+from tests.scheduler.adapters.cluster.fakes import EmptyCluster
 
 NAMESPACE = "gpu-jobs"  # the namespace the conftest backend fixture manages
 
@@ -144,21 +139,13 @@ def test_plan_refuses_two_desired_pods_for_one_replica():
 # -- apply against a fake --------------------------------------------------------------------
 
 
-class RecordingBackend(ClusterBackend):
-    """Keeps pods in a dict and fails the operations listed in `failures` once each; a cluster
-    of no nodes, no namespaces missing and no job objects."""
-
-    lists_cluster_nodes = True
-    makes_job_objects = False
-    cache = None
+class RecordingBackend(EmptyCluster):
+    """Keeps pods in a dict and fails the operations listed in `failures` once each."""
 
     def __init__(self, failures: dict[str, Exception] | None = None) -> None:
         self.pods: dict[str, DesiredPod] = {}
         self.calls: list[tuple[str, str, int | None]] = []
         self.failures = dict(failures or {})
-
-    def list_nodes(self) -> list[ObservedNode]:
-        return []
 
     def list_pods(self) -> list[ObservedPod]:
         return [observed(pod) for pod in self.pods.values()]
@@ -176,24 +163,6 @@ class RecordingBackend(ClusterBackend):
     def bind_pod(self, name: str, namespace: str, node_name: str) -> None:
         self.calls.append(("bind", name, None))
         self._maybe_fail(f"bind {name}")
-
-    def owners_deleted(self) -> dict[str, str]:
-        return {}
-
-    def namespaces_missing(self, names) -> set[str]:
-        return set()
-
-    def namespaces_refusing(self) -> set[str]:
-        return set()
-
-    def pod_log(self, name: str, namespace: str, tail: int) -> PodLog:
-        return PodLog(pod=name, lines=[])
-
-    def record_events(self, events) -> None:
-        pass
-
-    def sweep_job_objects(self, keep, wanted=()) -> list[str]:
-        return []
 
     def _maybe_fail(self, operation: str) -> None:
         if operation in self.failures:

@@ -276,3 +276,15 @@ def test_a_session_derives_each_types_models_from_its_pods_selector():
     assert frag.of_node(t4_node) == 0
     assert frag.of_node(v100_node) == 1000
     assert t4_node.state_key() != v100_node.state_key()
+
+
+def test_equally_popular_types_keep_the_simulators_order_of_gpu_specs():
+    # GetTypicalPods breaks ties on the GpuType string: a constraint's text must order alike
+    specs = ["", "P100", "P100|T4", "T4", "V100M16|V100M32", "V100M16|V100M32|V100M32", "A10|T4"]
+    pods = [(4000, 1000, 1, s) for s in specs]
+    constraints = {s: gpufrag.NodeConstraint.of((), _in_models(s)) for s in specs}
+    mine = TypicalPods.from_pods((c, m, n, constraints[s]) for c, m, n, s in pods)
+    cpu, milli, num = (np.array(col) for col in list(zip(*pods))[:3])
+    reference = typical_pods(cpu, milli, num, specs, threshold=1.0)
+    by_constraint = {c: s for s, c in constraints.items()}
+    assert [by_constraint[c] for c in mine.constraint] == list(reference.spec)

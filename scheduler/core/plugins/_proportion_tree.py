@@ -374,7 +374,7 @@ class ProportionTree:
             # ... and the victim's side above its share and kept at its guarantee, down to the
             # victim's queue.
             side = victim_path[level:]
-            if not all(self._may_give(n, allocations, request, task) for n in side):
+            if not all(self._may_give(n, allocations, task) for n in side):
                 continue
             for node in side:
                 allocations[node] = allocations.get(node, self.attrs[node].allocated).sub(
@@ -383,14 +383,12 @@ class ProportionTree:
             victims.append(task)
         return victims, Vote.PERMIT
 
-    def _may_give(
-        self, node: str, allocations: dict[str, Resources], request: Resources, task: Task
-    ) -> bool:
+    def _may_give(self, node: str, allocations: dict[str, Resources], task: Task) -> bool:
         attr = self.attrs.get(node)
         if attr is None:
             return False
         allocated = allocations.get(node, attr.allocated)
-        if not _gives(allocated, attr.deserved, request):
+        if not _gives(allocated, attr.deserved):
             return False
         return attr.guarantee.less_equal(allocated.sub(task.resreq), missing=0)
 

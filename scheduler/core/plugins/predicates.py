@@ -80,6 +80,22 @@ def match_label_selector(labels: dict[str, str], selector: dict[str, Any] | None
     return all(match_expression(labels, e) for e in selector.get("matchExpressions") or [])
 
 
+def node_selector_terms(affinity: Any) -> list[dict[str, Any]]:
+    """The nodeSelectorTerms of a pod's required node affinity ([] when it states none)."""
+    required = _node_affinity(affinity)
+    return list((required or {}).get("nodeSelectorTerms") or [])
+
+
+def node_affinity_matches(affinity: Any, labels: dict[str, str]) -> bool:
+    """Required node affinity: some nodeSelectorTerm whose expressions all match the labels
+    (none stated: every node)."""
+    terms = node_selector_terms(affinity)
+    return not terms or any(
+        all(match_expression(labels, e) for e in term.get("matchExpressions") or [])
+        for term in terms
+    )
+
+
 def _tolerated(tolerations: tuple[Toleration, ...], taint: Any) -> bool:
     return any(t.tolerates(taint) for t in tolerations)
 
@@ -153,15 +169,7 @@ class PredicatesPlugin:
             if labels.get(key) != value:
                 selector = ",".join(f"{k}={v}" for k, v in info.node_selector)
                 return FitError(f"node selector {selector} does not match", resolvable=False)
-        terms = _node_affinity(info.affinity)
-        if (
-            terms
-            and terms.get("nodeSelectorTerms")
-            and not any(
-                all(match_expression(labels, e) for e in term.get("matchExpressions") or [])
-                for term in terms["nodeSelectorTerms"]
-            )
-        ):
+        if not node_affinity_matches(info.affinity, labels):
             return FitError("node affinity does not match", resolvable=False)
         for taint in node.info.taints:
             if taint.effect in ("NoSchedule", "NoExecute") and not _tolerated(

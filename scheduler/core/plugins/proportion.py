@@ -3,7 +3,12 @@
 Source: volcano-sh/volcano pkg/scheduler/plugins/proportion/proportion.go. Each round splits
 what is left by weight among queues whose request is not yet met; a queue's deserved is capped
 by its real capability (capability, and cluster minus others' guarantees) and its request, and
-floored at its guarantee; rounds repeat until nothing changes.
+floored at its guarantee; rounds repeat until nothing changes. Reclaim takes pods from queues
+above their deserved share, whatever the reclaimer asks for (upstream's reclaimable since
+commit 975277f55).
+
+Our rule (DESIGN.md, a guarantee is a floor never reclaimed below): a victim's queue must keep
+its guarantee without it. Upstream's proportion has no such test (its capacity plugin has).
 
 Our extension (DESIGN.md, Kueue's borrowing limit): a queue with ``borrowing_limit`` is also
 capped at nominal + borrowing_limit, where nominal = cluster * weight / (sum of weights of open
@@ -125,9 +130,8 @@ class ProportionPlugin:
         open_weight = sum(q.info.weight for q in ssn.queues.values() if q.info.is_open)
         self.attrs: dict[str, QueueAttr] = {}
         self.caps: dict[str, Resources | None] = {}  # queue -> its borrowing cap
-        # queue -> (the allocation and deserved share it was asked at, request -> may it give
-        # pods up)
-        self._give_memo: dict[str, tuple[Resources, Resources, dict[Resources, bool]]] = {}
+        # queue -> (the allocation and deserved share it was asked at, may it give pods up)
+        self._give_memo: dict[str, tuple[Resources, Resources, bool]] = {}
         for job in ssn.jobs.values():
             job_queue = ssn.queues.get(job.queue)
             if job_queue is None:
@@ -189,24 +193,21 @@ class ProportionPlugin:
                 return False
         return True
 
-    def _may_give(self, attr: QueueAttr, request: Resources) -> bool:
-        """Can this queue, as allocated now, give pods up for ``request``: not below it in any
-        name, and above its deserved share. Reclaim asks for every candidate on every node it
-        walks, tens of thousands of times a busy cycle, while allocations change a few dozen
-        times: answers are kept per request until the queue's allocation or share changes."""
+    def _may_give(self, attr: QueueAttr) -> bool:
+        """Can this queue, as allocated now, give pods up: is it above its deserved share?
+        Reclaim asks for every candidate on every node it walks, tens of thousands of times a
+        busy cycle, while allocations change a few dozen times: the answer is kept until the
+        queue's allocation or share changes."""
         memo = self._give_memo.get(attr.queue.name)
         if memo is None or memo[0] is not attr.allocated or memo[1] is not attr.deserved:
-            memo = self._give_memo[attr.queue.name] = (attr.allocated, attr.deserved, {})
-        answers = memo[2]
-        answer = answers.get(request)
-        if answer is None:
-            answer = answers[request] = _gives(attr.allocated, attr.deserved, request)
-        return answer
+            answer = _gives(attr.allocated, attr.deserved)
+            memo = self._give_memo[attr.queue.name] = (attr.allocated, attr.deserved, answer)
+        return memo[2]
 
     def reclaimable(self, reclaimer: Task, candidates: list[Task]) -> tuple[list[Task], int]:
         victims: list[Task] = []
         allocations: dict[str, Resources] = {}
-        jobs, request = self.ssn.jobs, reclaimer.resreq
+        jobs = self.ssn.jobs
         for task in candidates:
             queue_name = jobs[task.job].queue
             attr = self.attrs.get(queue_name)
@@ -215,9 +216,9 @@ class ProportionPlugin:
             allocated = allocations.get(queue_name)
             if allocated is None:
                 allocated = attr.allocated
-                if not self._may_give(attr, request):
+                if not self._may_give(attr):
                     continue
-            elif not _gives(allocated, attr.deserved, request):
+            elif not _gives(allocated, attr.deserved):
                 continue
             remaining = allocated.sub(task.resreq)
             if not attr.guarantee.less_equal(remaining, missing=0):
@@ -325,7 +326,9 @@ def _pair(name: str, used: float, cap: float) -> str:
     return f"{amount(name, used)}/{amount(name, cap)} {unit(name)}"
 
 
-def _gives(allocated: Resources, deserved: Resources, request: Resources) -> bool:
-    """Volcano proportion's reclaimable test for a queue: not below the request in any name and
-    above its deserved share."""
-    return not (allocated.less_partly(request) or allocated.less_equal(deserved))
+def _gives(allocated: Resources, deserved: Resources) -> bool:
+    """Volcano proportion's reclaimable test for a queue: above its deserved share. Upstream
+    dropped its other test, "not below the reclaimer's request in any resource" (commit
+    975277f55, "remove lessPartly condition in reclaimable fn"): the reclaim action already
+    checks that the victims it takes, with the node's idle resources, hold the reclaimer."""
+    return not allocated.less_equal(deserved)

@@ -135,26 +135,6 @@ def test_resource_arithmetic_matches_the_generic_combine(seed):
             assert repr(fast.default) == repr(slow.default)
 
 
-@pytest.mark.parametrize("seed", range(10))
-def test_less_partly_matches_its_definition(seed):
-    import math
-    import random
-
-    from scheduler.core.resources import Resources
-
-    rng = random.Random(seed)
-
-    def vector():
-        names = rng.sample(["cpu", "memory", "gpu", "pods"], rng.randint(0, 4))
-        values = {n: rng.choice([0, 1, 2, math.inf]) for n in names}
-        return Resources(values, default=rng.choice([0.0, math.inf]))
-
-    for _ in range(200):
-        left, right = vector(), vector()
-        keys = set(left.explicit()) | set(right.explicit())
-        assert left.less_partly(right) == any(left.get(k) < right.get(k) for k in keys)
-
-
 def _many_domains_snapshot(seed: int, running: float):
     """Zones of 3 nodes and a hostname label on every node, as on a real cluster: the
     topology plugin then scores a few nodes of many domains, and label classes are singletons."""

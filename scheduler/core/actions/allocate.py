@@ -17,13 +17,14 @@ resources). Those answers live in an ``AllocateState``, made for each run of the
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from scheduler.core.actions._queue import PriorityQueue
 from scheduler.core.devices import devices_fit
+from scheduler.core.hooks import KeyedBatchScorer
 from scheduler.core.resources import CPU, GPU, MIN_RESOURCE
-from scheduler.core.session import KeyedBatchScorer, Session
+from scheduler.core.session import Session
 from scheduler.core.state import Job, Node, Queue, Task
 from scheduler.core.statement import Statement
 from scheduler.core.types import PodGroupPhase, TaskStatus
@@ -66,7 +67,7 @@ class AllocateState:
         return self.by_class and not info.affinity and info.name not in self.ssn.unique_predicates
 
 
-def _split_of(scorers: list[KeyedBatchScorer]) -> Callable[[Node], Any] | None:
+def _split_of(scorers: list[KeyedBatchScorer]) -> Callable[[Node], Hashable] | None:
     """One node-key function for all keyed batch scorers (the NodeIndex keeps one grouping
     per function, so a run asks with this one object)."""
     if not scorers:
@@ -75,7 +76,7 @@ def _split_of(scorers: list[KeyedBatchScorer]) -> Callable[[Node], Any] | None:
         return scorers[0].node_key
     keys = tuple(fn.node_key for fn in scorers)
 
-    def split(node: Node) -> tuple[Any, ...]:
+    def split(node: Node) -> tuple[Hashable, ...]:
         return tuple(key(node) for key in keys)
 
     return split

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.core.hooks import EventHandler
 from scheduler.core.plugins._quota import (
     QueueAttr,
     account_job,
@@ -54,7 +55,7 @@ from scheduler.core.plugins.proportion import (
 )
 from scheduler.core.reasons import describe, first_short_dimension
 from scheduler.core.resources import EMPTY, INFINITY, MIN_RESOURCE, Resources, le_named
-from scheduler.core.session import EventHandler, Session
+from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue, Task
 from scheduler.core.types import QueueInfo, TaskStatus, Vote
 
@@ -231,13 +232,13 @@ class ProportionTree:
         # A sort key, read when a queue enters a heap: its siblings waiting there keep the
         # tenant share they entered with until their own turn (a compare-based heap reads
         # shares mid-sift instead; neither is upstream, whose proportion is flat).
-        ssn.add_fn("queue_order", self.name, self.queue_order, key=self.queue_key)
-        ssn.add_fn("overused", self.name, self.overused)
-        ssn.add_fn("allocatable", self.name, self.allocatable, explain=self.explain)
-        ssn.add_fn("preemptive", self.name, self.preemptive)
-        ssn.add_fn("reclaimable", self.name, self.reclaimable)
-        ssn.add_fn("job_enqueueable", self.name, self.enqueueable)
-        ssn.add_fn("job_enqueued", self.name, self.enqueued)
+        ssn.add_queue_order_fn(self.name, self.queue_order, key=self.queue_key)
+        ssn.add_overused_fn(self.name, self.overused)
+        ssn.add_allocatable_fn(self.name, self.allocatable, explain=self.explain)
+        ssn.add_preemptive_fn(self.name, self.preemptive)
+        ssn.add_reclaimable_fn(self.name, self.reclaimable)
+        ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
+        ssn.add_job_enqueued_fn(self.name, self.enqueued)
         ssn.add_event_handler(EventHandler(self._on_allocate, self._on_deallocate))
 
     # hooks --------------------------------------------------------------------------------------

@@ -94,7 +94,7 @@ class FairSharePlugin:
             name: tuple((-self.priority[n], self.ratio[n]) for n in path)
             for name, path in self.paths.items()
         }
-        ssn.add_fn("queue_order", self.name, self.queue_order, key=self.queue_key)
+        ssn.add_queue_order_fn(self.name, self.queue_order, key=self.queue_key)
 
     def queue_key(self, queue: Queue) -> tuple[Any, ...]:
         return self._keys[queue.name]

@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from scheduler.core.session import EventHandler, FitError, Session
+from scheduler.core.hooks import EventHandler, FitError
+from scheduler.core.session import Session
 from scheduler.core.state import Node, Task
 from scheduler.core.types import OCCUPYING_STATUSES, TaskStatus, Toleration
 
@@ -103,8 +104,7 @@ class PredicatesPlugin:
         ]
         # Pods this session evicted (a discarded eviction brings its pod back).
         self.evicted: set[str] = set()
-        ssn.add_fn(
-            "predicate",
+        ssn.add_predicate_fn(
             self.name,
             self.predicate,
             reads_pods=bool(self.anti_affine),

@@ -7,7 +7,6 @@ Execute, CloseSession) and framework/job_updater.go for the pod group phase repo
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from scheduler.core.actions import ACTIONS
 from scheduler.core.actions.allocate import job_needs
@@ -100,7 +99,7 @@ def close_session(ssn: Session) -> CycleResult:
             reasons[job.name], kinds[job.name] = never, PendingKind.NEVER.value
     # A job that can never run is ahead of nobody.
     ahead = _jobs_ahead(ssn, waiting)
-    needs: dict[tuple[Any, ...], str] = {}  # "job needs ..." by pending requests (interned)
+    needs: dict[tuple[object, ...], str] = {}  # "job needs ..." by pending requests (interned)
     for job in waiting:
         reasons[job.name] = pending_reason(ssn, job, ahead.get(job.name, 0), needs)
         kinds[job.name] = PendingKind.WAITS.value
@@ -160,7 +159,7 @@ def queue_share(ssn: Session, name: str) -> QueueShare:
 
 
 def pending_reason(
-    ssn: Session, job: Job, ahead: int = 0, needs: dict[tuple[Any, ...], str] | None = None
+    ssn: Session, job: Job, ahead: int = 0, needs: dict[tuple[object, ...], str] | None = None
 ) -> str:
     """One sentence a user can act on, for a job that waits (see ``verdict`` for "never"):
     which rule blocks with the numbers on both sides, what would free it, the jobs ahead."""
@@ -190,7 +189,7 @@ def pending_reason(
     return "waiting for a scheduling cycle with room for its pods"
 
 
-def _quota_sentence(ssn: Session, job: Job, needs: dict[tuple[Any, ...], str] | None) -> str:
+def _quota_sentence(ssn: Session, job: Job, needs: dict[tuple[object, ...], str] | None) -> str:
     """The quota block from the final shares: the plugin's rule and numbers, then the
     arithmetic and what frees it."""
     queue = ssn.queues[job.queue]

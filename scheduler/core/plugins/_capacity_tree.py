@@ -331,7 +331,7 @@ class CapacityTree:
         return victims, Vote.PERMIT
 
     def _ancestors_give(
-        self, mine: Node, node: Node, used: Dims, allocations: dict[str, Dims], touched: list[Any]
+        self, mine: Node, node: Node, used: Dims, allocations: dict[str, Dims], touched: list[str]
     ) -> bool:
         for level in range(1, self.level + 1):
             theirs = _ancestor_at(node, level)

@@ -34,8 +34,6 @@ With no parent anywhere this is exactly the flat plugin (which then runs instead
 
 from __future__ import annotations
 
-from typing import Any
-
 from scheduler.core.hooks import EventHandler
 from scheduler.core.plugins._quota import (
     QueueAttr,
@@ -77,8 +75,8 @@ class ProportionTree:
         self._capabilities(infos, top_down)
         self._fill(top_down)
         # (queue, request, may take a last pod) -> (session version, allocatable?)
-        self._answers: dict[tuple[Any, ...], tuple[int, bool]] = {}
-        self._levels: dict[str, list[Any]] = {}
+        self._answers: dict[tuple[object, ...], tuple[int, bool]] = {}
+        self._levels: dict[str, list[tuple[int, QueueAttr | None]]] = {}
         # queues whose stated capability names something (the others are never "at" it)
         self._capped = {
             name for name, queue in ssn.queues.items() if queue.info.capability.explicit()
@@ -247,7 +245,7 @@ class ProportionTree:
         lkey, rkey = self.queue_key(left), self.queue_key(right)
         return -1 if lkey < rkey else (1 if lkey > rkey else 0)
 
-    def queue_key(self, queue: Queue) -> tuple[Any, ...]:
+    def queue_key(self, queue: Queue) -> tuple[object, ...]:
         # (negated priority, attr or None) per level, fixed for the session; only shares move.
         levels = self._levels.get(queue.name)
         if levels is None:

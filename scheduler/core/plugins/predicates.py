@@ -40,7 +40,7 @@ def build(arguments: dict[str, Any]) -> PredicatesPlugin:
     return PredicatesPlugin()
 
 
-def _signature(task: Task) -> tuple[Any, ...]:
+def _signature(task: Task) -> tuple[object, ...]:
     info = task.info
     return (info.node_selector, info.tolerations, repr(_node_affinity(info.affinity)))
 
@@ -97,7 +97,7 @@ class PredicatesPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
-        self.cache: dict[tuple[Any, ...], FitError | None] = {}
+        self.cache: dict[tuple[object, ...], FitError | None] = {}
         # Only pods that carry anti-affinity can reject a newcomer; usually there are none.
         self.anti_affine = [
             task for task in ssn.tasks.values() if _pod_terms(task.info.affinity, "podAntiAffinity")

@@ -166,7 +166,7 @@ class ProportionPlugin:
         rs = ra.share if ra else 0.0
         return -1 if ls < rs else (1 if ls > rs else 0)
 
-    def queue_key(self, queue: Queue) -> tuple[Any, ...]:
+    def queue_key(self, queue: Queue) -> tuple[object, ...]:
         """Sorts like ``queue_order``: higher priority first, then the smaller share."""
         attr = self.attrs.get(queue.name)
         return (-queue.info.priority, attr.share if attr else 0.0)

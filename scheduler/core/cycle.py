@@ -98,7 +98,8 @@ def close_session(ssn: Session) -> CycleResult:
         else:
             reasons[job.name], kinds[job.name] = never, PendingKind.NEVER.value
     # A job that can never run is ahead of nobody.
-    ahead = _jobs_ahead(ssn, waiting)
+    orders = _waiting_orders(ssn, waiting)
+    ahead = {name: rank for order in orders.values() for rank, name in enumerate(order)}
     needs: dict[tuple[object, ...], str] = {}  # "job needs ..." by pending requests (interned)
     for job in waiting:
         reasons[job.name] = pending_reason(ssn, job, ahead.get(job.name, 0), needs)
@@ -112,19 +113,19 @@ def close_session(ssn: Session) -> CycleResult:
         queues={name: queue_share(ssn, name) for name in ssn.queues},
         phases=phases,
         rescheduling_ran=ssn.rescheduling_ran(),
+        queue_orders=orders,
     )
 
 
-def _jobs_ahead(ssn: Session, unplaced: list[Job]) -> dict[str, int]:
-    """For each unplaced job, how many unplaced jobs of its queue the job order puts first."""
+def _waiting_orders(ssn: Session, waiting: list[Job]) -> dict[str, tuple[str, ...]]:
+    """Per queue, its waiting jobs in the configured job order: the line a job's position and
+    "N jobs come first" count in."""
     by_queue: dict[str, list[Job]] = {}
-    for job in unplaced:
+    for job in waiting:
         by_queue.setdefault(job.queue, []).append(job)
-    ahead: dict[str, int] = {}
-    for jobs in by_queue.values():
-        for rank, job in enumerate(ssn.sorted_jobs(jobs)):
-            ahead[job.name] = rank
-    return ahead
+    return {
+        queue: tuple(job.name for job in ssn.sorted_jobs(jobs)) for queue, jobs in by_queue.items()
+    }
 
 
 def _phase(job: Job) -> PodGroupPhase:

@@ -51,8 +51,8 @@ class QueueOrderAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     list_display = ["queue", "waiting", "recorded_at"]
     search_fields = ["queue__name"]
-    fields = ["queue", "waiting", "first_ids", "recorded_at"]
-    readonly_fields = fields
+    fields = ("queue", "waiting", "first_ids", "recorded_at")
+    readonly_fields = ("queue", "waiting", "first_ids", "recorded_at")
 
     @admin.display(description="jobs waiting")
     def waiting(self, obj: QueueOrder) -> int:

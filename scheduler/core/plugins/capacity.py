@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from scheduler.core.hooks import EventHandler
 from scheduler.core.plugins._quota import (
     QueueAttr,
     account_job,
@@ -36,7 +37,7 @@ from scheduler.core.resources import (
     Resources,
     le_named,
 )
-from scheduler.core.session import EventHandler, Session
+from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue, Task
 from scheduler.core.types import Vote
 
@@ -88,12 +89,12 @@ class CapacityPlugin:
             attr.deserved = deserved_share(stated, attr.real_capability, attr.guarantee)
             attr.update_share()
 
-        ssn.add_fn("queue_order", self.name, self.queue_order)
-        ssn.add_fn("allocatable", self.name, self.allocatable, explain=self.explain)
-        ssn.add_fn("preemptive", self.name, self.preemptive)
-        ssn.add_fn("reclaimable", self.name, self.reclaimable)
-        ssn.add_fn("job_enqueueable", self.name, self.enqueueable)
-        ssn.add_fn("job_enqueued", self.name, self.enqueued)
+        ssn.add_queue_order_fn(self.name, self.queue_order)
+        ssn.add_allocatable_fn(self.name, self.allocatable, explain=self.explain)
+        ssn.add_preemptive_fn(self.name, self.preemptive)
+        ssn.add_reclaimable_fn(self.name, self.reclaimable)
+        ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
+        ssn.add_job_enqueued_fn(self.name, self.enqueued)
         ssn.add_event_handler(EventHandler(self._on_allocate, self._on_deallocate))
 
     # hooks --------------------------------------------------------------------------------------

@@ -341,7 +341,7 @@ class GpuFragPlugin:
             else:
                 shapes.append((cpu, FULL, need.whole, constraint))
         self.set_typical(TypicalPods.from_pods(shapes, self.threshold / 100, self.cpu_pods))
-        ssn.add_fn("node_order", self.name, self.score, state_only=True)
+        ssn.add_node_order_fn(self.name, self.score, state_only=True)
         ssn.add_gpu_picker(self.pick)
 
     # scoring -------------------------------------------------------------------------------

@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from scheduler.core.session import EventHandler, FitError, Session
+from scheduler.core.hooks import EventHandler, FitError
+from scheduler.core.session import Session
 from scheduler.core.state import Node, Task
 from scheduler.core.types import OCCUPYING_STATUSES, TaskStatus, Toleration
 
@@ -39,7 +40,7 @@ def build(arguments: dict[str, Any]) -> PredicatesPlugin:
     return PredicatesPlugin()
 
 
-def _signature(task: Task) -> tuple[Any, ...]:
+def _signature(task: Task) -> tuple[object, ...]:
     info = task.info
     return (info.node_selector, info.tolerations, repr(_node_affinity(info.affinity)))
 
@@ -112,15 +113,14 @@ class PredicatesPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
-        self.cache: dict[tuple[Any, ...], FitError | None] = {}
+        self.cache: dict[tuple[object, ...], FitError | None] = {}
         # Only pods that carry anti-affinity can reject a newcomer; usually there are none.
         self.anti_affine = [
             task for task in ssn.tasks.values() if _pod_terms(task.info.affinity, "podAntiAffinity")
         ]
         # Pods this session evicted (a discarded eviction brings its pod back).
         self.evicted: set[str] = set()
-        ssn.add_fn(
-            "predicate",
+        ssn.add_predicate_fn(
             self.name,
             self.predicate,
             reads_pods=bool(self.anti_affine),

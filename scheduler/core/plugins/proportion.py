@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from scheduler.core.hooks import EventHandler
 from scheduler.core.plugins._quota import (
     QueueAttr,
     account_job,
@@ -33,7 +34,7 @@ from scheduler.core.plugins._quota import (
 )
 from scheduler.core.reasons import describe, first_short_dimension
 from scheduler.core.resources import INFINITY, Resources, le_named
-from scheduler.core.session import EventHandler, Session
+from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue, Task
 from scheduler.core.types import QueueInfo, Vote
 
@@ -150,13 +151,13 @@ class ProportionPlugin:
             attr.real_capability = real
         water_fill([self.attrs[name] for name in sorted(self.attrs)], self.cluster)
 
-        ssn.add_fn("queue_order", self.name, self.queue_order, key=self.queue_key)
-        ssn.add_fn("overused", self.name, self.overused)
-        ssn.add_fn("allocatable", self.name, self.allocatable, explain=self.explain)
-        ssn.add_fn("preemptive", self.name, self.allocatable)
-        ssn.add_fn("reclaimable", self.name, self.reclaimable)
-        ssn.add_fn("job_enqueueable", self.name, self.enqueueable)
-        ssn.add_fn("job_enqueued", self.name, self.enqueued)
+        ssn.add_queue_order_fn(self.name, self.queue_order, key=self.queue_key)
+        ssn.add_overused_fn(self.name, self.overused)
+        ssn.add_allocatable_fn(self.name, self.allocatable, explain=self.explain)
+        ssn.add_preemptive_fn(self.name, self.allocatable)
+        ssn.add_reclaimable_fn(self.name, self.reclaimable)
+        ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
+        ssn.add_job_enqueued_fn(self.name, self.enqueued)
         ssn.add_event_handler(EventHandler(self._on_allocate, self._on_deallocate))
 
     # hooks --------------------------------------------------------------------------------------
@@ -169,7 +170,7 @@ class ProportionPlugin:
         rs = ra.share if ra else 0.0
         return -1 if ls < rs else (1 if ls > rs else 0)
 
-    def queue_key(self, queue: Queue) -> tuple[Any, ...]:
+    def queue_key(self, queue: Queue) -> tuple[object, ...]:
         """Sorts like ``queue_order``: higher priority first, then the smaller share."""
         attr = self.attrs.get(queue.name)
         return (-queue.info.priority, attr.share if attr else 0.0)

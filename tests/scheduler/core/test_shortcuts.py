@@ -18,7 +18,8 @@ from tests.scheduler.core.builders import make_job, make_node, make_queue, make_
 def test_sort_keys_decide_like_compare_functions(monkeypatch, seed, running):
     snapshot = synthetic_snapshot(24, 160, 4, seed, running)
     fast = run_cycle(snapshot, default_conf())
-    monkeypatch.setattr(Session, "_key_fn", lambda self, hook, fallback: None)
+    for key_fn in ("job_key_fn", "task_key_fn", "queue_key_fn"):
+        monkeypatch.setattr(Session, key_fn, lambda self: None)
     assert run_cycle(snapshot, default_conf()) == fast
 
 

@@ -320,9 +320,7 @@ def test_a_pod_on_a_not_ready_node_stays_terminating_until_force_deleted(cluster
     assert cluster.pod_names() == []
 
 
-def test_the_pod_garbage_collector_takes_a_deleted_nodes_pods_after_its_quarantine(
-    cluster, api
-):
+def test_the_pod_garbage_collector_takes_a_deleted_nodes_pods_after_its_quarantine(cluster, api):
     gpu_node(cluster)
     gpu_node(cluster, "gpu-b")
     api.create_namespaced_pod(NS, pod_body("orphan", node="gpu-a"))

@@ -7,9 +7,9 @@ arriving pod as a one-pod job; each pod in turn goes through allocate's ``choose
 resource and device fit, the predicates plugin, the conf's node-order plugins over the node
 classes) and is bound with a statement, so the session's books move exactly as a cycle's do.
 
-A pod's ``gpu_spec`` (allowed models) becomes required node affinity on the nodes' model label;
-the gpufrag plugin's typical pods do not carry it (the numpy FGD's do), so the digests are
-compared on lists without specs (the four openb lists have none).
+A pod's ``gpu_spec`` (allowed models) becomes required node affinity on the nodes' model label,
+which the gpufrag plugin's typical pods carry as the numpy FGD's carry the spec, so the digests
+are compared on the ``gpuspec`` lists too.
 
 Ties: the core gives a tie to the first node in name order; the nodes are named
 ``<rank>-<sn>`` with the seed's ``node_rank``, the simulator's own naming, so the tie rule is
@@ -39,7 +39,7 @@ from bench.replay.openb import (
 from scheduler.core.actions.allocate import AllocateState, choose_node
 from scheduler.core.config import parse_conf
 from scheduler.core.cycle import open_session
-from scheduler.core.plugins.gpufrag import Fragmentation, TypicalPods
+from scheduler.core.plugins.gpufrag import Fragmentation, NodeConstraint, TypicalPods
 from scheduler.core.resources import CPU, GPU, MEMORY, PODS, Resources
 from scheduler.core.statement import Statement
 from scheduler.core.types import GpuDevice, JobInfo, NodeInfo, QueueInfo, Snapshot, TaskInfo
@@ -141,11 +141,18 @@ def run_core(
     ssn = open_session(snapshot_for(cluster, pods, order, rank), conf_for(policy, binpack_weights))
     # The trace's typical pods, as the reference computes them: the listed pods, not the
     # arrival order with its random copies (the session's own would count the copies).
-    typical = TypicalPods.from_pods(zip(pods.cpu.tolist(), pods.milli.tolist(), pods.num.tolist()))
+    constraints = {spec: NodeConstraint.of((), _model_affinity(spec)) for spec in set(pods.spec)}
+    listed = zip(
+        pods.cpu.tolist(),
+        pods.milli.tolist(),
+        pods.num.tolist(),
+        (constraints[spec] for spec in pods.spec),
+    )
+    typical = TypicalPods.from_pods(listed)
     plugin = ssn.plugins.get("gpufrag")
     if plugin is not None:
         plugin.set_typical(typical)
-    measure = Fragmentation(typical)
+    measure = Fragmentation(typical, ssn.node_list)
     state = AllocateState(ssn)  # one allocate run over the whole arrival sequence
     original = {f"{int(rank[i]):04d}-{name}": name for i, name in enumerate(cluster.names)}
     last = int(math.floor(inflate * 100 + 1e-9))
@@ -169,11 +176,7 @@ def run_core(
             placements.add(original[node.name], task.gpus)
             allocated += total_milli[i]
         while next_mark <= last and arrived * 100 >= next_mark * capacity:
-            total_frag = sum(
-                measure.of(n.idle.get(CPU), tuple(MILLI - v for v in n.devices.now))
-                for n in ssn.node_list
-                if n.devices is not None
-            )
+            total_frag = sum(measure.of_node(n) for n in ssn.node_list)
             idle = capacity - allocated
             alloc[next_mark] = round(100 * allocated / capacity, 3)
             frag_pct[next_mark] = round(100 * total_frag / capacity, 3)

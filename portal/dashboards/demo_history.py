@@ -8,8 +8,9 @@ vision-batch above its own) and the second pod goes with its gang; clip-embed wa
 once the fine-tune ends, and succeeds. One job fails. Everything has finished by the time the
 demo's own jobs are submitted.
 
-Written through the real services and models: jobs by `job_submit` and the status services
-(their timestamps at the story's times), placements by `placement_create`, evictions as
+Written through the real services and models: jobs by `job_submit`, their statuses moved on
+by the lifecycle table (`portal.jobs.lifecycle`, stamped at the story's times, as the cycle's
+writers move them), placements by `placement_create`, evictions as
 PreemptionEvents with the sentences the scheduler writes, per-minute usage samples whose
 allocated and pending GPUs are the story's and whose deserved shares come from the core's
 proportion plugin (`portal.queues.preview.deserved_gpus`), then the hourly and daily rollups,
@@ -41,6 +42,7 @@ from portal.accounting.models import LedgerEntry
 from portal.cluster.models import Node, Placement, whole_second
 from portal.cluster.services import placement_create
 from portal.jobs import services as jobs
+from portal.jobs.lifecycle import Event, Status, transition
 from portal.jobs.models import Job
 from portal.queues.models import Queue
 from portal.queues.preview import deserved_gpus
@@ -200,12 +202,13 @@ def _job(spec: PastJob, users, queues, nodes, now: datetime) -> Job:
         priority=spec.priority,
         expected_duration_seconds=60 * (spec.runs[-1].start - spec.runs[-1].end),
     )
-    Job.objects.filter(pk=job.pk).update(submitted_at=_at(now, spec.submitted))
+    job.submitted_at = _at(now, spec.submitted)
+    changed = {"submitted_at"}
     pods = [(task, replica) for task in job.tasks.all() for replica in range(task.replicas)]
     for number, run in enumerate(spec.runs):
         start, end = _at(now, run.start), _at(now, run.end)
-        job = jobs.job_mark_admitted(job=job, at=start)
-        job = jobs.job_mark_running(job=job, at=start)
+        changed |= _step(job, Event.ADMIT, start)
+        changed |= _step(job, Event.START, start)
         last = number == len(spec.runs) - 1
         if run.reclaimed_by:
             state = Placement.State.DELETED
@@ -222,13 +225,25 @@ def _job(spec: PastJob, users, queues, nodes, now: datetime) -> Job:
                 ended_at=whole_second(end),
             )
         if run.reclaimed_by:
-            job = jobs.job_mark_preempted(job=job, at=end)
+            changed |= _step(job, Event.PREEMPT, end)
             # As the cycle does: the eviction's sentence stays the reason until it reschedules.
-            job = jobs.job_mark_pending(job=job, reason=_reclaim_sentence(spec, run), at=end)
+            changed |= _step(job, Event.REQUEUE, end, reason=_reclaim_sentence(spec, run))
         elif last:
-            finish = jobs.job_mark_failed if spec.failed else jobs.job_mark_succeeded
-            job = finish(job=job, at=end)
+            changed |= _step(job, Event.FAIL if spec.failed else Event.SUCCEED, end)
+    job.full_clean()
+    job.save(update_fields=sorted(changed))
     return job
+
+
+def _step(job: Job, event: Event, at: datetime, reason: str = "") -> set[str]:
+    """Move the job on by the lifecycle table, in memory; returns the fields it set. A job
+    requeued waits with `reason`; a job that leaves pending has none."""
+    fields = set(transition(job.status, event).apply(job, at))
+    if job.status == Status.PENDING:
+        job.pending_reason, job.pending_reason_at = reason, at
+        return fields | {"pending_reason", "pending_reason_at"}
+    job.pending_reason = ""
+    return fields | {"pending_reason"}
 
 
 def _reclaim_sentence(victim: PastJob, run: Run) -> str:

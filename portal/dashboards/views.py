@@ -129,7 +129,7 @@ def tenants_data(request: HttpRequest) -> dict[str, Any]:
     """Each visible tenant's use, stacked by queue, against its quota and share."""
     tenants = list(visible_tenants(request.user).order_by("name"))
     allocated = gpus_allocated_per_queue()
-    queues: dict[int, list[tuple[str, int]]] = {tenant.pk: [] for tenant in tenants}
+    queues: dict[int, list[tuple[str, int | float]]] = {tenant.pk: [] for tenant in tenants}
     for pk, name, tenant_id in visible_queues(request.user).values_list("pk", "name", "tenant_id"):
         if tenant_id in queues:
             queues[tenant_id].append((name, allocated.get(pk, 0)))

@@ -723,9 +723,10 @@ class JobLogsApi(ApiView):
 
 
 class JobWhyApi(ApiView):
-    """Why a job is pending: the last cycle's reason and the jobs ahead of it in its queue
-    (same queue, pending, higher priority or same priority and submitted earlier). Jobs you
-    may not see are counted in `hidden_jobs_ahead` without being named."""
+    """Why a job is pending: the last cycle's reason and the jobs ahead of it in its queue's
+    line as that cycle ordered it (the configured job order: priority, gang, drf ... as the
+    scheduler conf says). Jobs you may not see are counted in `hidden_jobs_ahead` without being
+    named."""
 
     class OutputSerializer(ApiSerializer):
         class AheadSerializer(ApiSerializer):
@@ -753,8 +754,10 @@ class JobWhyApi(ApiView):
         pending_reason_at = serializers.DateTimeField(allow_null=True)
         position = serializers.IntegerField(
             allow_null=True,
-            help_text="1 = next in line; null when the job is not pending or can never run "
-            "as submitted.",
+            help_text="Where the last scheduling cycle put the job in its queue's line, by the "
+            "configured job order (the order its reason counts in): 1 = next in line; null "
+            "when the job does not wait, can never run as submitted, or no cycle has seen it "
+            "yet.",
         )
         jobs_ahead = AheadSerializer(many=True)
         hidden_jobs_ahead = serializers.IntegerField()
@@ -795,9 +798,7 @@ class JobWhyApi(ApiView):
     def get(self, request: Request, job_id: int) -> Response:
         job = job_get(user=request.user, job_id=job_id)
         state = job_state(user=request.user, job=job)
-        # A job that can never run as submitted is in nobody's way and waits for nothing.
-        in_line = job.status == Job.Status.PENDING and not state.never
-        ahead, hidden = job_queue_position(user=request.user, job=job) if in_line else ([], 0)
+        line = job_queue_position(user=request.user, job=job)
         data = {
             "id": job.pk,
             "name": job.name,
@@ -807,8 +808,8 @@ class JobWhyApi(ApiView):
             "pending_reason": job.pending_reason,
             "pending_kind": job.pending_kind if state.waiting else "",
             "pending_reason_at": job.pending_reason_at,
-            "position": len(ahead) + hidden + 1 if in_line else None,
-            "jobs_ahead": ahead,
-            "hidden_jobs_ahead": hidden,
+            "position": line.position if line else None,
+            "jobs_ahead": line.ahead if line else [],
+            "hidden_jobs_ahead": line.hidden if line else 0,
         }
         return Response(self.OutputSerializer(data).data)

@@ -1,9 +1,10 @@
 """The job lifecycle: which event moves a job from which status to which, and what it stamps.
 
 Pure: no Django, no database, no clock (the caller gives the event's time). Every writer of a
-job's status asks `transition(status, event)`: the single-job services (portal.jobs.services)
-and the scheduling cycle's bulk writers (scheduler.adapters.observe and persist), which compute
-each job's new status in memory and write many jobs in a few UPDATEs.
+job's status asks `transition(status, event)`: the services a person's action calls (cancel,
+quarantine, release in portal.jobs.services), the scheduling cycle's bulk writers
+(scheduler.adapters.observe and persist), which compute each job's new status in memory and
+write many jobs in a few UPDATEs, and the demo's past jobs (portal.dashboards.demo_history).
 
 | status      | admit    | start   | succeed   | fail   | preempt   | restart   | requeue | cancel    | quarantine  | release |
 |-------------|----------|---------|-----------|--------|-----------|-----------|---------|-----------|-------------|---------|

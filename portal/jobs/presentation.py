@@ -1,6 +1,7 @@
 """What the API answers about a job, built directly: the job's detail (JobDetailApi's schema)
 and its links."""
 
+from datetime import datetime
 from typing import Any
 
 from django.urls import reverse
@@ -20,6 +21,10 @@ def job_url(job: Job, suffix: str = "") -> str:
 _DATETIME = serializers.DateTimeField()
 
 
+def _stamp(at: datetime | None) -> str | None:
+    return None if at is None else _DATETIME.to_representation(at)
+
+
 def job_detail_data(
     job: Job, *, user: Any, placements: Any = (), ended_pods: Any = ()
 ) -> dict[str, Any]:
@@ -33,7 +38,6 @@ def job_detail_data(
     key by key, in order.
     """
     tasks = list(job.tasks.all())
-    stamp = _DATETIME.to_representation
     return {
         "id": job.pk,
         "name": job.name,
@@ -46,14 +50,14 @@ def job_detail_data(
         "min_available": job.min_available,
         "replicas": sum(task.replicas for task in tasks),
         "gpus": gpus_number(sum(task.replicas * milli_asked(task) for task in tasks)),
-        "submitted_at": stamp(job.submitted_at),
+        "submitted_at": _stamp(job.submitted_at),
         "pending_reason": job.pending_reason,
         "expected_duration_seconds": job.expected_duration_seconds,
-        "admitted_at": stamp(job.admitted_at),
-        "started_at": stamp(job.started_at),
-        "finished_at": stamp(job.finished_at),
-        "cancelled_at": stamp(job.cancelled_at),
-        "pending_reason_at": stamp(job.pending_reason_at),
+        "admitted_at": _stamp(job.admitted_at),
+        "started_at": _stamp(job.started_at),
+        "finished_at": _stamp(job.finished_at),
+        "cancelled_at": _stamp(job.cancelled_at),
+        "pending_reason_at": _stamp(job.pending_reason_at),
         "preemption_count": job.preemption_count,
         "plugins": {str(name): [str(arg) for arg in args] for name, args in job.plugins.items()},
         "max_retry": job.max_retry,
@@ -100,7 +104,7 @@ def job_detail_data(
                 "state": placement.state,
                 "exit_code": placement.exit_code,
                 "exit_reason": placement.exit_reason,
-                "ended_at": stamp(placement.ended_at) if placement.ended_at else None,
+                "ended_at": _stamp(placement.ended_at),
             }
             for placement in ended_pods
         ],

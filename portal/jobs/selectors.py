@@ -1,3 +1,4 @@
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -130,45 +131,69 @@ def job_search(
     return jobs
 
 
-def job_queue_position(
-    *, user: AbstractBaseUser | AnonymousUser, job: Job
-) -> tuple[list[Job], int]:
-    """Jobs ahead of a pending `job` in its queue: same queue, pending, and a higher priority
-    or the same priority and submitted earlier (ties broken by id, as the scheduler does).
+@dataclass(frozen=True)
+class QueuePosition:
+    """Where a job waits in its queue's line."""
 
-    Returns (the jobs `user` may see, with `gpus_asked` annotated; how many others).
-    """
-    from django.db.models import F, Q, Sum
+    position: int  # 1 = next in line
+    ahead: list[Job]  # the jobs ahead that the user may see, in line order, gpus_asked set
+    hidden: int  # how many others are ahead
+
+
+# Ids per query when reading the jobs ahead (below every database's bound-parameter limit).
+_AHEAD_BATCH = 500
+
+
+def job_queue_position(*, user: AbstractBaseUser | AnonymousUser, job: Job) -> QueuePosition | None:
+    """Where the last cycle put a waiting `job` in its queue's line: the configured job order
+    the scheduler's reasons count in ("N jobs of queue X come first"), as stored by the cycle
+    (portal.queues.models.QueueOrder). None when it is not in that line: it does not wait, it
+    can never run as submitted, or no cycle has seen it yet."""
+    line, rank = _line_and_rank(job)
+    if rank is None:
+        return None
+    ahead = _visible_jobs_among(user, line[:rank])
+    return QueuePosition(rank + 1, ahead, rank - len(ahead))
+
+
+def job_queue_rank(*, job: Job) -> int | None:
+    """`job_queue_position`'s position alone (1 = next in line), without reading the jobs
+    ahead."""
+    _, rank = _line_and_rank(job)
+    return None if rank is None else rank + 1
+
+
+def _line_and_rank(job: Job) -> tuple[Sequence[int], int | None]:
+    from portal.queues.selectors import queue_order_job_ids
+
+    if job.status not in WAITING:
+        return (), None
+    line = queue_order_job_ids(queue_id=job.queue_id)
+    try:
+        return line, line.index(job.pk)
+    except ValueError:
+        return line, None
+
+
+def _visible_jobs_among(user: AbstractBaseUser | AnonymousUser, ids: Sequence[int]) -> list[Job]:
+    """The jobs of `ids` that `user` may see, in the order of `ids`, with `gpus_asked`."""
+    from django.db.models import F, Sum
     from django.db.models.functions import Coalesce
 
-    if job.status != Job.Status.PENDING:
-        return [], 0
-    ahead = (
-        Job.objects.filter(queue_id=job.queue_id, status=Job.Status.PENDING)
-        .exclude(pk=job.pk)
-        .filter(
-            Q(priority__gt=job.priority)
-            | Q(priority=job.priority, submitted_at__lt=job.submitted_at)
-            | Q(priority=job.priority, submitted_at=job.submitted_at, pk__lt=job.pk)
-        )
+    milli_asked = Coalesce(
+        Sum(F("tasks__replicas") * (F("tasks__gpus") * MILLI_PER_GPU + F("tasks__gpu_milli"))),
+        0,
     )
-    total = ahead.count()
-    visible = list(
-        ahead.filter(pk__in=visible_jobs(user).values("pk"))
-        .annotate(
-            milli_asked=Coalesce(
-                Sum(
-                    F("tasks__replicas")
-                    * (F("tasks__gpus") * MILLI_PER_GPU + F("tasks__gpu_milli"))
-                ),
-                0,
-            )
-        )
-        .order_by("-priority", "submitted_at", "pk")
-    )
-    for other in visible:
+    jobs: list[Job] = []
+    for start in range(0, len(ids), _AHEAD_BATCH):
+        batch = list(ids[start : start + _AHEAD_BATCH])
+        found = visible_jobs(user).filter(pk__in=batch).select_related("tenant")
+        jobs += found.annotate(milli_asked=milli_asked).order_by()
+    rank = {job_id: i for i, job_id in enumerate(ids)}
+    jobs.sort(key=lambda other: rank[other.pk])
+    for other in jobs:
         other.gpus_asked = gpus_number(other.milli_asked)
-    return visible, total - len(visible)
+    return jobs
 
 
 def pending_wait_stats(*, now: object) -> dict[str, dict[str, float]]:

@@ -528,54 +528,6 @@ def _transition(
     return job
 
 
-@transaction.atomic
-def job_mark_admitted(*, job: Job, at: datetime | None = None) -> Job:
-    return _transition(job=_locked(job), event=Event.ADMIT, at=at)
-
-
-@transaction.atomic
-def job_mark_running(*, job: Job, at: datetime | None = None) -> Job:
-    return _transition(job=_locked(job), event=Event.START, at=at)
-
-
-@transaction.atomic
-def job_mark_succeeded(*, job: Job, at: datetime | None = None) -> Job:
-    return _transition(job=_locked(job), event=Event.SUCCEED, at=at)
-
-
-@transaction.atomic
-def job_mark_failed(*, job: Job, at: datetime | None = None) -> Job:
-    return _transition(job=_locked(job), event=Event.FAIL, at=at)
-
-
-@transaction.atomic
-def job_mark_preempted(*, job: Job, at: datetime | None = None) -> Job:
-    return _transition(job=_locked(job), event=Event.PREEMPT, at=at)
-
-
-@transaction.atomic
-def job_mark_pending(*, job: Job, reason: str, at: datetime | None = None) -> Job:
-    """Requeue a preempted job whose pods are gone (it waits for the next cycle again)."""
-    at = at or timezone.now()
-    return _transition(
-        job=_locked(job),
-        event=Event.REQUEUE,
-        at=at,
-        pending_reason=reason,
-        pending_reason_at=at,
-    )
-
-
-@transaction.atomic
-def job_pending_reason_set(*, job: Job, reason: str, at: datetime | None = None) -> Job:
-    """Store the reason the last cycle gave for a pending job (not a status change)."""
-    at = at or timezone.now()
-    Job.objects.filter(pk=job.pk).update(pending_reason=reason, pending_reason_at=at)
-    job.pending_reason = reason
-    job.pending_reason_at = at
-    return job
-
-
 def _locked(job: Job) -> Job:
     return Job.objects.select_for_update().get(pk=job.pk)
 

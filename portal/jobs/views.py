@@ -28,7 +28,7 @@ from .forms import JobSubmitForm, JobUploadForm, TaskFormSet, submit_errors_appl
 from .lifecycle import Event, allows
 from .models import Job
 from .samples import SAMPLE_FILENAME, volcano_sample
-from .selectors import JobState, job_get, job_list, job_pod_names, job_state
+from .selectors import JobState, job_get, job_list, job_pod_names, job_queue_rank, job_state
 from .services import job_cancel, job_quarantine_release, job_submit, job_submit_manifest
 
 JOB_CANCELLED = "Job {name} was cancelled."
@@ -172,6 +172,7 @@ def _job_page(request: HttpRequest, job_id: int) -> dict[str, Any]:
             [e.victim_job_id for e in preemptions] + [e.preemptor_job_id for e in preemptions],
         ),
         "timeline": timeline,
+        "position": job_queue_rank(job=job) if state.waiting and not state.never else None,
         "can_cancel": can_cancel_job(request.user, job) and not job.is_terminal,
         "can_release": allows(job.status, Event.RELEASE) and can_release_job(request.user, job),
         "plugins": sorted((job.plugins or {}).items()),

@@ -51,7 +51,7 @@ def cycle_check(*, now: datetime) -> str | None:
     counts: it ran; its error is a metric and a log line of its own)."""
     limit = settings.CYCLE_MAX_AGE_SECONDS
     last = cycle_latest_finished()
-    if last is None:
+    if last is None or last.finished_at is None:
         return "no scheduling cycle has finished yet"
     age = (now - last.finished_at).total_seconds()
     if age > limit:

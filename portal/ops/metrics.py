@@ -164,7 +164,7 @@ def _cluster_metrics() -> Iterator[Metric]:
 
 def _cycle_metrics() -> Iterator[Metric]:
     cycle = selectors.cycle_latest_finished()
-    if cycle is None:
+    if cycle is None or cycle.finished_at is None:
         return
     finished = _gauge("cycle_last_finished_timestamp_seconds", "When the newest cycle finished.")
     finished.add_metric([], cycle.finished_at.timestamp())

@@ -87,15 +87,15 @@ def retention_run(
             before=now - timedelta(days=sample_days)
         )
     if preemption_event_days:
-        old = PreemptionEvent.objects.filter(
+        events = PreemptionEvent.objects.filter(
             occurred_at__lt=now - timedelta(days=preemption_event_days)
         )
-        report.preemption_events_deleted = _delete_in_batches(old)
+        report.preemption_events_deleted = _delete_in_batches(events)
     if cycle_run_days:
-        old = CycleRun.objects.filter(
+        cycles = CycleRun.objects.filter(
             started_at__lt=now - timedelta(days=cycle_run_days), preemptions__isnull=True
         )
-        report.cycle_runs_deleted = _delete_in_batches(old)
+        report.cycle_runs_deleted = _delete_in_batches(cycles)
     report.seconds = time.perf_counter() - started
     return report
 

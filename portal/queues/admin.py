@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from portal.common.admin import ReadOnlyAdminMixin, SafeAutocompleteMixin
 
-from .models import Queue, QueueChange
+from .models import Queue, QueueChange, QueueOrder
 
 
 class QueueChangeInline(admin.TabularInline):
@@ -43,3 +43,21 @@ class QueueChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ["queue__name", "changed_by__username", "field"]
     date_hierarchy = "changed_at"
     readonly_fields = ["queue", "changed_by", "changed_at", "field", "old_value", "new_value"]
+
+
+@admin.register(QueueOrder)
+class QueueOrderAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The lines the last cycle put the queues' waiting jobs in (the cycle's to write)."""
+
+    list_display = ["queue", "waiting", "recorded_at"]
+    search_fields = ["queue__name"]
+    fields = ("queue", "waiting", "first_ids", "recorded_at")
+    readonly_fields = ("queue", "waiting", "first_ids", "recorded_at")
+
+    @admin.display(description="jobs waiting")
+    def waiting(self, obj: QueueOrder) -> int:
+        return len(obj.job_ids) // 8
+
+    @admin.display(description="first job ids, in line")
+    def first_ids(self, obj: QueueOrder) -> str:
+        return ", ".join(map(str, QueueOrder.unpack(obj.job_ids)[:50]))

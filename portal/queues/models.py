@@ -1,3 +1,7 @@
+import sys
+from array import array
+from collections.abc import Iterable
+
 from django.conf import settings
 from django.db import models
 
@@ -51,3 +55,37 @@ class QueueChange(QuotaChangeFields):
 
     def __str__(self) -> str:
         return f"{self.queue.name}.{self.field}: {self.old_value} -> {self.new_value}"
+
+
+class QueueOrder(models.Model):
+    """The order the last scheduling cycle put a queue's waiting jobs in, first first: the line
+    a job's position and its reason's "N jobs come first" count in.
+
+    One row per queue, the job ids packed as 8-byte little-endian integers (a 100,000-job line
+    is one 800 kB value, not 100,000 rows), rewritten only when ``digest`` says it changed
+    (portal.queues.services.queue_orders_record, its only writer)."""
+
+    queue = models.OneToOneField(
+        Queue, on_delete=models.CASCADE, primary_key=True, related_name="order"
+    )
+    job_ids = models.BinaryField()
+    digest = models.CharField(max_length=32)
+    recorded_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.queue_id}: {len(self.job_ids) // 8} jobs waiting"
+
+    @staticmethod
+    def pack(job_ids: Iterable[int]) -> bytes:
+        packed = array("q", job_ids)
+        if sys.byteorder == "big":
+            packed.byteswap()
+        return packed.tobytes()
+
+    @staticmethod
+    def unpack(data: bytes | memoryview) -> "array[int]":
+        ids = array("q")
+        ids.frombytes(bytes(data))
+        if sys.byteorder == "big":
+            ids.byteswap()
+        return ids

@@ -1,3 +1,5 @@
+from array import array
+
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
@@ -5,7 +7,7 @@ from django.shortcuts import get_object_or_404
 from portal.common.ids import parse_id
 
 from .access import editable_queues, visible_queue_get, visible_queues
-from .models import Queue, QueueChange
+from .models import Queue, QueueChange, QueueOrder
 
 QUEUE_NOT_FOUND = "no queue {ref} that you can see"
 
@@ -37,3 +39,10 @@ def queue_get(*, user: AbstractBaseUser | AnonymousUser, queue_id: int) -> Queue
 
 def queue_change_list(*, queue: Queue, limit: int = 50) -> QuerySet[QueueChange]:
     return queue.changes.select_related("changed_by").order_by("-changed_at", "-id")[:limit]
+
+
+def queue_order_job_ids(*, queue_id: int) -> "array[int]":
+    """The ids of the queue's waiting jobs in the order the last cycle put them, first first
+    (empty when nobody waited)."""
+    data = QueueOrder.objects.filter(queue_id=queue_id).values_list("job_ids", flat=True).first()
+    return QueueOrder.unpack(data) if data is not None else array("q")

@@ -1,3 +1,6 @@
+import hashlib
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -15,7 +18,7 @@ from portal.tenants.services import (  # noqa: F401 - FIELD_NOT_EDITABLE: the sa
 )
 
 from .access import can_edit_queue, can_manage_queues_of
-from .models import RESOURCES, Queue, QueueChange
+from .models import RESOURCES, Queue, QueueChange, QueueOrder
 
 # Fields `queue_update` may change; every change is written as a QueueChange row.
 EDITABLE_FIELDS = (*QUOTA_FIELDS, "priority", "state")
@@ -147,3 +150,31 @@ def queue_delete(*, queue: Queue, actor: AbstractBaseUser | None) -> None:
     if finished:
         raise ValidationError({"queue": QUEUE_DELETE_HAS_HISTORY.format(count=finished)})
     queue.delete()
+
+
+@transaction.atomic
+def queue_orders_record(*, orders: Mapping[int, Sequence[int]], at: datetime) -> int:
+    """Store the lines the last cycle put the queues' waiting jobs in (queue id -> job ids,
+    first first); a queue left out has nobody waiting. Only the lines that changed are written,
+    one row per queue: a cycle that moves nothing writes nothing. Returns the rows written."""
+    packed = {queue_id: QueueOrder.pack(ids) for queue_id, ids in orders.items() if ids}
+    digests = {
+        queue_id: hashlib.blake2b(data, digest_size=16).hexdigest()
+        for queue_id, data in packed.items()
+    }
+    stored = dict(QueueOrder.objects.values_list("queue_id", "digest"))
+    gone = [queue_id for queue_id in stored if queue_id not in packed]
+    if gone:
+        QueueOrder.objects.filter(queue_id__in=gone).delete()
+    changed = [
+        QueueOrder(queue_id=queue_id, job_ids=data, digest=digests[queue_id], recorded_at=at)
+        for queue_id, data in sorted(packed.items())
+        if stored.get(queue_id) != digests[queue_id]
+    ]
+    QueueOrder.objects.bulk_create(
+        changed,
+        update_conflicts=True,
+        unique_fields=["queue"],
+        update_fields=["job_ids", "digest", "recorded_at"],
+    )
+    return len(gone) + len(changed)

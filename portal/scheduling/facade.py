@@ -21,11 +21,21 @@ NOT_CONNECTED = "the scheduler's shell is not connected: add the `scheduler` app
 class PodLog(Protocol):
     """The last lines a pod's main container wrote, and how it ended if it did."""
 
-    pod: str
-    lines: list[str]
-    phase: str | None  # None: the cluster has no such pod (any more)
-    exit_code: int | None
-    reason: str | None
+    @property
+    def pod(self) -> str: ...
+
+    @property
+    def lines(self) -> list[str]: ...
+
+    @property
+    def phase(self) -> str | None:
+        """None: the cluster has no such pod (any more)."""
+
+    @property
+    def exit_code(self) -> int | None: ...
+
+    @property
+    def reason(self) -> str | None: ...
 
 
 class LogUnavailable(Exception):

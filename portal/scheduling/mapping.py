@@ -57,7 +57,7 @@ QUEUE_FIELDS = (*QUOTA_FIELDS, "priority", "state")
 TREE_PLUGIN = "proportion"
 # Jobs the scheduler still has work for; every other status is final or cancelled.
 SCHEDULABLE_STATUSES = tuple(sorted(SCHEDULED))
-_PLACEMENT_TASK_STATUS = {
+_PLACEMENT_TASK_STATUS: dict[str, TaskStatus] = {
     Placement.State.BOUND: TaskStatus.BOUND,
     Placement.State.RUNNING: TaskStatus.RUNNING,
     Placement.State.RELEASING: TaskStatus.RELEASING,

@@ -19,9 +19,14 @@ EVICTED_JOB_CANCELLED = "its job was cancelled"
 
 
 class EvictedPod(Protocol):
-    name: str
-    node_name: str | None
-    labels: Mapping[str, str]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def node_name(self) -> str | None: ...
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
 
 
 def eviction_reasons(*, pods: Iterable[EvictedPod]) -> dict[str, str]:
@@ -43,9 +48,9 @@ def eviction_reasons(*, pods: Iterable[EvictedPod]) -> dict[str, str]:
     reasons = {}
     for pod in pods:
         job_id = int(pod.labels.get(JOB_ID, "0") or 0)
-        sentence = sentences.get((job_id, pod.node_name or ""))
-        if sentence:
-            reasons[pod.name] = sentence
+        preempted = sentences.get((job_id, pod.node_name or ""))
+        if preempted:
+            reasons[pod.name] = preempted
         elif statuses.get(job_id) == Job.Status.CANCELLED:
             reasons[pod.name] = EVICTED_JOB_CANCELLED
     return reasons

@@ -1,5 +1,6 @@
 """Write one cycle's decisions in one transaction: placements for binds, releases and
-PreemptionEvents for evictions, job statuses and pending reasons, usage samples, counts.
+PreemptionEvents for evictions, job statuses and pending reasons, the queues' lines, usage
+samples, counts.
 
 The cost grows with the number of changed rows, in a handful of statements per cycle: rows that
 get the same values share one `UPDATE ... WHERE id IN (...)` per batch, rows that get values of
@@ -32,6 +33,7 @@ from scheduler.adapters.portal_port import (
     allows,
     placement_pod_name,
     placing_namespaces,
+    queue_orders_record,
     task_requests,
     transition,
     usage_rollups_refresh,
@@ -65,6 +67,7 @@ def decisions_persist(
         _persist_binds(bundle, result, now)
         evicted = _persist_evictions(bundle, result, cycle, now, transitions)
         _persist_pending_reasons(bundle, result, now)
+        _persist_queue_orders(bundle, result, now)
         _persist_usage(bundle, result, now)
         ledger_book(bundle=bundle, result=result, evicted=evicted, now=now)
         cycle.binds = len(result.binds)
@@ -261,6 +264,18 @@ def _persist_pending_reasons(bundle: SnapshotBundle, result: CycleResult, now: d
     rows_update(
         Job, ["pending_reason", "pending_kind"], sorted(rows), same={"pending_reason_at": now}
     )
+
+
+def _persist_queue_orders(bundle: SnapshotBundle, result: CycleResult, now: datetime) -> None:
+    """The line the core put each queue's waiting jobs in, so the position the API and the
+    pages show is the one the reasons count (job keys are job ids)."""
+    queues = bundle.index.queues
+    orders = {
+        queues[name].id: [int(key) for key in keys]
+        for name, keys in result.queue_orders.items()
+        if name in queues
+    }
+    queue_orders_record(orders=orders, at=now)
 
 
 def _persist_usage(bundle: SnapshotBundle, result: CycleResult, now: datetime) -> None:

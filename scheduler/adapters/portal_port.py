@@ -41,6 +41,7 @@ from portal.jobs.models import Job, JobTask
 from portal.jobs.services import job_quarantine, job_start_refused, job_start_retrying
 from portal.ops.retention import finished_pods_kept, ttl_jobs_kept
 from portal.queues.models import Queue
+from portal.queues.services import queue_orders_record
 from portal.scheduling.facade import LogUnavailable, SchedulerShell, facade_connect
 from portal.scheduling.mapping import (
     JOB_COLUMNS,
@@ -115,6 +116,7 @@ __all__ = [
     "ttl_jobs_kept",
     # queues and tenants
     "Queue",
+    "queue_orders_record",
     "TenantUsageSample",
     "tenant_node_name",
     # scheduling: the facade the shell connects, the ORM -> core mapping, cycle records

@@ -8,18 +8,21 @@ Public API::
     from scheduler.core.types import Snapshot, NodeInfo, QueueInfo, JobInfo, TaskInfo, ...
     from scheduler.core.resources import Resources
 
-Layout mirrors volcano-sh/volcano pkg/scheduler: ``session`` (framework/session.go and
-session_plugins.go), ``statement`` (framework/statement.go), ``actions/`` (actions/*), and
-``plugins/`` (plugins/*).
+Layout mirrors volcano-sh/volcano pkg/scheduler: ``cycle`` opens and closes a session
+(framework/framework.go), ``session`` is its state (framework/session.go), ``hooks`` the callback
+types (api/types.go), ``registry`` and ``dispatch`` the two halves of
+framework/session_plugins.go, ``statement`` (framework/statement.go), ``actions/`` (actions/*)
+and ``plugins/`` (plugins/*).
 
 Framework rules (where this departs from upstream's shape, and why):
 
-- Plugins declare, the framework never names them: ``Session.add_fn`` takes what a plugin
-  declares about a hook (``session.Declared``: a scorer that depends only on the node's state,
-  a predicate that reads other pods or has a lasting part, an allocatable hook's explanation,
-  a preemptable hook that judges by the preemptor's job, the rescheduling pass), and a quota
-  plugin offers its per-queue figures (``add_queue_shares``). Plugin names appear only in the
-  registry (``plugins/__init__``) and the conf parser.
+- Plugins declare, the framework never names them: each ``Session.add_<hook>_fn`` takes the
+  hook's callback type and what a plugin may declare about that hook (``hooks.Declared``: a
+  scorer that depends only on the node's state, a predicate that reads other pods or has a
+  lasting part, an allocatable hook's explanation, a preemptable hook that judges by the
+  preemptor's job, the rescheduling pass), and a quota plugin offers its per-queue figures
+  (``add_queue_shares``). Plugin names appear only in the registry (``plugins/__init__``) and
+  the conf parser.
 - Per-action state: what allocate works out and memoises lives in ``allocate.AllocateState``,
   made for each run (kube-scheduler's CycleState, owned by the action); the session keeps what
   every action shares, and ``Session.cycle_state`` holds the explanations' memos at close.

@@ -7,7 +7,6 @@ Execute, CloseSession) and framework/job_updater.go for the pod group phase repo
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from scheduler.core.actions import ACTIONS
 from scheduler.core.actions.allocate import job_needs
@@ -99,8 +98,9 @@ def close_session(ssn: Session) -> CycleResult:
         else:
             reasons[job.name], kinds[job.name] = never, PendingKind.NEVER.value
     # A job that can never run is ahead of nobody.
-    ahead = _jobs_ahead(ssn, waiting)
-    needs: dict[tuple[Any, ...], str] = {}  # "job needs ..." by pending requests (interned)
+    orders = _waiting_orders(ssn, waiting)
+    ahead = {name: rank for order in orders.values() for rank, name in enumerate(order)}
+    needs: dict[tuple[object, ...], str] = {}  # "job needs ..." by pending requests (interned)
     for job in waiting:
         reasons[job.name] = pending_reason(ssn, job, ahead.get(job.name, 0), needs)
         kinds[job.name] = PendingKind.WAITS.value
@@ -113,19 +113,19 @@ def close_session(ssn: Session) -> CycleResult:
         queues={name: queue_share(ssn, name) for name in ssn.queues},
         phases=phases,
         rescheduling_ran=ssn.rescheduling_ran(),
+        queue_orders=orders,
     )
 
 
-def _jobs_ahead(ssn: Session, unplaced: list[Job]) -> dict[str, int]:
-    """For each unplaced job, how many unplaced jobs of its queue the job order puts first."""
+def _waiting_orders(ssn: Session, waiting: list[Job]) -> dict[str, tuple[str, ...]]:
+    """Per queue, its waiting jobs in the configured job order: the line a job's position and
+    "N jobs come first" count in."""
     by_queue: dict[str, list[Job]] = {}
-    for job in unplaced:
+    for job in waiting:
         by_queue.setdefault(job.queue, []).append(job)
-    ahead: dict[str, int] = {}
-    for jobs in by_queue.values():
-        for rank, job in enumerate(ssn.sorted_jobs(jobs)):
-            ahead[job.name] = rank
-    return ahead
+    return {
+        queue: tuple(job.name for job in ssn.sorted_jobs(jobs)) for queue, jobs in by_queue.items()
+    }
 
 
 def _phase(job: Job) -> PodGroupPhase:
@@ -160,7 +160,7 @@ def queue_share(ssn: Session, name: str) -> QueueShare:
 
 
 def pending_reason(
-    ssn: Session, job: Job, ahead: int = 0, needs: dict[tuple[Any, ...], str] | None = None
+    ssn: Session, job: Job, ahead: int = 0, needs: dict[tuple[object, ...], str] | None = None
 ) -> str:
     """One sentence a user can act on, for a job that waits (see ``verdict`` for "never"):
     which rule blocks with the numbers on both sides, what would free it, the jobs ahead."""
@@ -190,7 +190,7 @@ def pending_reason(
     return "waiting for a scheduling cycle with room for its pods"
 
 
-def _quota_sentence(ssn: Session, job: Job, needs: dict[tuple[Any, ...], str] | None) -> str:
+def _quota_sentence(ssn: Session, job: Job, needs: dict[tuple[object, ...], str] | None) -> str:
     """The quota block from the final shares: the plugin's rule and numbers, then the
     arithmetic and what frees it."""
     queue = ssn.queues[job.queue]

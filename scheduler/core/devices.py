@@ -22,7 +22,6 @@ the NVIDIA device plugin does by default.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from scheduler.core.resources import GPU, MILLI_PER_GPU, gpu_milli
 from scheduler.core.types import GpuDevice, NodeInfo
@@ -94,10 +93,10 @@ class DeviceLedger:
         self.memories_all = tuple(device.memory for device in devices)
         models = tuple(device.model for device in devices)
         # what the cards are, whatever holds them: () for cards of unknown model and memory
-        self.kinds: tuple[Any, ...] = (
+        self.kinds: tuple[object, ...] = (
             (self.memories_all, models) if any(self.memories_all) or any(models) else ()
         )
-        self._key: tuple[Any, ...] | None = None
+        self._key: tuple[object, ...] | None = None
         self._partial: bool | None = None
 
     # questions ----------------------------------------------------------------------------
@@ -109,7 +108,7 @@ class DeviceLedger:
             )
         return self._partial
 
-    def key(self) -> tuple[Any, ...]:
+    def key(self) -> tuple[object, ...]:
         """What tells this node's cards apart from another's for any pod: their memories and
         models (() when unknown) while no card is shared, else every card's books, sorted, so
         nodes in equal states compare equal (node classes, score memos)."""

@@ -38,6 +38,10 @@ def _items(res: Resources) -> tuple[tuple[str, float], ...]:
 _FIRST = itemgetter(0)  # a rep's first member position, the reps' sort key
 
 
+# (first member's position, first member, the live members list, class id)
+ClassRep = tuple[int, Node, list[tuple[int, Node]], int]
+
+
 class _Grouping:
     """Classes keyed by a node key, members as sorted (position, node) lists, and the classes'
     representatives kept sorted as nodes move, so asking for them costs nothing: allocate asks
@@ -52,11 +56,9 @@ class _Grouping:
         # (first member's position, first member, the members list, class id), sorted by
         # position. The rep holds the live members list, so its size is always current and the
         # rep only changes when the class's first member does (most moves leave it).
-        self.reps: list[tuple[int, Node, list[Any], int]] = []
+        self.reps: list[ClassRep] = []
         # with by_part, the same again per key[0] (a split's value, e.g. one domain)
-        self.part_reps: dict[Hashable, list[tuple[int, Node, list[Any], int]]] | None = (
-            {} if by_part else None
-        )
+        self.part_reps: dict[Hashable, list[ClassRep]] | None = {} if by_part else None
 
     def move(self, node: Node, position: int, key: Hashable) -> None:
         old = self.key_of.get(node.name)
@@ -102,7 +104,7 @@ class _Grouping:
             reps = self.part_reps.setdefault(key[0], [])
             reps.insert(bisect.bisect_left(reps, first_position, key=_FIRST), rep)
 
-    def representatives(self) -> list[tuple[int, Node, list[Any], int]]:
+    def representatives(self) -> list[ClassRep]:
         """The live list: read it before the next node changes."""
         return self.reps
 
@@ -118,7 +120,7 @@ class NodeIndex:
         self.splits: dict[Callable[[Node], Hashable], _Grouping] = {}
         # label-free class key -> a small int standing for it in every grouping's keys: the
         # key is a nested tuple, hashed once per change here instead of in every grouping
-        self._loose_ids: dict[tuple[Any, ...], int] = {}
+        self._loose_ids: dict[tuple[object, ...], int] = {}
         # called with every node whose state changed, after the groupings moved it
         self.listeners: list[Callable[[Node], None]] = []
         for node in nodes:
@@ -164,7 +166,7 @@ class NodeIndex:
 
     def class_representatives(
         self, use_labels: bool, split: Callable[[Node], Hashable] | None = None
-    ) -> list[tuple[int, Node, list[Any], int]]:
+    ) -> list[ClassRep]:
         """(first member's position, that member, the class's members, class id), in name
         order (the live lists: read them before the next node changes); each
         grouping's ids are a separate space. ``split`` is ignored with labels (it must be a
@@ -177,7 +179,7 @@ class NodeIndex:
 
     def part_representatives(
         self, split: Callable[[Node], Hashable], part: Hashable
-    ) -> list[tuple[int, Node, list[Any], int]]:
+    ) -> list[ClassRep]:
         """Like ``class_representatives(False, split)``, only the classes whose nodes have
         ``split(node) == part`` (the live list)."""
         reps = self._split_grouping(split).part_reps

@@ -202,16 +202,6 @@ class Resources:
                 return False
         return True
 
-    def less_partly(self, other: Resources) -> bool:
-        """Volcano LessPartly: some name is strictly smaller than in ``other``."""
-        left, right = self._values, other._values
-        right_default = other.default
-        for k, v in left.items():
-            if v < right.get(k, right_default):
-                return True
-        left_default = self.default
-        return any(left_default < v for k, v in right.items() if k not in left)
-
     def __eq__(self, other: object) -> bool:
         if self is other:
             return True

@@ -232,7 +232,7 @@ def _gpus(item: dict[str, Any], path: str, allocatable: Resources) -> tuple[GpuD
     return tuple(devices)
 
 
-def _cost_gpu_memory(nodes: tuple[NodeInfo, ...], jobs: tuple[JobInfo, ...]) -> tuple[Any, ...]:
+def _cost_gpu_memory(nodes: tuple[NodeInfo, ...], jobs: tuple[JobInfo, ...]) -> tuple[JobInfo, ...]:
     """A task asking GPU memory and no ``gpu`` costs ceil(memory / device memory x 1000)
     milli-GPU of the smallest card any node lists (what quota counts; the device itself must
     still have the memory free)."""

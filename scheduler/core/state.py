@@ -8,8 +8,9 @@ used, releasing and pipelined resources, with FutureIdle = idle + releasing - pi
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from scheduler.core.devices import DeviceLedger, GpuNeed
 from scheduler.core.resources import EMPTY, Resources, exact_gpu
@@ -23,6 +24,9 @@ from scheduler.core.types import (
     TaskStatus,
 )
 
+if TYPE_CHECKING:
+    from scheduler.core.node_index import NodeIndex
+
 _DIGITS = re.compile(r"(\d+)")
 READY_STATUSES = ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED}  # volcano JobInfo.ReadyTaskNum
 # volcano JobInfo.ValidTaskNum
@@ -30,7 +34,7 @@ VALID_STATUSES = READY_STATUSES | {TaskStatus.PIPELINED, TaskStatus.PENDING}
 _PIPELINED_OR_READY = READY_STATUSES | {TaskStatus.PIPELINED}
 
 
-def natural_key(name: str) -> tuple[Any, ...]:
+def natural_key(name: str) -> tuple[object, ...]:
     """Order ``p-2`` before ``p-10``; the raw name breaks ties (``n1`` and ``n01`` read alike),
     so sorting never depends on the order the snapshot listed things in."""
     parts = tuple(int(part) if part.isdigit() else part for part in _DIGITS.split(name))
@@ -45,7 +49,7 @@ class Task:
     status: TaskStatus
     node: str | None
     # natural_key of the name, computed when first compared (most tasks never are)
-    _sort_key: tuple[Any, ...] | None = None
+    _sort_key: tuple[object, ...] | None = None
     # Volcano's BestEffort: a request without cpu, memory or scalars; None = work it out
     best_effort: bool | None = None
     gpu: GpuNeed | None = None  # what it asks of a node's GPU devices (None: no GPU)
@@ -56,7 +60,7 @@ class Task:
             self.best_effort = self.resreq.is_empty()
 
     @property
-    def sort_key(self) -> tuple[Any, ...]:
+    def sort_key(self) -> tuple[object, ...]:
         if self._sort_key is None:
             self._sort_key = natural_key(self.info.name)
         return self._sort_key
@@ -146,14 +150,14 @@ class Job:
             return 0
         return sum(1 for t in self.pending_tasks() if t.best_effort)
 
-    def _occupied_by_role(self, statuses: frozenset[Any] | set[Any]) -> dict[str, int]:
+    def _occupied_by_role(self, statuses: Collection[TaskStatus]) -> dict[str, int]:
         occupied: dict[str, int] = {}
         for task in self.tasks.values():
             if task.status in statuses or (task.status is TaskStatus.PENDING and task.best_effort):
                 occupied[task.info.role] = occupied.get(task.info.role, 0) + 1
         return occupied
 
-    def _check_roles(self, statuses: frozenset[Any] | set[Any]) -> bool:
+    def _check_roles(self, statuses: Collection[TaskStatus]) -> bool:
         if not self.task_min_available or self.min_available < self.task_min_available_total:
             return True
         occupied = self._occupied_by_role(statuses)
@@ -226,9 +230,9 @@ class Node:
     tasks: dict[str, Task] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     _future: Resources | None = None
-    _state_key: tuple[Any, ...] | None = None
-    shape: tuple[Any, ...] = ()  # allocatable as a hashable key, set once
-    index: Any = None  # the session's NodeIndex, told about every change
+    _state_key: tuple[object, ...] | None = None
+    shape: tuple[tuple[str, float], ...] = ()  # allocatable as a hashable key, set once
+    index: NodeIndex | None = None  # the session's, told about every change
     devices: DeviceLedger | None = None  # its GPU cards (None: it has none)
 
     @property
@@ -249,14 +253,14 @@ class Node:
                 self._future = self.idle.add(self.releasing).sub(self.pipelined)
         return self._future
 
-    def state_key(self) -> tuple[Any, ...]:
+    def state_key(self) -> tuple[object, ...]:
         """Nodes with equal keys score the same for state-only scorers (binpack, nodeorder)."""
         if self._state_key is None:
             devices = self.devices.key() if self.devices is not None else ()
             self._state_key = (self.shape, tuple(sorted(self.used.explicit().items())), devices)
         return self._state_key
 
-    def device_key(self) -> tuple[Any, ...]:
+    def device_key(self) -> tuple[object, ...]:
         """The devices' books when some card is shared, else (): part of every class key."""
         return self.devices.key() if self.devices is not None else ()
 

@@ -255,3 +255,6 @@ class CycleResult:
     pending_kinds: dict[str, str] = field(default_factory=dict)
     # Whether the rescheduling plugin was due this cycle (the next snapshot's last_rescheduling)
     rescheduling_ran: bool = False
+    # Per queue, the jobs that wait (kind "waits") in the configured job order, first first:
+    # a job's position in its queue, and the count its reason gives of the jobs ahead of it
+    queue_orders: dict[str, tuple[str, ...]] = field(default_factory=dict)

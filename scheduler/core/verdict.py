@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from typing import Any
 
 from scheduler.core.reasons import amount, describe
 from scheduler.core.resources import CPU, GPU, MIN_RESOURCE, PODS, Resources
@@ -34,6 +33,8 @@ from scheduler.core.types import ALLOCATED_STATUSES, TaskStatus
 
 # per task shape: (nodes its rules allow, those whose allocatable holds one pod, refusals)
 Fits = tuple[list[Node], list[Node], Counter[str]]
+# (request, predicate signature): pods of one shape fit the same nodes
+Shape = tuple[Resources, tuple[object, ...]]
 
 NEVER_PREFIX = "can never run as submitted: "
 _DONE = (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
@@ -93,15 +94,15 @@ def _pods(count: int) -> str:
     return "pod" if count == 1 else "pods"
 
 
-def _shape(ssn: Session, task: Task) -> tuple[Any, ...]:
+def _shape(ssn: Session, task: Task) -> Shape:
     return (task.resreq, ssn.predicate_signature(task))
 
 
-def _node_fits(ssn: Session, tasks: list[Task]) -> dict[tuple[Any, ...], Fits]:
+def _node_fits(ssn: Session, tasks: list[Task]) -> dict[Shape, Fits]:
     """Per task shape: (nodes its placement rules allow, of those the ones whose allocatable
     holds one pod, why the others refuse it). Memoised per shape for the session."""
-    memo: dict[tuple[Any, ...], Fits] = ssn.cycle_state.get("verdict.node_fits", dict)
-    out: dict[tuple[Any, ...], Fits] = {}
+    memo: dict[Shape, Fits] = ssn.cycle_state.get("verdict.node_fits", dict)
+    out: dict[Shape, Fits] = {}
     for task in tasks:
         shape = _shape(ssn, task)
         if shape not in out:
@@ -127,7 +128,7 @@ def _fits_of(ssn: Session, task: Task) -> Fits:
     return matching, holding, refusals
 
 
-def _no_node_sentence(ssn: Session, tasks: list[Task], fits: dict[tuple[Any, ...], Fits]) -> str:
+def _no_node_sentence(ssn: Session, tasks: list[Task], fits: dict[Shape, Fits]) -> str:
     total = len(ssn.node_list)
     if not total:
         return f"{NEVER_PREFIX}the cluster has no nodes"
@@ -159,7 +160,7 @@ def _no_node_sentence(ssn: Session, tasks: list[Task], fits: dict[tuple[Any, ...
     return f"{NEVER_PREFIX}not enough of its pods fit on any node"
 
 
-def _too_big(request: Resources, nodes: list[Any]) -> tuple[str, float]:
+def _too_big(request: Resources, nodes: list[Node]) -> tuple[str, float]:
     """The resource (GPUs first) no node holds, with the largest allocatable of it."""
     for name in _dimensions(request):
         largest = max(node.allocatable.get(name) for node in nodes)
@@ -183,7 +184,7 @@ def _gang_minimum(tasks: list[Task], need: int) -> Resources:
 
 
 def _packing_sentence(
-    ssn: Session, tasks: list[Task], fits: dict[tuple[Any, ...], Fits], need: int, gang: Resources
+    ssn: Session, tasks: list[Task], fits: dict[Shape, Fits], need: int, gang: Resources
 ) -> str | None:
     """Never when the nodes the pods may use cannot hold the gang at once."""
     shapes = {_shape(ssn, task) for task in tasks}
@@ -215,9 +216,9 @@ def _packing_sentence(
     return None
 
 
-def _capacity(ssn: Session, shape: tuple[Any, ...], request: Resources, holding: list[Any]) -> int:
+def _capacity(ssn: Session, shape: Shape, request: Resources, holding: list[Node]) -> int:
     """How many pods of ``request`` the ``holding`` nodes hold at once (by allocatable)."""
-    memo: dict[tuple[object, ...], int] = ssn.cycle_state.get("verdict.capacity", dict)
+    memo: dict[Shape, int] = ssn.cycle_state.get("verdict.capacity", dict)
     if shape not in memo:
         by_kind = Counter(node.shape for node in holding)
         memo[shape] = sum(
@@ -445,7 +446,7 @@ def nodes_conclusion(ssn: Session, job: Job) -> str:
     biggest = max(pending, key=lambda t: (t.resreq.get(GPU), t.resreq.get(CPU)))
     name = GPU if biggest.resreq.get(GPU) > 0 else CPU
     key = (ssn.predicate_signature(biggest), name, biggest.resreq.get(name))
-    memo: dict[tuple[Any, ...], list[tuple[float, str, str]]]
+    memo: dict[tuple[object, ...], list[tuple[float, str, str]]]
     memo = ssn.cycle_state.get("verdict.next_ends", dict)
     if key not in memo:
         found = []

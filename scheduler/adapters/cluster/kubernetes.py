@@ -560,13 +560,16 @@ class KubernetesBackend:
             try:
                 # The generated client cannot decode the Status a bind answers with
                 # (kubernetes-client/python#825): skip decoding, the status code says it all.
-                self.core_v1.create_namespaced_pod_binding(
+                answer = self.core_v1.create_namespaced_pod_binding(
                     name,
                     namespace,
                     body,
                     _preload_content=False,
                     _request_timeout=self.request_timeout,
                 )
+                # Read and handed back to the pool: an unread answer keeps its connection
+                # out of it, and every bind paid for a new TLS handshake.
+                answer.release_conn()
             except ApiException as exc:
                 if exc.status != 409:
                     raise

@@ -17,18 +17,24 @@ resources). Those answers live in an ``AllocateState``, made for each run of the
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from scheduler.core.actions._queue import PriorityQueue
 from scheduler.core.devices import devices_fit
-from scheduler.core.resources import CPU, GPU, MIN_RESOURCE
-from scheduler.core.session import KeyedBatchScorer, Session
+from scheduler.core.hooks import KeyedBatchScorer
+from scheduler.core.node_index import ClassRep
+from scheduler.core.resources import CPU, GPU, MIN_RESOURCE, Resources
+from scheduler.core.session import Session
 from scheduler.core.state import Job, Node, Queue, Task
 from scheduler.core.statement import Statement
 from scheduler.core.types import PodGroupPhase, TaskStatus
 
 PENDING = TaskStatus.PENDING
+
+
+# (request, predicate signature): pods of one shape fit the same nodes
+Shape = tuple[Resources, tuple[object, ...]]
 
 
 class AllocateState:
@@ -45,11 +51,11 @@ class AllocateState:
         self.ssn = ssn
         # (request, scheduling signature) -> (capacity epoch, failures by reason) of a task
         # that fitted no node
-        self.infeasible: dict[tuple[Any, ...], tuple[int, dict[str, int]]] = {}
+        self.infeasible: dict[Shape, tuple[int, dict[str, int]]] = {}
         # per-class answers: (labels used, split, request, signature) -> class id -> answer
-        self.class_memo: dict[tuple[Any, ...], dict[int, list[Any]]] = {}
+        self.class_memo: dict[tuple[object, ...], dict[int, list[Any]]] = {}
         # "job needs ..." sentences by pending requests
-        self.needs_memo: dict[tuple[Any, ...], str] = {}
+        self.needs_memo: dict[tuple[object, ...], str] = {}
         self.scorers = ssn.keyed_batch_scorers()
         self.split = _split_of(self.scorers or [])
         # Can one node of each NodeIndex class answer for its members (tasks without pod
@@ -66,7 +72,7 @@ class AllocateState:
         return self.by_class and not info.affinity and info.name not in self.ssn.unique_predicates
 
 
-def _split_of(scorers: list[KeyedBatchScorer]) -> Callable[[Node], Any] | None:
+def _split_of(scorers: list[KeyedBatchScorer]) -> Callable[[Node], Hashable] | None:
     """One node-key function for all keyed batch scorers (the NodeIndex keeps one grouping
     per function, so a run asks with this one object)."""
     if not scorers:
@@ -75,7 +81,7 @@ def _split_of(scorers: list[KeyedBatchScorer]) -> Callable[[Node], Any] | None:
         return scorers[0].node_key
     keys = tuple(fn.node_key for fn in scorers)
 
-    def split(node: Node) -> tuple[Any, ...]:
+    def split(node: Node) -> tuple[Hashable, ...]:
         return tuple(key(node) for key in keys)
 
     return split
@@ -152,7 +158,7 @@ def overused_reason(ssn: Session, queue: Queue) -> str:
     return f"queue {queue.name} is using its whole deserved share ({'; '.join(parts)})"
 
 
-def job_needs(job: Job, memo: dict[tuple[Any, ...], str] | None = None) -> str:
+def job_needs(job: Job, memo: dict[tuple[object, ...], str] | None = None) -> str:
     """``job needs 32 GPUs (4 pods x 8)``: what its pending pods ask for, in GPUs or cpu.
 
     ``memo`` (one per session) keys the sentence by the pending requests, which are interned:
@@ -167,7 +173,7 @@ def job_needs(job: Job, memo: dict[tuple[Any, ...], str] | None = None) -> str:
     return _needs_sentence(pending)
 
 
-def _needs_sentence(pending: list[Any]) -> str:
+def _needs_sentence(pending: list[Resources]) -> str:
     from scheduler.core.reasons import amount, describe
 
     name, values = GPU, [resreq.get(GPU) for resreq in pending]
@@ -296,7 +302,7 @@ def _choose_by_class(state: AllocateState, task: Task) -> tuple[Node | None, dic
     return _first_best(ssn, task, idle_fits or fits, scorers), failures
 
 
-def _class_memo(state: AllocateState, key: tuple[Any, ...]) -> dict[int, list[Any]]:
+def _class_memo(state: AllocateState, key: tuple[object, ...]) -> dict[int, list[Any]]:
     memo = state.class_memo.get(key)
     if memo is None:
         memo = state.class_memo[key] = {}
@@ -304,7 +310,7 @@ def _class_memo(state: AllocateState, key: tuple[Any, ...]) -> dict[int, list[An
 
 
 def _class_answers(
-    ssn: Session, task: Task, reps: list[Any], memo: dict[int, list[Any]], count_failures: bool
+    ssn: Session, task: Task, reps: list[ClassRep], memo: dict[int, list[Any]], count_failures: bool
 ) -> tuple[dict[str, int], list[tuple[Node, list[Any]]], list[tuple[Node, list[Any]]]]:
     """(failures by reason, idle-fitting classes, fitting classes) of ``reps``, in their
     order; each memo entry is [misfit reason, fits on idle, map score or None]."""
@@ -333,8 +339,8 @@ def _first_best(
     ssn: Session,
     task: Task,
     candidates: list[tuple[Node, list[Any]]],
-    scorers: list[Any],
-    batch: list[Any] | None = None,
+    scorers: list[KeyedBatchScorer],
+    batch: list[tuple[Callable[[Node], Hashable], dict[Hashable, float]]] | None = None,
 ) -> Node | None:
     """``Session.best_node`` over class representatives (in name order): the first highest."""
     if not candidates:
@@ -360,12 +366,12 @@ def _first_best(
 
 
 def allocate_tasks(  # noqa: C901, PLR0912 - the loop of upstream allocate.go's allocateResourcesForTasks
-    state: AllocateState, queue: Queue, job: Job, tasks: deque[Task], jobs: PriorityQueue
+    state: AllocateState, queue: Queue, job: Job, tasks: deque[Task], jobs: PriorityQueue[Job]
 ) -> None:
     ssn = state.ssn
     stmt = Statement(ssn)
     # "fits nowhere" answers learnt while this statement held resources: stale on discard
-    learnt: list[tuple[Any, ...]] = []
+    learnt: list[Shape] = []
     quota_blocked: Task | None = None
     while tasks:
         task = tasks.popleft()

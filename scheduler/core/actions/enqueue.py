@@ -7,7 +7,6 @@ queue order, one job at a time; a job without min resources is always admitted.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
 
 from scheduler.core.actions._queue import PriorityQueue
 from scheduler.core.session import Session
@@ -16,7 +15,7 @@ from scheduler.core.types import PodGroupPhase
 
 
 def execute(ssn: Session) -> None:
-    pending_by_queue: dict[str, list[Any]] = {}
+    pending_by_queue: dict[str, list[Job]] = {}
     for job in ssn.jobs.values():
         if job.queue not in ssn.queues:
             continue

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
 
 from scheduler.core.actions._queue import PriorityQueue
 from scheduler.core.actions._victims import eviction_units, flatten
@@ -36,7 +35,7 @@ _PREEMPTABLE_STATUSES = frozenset({TaskStatus.RUNNING, TaskStatus.BOUND})
 
 
 def execute(ssn: Session) -> None:  # noqa: C901, PLR0912 - the two phases of upstream preempt.go's Execute, one loop each
-    preemptors: dict[str, PriorityQueue] = {}
+    preemptors: dict[str, PriorityQueue[Job]] = {}
     under_request: list[Job] = []
     queue_names: set[str] = set()
     for job in ssn.jobs.values():
@@ -59,11 +58,11 @@ def execute(ssn: Session) -> None:  # noqa: C901, PLR0912 - the two phases of up
             if jobs is None:
                 jobs = preemptors[job.queue] = PriorityQueue(ssn.job_compare)
             jobs.push(job)
-    failed: dict[tuple[Any, ...], int] = {}
+    failed: dict[tuple[object, ...], int] = {}
     under_request_by_queue: dict[str, list[Job]] = {}
     for job in under_request:
         under_request_by_queue.setdefault(job.queue, []).append(job)
-    task_queues: dict[str, PriorityQueue] = {}
+    task_queues: dict[str, PriorityQueue[Task]] = {}
     ordered = PriorityQueue(ssn.queue_compare, [ssn.queues[n] for n in sorted(queue_names)])
     while ordered:
         queue = ordered.pop()
@@ -117,9 +116,9 @@ def execute(ssn: Session) -> None:  # noqa: C901, PLR0912 - the two phases of up
     evict_victim_tasks(ssn)
 
 
-def _hosts(ssn: Session) -> dict[tuple[Any, ...], list[Any]]:
+def _hosts(ssn: Session) -> dict[tuple[str, str], list[Node]]:
     """Nodes holding preemptable pods, per queue and per job: victims can only be there."""
-    found: dict[tuple[Any, ...], dict[str, object]] = {}
+    found: dict[tuple[str, str], dict[str, Node]] = {}
     for node in ssn.node_list:
         for task in node.tasks.values():
             if task.status in _PREEMPTABLE_STATUSES:
@@ -190,7 +189,7 @@ def preempt(
     job = ssn.jobs[preemptor.job]
     queue = ssn.queues[job.queue]
     pool = ssn.node_list if hosts is None else hosts
-    viable: list[tuple[Any, ...]] = []
+    viable: list[tuple[Node, list[Task]]] = []
     for node in pool:
         if ssn.predicate_for_preempt(preemptor, node) is not None:
             continue

@@ -14,23 +14,21 @@ there; a job's evictions commit once it is pipelined.
 
 from __future__ import annotations
 
-from typing import Any
-
 from scheduler.core.actions._queue import PriorityQueue
 from scheduler.core.actions._victims import eviction_units, flatten
 from scheduler.core.actions.allocate import fits_future
 from scheduler.core.actions.preempt import validate_victims
 from scheduler.core.resources import GPU, MIN_RESOURCE
 from scheduler.core.session import Session
-from scheduler.core.state import Node, Task
+from scheduler.core.state import Job, Node, Task
 from scheduler.core.statement import Statement
 from scheduler.core.types import PodGroupPhase, TaskStatus
 
 
 def execute(ssn: Session) -> None:  # noqa: C901, PLR0912, PLR0915 - upstream reclaim.go's Execute loop, its state shared by every step
     queue_names: set[str] = set()
-    preemptors: dict[str, PriorityQueue] = {}
-    task_queues: dict[str, PriorityQueue] = {}
+    preemptors: dict[str, PriorityQueue[Job]] = {}
+    task_queues: dict[str, PriorityQueue[Task]] = {}
     hosts = _hosts(ssn)
     # With no running preemptable pod anywhere nothing can be evicted, so no job, task or
     # queue changes state in here: their sort keys stay valid while they wait, and keyed heaps
@@ -55,8 +53,8 @@ def execute(ssn: Session) -> None:  # noqa: C901, PLR0912, PLR0915 - upstream re
     )
     statements: dict[str, Statement] = {}
     hosts_gpu, hosts_total = _gpus_by_queue(ssn)
-    candidate_nodes: dict[str, list[Any]] = {}  # hosts only shrink during reclaim: compute once
-    failed: dict[tuple[Any, ...], int] = {}
+    candidate_nodes: dict[str, list[Node]] = {}  # hosts only shrink during reclaim: compute once
+    failed: dict[tuple[object, ...], int] = {}
     while queues:
         queue = queues.pop()
         if ssn.overused(queue):

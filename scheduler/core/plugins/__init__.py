@@ -2,7 +2,7 @@
 
 A built plugin has ``on_session_open(session)`` that registers its hooks, as Volcano's
 plugins do in OnSessionOpen (volcano-sh/volcano pkg/scheduler/plugins/factory.go), with what
-it declares about them (``session.Declared``; a quota plugin also offers its per-queue figures,
+it declares about them (``hooks.Declared``; a quota plugin also offers its per-queue figures,
 ``Session.add_queue_shares``). The session and the actions act on those declarations and never
 on a plugin's name: the names live here and in the conf parser only.
 """

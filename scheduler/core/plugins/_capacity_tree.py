@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.core.hooks import EventHandler
 from scheduler.core.plugins._quota import QueueAttr, account_job, cluster_total, new_attr
 from scheduler.core.plugins._tree import tree_problem
 from scheduler.core.reasons import describe, first_short_dimension
@@ -45,7 +46,7 @@ from scheduler.core.resources import (
     Resources,
     le_named,
 )
-from scheduler.core.session import EventHandler, Session
+from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue, Task
 from scheduler.core.types import QueueInfo, Vote
 
@@ -184,13 +185,13 @@ class CapacityTree:
 
     def register(self) -> None:
         ssn = self.ssn
-        ssn.add_fn("queue_order", self.name, self.queue_order)
-        ssn.add_fn("victim_queue_order", self.name, self.victim_queue_order)
-        ssn.add_fn("allocatable", self.name, self.allocatable, explain=self.explain)
-        ssn.add_fn("preemptive", self.name, self.preemptive)
-        ssn.add_fn("reclaimable", self.name, self.reclaimable)
-        ssn.add_fn("job_enqueueable", self.name, self.enqueueable)
-        ssn.add_fn("job_enqueued", self.name, self.enqueued)
+        ssn.add_queue_order_fn(self.name, self.queue_order)
+        ssn.add_victim_queue_order_fn(self.name, self.victim_queue_order)
+        ssn.add_allocatable_fn(self.name, self.allocatable, explain=self.explain)
+        ssn.add_preemptive_fn(self.name, self.preemptive)
+        ssn.add_reclaimable_fn(self.name, self.reclaimable)
+        ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
+        ssn.add_job_enqueued_fn(self.name, self.enqueued)
         ssn.add_event_handler(EventHandler(self._on_allocate, self._on_deallocate))
 
     # order --------------------------------------------------------------------------------------
@@ -330,7 +331,7 @@ class CapacityTree:
         return victims, Vote.PERMIT
 
     def _ancestors_give(
-        self, mine: Node, node: Node, used: Dims, allocations: dict[str, Dims], touched: list[Any]
+        self, mine: Node, node: Node, used: Dims, allocations: dict[str, Dims], touched: list[str]
     ) -> bool:
         for level in range(1, self.level + 1):
             theirs = _ancestor_at(node, level)

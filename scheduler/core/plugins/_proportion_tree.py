@@ -34,8 +34,7 @@ With no parent anywhere this is exactly the flat plugin (which then runs instead
 
 from __future__ import annotations
 
-from typing import Any
-
+from scheduler.core.hooks import EventHandler
 from scheduler.core.plugins._quota import (
     QueueAttr,
     account_job,
@@ -54,7 +53,7 @@ from scheduler.core.plugins.proportion import (
 )
 from scheduler.core.reasons import describe, first_short_dimension
 from scheduler.core.resources import EMPTY, INFINITY, MIN_RESOURCE, Resources, le_named
-from scheduler.core.session import EventHandler, Session
+from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue, Task
 from scheduler.core.types import QueueInfo, TaskStatus, Vote
 
@@ -76,8 +75,8 @@ class ProportionTree:
         self._capabilities(infos, top_down)
         self._fill(top_down)
         # (queue, request, may take a last pod) -> (session version, allocatable?)
-        self._answers: dict[tuple[Any, ...], tuple[int, bool]] = {}
-        self._levels: dict[str, list[Any]] = {}
+        self._answers: dict[tuple[object, ...], tuple[int, bool]] = {}
+        self._levels: dict[str, list[tuple[int, QueueAttr | None]]] = {}
         # queues whose stated capability names something (the others are never "at" it)
         self._capped = {
             name for name, queue in ssn.queues.items() if queue.info.capability.explicit()
@@ -231,13 +230,13 @@ class ProportionTree:
         # A sort key, read when a queue enters a heap: its siblings waiting there keep the
         # tenant share they entered with until their own turn (a compare-based heap reads
         # shares mid-sift instead; neither is upstream, whose proportion is flat).
-        ssn.add_fn("queue_order", self.name, self.queue_order, key=self.queue_key)
-        ssn.add_fn("overused", self.name, self.overused)
-        ssn.add_fn("allocatable", self.name, self.allocatable, explain=self.explain)
-        ssn.add_fn("preemptive", self.name, self.preemptive)
-        ssn.add_fn("reclaimable", self.name, self.reclaimable)
-        ssn.add_fn("job_enqueueable", self.name, self.enqueueable)
-        ssn.add_fn("job_enqueued", self.name, self.enqueued)
+        ssn.add_queue_order_fn(self.name, self.queue_order, key=self.queue_key)
+        ssn.add_overused_fn(self.name, self.overused)
+        ssn.add_allocatable_fn(self.name, self.allocatable, explain=self.explain)
+        ssn.add_preemptive_fn(self.name, self.preemptive)
+        ssn.add_reclaimable_fn(self.name, self.reclaimable)
+        ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
+        ssn.add_job_enqueued_fn(self.name, self.enqueued)
         ssn.add_event_handler(EventHandler(self._on_allocate, self._on_deallocate))
 
     # hooks --------------------------------------------------------------------------------------
@@ -246,7 +245,7 @@ class ProportionTree:
         lkey, rkey = self.queue_key(left), self.queue_key(right)
         return -1 if lkey < rkey else (1 if lkey > rkey else 0)
 
-    def queue_key(self, queue: Queue) -> tuple[Any, ...]:
+    def queue_key(self, queue: Queue) -> tuple[object, ...]:
         # (negated priority, attr or None) per level, fixed for the session; only shares move.
         levels = self._levels.get(queue.name)
         if levels is None:
@@ -374,7 +373,7 @@ class ProportionTree:
             # ... and the victim's side above its share and kept at its guarantee, down to the
             # victim's queue.
             side = victim_path[level:]
-            if not all(self._may_give(n, allocations, request, task) for n in side):
+            if not all(self._may_give(n, allocations, task) for n in side):
                 continue
             for node in side:
                 allocations[node] = allocations.get(node, self.attrs[node].allocated).sub(
@@ -383,14 +382,12 @@ class ProportionTree:
             victims.append(task)
         return victims, Vote.PERMIT
 
-    def _may_give(
-        self, node: str, allocations: dict[str, Resources], request: Resources, task: Task
-    ) -> bool:
+    def _may_give(self, node: str, allocations: dict[str, Resources], task: Task) -> bool:
         attr = self.attrs.get(node)
         if attr is None:
             return False
         allocated = allocations.get(node, attr.allocated)
-        if not _gives(allocated, attr.deserved, request):
+        if not _gives(allocated, attr.deserved):
             return False
         return attr.guarantee.less_equal(allocated.sub(task.resreq), missing=0)
 

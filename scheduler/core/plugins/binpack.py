@@ -29,7 +29,7 @@ class BinpackPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         if self.weight:
-            ssn.add_fn("node_order", self.name, self.score, state_only=True)
+            ssn.add_node_order_fn(self.name, self.score, state_only=True)
 
     def score(self, task: Task, node: Node) -> float:
         """Depends only on the task and the node's allocatable and used resources."""

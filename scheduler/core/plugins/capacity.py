@@ -2,11 +2,13 @@
 
 Source: volcano-sh/volcano pkg/scheduler/plugins/capacity/capacity.go (the 2026 version with
 isImmediateVictim/checkDeservedExceedance). A queue's real capability is its capability bounded
-by the cluster minus other queues' guarantees; deserved is the stated ``deserved`` bounded by
-that and floored at the guarantee. Allocation is checked against the real capability (and,
-with ``enableHierarchy``, every ancestor's); a queue may reclaim while under deserved on some
-resource it asks for; victims come from queues above deserved on a resource the victim uses,
-never below their guarantee; a closed queue admits, allocates and reclaims nothing. Capacity
+by the cluster minus other queues' guarantees; deserved is the stated ``deserved`` (cpu and
+memory always, other resources only where stated) bounded by that and floored at the
+guarantee. Allocation is checked against the real capability (and, with ``enableHierarchy``,
+every ancestor's); a queue may reclaim while under deserved on some resource it asks for;
+victims come from queues above deserved on a resource the victim uses and the share states, or
+whose share states none of the resources the victim uses, never below their guarantee; a
+closed queue admits, allocates and reclaims nothing. Capacity
 registers no Overused hook, as upstream. With ``enableHierarchy`` the upstream hierarchical
 mode runs instead (scheduler/core/plugins/_capacity_tree.py), ``ancestorReclaimLevel``
 included.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from scheduler.core.hooks import EventHandler
 from scheduler.core.plugins._quota import (
     QueueAttr,
     account_job,
@@ -24,8 +27,17 @@ from scheduler.core.plugins._quota import (
     new_attr,
 )
 from scheduler.core.reasons import describe, first_short_dimension
-from scheduler.core.resources import CPU, INFINITY, MEMORY, MIN_RESOURCE, PODS, Resources
-from scheduler.core.session import EventHandler, Session
+from scheduler.core.resources import (
+    CPU,
+    GPU,
+    GPU_TOLERANCE,
+    MEMORY,
+    MIN_RESOURCE,
+    PODS,
+    Resources,
+    le_named,
+)
+from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue, Task
 from scheduler.core.types import Vote
 
@@ -73,19 +85,16 @@ class CapacityPlugin:
         for attr in self.attrs.values():
             real = self.cluster.exceeded_part(guarantees).add(attr.guarantee)
             attr.real_capability = real.min_dimension(attr.capability)
-            # Scalars the queue does not state (e.g. pods) are unbounded, as upstream notes.
             stated = attr.queue.info.deserved or Resources()
-            values = {CPU: stated.get(CPU), MEMORY: stated.get(MEMORY), **stated.explicit()}
-            deserved = Resources(values, default=INFINITY).min_dimension(attr.real_capability)
-            attr.deserved = deserved.max_dimension(attr.guarantee)
+            attr.deserved = deserved_share(stated, attr.real_capability, attr.guarantee)
             attr.update_share()
 
-        ssn.add_fn("queue_order", self.name, self.queue_order)
-        ssn.add_fn("allocatable", self.name, self.allocatable, explain=self.explain)
-        ssn.add_fn("preemptive", self.name, self.preemptive)
-        ssn.add_fn("reclaimable", self.name, self.reclaimable)
-        ssn.add_fn("job_enqueueable", self.name, self.enqueueable)
-        ssn.add_fn("job_enqueued", self.name, self.enqueued)
+        ssn.add_queue_order_fn(self.name, self.queue_order)
+        ssn.add_allocatable_fn(self.name, self.allocatable, explain=self.explain)
+        ssn.add_preemptive_fn(self.name, self.preemptive)
+        ssn.add_reclaimable_fn(self.name, self.reclaimable)
+        ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
+        ssn.add_job_enqueued_fn(self.name, self.enqueued)
         ssn.add_event_handler(EventHandler(self._on_allocate, self._on_deallocate))
 
     # hooks --------------------------------------------------------------------------------------
@@ -112,20 +121,21 @@ class CapacityPlugin:
         if not future.less_equal_with_dimension(attr.real_capability, task.resreq):
             return False
         return any(
-            future.get(name) - attr.deserved.get(name) < MIN_RESOURCE
+            le_named(name, future.get(name), attr.deserved.get(name))
             for name in _relevant(task.resreq)
         )
 
     def reclaimable(self, reclaimer: Task, candidates: list[Task]) -> tuple[list[Task], int]:
-        """Victims from queues above deserved on a resource the victim uses (or whose deserved
-        does not cover what the victim uses at all), never below the queue's guarantee."""
+        """Victims that use something the reclaimer asks for, from queues that keep their
+        guarantee without them and either are above their deserved share on a resource the
+        victim uses and the share states (checkDeservedExceedance), or state a share of
+        nothing the victim uses (isImmediateVictim)."""
         victims: list[Task] = []
         allocations: dict[str, Resources] = {}
         wanted = set(_relevant(reclaimer.resreq))
         for task in candidates:
-            uses = set(_relevant(task.resreq))
-            if not uses & wanted:
-                continue  # freeing it would not give the reclaimer anything it asks for
+            if wanted.isdisjoint(_relevant(task.resreq)):
+                continue  # shouldSkipReclaimee: it frees nothing the reclaimer asks for
             queue_name = self.ssn.jobs[task.job].queue
             attr = self.attrs.get(queue_name)
             if attr is None:
@@ -134,9 +144,9 @@ class CapacityPlugin:
             remaining = allocated.sub(task.resreq)
             if not attr.guarantee.less_equal(remaining, missing=0):
                 continue
-            stated = {n for n in uses if attr.deserved.get(n) > 0}
-            exceeds = any(allocated.get(n) - attr.deserved.get(n) >= MIN_RESOURCE for n in stated)
-            if stated and not exceeds:
+            if _names(task.resreq) & _names(attr.deserved) and not _exceeds_deserved(
+                allocated, attr.deserved, task.resreq
+            ):
                 continue
             allocations[queue_name] = remaining
             victims.append(task)
@@ -199,6 +209,46 @@ class CapacityPlugin:
         return self.attrs.get(queue_name)
 
 
+def deserved_share(stated: Resources, real: Resources, guarantee: Resources) -> Resources:
+    """buildQueueAttrs: the queue's stated deserved share, cpu and memory always (0 when not
+    stated) and other resources only where stated (MinDimensionResource with Infinity leaves the
+    others out rather than unlimited), each within the real capability where that names it,
+    then at least the guarantee."""
+    capped = real.explicit()
+    values = {CPU: stated.get(CPU), MEMORY: stated.get(MEMORY), **stated.explicit()}
+    for name, value in values.items():
+        if name in (CPU, MEMORY) or name in capped:
+            values[name] = min(value, real.get(name))
+    return Resources(values).max_dimension(guarantee)
+
+
 def _relevant(res: Resources) -> list[str]:
     """Resources a request actually asks for (the implicit pod slot does not count)."""
     return [name for name in res.names() if name != PODS and res.get(name) > 0]
+
+
+def _names(res: Resources) -> set[str]:
+    """Volcano ResourceNames: the names at or above minResource (the pod slot included)."""
+    return {
+        name
+        for name, value in res.explicit_items()
+        if value >= (GPU_TOLERANCE if name == GPU else MIN_RESOURCE)
+    }
+
+
+def _exceeds_deserved(allocated: Resources, deserved: Resources, request: Resources) -> bool:
+    """GreaterPartlyWithRelevantDimensions: above the deserved share on a resource the request
+    asks for and the share states (cpu and memory: at least minResource; another resource:
+    named at all, even at 0); the pod slot never counts."""
+    stated = deserved.explicit()
+    for name, value in request.explicit_items():
+        if value <= 0 or name == PODS:
+            continue
+        if name in (CPU, MEMORY):
+            if deserved.get(name) < MIN_RESOURCE:
+                continue
+        elif name not in stated:
+            continue
+        if not le_named(name, allocated.get(name), deserved.get(name)):
+            return True
+    return False

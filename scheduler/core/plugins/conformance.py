@@ -33,5 +33,5 @@ class ConformancePlugin:
             ]
             return victims, Vote.PERMIT
 
-        ssn.add_fn("preemptable", self.name, evictable)
-        ssn.add_fn("reclaimable", self.name, evictable)
+        ssn.add_preemptable_fn(self.name, evictable)
+        ssn.add_reclaimable_fn(self.name, evictable)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.core.hooks import EventHandler
 from scheduler.core.resources import Resources, total
-from scheduler.core.session import EventHandler, Session
+from scheduler.core.session import Session
 from scheduler.core.state import Job, Task
 from scheduler.core.types import ALLOCATED_STATUSES, TaskStatus, Vote
 
@@ -71,10 +72,10 @@ class DrfPlugin:
         def on_deallocate(task: Task) -> None:
             self._update(task.job, self.allocated[task.job].sub(task.resreq))
 
-        ssn.add_fn("job_order", self.name, order)
+        ssn.add_job_order_fn(self.name, order)
         # Its verdict compares the preemptor job's own dominant share (upstream drf's
         # preemptableFn), so preempt may not carry a failure over to another job of one shape.
-        ssn.add_fn("preemptable", self.name, preemptable, by_preemptor_job=True)
+        ssn.add_preemptable_fn(self.name, preemptable, by_preemptor_job=True)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
 
     def _update(self, job: str, allocated: Resources) -> None:

@@ -22,6 +22,7 @@ Arguments: ``fairshare.halfLifeHours`` (default 168, a week). Put the plugin in 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from scheduler.core.config import ConfigError, number_arg
@@ -29,6 +30,7 @@ from scheduler.core.plugins._tree import effective_parents, paths
 from scheduler.core.resources import PODS
 from scheduler.core.session import Session
 from scheduler.core.state import Queue
+from scheduler.core.types import UsageRecord
 
 PLUGIN_NAME = "fairshare"
 HALF_LIFE = "fairshare.halfLifeHours"
@@ -42,7 +44,7 @@ def build(arguments: dict[str, Any]) -> FairSharePlugin:
     return FairSharePlugin(hours * 3600.0)
 
 
-def decayed(records: Any, now: float, half_life: float) -> dict[str, float]:
+def decayed(records: Iterable[UsageRecord], now: float, half_life: float) -> dict[str, float]:
     """Resource-seconds, each period weighted by 0.5 ** (age / half-life); future periods
     count in full."""
     total: dict[str, float] = {}
@@ -94,9 +96,9 @@ class FairSharePlugin:
             name: tuple((-self.priority[n], self.ratio[n]) for n in path)
             for name, path in self.paths.items()
         }
-        ssn.add_fn("queue_order", self.name, self.queue_order, key=self.queue_key)
+        ssn.add_queue_order_fn(self.name, self.queue_order, key=self.queue_key)
 
-    def queue_key(self, queue: Queue) -> tuple[Any, ...]:
+    def queue_key(self, queue: Queue) -> tuple[object, ...]:
         return self._keys[queue.name]
 
     def queue_order(self, left: Queue, right: Queue) -> int:

@@ -52,15 +52,14 @@ class GangPlugin:
                     chosen.append(task)
             return chosen, Vote.PERMIT
 
-        ssn.add_fn("job_valid", self.name, valid)
+        ssn.add_job_valid_fn(self.name, valid)
         # not ready (False) first, like ``order``
-        ssn.add_fn("job_order", self.name, order, key=lambda job: job.is_ready())
-        ssn.add_fn("job_ready", self.name, lambda job: job.is_ready())
-        ssn.add_fn(
-            "job_pipelined",
+        ssn.add_job_order_fn(self.name, order, key=lambda job: job.is_ready())
+        ssn.add_job_ready_fn(self.name, lambda job: job.is_ready())
+        ssn.add_job_pipelined_fn(
             self.name,
             lambda job: Vote.PERMIT if job.is_pipelined() else Vote.REJECT,
         )
-        ssn.add_fn("preemptable", self.name, victims)
-        ssn.add_fn("reclaimable", self.name, victims)
-        ssn.add_fn("job_starving", self.name, lambda job: job.is_starving())
+        ssn.add_preemptable_fn(self.name, victims)
+        ssn.add_reclaimable_fn(self.name, victims)
+        ssn.add_job_starving_fn(self.name, lambda job: job.is_starving())

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from collections.abc import Hashable
 from typing import Any
 
 from scheduler.core.config import ConfigError, int_arg
+from scheduler.core.hooks import KeyedBatchScorer
 from scheduler.core.resources import CPU, GPU, MIN_RESOURCE, Resources, add_into, total
-from scheduler.core.session import KeyedBatchScorer, Session
+from scheduler.core.session import Session
 from scheduler.core.state import Node, Task
 from scheduler.core.types import OCCUPYING_STATUSES, TaskStatus
 
@@ -63,8 +65,7 @@ class NetworkTopologyPlugin:
         self._dirty: set[str] = set()
         ssn.node_index.listeners.append(self._node_changed)
         if self.weight and any(d is not None for d in self._node_domain.values()):
-            ssn.add_fn(
-                "batch_node_order",
+            ssn.add_batch_node_order_fn(
                 self.name,
                 KeyedBatchScorer(self._domain_of, self.scores_by_domain),
             )
@@ -81,7 +82,7 @@ class NetworkTopologyPlugin:
                 return key, node.labels[key]
         return None
 
-    def scores_by_domain(self, task: Task) -> dict[tuple[str, str], float]:
+    def scores_by_domain(self, task: Task) -> dict[Hashable, float]:
         """The preferred domain's nodes score ``weight * 100``, every other node 0."""
         chosen = self._preferred_domain(task)
         if chosen is None:

@@ -85,7 +85,7 @@ class NodeOrderPlugin:
         self.balanced = weights["balancedresource.weight"]
 
     def on_session_open(self, ssn: Session) -> None:
-        ssn.add_fn("node_order", self.name, self.score, state_only=True)
+        ssn.add_node_order_fn(self.name, self.score, state_only=True)
 
     def score(self, task: Task, node: Node) -> float:
         """Depends only on the task and the node's allocatable and used resources."""

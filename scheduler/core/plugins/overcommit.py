@@ -56,8 +56,8 @@ class OvercommitPlugin:
                     if task.status in ALLOCATED_STATUSES:
                         allocated = allocated.add(task.resreq)
                 self.inqueue = self.inqueue.add(minimum.exceeded_part(allocated))
-        ssn.add_fn("job_enqueueable", self.name, self.enqueueable)
-        ssn.add_fn("job_enqueued", self.name, self.enqueued)
+        ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
+        ssn.add_job_enqueued_fn(self.name, self.enqueued)
 
     def enqueueable(self, job: Job) -> int:
         minimum = job.info.min_resources

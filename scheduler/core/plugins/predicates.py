@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from scheduler.core.session import EventHandler, FitError, Session
+from scheduler.core.hooks import EventHandler, FitError
+from scheduler.core.session import Session
 from scheduler.core.state import Node, Task
 from scheduler.core.types import OCCUPYING_STATUSES, TaskStatus, Toleration
 
@@ -39,7 +40,7 @@ def build(arguments: dict[str, Any]) -> PredicatesPlugin:
     return PredicatesPlugin()
 
 
-def _signature(task: Task) -> tuple[Any, ...]:
+def _signature(task: Task) -> tuple[object, ...]:
     info = task.info
     return (info.node_selector, info.tolerations, repr(_node_affinity(info.affinity)))
 
@@ -80,6 +81,22 @@ def match_label_selector(labels: dict[str, str], selector: dict[str, Any] | None
     return all(match_expression(labels, e) for e in selector.get("matchExpressions") or [])
 
 
+def node_selector_terms(affinity: Any) -> list[dict[str, Any]]:
+    """The nodeSelectorTerms of a pod's required node affinity ([] when it states none)."""
+    required = _node_affinity(affinity)
+    return list((required or {}).get("nodeSelectorTerms") or [])
+
+
+def node_affinity_matches(affinity: Any, labels: dict[str, str]) -> bool:
+    """Required node affinity: some nodeSelectorTerm whose expressions all match the labels
+    (none stated: every node)."""
+    terms = node_selector_terms(affinity)
+    return not terms or any(
+        all(match_expression(labels, e) for e in term.get("matchExpressions") or [])
+        for term in terms
+    )
+
+
 def _tolerated(tolerations: tuple[Toleration, ...], taint: Any) -> bool:
     return any(t.tolerates(taint) for t in tolerations)
 
@@ -96,15 +113,14 @@ class PredicatesPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
-        self.cache: dict[tuple[Any, ...], FitError | None] = {}
+        self.cache: dict[tuple[object, ...], FitError | None] = {}
         # Only pods that carry anti-affinity can reject a newcomer; usually there are none.
         self.anti_affine = [
             task for task in ssn.tasks.values() if _pod_terms(task.info.affinity, "podAntiAffinity")
         ]
         # Pods this session evicted (a discarded eviction brings its pod back).
         self.evicted: set[str] = set()
-        ssn.add_fn(
-            "predicate",
+        ssn.add_predicate_fn(
             self.name,
             self.predicate,
             reads_pods=bool(self.anti_affine),
@@ -153,15 +169,7 @@ class PredicatesPlugin:
             if labels.get(key) != value:
                 selector = ",".join(f"{k}={v}" for k, v in info.node_selector)
                 return FitError(f"node selector {selector} does not match", resolvable=False)
-        terms = _node_affinity(info.affinity)
-        if (
-            terms
-            and terms.get("nodeSelectorTerms")
-            and not any(
-                all(match_expression(labels, e) for e in term.get("matchExpressions") or [])
-                for term in terms["nodeSelectorTerms"]
-            )
-        ):
+        if not node_affinity_matches(info.affinity, labels):
             return FitError("node affinity does not match", resolvable=False)
         for taint in node.info.taints:
             if taint.effect in ("NoSchedule", "NoExecute") and not _tolerated(

@@ -32,8 +32,8 @@ class PriorityPlugin:
         def job_order(left: Job, right: Job) -> int:
             return _desc(left.priority, right.priority)
 
-        ssn.add_fn("task_order", self.name, task_order, key=lambda task: -task.priority)
-        ssn.add_fn("job_order", self.name, job_order, key=lambda job: -job.priority)
+        ssn.add_task_order_fn(self.name, task_order, key=lambda task: -task.priority)
+        ssn.add_job_order_fn(self.name, job_order, key=lambda job: -job.priority)
 
         def preemptable(preemptor: Task, candidates: list[Task]) -> tuple[list[Task], int]:
             preemptor_job = ssn.jobs[preemptor.job]
@@ -48,9 +48,9 @@ class PriorityPlugin:
                 victims.append(task)
             return victims, Vote.PERMIT
 
-        ssn.add_fn("preemptable", self.name, preemptable)
+        ssn.add_preemptable_fn(self.name, preemptable)
 
         def starving(job: Job) -> bool:
             return job.ready_task_num() + job.waiting_task_num() < len(job.tasks)
 
-        ssn.add_fn("job_starving", self.name, starving)
+        ssn.add_job_starving_fn(self.name, starving)

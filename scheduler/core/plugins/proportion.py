@@ -3,7 +3,12 @@
 Source: volcano-sh/volcano pkg/scheduler/plugins/proportion/proportion.go. Each round splits
 what is left by weight among queues whose request is not yet met; a queue's deserved is capped
 by its real capability (capability, and cluster minus others' guarantees) and its request, and
-floored at its guarantee; rounds repeat until nothing changes.
+floored at its guarantee; rounds repeat until nothing changes. Reclaim takes pods from queues
+above their deserved share, whatever the reclaimer asks for (upstream's reclaimable since
+commit 975277f55).
+
+Our rule (DESIGN.md, a guarantee is a floor never reclaimed below): a victim's queue must keep
+its guarantee without it. Upstream's proportion has no such test (its capacity plugin has).
 
 Our extension (DESIGN.md, Kueue's borrowing limit): a queue with ``borrowing_limit`` is also
 capped at nominal + borrowing_limit, where nominal = cluster * weight / (sum of weights of open
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from scheduler.core.hooks import EventHandler
 from scheduler.core.plugins._quota import (
     QueueAttr,
     account_job,
@@ -28,7 +34,7 @@ from scheduler.core.plugins._quota import (
 )
 from scheduler.core.reasons import describe, first_short_dimension
 from scheduler.core.resources import INFINITY, Resources, le_named
-from scheduler.core.session import EventHandler, Session
+from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue, Task
 from scheduler.core.types import QueueInfo, Vote
 
@@ -125,9 +131,8 @@ class ProportionPlugin:
         open_weight = sum(q.info.weight for q in ssn.queues.values() if q.info.is_open)
         self.attrs: dict[str, QueueAttr] = {}
         self.caps: dict[str, Resources | None] = {}  # queue -> its borrowing cap
-        # queue -> (the allocation and deserved share it was asked at, request -> may it give
-        # pods up)
-        self._give_memo: dict[str, tuple[Resources, Resources, dict[Resources, bool]]] = {}
+        # queue -> (the allocation and deserved share it was asked at, may it give pods up)
+        self._give_memo: dict[str, tuple[Resources, Resources, bool]] = {}
         for job in ssn.jobs.values():
             job_queue = ssn.queues.get(job.queue)
             if job_queue is None:
@@ -146,13 +151,13 @@ class ProportionPlugin:
             attr.real_capability = real
         water_fill([self.attrs[name] for name in sorted(self.attrs)], self.cluster)
 
-        ssn.add_fn("queue_order", self.name, self.queue_order, key=self.queue_key)
-        ssn.add_fn("overused", self.name, self.overused)
-        ssn.add_fn("allocatable", self.name, self.allocatable, explain=self.explain)
-        ssn.add_fn("preemptive", self.name, self.allocatable)
-        ssn.add_fn("reclaimable", self.name, self.reclaimable)
-        ssn.add_fn("job_enqueueable", self.name, self.enqueueable)
-        ssn.add_fn("job_enqueued", self.name, self.enqueued)
+        ssn.add_queue_order_fn(self.name, self.queue_order, key=self.queue_key)
+        ssn.add_overused_fn(self.name, self.overused)
+        ssn.add_allocatable_fn(self.name, self.allocatable, explain=self.explain)
+        ssn.add_preemptive_fn(self.name, self.allocatable)
+        ssn.add_reclaimable_fn(self.name, self.reclaimable)
+        ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
+        ssn.add_job_enqueued_fn(self.name, self.enqueued)
         ssn.add_event_handler(EventHandler(self._on_allocate, self._on_deallocate))
 
     # hooks --------------------------------------------------------------------------------------
@@ -165,7 +170,7 @@ class ProportionPlugin:
         rs = ra.share if ra else 0.0
         return -1 if ls < rs else (1 if ls > rs else 0)
 
-    def queue_key(self, queue: Queue) -> tuple[Any, ...]:
+    def queue_key(self, queue: Queue) -> tuple[object, ...]:
         """Sorts like ``queue_order``: higher priority first, then the smaller share."""
         attr = self.attrs.get(queue.name)
         return (-queue.info.priority, attr.share if attr else 0.0)
@@ -189,24 +194,21 @@ class ProportionPlugin:
                 return False
         return True
 
-    def _may_give(self, attr: QueueAttr, request: Resources) -> bool:
-        """Can this queue, as allocated now, give pods up for ``request``: not below it in any
-        name, and above its deserved share. Reclaim asks for every candidate on every node it
-        walks, tens of thousands of times a busy cycle, while allocations change a few dozen
-        times: answers are kept per request until the queue's allocation or share changes."""
+    def _may_give(self, attr: QueueAttr) -> bool:
+        """Can this queue, as allocated now, give pods up: is it above its deserved share?
+        Reclaim asks for every candidate on every node it walks, tens of thousands of times a
+        busy cycle, while allocations change a few dozen times: the answer is kept until the
+        queue's allocation or share changes."""
         memo = self._give_memo.get(attr.queue.name)
         if memo is None or memo[0] is not attr.allocated or memo[1] is not attr.deserved:
-            memo = self._give_memo[attr.queue.name] = (attr.allocated, attr.deserved, {})
-        answers = memo[2]
-        answer = answers.get(request)
-        if answer is None:
-            answer = answers[request] = _gives(attr.allocated, attr.deserved, request)
-        return answer
+            answer = _gives(attr.allocated, attr.deserved)
+            memo = self._give_memo[attr.queue.name] = (attr.allocated, attr.deserved, answer)
+        return memo[2]
 
     def reclaimable(self, reclaimer: Task, candidates: list[Task]) -> tuple[list[Task], int]:
         victims: list[Task] = []
         allocations: dict[str, Resources] = {}
-        jobs, request = self.ssn.jobs, reclaimer.resreq
+        jobs = self.ssn.jobs
         for task in candidates:
             queue_name = jobs[task.job].queue
             attr = self.attrs.get(queue_name)
@@ -215,9 +217,9 @@ class ProportionPlugin:
             allocated = allocations.get(queue_name)
             if allocated is None:
                 allocated = attr.allocated
-                if not self._may_give(attr, request):
+                if not self._may_give(attr):
                     continue
-            elif not _gives(allocated, attr.deserved, request):
+            elif not _gives(allocated, attr.deserved):
                 continue
             remaining = allocated.sub(task.resreq)
             if not attr.guarantee.less_equal(remaining, missing=0):
@@ -325,7 +327,9 @@ def _pair(name: str, used: float, cap: float) -> str:
     return f"{amount(name, used)}/{amount(name, cap)} {unit(name)}"
 
 
-def _gives(allocated: Resources, deserved: Resources, request: Resources) -> bool:
-    """Volcano proportion's reclaimable test for a queue: not below the request in any name and
-    above its deserved share."""
-    return not (allocated.less_partly(request) or allocated.less_equal(deserved))
+def _gives(allocated: Resources, deserved: Resources) -> bool:
+    """Volcano proportion's reclaimable test for a queue: above its deserved share. Upstream
+    dropped its other test, "not below the reclaimer's request in any resource" (commit
+    975277f55, "remove lessPartly condition in reclaimable fn"): the reclaim action already
+    checks that the victims it takes, with the node's idle resources, hold the reclaimer."""
+    return not allocated.less_equal(deserved)

@@ -35,8 +35,9 @@ import re
 from typing import Any
 
 from scheduler.core.config import ConfigError
+from scheduler.core.hooks import FitError
 from scheduler.core.resources import CPU, MEMORY, MIN_RESOURCE, PODS
-from scheduler.core.session import FitError, Session
+from scheduler.core.session import Session
 from scheduler.core.state import Node, Task
 from scheduler.core.types import TaskStatus
 
@@ -128,7 +129,7 @@ class ReschedulingPlugin:
         last = ssn.snapshot.last_rescheduling
         self.due = last is None or ssn.now - last >= self.interval
         if self.due:
-            ssn.add_fn("victim_tasks", self.name, self.victims, rescheduling=True)
+            ssn.add_victim_tasks_fn(self.name, self.victims, rescheduling=True)
         # task -> node it was moved off within the interval; job -> its last move in the window
         self.moved_off: dict[str, str] = {}
         self.last_move: dict[str, float] = {}
@@ -143,7 +144,7 @@ class ReschedulingPlugin:
                     record.at, self.last_move.get(record.job, record.at)
                 )
         if self.moved_off:
-            ssn.add_fn("predicate", self.name, self.not_back)
+            ssn.add_predicate_fn(self.name, self.not_back)
             # The answer depends on the pod, not only on its scheduling signature.
             ssn.unique_predicates.update(self.moved_off)
 

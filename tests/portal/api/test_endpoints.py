@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from portal.jobs.models import Job
 from portal.queues.models import QueueChange
+from portal.queues.services import queue_orders_record
 from portal.scheduling import services
 from portal.scheduling.models import SchedulerConfig
 from tests.factories import (
@@ -193,13 +194,15 @@ def test_why_lists_visible_jobs_ahead_and_counts_hidden_ones(world, api_for, lea
     JobTaskFactory(job=higher, replicas=2, gpus=4)
     earlier = JobFactory(queue=queue, submitter=lead, name="earlier", priority=5)
     Job.objects.filter(pk=earlier.pk).update(submitted_at=now - timedelta(minutes=1))
-    JobFactory(queue=queue, submitter=lead, name="later", priority=5)
-    JobFactory(queue=queue, submitter=lead, name="lower", priority=1)
+    later = JobFactory(queue=queue, submitter=lead, name="later", priority=5)
+    lower = JobFactory(queue=queue, submitter=lead, name="lower", priority=1)
     JobFactory(queue=queue, submitter=lead, name="running", priority=99, status="running")
     hidden = JobFactory(
         queue=queue, tenant=world["vision_queue"].tenant, name="secret-job", priority=50
     )
     assert hidden.tenant != target.tenant  # a row another tenant owns in this queue
+    line = [higher, hidden, earlier, target, later, lower]  # as the last cycle ordered them
+    queue_orders_record(orders={queue.pk: [job.pk for job in line]}, at=now)
 
     body = api_for("researcher").get(f"/api/v1/jobs/{target.pk}/why/").json()
     assert [j["name"] for j in body["jobs_ahead"]] == ["higher", "earlier"]
@@ -358,6 +361,7 @@ def test_why_says_never_and_takes_the_job_out_of_line(world, api_for):
 
 def test_why_of_a_waiting_job_says_it_waits(world, api_for):
     Job.objects.filter(pk=world["nlp_job"].pk).update(pending_kind="waits")
+    queue_orders_record(orders={world["nlp_queue"].pk: [world["nlp_job"].pk]}, at=timezone.now())
     body = api_for("researcher").get(f"/api/v1/jobs/{world['nlp_job'].pk}/why/").json()
     assert (body["state"], body["pending_kind"], body["position"]) == ("Waiting", "waits", 1)
 

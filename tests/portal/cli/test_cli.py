@@ -11,6 +11,7 @@ import pytest
 
 from portal.cli.main import main
 from portal.jobs.models import Job
+from portal.queues.services import queue_orders_record
 from tests.factories import (
     JobFactory,
     JobTaskFactory,
@@ -83,6 +84,7 @@ def test_submit_from_flags_then_list_why_and_cancel(gpuq, nlp_queue, cluster):
     assert header == ["TASK", "REPLICAS", "GPUS", "CPU", "MEMORY", "IMAGE"]
     assert row[3:5] == ["0.5", "16Gi"]  # as --cpu and --memory take them
 
+    queue_orders_record(orders={nlp_queue.pk: [job.pk]}, at=job.submitted_at)  # as a cycle
     code, out, _ = gpuq("why", str(job.pk))
     assert code == 0
     assert "position 1 in queue nlp-train: 0 job(s) ahead" in out
@@ -134,7 +136,9 @@ def test_why_counts_hidden_jobs(gpuq, nlp_queue, vision, researcher, lead):
     target = JobFactory(queue=nlp_queue, submitter=researcher, name="mine", priority=0)
     ahead = JobFactory(queue=nlp_queue, submitter=lead, name="ahead", priority=5)
     JobTaskFactory(job=ahead, replicas=2, gpus=8)
-    JobFactory(queue=nlp_queue, tenant=vision, name="secret", priority=9)
+    secret = JobFactory(queue=nlp_queue, tenant=vision, name="secret", priority=9)
+    line = [secret.pk, ahead.pk, target.pk]  # the line a cycle recorded
+    queue_orders_record(orders={nlp_queue.pk: line}, at=target.submitted_at)
     code, out, _ = gpuq("why", str(target.pk))
     assert code == 0
     assert "ahead" in out

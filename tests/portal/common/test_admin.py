@@ -4,6 +4,7 @@ import pytest
 from django.contrib import admin
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from tests.factories import (
     CycleRunFactory,
@@ -12,6 +13,7 @@ from tests.factories import (
     PlacementFactory,
     PreemptionEventFactory,
     QueueChangeFactory,
+    QueueFactory,
     QueueUsageSampleFactory,
     SchedulerConfigFactory,
     SimulatedPodFactory,
@@ -21,6 +23,15 @@ from tests.factories import (
 pytestmark = pytest.mark.django_db
 
 PORTAL_APPS = {"tenants", "queues", "jobs", "cluster", "scheduling", "api"}
+
+
+def _queue_order():
+    from portal.queues.models import QueueOrder
+    from portal.queues.services import queue_orders_record
+
+    queue = QueueFactory()
+    queue_orders_record(orders={queue.pk: [3, 1, 2]}, at=timezone.now())
+    return QueueOrder.objects.get(queue=queue)
 
 
 @pytest.fixture
@@ -50,6 +61,7 @@ def test_admin_changelists_and_change_pages_render(superuser_client):
         CycleRunFactory(),
         PreemptionEventFactory(cycle=CycleRunFactory()),
         QueueUsageSampleFactory(),
+        _queue_order(),
     ]
     seen = set()
     for obj in objects:

@@ -1,9 +1,17 @@
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from django.http import Http404
+from django.utils import timezone
+from rest_framework.test import APIClient
 
 from portal.jobs.models import Job
-from portal.jobs.selectors import job_get, job_list
-from tests.factories import JobFactory
+from portal.jobs.selectors import job_get, job_list, job_queue_position, job_queue_rank
+from portal.jobs.services import job_submit
+from portal.queues.services import queue_orders_record
+from scheduler.adapters.cluster.simulated import SimulatedBackend
+from scheduler.adapters.orchestrator import scheduling_cycle_run
+from tests.factories import JobFactory, NodeFactory, SchedulerConfigFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -93,3 +101,93 @@ def test_never_runnable_and_finished_states(researcher, nlp_queue):
         "Succeeded",
         "",
     )
+
+
+# --- the queue line: where the last cycle put a waiting job ------------------------------------
+
+# A conf whose job order has no priority plugin: gang, then creation time. The database's
+# (priority, submitted_at, id) order puts a later high-priority job first; the scheduler does
+# not, and the position must be the scheduler's.
+CREATED_ORDER_CONF = """\
+actions: "allocate"
+tiers:
+- plugins:
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: proportion
+  - name: binpack
+"""
+
+
+def _submitted(researcher, queue, name, gpus, priority, at):
+    task = {"name": "worker", "replicas": 1, "image": "trainer:1", "gpus": gpus}
+    job = job_submit(submitter=researcher, queue=queue, name=name, tasks=[task], priority=priority)
+    Job.objects.filter(pk=job.pk).update(submitted_at=at)
+    return job
+
+
+@pytest.fixture
+def line(researcher, nlp_queue):
+    """One 8-GPU node that a first job fills; then `early` (priority 1) and `urgent`
+    (priority 9, submitted later) wait, after one cycle."""
+    SchedulerConfigFactory(text=CREATED_ORDER_CONF, active=True)
+    NodeFactory(name="gpu-worker-1")
+    start = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    jobs = {
+        name: _submitted(researcher, nlp_queue, name, gpus, priority, start + timedelta(minutes=i))
+        for i, (name, gpus, priority) in enumerate(
+            [("big", 8, 0), ("early", 4, 1), ("urgent", 4, 9)]
+        )
+    }
+    backend = SimulatedBackend(default_run_seconds=600, now=lambda: start)
+    run = scheduling_cycle_run(backend=backend, now=lambda: start + timedelta(minutes=5))
+    assert not run.error, run.error
+    for job in jobs.values():
+        job.refresh_from_db()
+    assert jobs["big"].status == Job.Status.ADMITTED
+    return jobs
+
+
+def _client(user):
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def test_the_position_is_the_schedulers_where_its_job_order_and_the_databases_differ(
+    line, researcher, client
+):
+    urgent, early = line["urgent"], line["early"]
+    # what the database's order would say: urgent first
+    assert list(
+        Job.objects.filter(status=Job.Status.PENDING).order_by("-priority", "submitted_at")
+    ) == [urgent, early]
+    api = _client(researcher)
+    why = api.get(f"/api/v1/jobs/{urgent.pk}/why/").json()
+    assert (why["position"], why["hidden_jobs_ahead"]) == (2, 0)
+    assert [job["name"] for job in why["jobs_ahead"]] == ["early"]
+    assert "1 job of queue nlp-train comes first" in why["pending_reason"]
+    first = api.get(f"/api/v1/jobs/{early.pk}/why/").json()
+    assert (first["position"], first["jobs_ahead"]) == (1, [])
+    assert "come first" not in first["pending_reason"]
+    client.force_login(researcher)
+    page = client.get(f"/jobs/{urgent.pk}/").content.decode()
+    assert "Position 2 in queue nlp-train: 1 job ahead" in page
+
+
+def test_a_job_no_cycle_has_seen_has_no_position(line, researcher, nlp_queue):
+    newcomer = JobFactory(queue=nlp_queue, submitter=researcher, name="newcomer", priority=99)
+    assert job_queue_position(user=researcher, job=newcomer) is None
+    assert job_queue_rank(job=newcomer) is None
+    assert job_queue_rank(job=line["urgent"]) == 2
+
+
+def test_jobs_ahead_of_other_tenants_are_counted_not_named(line, outsider, vision_queue):
+    """A job of another tenant in the line ahead (here recorded by hand: its queue's line as
+    a cycle would store it)."""
+    foreign = JobFactory(queue=vision_queue, submitter=outsider, name="foreign")
+    queue_orders_record(orders={vision_queue.pk: [line["early"].pk, foreign.pk]}, at=timezone.now())
+    position = job_queue_position(user=outsider, job=foreign)
+    assert position is not None
+    assert (position.position, position.ahead, position.hidden) == (2, [], 1)

@@ -10,13 +10,6 @@ from portal.jobs import services
 from portal.jobs.models import Job, JobTask
 from portal.jobs.services import (
     job_cancel,
-    job_mark_admitted,
-    job_mark_failed,
-    job_mark_pending,
-    job_mark_preempted,
-    job_mark_running,
-    job_mark_succeeded,
-    job_pending_reason_set,
     job_quarantine,
     job_quarantine_release,
     job_submit,
@@ -386,61 +379,6 @@ class TestJobCancel:
     def test_preempted_job_can_be_cancelled(self, researcher, nlp_queue):
         job = JobFactory(queue=nlp_queue, submitter=researcher, status=Job.Status.PREEMPTED)
         assert job_cancel(job=job, actor=researcher).status == Job.Status.CANCELLED
-
-
-class TestTransitions:
-    def test_happy_path_sets_timestamps(self, nlp_queue):
-        job = JobFactory(queue=nlp_queue, pending_reason="waiting")
-        job = job_mark_admitted(job=job)
-        assert job.admitted_at is not None
-        assert job.pending_reason == ""
-        job = job_mark_running(job=job)
-        assert job.started_at is not None
-        job = job_mark_succeeded(job=job)
-        assert job.finished_at is not None
-        job.refresh_from_db()
-        assert job.status == Job.Status.SUCCEEDED
-
-    def test_preempt_counts_and_requeues(self, nlp_queue):
-        job = JobFactory(queue=nlp_queue, status=Job.Status.RUNNING)
-        job = job_mark_preempted(job=job)
-        assert job.preemption_count == 1
-        job = job_mark_pending(job=job, reason="reclaimed by queue vision-train")
-        job.refresh_from_db()
-        assert job.status == Job.Status.PENDING
-        assert job.pending_reason == "reclaimed by queue vision-train"
-        assert job.pending_reason_at is not None
-
-    def test_running_job_fails(self, nlp_queue):
-        job = JobFactory(queue=nlp_queue, status=Job.Status.RUNNING)
-        assert job_mark_failed(job=job).status == Job.Status.FAILED
-
-    @pytest.mark.parametrize(
-        ("current", "mark"),
-        [
-            (Job.Status.PENDING, job_mark_running),
-            (Job.Status.PENDING, job_mark_succeeded),
-            (Job.Status.PENDING, job_mark_preempted),
-            (Job.Status.SUCCEEDED, job_mark_running),
-            (Job.Status.CANCELLED, job_mark_admitted),
-            (Job.Status.FAILED, job_mark_failed),
-            (Job.Status.RUNNING, job_mark_admitted),
-        ],
-    )
-    def test_disallowed_transitions(self, nlp_queue, current, mark):
-        job = JobFactory(queue=nlp_queue, status=current)
-        with pytest.raises(ValidationError) as info:
-            mark(job=job)
-        assert list(info.value.message_dict) == ["status"]
-        job.refresh_from_db()
-        assert job.status == current
-
-    def test_pending_reason_set(self, nlp_queue):
-        job = JobFactory(queue=nlp_queue)
-        job_pending_reason_set(job=job, reason="queue nlp-train at capability 32/32 GPUs")
-        job.refresh_from_db()
-        assert job.pending_reason == "queue nlp-train at capability 32/32 GPUs"
-        assert job.status == Job.Status.PENDING
 
 
 class TestJobQuarantine:

@@ -1,10 +1,12 @@
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.utils import timezone
 
 from portal.jobs.models import Job
 from portal.queues import services
-from portal.queues.models import Queue, QueueChange
-from portal.queues.services import queue_create, queue_delete, queue_update
+from portal.queues.models import Queue, QueueChange, QueueOrder
+from portal.queues.selectors import queue_order_job_ids
+from portal.queues.services import queue_create, queue_delete, queue_orders_record, queue_update
 from tests.factories import JobFactory, QueueFactory
 
 pytestmark = pytest.mark.django_db
@@ -246,3 +248,23 @@ class TestQueueDelete:
     def test_researcher_cannot_delete(self, nlp_queue, researcher):
         with pytest.raises(PermissionDenied):
             queue_delete(queue=nlp_queue, actor=researcher)
+
+
+class TestQueueOrdersRecord:
+    def test_writes_only_the_lines_that_changed_and_drops_the_emptied_ones(
+        self, nlp_queue, vision_queue
+    ):
+        at = timezone.now()
+        lines = {nlp_queue.pk: [3, 1, 2], vision_queue.pk: [5]}
+        assert queue_orders_record(orders=lines, at=at) == 2
+        assert queue_orders_record(orders=lines, at=at) == 0  # nothing moved: nothing written
+        assert queue_orders_record(orders={nlp_queue.pk: [1, 2], vision_queue.pk: []}, at=at) == 2
+        assert list(queue_order_job_ids(queue_id=nlp_queue.pk)) == [1, 2]
+        assert list(queue_order_job_ids(queue_id=vision_queue.pk)) == []
+        assert not QueueOrder.objects.filter(queue=vision_queue).exists()
+
+    def test_a_line_is_one_row_however_long(self, nlp_queue):
+        ids = list(range(1, 100_001))
+        queue_orders_record(orders={nlp_queue.pk: ids}, at=timezone.now())
+        assert QueueOrder.objects.count() == 1
+        assert queue_order_job_ids(queue_id=nlp_queue.pk).tolist() == ids

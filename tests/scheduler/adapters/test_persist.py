@@ -10,6 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from jobspec.labels import pod_name
 from portal.cluster.models import Placement
 from portal.jobs.models import Job
+from portal.queues.models import QueueOrder
 from portal.scheduling.models import PreemptionEvent, QueueUsageSample
 from scheduler.adapters.persist import GANG_BROKEN, decisions_persist
 from scheduler.adapters.snapshot import snapshot_build
@@ -235,3 +236,15 @@ def test_usage_samples_saturate_instead_of_overflowing_on_huge_stored_jobs(nlp_q
     sample = QueueUsageSample.objects.get(queue=nlp_queue)
     assert sample.gpus_pending == 2**31 - 1
     assert sample.gpus_allocated == 0
+
+
+def test_queue_lines_are_the_cores_and_written_only_when_they_change(nlp_queue):
+    NodeFactory(name="gpu-1", gpu_count=1)
+    pending_jobs(nlp_queue, 3, gpus=1)  # one binds, two wait
+    result, _ = decide_and_persist(NOW)
+    line = QueueOrder.unpack(QueueOrder.objects.get(queue=nlp_queue).job_ids).tolist()
+    assert line == [int(key) for key in result.queue_orders[nlp_queue.name]]
+    assert len(line) == 2
+    _, queries = decide_and_persist(NOW + timedelta(seconds=5))
+    written = [q["sql"] for q in queries.captured_queries if "INSERT" in q["sql"]]
+    assert not any(QueueOrder._meta.db_table in sql for sql in written)

@@ -39,21 +39,15 @@ def _session(tiers, *jobs) -> Session:
     return open_session(_snapshot(*jobs), conf)
 
 
-def test_a_declaration_on_a_hook_it_does_not_fit_is_refused():
-    ssn = _session([{"plugins": [{"name": "gang"}]}])
-    with pytest.raises(ValueError, match="mine: state_only is declared on node_order"):
-        ssn.add_fn("predicate", "mine", lambda task, node: None, state_only=True)
-
-
 def test_an_undeclared_scorer_turns_the_class_shortcut_off():
     """A scorer that says nothing about itself may look at anything: every node is scored."""
     ssn = _session([{"plugins": [{"name": "gang"}, {"name": "binpack"}, {"name": "mine"}]}])
     task = ssn.tasks["p0"]
     assert AllocateState(ssn).class_equivalent(task)
-    ssn.add_fn("node_order", "mine", lambda task, node: 0.0)
+    ssn.add_node_order_fn("mine", lambda task, node: 0.0)
     assert not ssn.scorers_state_only()
     assert not AllocateState(ssn).class_equivalent(task)
-    ssn.add_fn("node_order", "mine", lambda task, node: 0.0, state_only=True)
+    ssn.add_node_order_fn("mine", lambda task, node: 0.0, state_only=True)
     assert AllocateState(ssn).class_equivalent(task)
 
 
@@ -62,7 +56,7 @@ def test_a_predicate_reading_other_pods_turns_the_class_shortcut_off_while_enabl
         [{"plugins": [{"name": "gang"}, {"name": "binpack"}, {"name": "mine"}]}],
     )
     task = ssn.tasks["p0"]
-    ssn.add_fn("predicate", "mine", lambda task, node: None, reads_pods=True)
+    ssn.add_predicate_fn("mine", lambda task, node: None, reads_pods=True)
     assert not AllocateState(ssn).class_equivalent(task)
     off = [
         {
@@ -74,7 +68,7 @@ def test_a_predicate_reading_other_pods_turns_the_class_shortcut_off_while_enabl
         }
     ]
     ssn = _session(off)
-    ssn.add_fn("predicate", "mine", lambda task, node: None, reads_pods=True)
+    ssn.add_predicate_fn("mine", lambda task, node: None, reads_pods=True)
     assert AllocateState(ssn).class_equivalent(ssn.tasks["p0"])
 
 
@@ -116,12 +110,12 @@ def test_a_quota_plugin_of_any_name_gives_the_shares_and_binds_when_its_hook_is_
     ssn.add_queue_shares("myquota", shares)
     assert ssn.queue_share("q") is attr
     assert ssn.binding_quota("q") is None  # its allocatable hook is not registered
-    ssn.add_fn("allocatable", "myquota", lambda queue, task: False)
+    ssn.add_allocatable_fn("myquota", lambda queue, task: False)
     assert ssn.binding_quota("q") == (shares, attr)
     off = [{"plugins": [{"name": "gang"}, {"name": "myquota", "enabledAllocatable": False}]}]
     ssn = _session(off)
     ssn.add_queue_shares("myquota", shares)
-    ssn.add_fn("allocatable", "myquota", lambda queue, task: False)
+    ssn.add_allocatable_fn("myquota", lambda queue, task: False)
     assert ssn.binding_quota("q") is None
     assert quota_conclusion(ssn, ssn.jobs["p"], ssn.queues["q"]) == ""
 
@@ -130,11 +124,11 @@ def test_the_allocatable_hook_explains_with_the_sentence_it_declared():
     tiers = [{"plugins": [{"name": "gang"}, {"name": "a"}, {"name": "b"}]}]
     ssn = _session(tiers)
     queue, task = ssn.queues["q"], ssn.tasks["p0"]
-    ssn.add_fn("allocatable", "a", lambda queue, task: False)
+    ssn.add_allocatable_fn("a", lambda queue, task: False)
     assert ssn.explain_allocatable(queue, task) == "queue q has no room for p0 (a)"
     ssn = _session(tiers)
-    ssn.add_fn("allocatable", "a", lambda queue, task: True)
-    ssn.add_fn("allocatable", "b", lambda queue, task: True, explain=lambda q, t: f"{q.name} full")
+    ssn.add_allocatable_fn("a", lambda queue, task: True)
+    ssn.add_allocatable_fn("b", lambda queue, task: True, explain=lambda q, t: f"{q.name} full")
     # the refusal came from a gang's other pods: the declared sentence still explains it
     assert ssn.explain_allocatable(queue, task) == "q full"
 
@@ -142,7 +136,7 @@ def test_the_allocatable_hook_explains_with_the_sentence_it_declared():
 def test_preempt_keeps_failures_per_job_only_when_a_preemptable_hook_declares_it():
     ssn = _session([{"plugins": [{"name": "priority"}, {"name": "gang"}, {"name": "mine"}]}])
     assert not ssn.preemptable_by_preemptor_job()
-    ssn.add_fn("preemptable", "mine", lambda p, c: (c, 1), by_preemptor_job=True)
+    ssn.add_preemptable_fn("mine", lambda p, c: (c, 1), by_preemptor_job=True)
     assert ssn.preemptable_by_preemptor_job()
     drf = _session([{"plugins": [{"name": "priority"}, {"name": "drf"}]}])
     assert drf.preemptable_by_preemptor_job()
@@ -154,9 +148,9 @@ def test_rescheduling_is_reported_by_the_hook_that_declares_it():
     later = Snapshot(snapshot.nodes, snapshot.queues, snapshot.jobs, 10.0, last_rescheduling=5.0)
     assert not run_cycle(later, default_conf()).rescheduling_ran
     ssn = _session([{"plugins": [{"name": "gang"}, {"name": "mine"}]}])
-    ssn.add_fn("victim_tasks", "mine", list)
+    ssn.add_victim_tasks_fn("mine", list)
     assert not ssn.rescheduling_ran()
-    ssn.add_fn("victim_tasks", "mine", list, rescheduling=True)
+    ssn.add_victim_tasks_fn("mine", list, rescheduling=True)
     assert ssn.rescheduling_ran()
 
 
@@ -172,8 +166,8 @@ def test_victim_tasks_are_asked_lazily_plugin_by_plugin():
 
         return fn
 
-    ssn.add_fn("victim_tasks", "a", victims("a"))
-    ssn.add_fn("victim_tasks", "b", victims("b"))
+    ssn.add_victim_tasks_fn("a", victims("a"))
+    ssn.add_victim_tasks_fn("b", victims("b"))
     stream = ssn.victim_tasks()
     assert next(stream) is ssn.tasks["p0"]
     assert asked == ["a"]
@@ -212,7 +206,19 @@ def test_drf_declares_that_a_failed_preemptor_says_nothing_of_another_job_of_its
 
 
 # The framework's own modules: they read declarations, never plugin names or attributes.
-FRAMEWORK = ["session.py", "cycle.py", "statement.py", "verdict.py", "reasons.py", "actions"]
+FRAMEWORK = [
+    "session.py",
+    "dispatch.py",
+    "registry.py",
+    "hooks.py",
+    "cycle.py",
+    "statement.py",
+    "verdict.py",
+    "reasons.py",
+    "actions",
+]
+# The modules that hold the hooks' registrations (``*_fns``); the rest asks the dispatchers.
+HOOK_OWNERS = {"dispatch.py", "registry.py"}
 # "rescheduling" is also a kind of eviction (preempt, reclaim, rescheduling, admin), which the
 # preempt action records for the evictions the rescheduling hook asks for.
 EVICTION_KINDS = {"rescheduling"}
@@ -239,9 +245,9 @@ def test_the_framework_names_no_plugin_and_probes_none():
                 "hasattr",
             ):
                 found.append(f"{where} probes an attribute")
-            elif isinstance(node, ast.Attribute) and node.attr == "_enabled":
-                if path.name != "session.py":
-                    found.append(f"{where} calls the session's private _enabled")
+            elif isinstance(node, ast.Attribute) and node.attr.endswith("_fns"):
+                if path.name not in HOOK_OWNERS:
+                    found.append(f"{where} reads the hook {node.attr} instead of its dispatcher")
             elif isinstance(node, ast.Attribute) and node.attr == "plugins":
                 # the session declares the registry and the cycle fills it from the conf;
                 # nothing else looks a plugin up

@@ -58,3 +58,22 @@ def test_a_cycle_leaves_no_reference_cycles_for_the_collector():
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def test_queue_orders_are_the_lines_the_reasons_count_in():
+    """One full node: the waiting jobs of each queue in job order (priority first here), the
+    job that can never run left out, each reason counting the jobs before it in its line."""
+    full = make_job("full", "a", [make_task("full-0", gpu=8, status="Running", node="n0")])
+    jobs = (
+        full,
+        make_job("low", "a", [make_task("low-0", gpu=4)], 1, priority=1),
+        make_job("high", "a", [make_task("high-0", gpu=4)], 2, priority=9),
+        make_job("never", "a", [make_task("never-0", gpu=16)], 0, priority=5),
+        make_job("other", "b", [make_task("other-0", gpu=4)], 3),
+    )
+    snapshot = Snapshot((make_node("n0"),), (make_queue("a"), make_queue("b")), jobs, now=10)
+    result = run_cycle(snapshot, default_conf())
+    assert result.queue_orders == {"a": ("high", "low"), "b": ("other",)}
+    assert result.pending_kinds["never"] == "never"
+    assert "1 job of queue a comes first" in result.pending_reasons["low"]
+    assert "come first" not in result.pending_reasons["high"]

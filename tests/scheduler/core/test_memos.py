@@ -176,8 +176,8 @@ def test_preempt_failure_memo_decides_like_retrying(monkeypatch, conf):
     assert saved > 0
 
 
-def _give_each_time(self, attr, request):
-    return proportion._gives(attr.allocated, attr.deserved, request)
+def _give_each_time(self, attr):
+    return proportion._gives(attr.allocated, attr.deserved)
 
 
 def test_proportion_give_memo_decides_like_asking_each_time(monkeypatch):

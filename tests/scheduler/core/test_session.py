@@ -35,7 +35,7 @@ def _victims(ssn, answers):
     tasks = [ssn.tasks[f"v{i}"] for i in range(3)]
     for plugin, (names, vote) in answers.items():
         chosen = [t for t in tasks if t.name in names]
-        ssn.add_fn("preemptable", plugin, lambda p, c, chosen=chosen, vote=vote: (chosen, vote))
+        ssn.add_preemptable_fn(plugin, lambda p, c, chosen=chosen, vote=vote: (chosen, vote))
     return sorted(t.name for t in ssn.preemptable(ssn.tasks["p0"], tasks))
 
 
@@ -107,7 +107,7 @@ def test_job_enqueueable_votes(votes, expected):
         tiers.append({"plugins": plugins})
     ssn = session(tiers or _tiers(["gang"]))
     for name, vote in fns:
-        ssn.add_fn("job_enqueueable", name, lambda job, vote=vote: vote)
+        ssn.add_job_enqueueable_fn(name, lambda job, vote=vote: vote)
     assert ssn.job_enqueueable(ssn.jobs["pre"]) is expected
 
 

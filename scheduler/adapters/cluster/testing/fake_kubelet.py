@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import sys
 import threading
@@ -194,13 +195,13 @@ class FakeKubelet:
         meta = pod["metadata"]
         try:
             answer = self.api.patch_namespaced_pod_status(
-                meta["name"], meta["namespace"], {"status": changes}
+                meta["name"], meta["namespace"], {"status": changes}, _preload_content=False
             )
         except ApiException as exc:
             if exc.status in (404, 409):  # gone or changed meanwhile: the next pass sees it
                 return pod
             raise
-        return dict(self.api.api_client.sanitize_for_serialization(answer))
+        return _json(answer)
 
     def _confirm_deletion(self, pod: Raw) -> None:
         meta = pod["metadata"]
@@ -217,16 +218,20 @@ class FakeKubelet:
         self._pull_attempts.pop(meta["uid"], None)
 
     def _nodes(self) -> dict[str, Raw]:
-        answer = self.api.list_node(label_selector=f"{OWNER_LABEL}={self.owner}")
-        raw = self.api.api_client.sanitize_for_serialization(answer)
+        raw = _json(self.api.list_node(label_selector=f"{OWNER_LABEL}={self.owner}",
+                                       _preload_content=False))  # fmt: skip
         return {item["metadata"]["name"]: item for item in raw.get("items") or []}
 
     def _bound_pods(self) -> list[Raw]:
+        # Read as JSON, not into the client's models: a pass over thousands of pods every
+        # fraction of a second would cost more CPU than what it drives.
         answer = self.api.list_pod_for_all_namespaces(
-            field_selector="spec.nodeName!=", label_selector=self.pod_selector or None
+            field_selector="spec.nodeName!=",
+            label_selector=self.pod_selector or None,
+            resource_version="0",  # from the API server's cache: no etcd read per pass
+            _preload_content=False,
         )
-        raw = self.api.api_client.sanitize_for_serialization(answer)
-        return list(raw.get("items") or [])
+        return list(_json(answer).get("items") or [])
 
     # -- running -----------------------------------------------------------------------------
 
@@ -250,6 +255,13 @@ class FakeKubelet:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+
+def _json(response: Any) -> Raw:
+    try:
+        return dict(json.loads(response.data))
+    finally:
+        response.release_conn()
 
 
 def start_for_plane(plane: Any, *, nodes: int, gpus: int) -> None:

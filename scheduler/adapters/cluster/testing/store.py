@@ -207,6 +207,13 @@ class ApiStore:
             spec.setdefault("restartPolicy", "Always")
             obj.setdefault("status", {}).setdefault("phase", "Pending")
         self._write(resource, key, obj, "ADDED")
+        self._track_created(resource, key, obj)
+        return obj
+
+    def _track_created(self, resource: str, key: Key, obj: Raw) -> None:
+        """What the store indexes about a new object: owners' dependents, a node's return,
+        a bound pod's kubelet work."""
+        meta, spec = obj["metadata"], obj.get("spec") or {}
         if resource == "nodes":
             self._nodes_gone.pop(meta["name"], None)
         for owner in meta.get("ownerReferences") or []:
@@ -217,7 +224,6 @@ class ApiStore:
                 self._kubelet_work.add(key)
             elif obj["status"].get("phase") == "Running":
                 self._admitted.add(key)
-        return obj
 
     def patch(
         self, resource: str, namespace: str | None, name: str, body: Any, *, validate: bool = True

@@ -5,7 +5,7 @@ import random
 import numpy as np
 import pytest
 
-from bench.replay.fragmentation import node_frag, typical_pods
+from bench.replay.fragmentation import accessible, node_frag, typical_pods
 from scheduler.core.config import ConfigError, parse_conf
 from scheduler.core.cycle import run_cycle
 from scheduler.core.plugins import gpufrag
@@ -59,7 +59,7 @@ def test_the_measure_equals_the_replays_numpy_reference_on_random_states():
     ]
     cpu, milli, num = (np.array(col) for col in zip(*shapes))
     reference = typical_pods(cpu, milli, num, [""] * len(shapes))
-    mine = Fragmentation(TypicalPods.from_pods(shapes))
+    mine = Fragmentation(TypicalPods.from_pods((c, m, n, None) for c, m, n in shapes))
     assert mine.typical.count == tuple(reference.count.tolist())
     states = [
         (
@@ -137,7 +137,7 @@ def test_the_conf_names_it():
 
 
 def test_typical_pods_cover_the_threshold_most_popular_first():
-    pods = [(1000, 1000, 1)] * 6 + [(2000, 500, 1)] * 3 + [(4000, 0, 0)]
+    pods = [(1000, 1000, 1, None)] * 6 + [(2000, 500, 1, None)] * 3 + [(4000, 0, 0, None)]
     typical = TypicalPods.from_pods(pods, threshold=0.9)
     assert list(zip(typical.cpu, typical.milli, typical.count)) == [
         (1000, 1000, 6),
@@ -190,3 +190,101 @@ def test_the_fill_tie_break_prefers_the_node_with_fewer_wholly_free_cards():
     )
     assert plain["bind"] == {"w": "n1"}
     assert fill["bind"] == {"w": "n2"}
+
+
+MODELS = ("T4", "V100", "G2")
+SPECS = ("", "", "T4", "V100|G2", "G2|V100", "G2|V100|V100", "A100")
+
+
+def _model_node(name, model, gpus=4):
+    return {
+        **_node(name, gpus),
+        "labels": {"gpu-model": model},
+        "gpus": [{"index": i, "model": model} for i in range(gpus)],
+    }
+
+
+def _in_models(spec):
+    if not spec:
+        return None
+    values = spec.split("|")
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "gpu-model", "operator": "In", "values": values}]}
+                ]
+            }
+        }
+    }
+
+
+def _session(nodes, jobs, *scorers):
+    from scheduler.core.cycle import open_session
+
+    data = {
+        "config": {"actions": "allocate", "tiers": _tiers(*scorers)},
+        "nodes": nodes,
+        "queues": [{"name": "q"}],
+        "jobs": [{"name": f"j{n}", "queue": "q", "tasks": [t]} for n, t in enumerate(jobs)],
+    }
+    return open_session(*load_scenario(data))
+
+
+def test_constrained_measure_equals_the_numpy_reference_with_gpu_specs():
+    # FGD's gpu_spec as required node affinity on the model label: per node, the typical types
+    # whose models it does not have count all its idle milli, as node_frag's access matrix does
+    rng = random.Random(11)
+    nodes = [_model_node(f"n{i}", MODELS[i % 3]) for i in range(6)]
+    ssn = _session(nodes, [_pod("p", 1)], {"name": "gpufrag"})
+    pods = []
+    for _ in range(80):
+        milli = rng.choice([0, 250, 500, 1000])
+        num = 0 if milli == 0 else (1 if milli < 1000 else rng.choice([1, 2]))
+        pods.append((rng.choice([2000, 8000]), milli, num, rng.choice(SPECS)))
+    constraints = {s: gpufrag.NodeConstraint.of((), _in_models(s)) for s in SPECS}
+    mine = Fragmentation(
+        TypicalPods.from_pods((c, m, n, constraints[s]) for c, m, n, s in pods), ssn.node_list
+    )
+    cpu, milli, num = (np.array(col) for col in list(zip(*pods))[:3])
+    reference = typical_pods(cpu, milli, num, [s for *_, s in pods])
+    assert mine.typical.count == tuple(reference.count.tolist())
+    assert len(mine.rows) == 4  # every type / not T4 / not V100 / not G2
+    for node in ssn.node_list:
+        model = node.labels["gpu-model"]
+        access = np.array([[accessible(model, s) for s in reference.spec]])
+        for _ in range(30):
+            cpu_left = rng.randrange(0, 64001, 1000)
+            left = tuple(rng.choice([0, 250, 500, 750, 1000]) for _ in range(4))
+            expected = node_frag(np.array([cpu_left]), np.array([left]), access, reference)
+            row = mine.row_of.get(node.name, 0)
+            assert mine.of(cpu_left, left, row) == expected[0]
+
+
+def test_a_session_derives_each_types_models_from_its_pods_selector():
+    # the session's own typical pods: half the pods may use only T4 cards (node selector); a T4
+    # node and a V100 node in equal states, so only the constraint tells them apart
+    nodes = [_model_node("t4", "T4", 2), _model_node("v100", "V100", 2)]
+    t4 = {"gpu-model": "T4"}
+    jobs = [_pod(f"a{i}", 0.5, node_selector=t4) for i in range(2)]
+    jobs += [_pod(f"b{i}", 1) for i in range(2)]
+    ssn = _session(nodes, jobs, {"name": "gpufrag"})
+    frag = ssn.plugins["gpufrag"]._frag
+    t4_node, v100_node = ssn.nodes["t4"], ssn.nodes["v100"]
+    # on the V100 node the T4-only half-card type finds nothing it may use: both its idle cards
+    # count for that half of the pods; on the T4 node every type can use a free card
+    assert frag.of_node(t4_node) == 0
+    assert frag.of_node(v100_node) == 1000
+    assert t4_node.state_key() != v100_node.state_key()
+
+
+def test_equally_popular_types_keep_the_simulators_order_of_gpu_specs():
+    # GetTypicalPods breaks ties on the GpuType string: a constraint's text must order alike
+    specs = ["", "P100", "P100|T4", "T4", "V100M16|V100M32", "V100M16|V100M32|V100M32", "A10|T4"]
+    pods = [(4000, 1000, 1, s) for s in specs]
+    constraints = {s: gpufrag.NodeConstraint.of((), _in_models(s)) for s in specs}
+    mine = TypicalPods.from_pods((c, m, n, constraints[s]) for c, m, n, s in pods)
+    cpu, milli, num = (np.array(col) for col in list(zip(*pods))[:3])
+    reference = typical_pods(cpu, milli, num, specs, threshold=1.0)
+    by_constraint = {c: s for s, c in constraints.items()}
+    assert [by_constraint[c] for c in mine.constraint] == list(reference.spec)

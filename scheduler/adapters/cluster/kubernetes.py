@@ -13,6 +13,7 @@ against a hung API server would hold the cycle lock for hours of timeouts and re
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -451,7 +452,7 @@ class KubernetesBackend:
 
         def create_job(indices: list[int]) -> None:
             for index in indices:
-                outcomes[index] = _outcome(lambda index=index: self.create_pod(pods[index]))
+                outcomes[index] = _outcome(functools.partial(self.create_pod, pods[index]))
 
         self._concurrently(create_job, by_job.values())
         return outcomes
@@ -515,7 +516,7 @@ class KubernetesBackend:
                     _preload_content=False,
                     _request_timeout=self.request_timeout,
                 )
-                answer.release_conn()
+                answer.release_conn()  # type: ignore[attr-defined]  # raw: _preload_content
             except ApiException as exc:
                 if exc.status != 409:
                     raise
@@ -566,7 +567,7 @@ class KubernetesBackend:
                 )
                 # Read and handed back to the pool: an unread answer keeps its connection
                 # out of it, and every bind paid for a new TLS handshake.
-                answer.release_conn()
+                answer.release_conn()  # type: ignore[attr-defined]  # raw: _preload_content
             except ApiException as exc:
                 if exc.status != 409:
                     raise

@@ -322,9 +322,10 @@ def real_api_server(
     from scheduler.adapters.cluster.testing.emulator import foreign_pod_object
     from scheduler.adapters.cluster.testing.fake_kubelet import FakeKubelet
 
-    api_client = config.new_client_from_config(str(kubeconfig))
-    api_client.configuration.connection_pool_maxsize = 16
-    api = client.CoreV1Api(api_client)
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    configuration.connection_pool_maxsize = 16  # one per seeding thread
+    api = client.CoreV1Api(client.ApiClient(configuration))
     kubelet = FakeKubelet(api, owner=BENCH_KUBELET)  # registers the nodes; its process runs them
     started = time.monotonic()
     for namespace in {"gpu-jobs", *namespaces}:

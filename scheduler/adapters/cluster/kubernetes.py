@@ -13,6 +13,7 @@ against a hung API server would hold the cycle lock for hours of timeouts and re
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -454,7 +455,7 @@ class KubernetesBackend:
 
         def create_job(indices: list[int]) -> None:
             for index in indices:
-                outcomes[index] = _outcome(lambda index=index: self.create_pod(pods[index]))
+                outcomes[index] = _outcome(functools.partial(self.create_pod, pods[index]))
 
         self._concurrently(create_job, by_job.values())
         return outcomes
@@ -518,7 +519,7 @@ class KubernetesBackend:
                     _preload_content=False,
                     _request_timeout=self.request_timeout,
                 )
-                answer.release_conn()
+                _discard(answer)
             except ApiException as exc:
                 if exc.status != 409:
                     raise
@@ -567,9 +568,7 @@ class KubernetesBackend:
                     _preload_content=False,
                     _request_timeout=self.request_timeout,
                 )
-                # Read and handed back to the pool: an unread answer keeps its connection
-                # out of it, and every bind paid for a new TLS handshake.
-                answer.release_conn()
+                _discard(answer)
             except ApiException as exc:
                 if exc.status != 409:
                     raise
@@ -583,35 +582,39 @@ class KubernetesBackend:
 
     def record_events(self, events: Sequence[PodEvent]) -> None:
         """One core/v1 Event per item, reported by the portal's scheduler name, one attempt
-        each: an event is a courtesy to `kubectl describe`, not worth a cycle's time."""
+        each (`write_concurrency` at once): an event is a courtesy to `kubectl describe`, not
+        worth a cycle's time."""
         if self._writes_failed_in_a_row >= self.breaker_threshold:
             return
         now = datetime.now(tz=UTC)
-        for event in events:
-            body = client.CoreV1Event(
-                metadata=client.V1ObjectMeta(
-                    name=f"{event.name}.{secrets.token_hex(8)}", namespace=event.namespace
-                ),
-                involved_object=client.V1ObjectReference(
-                    api_version="v1", kind="Pod", name=event.name, namespace=event.namespace
-                ),
-                reason=event.reason,
-                message=event.message[:EVENT_MESSAGE_CHARS],
-                type=event.type,
-                source=client.V1EventSource(component=self.scheduler_name),
-                reporting_component=self.scheduler_name,
-                reporting_instance=self.instance,
-                first_timestamp=now,
-                last_timestamp=now,
-                count=1,
+        self._each_concurrently(lambda event: self._record_event(event, now), events)
+
+    def _record_event(self, event: PodEvent, now: datetime) -> None:
+        body = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(
+                name=f"{event.name}.{secrets.token_hex(8)}", namespace=event.namespace
+            ),
+            involved_object=client.V1ObjectReference(
+                api_version="v1", kind="Pod", name=event.name, namespace=event.namespace
+            ),
+            reason=event.reason,
+            message=event.message[:EVENT_MESSAGE_CHARS],
+            type=event.type,
+            source=client.V1EventSource(component=self.scheduler_name),
+            reporting_component=self.scheduler_name,
+            reporting_instance=self.instance,
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+        )
+        try:
+            answer = self.core_v1.create_namespaced_event(
+                event.namespace, body, _preload_content=False, _request_timeout=self.request_timeout
             )
-            try:
-                self.core_v1.create_namespaced_event(
-                    event.namespace, body, _request_timeout=self.request_timeout
-                )
-            except (ApiException, urllib3.exceptions.HTTPError, ConnectionError, TimeoutError):
-                logger.warning("event %s on pod %s/%s not recorded", event.reason,
-                               event.namespace, event.name, exc_info=True)  # fmt: skip
+            _discard(answer)
+        except (ApiException, urllib3.exceptions.HTTPError, ConnectionError, TimeoutError):
+            logger.warning("event %s on pod %s/%s not recorded", event.reason,
+                           event.namespace, event.name, exc_info=True)  # fmt: skip
 
     def _ensure_owner(self, job_id: str, namespace: str) -> dict[str, Any]:
         """The job's owner object as an ownerReference, created first if it does not exist.
@@ -849,6 +852,14 @@ class KubernetesBackend:
         if isinstance(error, TransientClusterError):
             raise TransientClusterError(gave_up) from error
         raise ApiUnavailable(gave_up) from error
+
+
+def _discard(answer: Any) -> None:
+    """Read a raw answer (`_preload_content=False`) to its end and hand its connection back
+    to the pool: unread, the connection cannot be reused, and every write paid for a new TLS
+    handshake."""
+    answer.drain_conn()
+    answer.release_conn()
 
 
 def _outcome(write: Callable[[], None]) -> Exception | None:

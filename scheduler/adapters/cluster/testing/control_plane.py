@@ -363,8 +363,12 @@ def service_account_token(api_client: Any, namespace: str, name: str, hours: int
     request = client.AuthenticationV1TokenRequest(
         spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=hours * 3600)
     )
-    core = client.CoreV1Api(api_client)
-    return str(core.create_namespaced_service_account_token(name, namespace, request).status.token)
+    answer = client.CoreV1Api(api_client).create_namespaced_service_account_token(
+        name, namespace, request
+    )
+    if answer.status is None:
+        raise RuntimeError(f"no token for ServiceAccount {namespace}/{name}")
+    return str(answer.status.token)
 
 
 def portal_kubeconfig(plane: ControlPlane, api_client: Any) -> Path:
@@ -455,7 +459,7 @@ def write_pki(pki: Path) -> None:
     )  # fmt: skip
     _write_key(pki / "ca.key", ca_key)
     (pki / "ca.crt").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    service_ip = next(ipaddress.ip_network(SERVICE_CIDR).hosts())
+    service_ip = next(ipaddress.IPv4Network(SERVICE_CIDR).hosts())
     _issue(
         pki, "apiserver", ca_cert, ca_key, common_name="kube-apiserver", server=True,
         names=[

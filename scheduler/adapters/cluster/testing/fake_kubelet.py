@@ -111,7 +111,7 @@ class FakeKubelet:
 
     def register_node(self, name: str, **fields: Any) -> None:
         body = node_body(name, owner=self.owner, **fields)
-        self.api.create_node(body)
+        self.api.create_node(body)  # type: ignore[arg-type]  # the client takes plain dicts too
         # TaintNodesByCondition admission gives a new node node.kubernetes.io/not-ready, which
         # the node lifecycle controller lifts on its next pass once the node is Ready (up to
         # 5 s): lifted here at once, so a test's first cycle sees the node usable.
@@ -268,7 +268,7 @@ def start_for_plane(plane: Any, *, nodes: int, gpus: int) -> None:
     """`control_plane up --nodes N`: registers gpu-worker-1..N (owner `cluster-up`) unless
     they exist, and runs this module as a process beside the plane."""
     api = client.CoreV1Api(config.new_client_from_config(str(plane.admin_kubeconfig)))
-    existing = {node.metadata.name for node in api.list_node().items}
+    existing = {node.metadata.name for node in api.list_node().items if node.metadata}
     kubelet = FakeKubelet(api, owner="cluster-up")
     for index in range(1, nodes + 1):
         name = f"gpu-worker-{index}"

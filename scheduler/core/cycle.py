@@ -43,7 +43,7 @@ def run_cycle(snapshot: Snapshot, conf: SchedulerConf) -> CycleResult:
     """Run every configured action once over ``snapshot``; never raises for "does not fit".
 
     Leaves the garbage collector alone: pausing it for a big cycle is the calling process's
-    choice (scheduler.adapters.collector), as the web process runs small cycles too."""
+    choice (scheduler.adapters.gc_pause), as the web process runs small cycles too."""
     ssn = open_session(snapshot, conf)
     for action in conf.actions:
         ACTIONS[action].execute(ssn)

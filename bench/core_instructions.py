@@ -3,7 +3,9 @@
 Runs the synthetic cycle of ``python -m scheduler bench`` under valgrind twice, with 0 and
 with --cycles cycles after building the snapshot, and prints the difference per cycle. With
 --against DIR (another checkout, e.g. a `git worktree` of an older commit) it counts that
-checkout too and prints the ratio: how two versions compare, on a machine whose speed moves.
+checkout too and prints the ratio: how two versions compare, on a machine whose speed moves,
+and whether both made the same decisions and gave the same reasons (bench/digest.py, one cycle
+each, outside valgrind).
 
     .venv/bin/python -m bench.core_instructions --nodes 1000 --jobs 10000
     git worktree add /tmp/old <commit>
@@ -14,6 +16,7 @@ checkout too and prints the ratio: how two versions compare, on a machine whose 
 
 import argparse
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -44,9 +47,23 @@ if plugin:
 # As the cycle worker runs it (scheduler.adapters.gc_pause); a no-op where the core pauses it.
 import gc
 gc.disable()
+result = None
 for _ in range(int(cycles)):
-    run_cycle(snapshot, conf)
+    result = run_cycle(snapshot, conf)
+if len(sys.argv) > 9:  # the digests, from a run outside valgrind (sys.argv[9]: this checkout)
+    sys.path.insert(0, sys.argv[9])
+    from bench.digest import decisions_digest, reasons_digest
+    print(decisions_digest(result), reasons_digest(result))
 """
+
+
+def digests(checkout: Path, args: argparse.Namespace, tenants: int, plugin: str = "") -> list[str]:
+    """(decisions, reasons) digests of one cycle of `checkout`, run without valgrind, with
+    this checkout's digest functions (an older checkout may have none)."""
+    shape = [args.nodes, args.jobs, args.queues, args.running_fraction, 1, tenants]
+    argv = [sys.executable, "-c", _CYCLES, str(checkout), *map(str, shape), plugin, str(ROOT)]
+    answer = subprocess.run(argv, capture_output=True, text=True, check=True)
+    return answer.stdout.split()
 
 
 def per_cycle(checkout: Path, args: argparse.Namespace, tenants: int, plugin: str = "") -> int:
@@ -106,6 +123,11 @@ def main(argv: list[str] | None = None) -> None:
         out["ratio"] = round(
             out["instructions_per_cycle"] / out["against_instructions_per_cycle"], 3
         )
+        mine = digests(ROOT, args, args.tenants)
+        theirs = digests(args.against.resolve(), args, args.against_tenants)
+        out["decisions_digest"], out["against_decisions_digest"] = mine[0], theirs[0]
+        out["same_decisions"] = mine[0] == theirs[0]
+        out["same_reasons"] = mine[1] == theirs[1]
     print(json.dumps(out))
 
 

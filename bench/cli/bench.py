@@ -1,6 +1,7 @@
 """``python -m scheduler bench``: time one scheduling cycle on a synthetic cluster.
 
-Prints one JSON object: the median cycle time over ``--repeat`` runs (wall clock, and CPU time
+Prints one JSON object (with --digest, the digests of its decisions and reasons,
+bench/digest.py): the median cycle time over ``--repeat`` runs (wall clock, and CPU time
 with the load average, for shared machines), the median seconds per
 phase (session open, each action, session close), placements (binds + pipelined), placements per
 second, and the peak Python heap (tracemalloc, measured in one extra untimed run because tracing
@@ -17,6 +18,7 @@ import sys
 import time
 import tracemalloc
 
+from bench.digest import decisions_digest, reasons_digest
 from scheduler.adapters.gc_pause import gc_paused
 from scheduler.core.config import default_conf
 from scheduler.core.cycle import run_cycle, run_cycle_timed
@@ -40,6 +42,12 @@ def register(subparsers) -> None:
         help="share of the cluster's GPUs pre-filled with running jobs (0..1)",
     )
     parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc run")
+    parser.add_argument(
+        "--digest",
+        action="store_true",
+        help="also print digests of the cycle's decisions (binds, evictions, pipelined) and of "
+        "its pending reasons, to check that two versions decide the same",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -94,6 +102,9 @@ def run(args: argparse.Namespace) -> int:
         "placements_per_second": round(placements / cycle, 1) if cycle > 0 else None,
         "peak_memory_mb": None if args.no_memory else _peak_memory_mb(snapshot, conf),
     }
+    if args.digest:
+        out["decisions_digest"] = decisions_digest(result)
+        out["reasons_digest"] = reasons_digest(result)
     print(json.dumps(out))
     return 0
 

@@ -100,6 +100,19 @@ tenant = Tenant.objects.create(name="loadtest")
 Queue.objects.create(tenant=tenant, name="{queue}", weight=1)
 user = get_user_model().objects.create_user("loader", password=None)
 Membership.objects.create(user=user, tenant=tenant, role=Membership.Role.RESEARCHER)
+# --pending-jobs: the tenant's queue already holds this many pending 1-pod jobs, so a
+# create's cost can be compared with and without a long queue.
+from portal.jobs.models import Job, JobTask
+queue = Queue.objects.get(tenant=tenant)
+jobs = Job.objects.bulk_create(
+    [Job(tenant=tenant, queue=queue, submitter=user, name=f"waiting-{{i}}", min_available=1,
+         status=Job.Status.PENDING) for i in range({pending})],
+    batch_size=2000,
+)
+JobTask.objects.bulk_create(
+    [JobTask(job=job, name="worker", replicas=1, image="trainer:1", gpus=1) for job in jobs],
+    batch_size=2000,
+)
 print(api_token_create(user=user, name="load test")[1])
 """
 
@@ -410,6 +423,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "2,500 of the load's 2-pod jobs wait (no scheduler runs); checked on every request "
         "either way",
     )
+    parser.add_argument(
+        "--pending-jobs",
+        type=int,
+        default=0,
+        help="pending 1-pod jobs the tenant holds before the load (the pending-pods cap is "
+        "raised by as many)",
+    )
     parser.add_argument("--access-log", action="store_true", help="gunicorn access log on")
     parser.add_argument("--keep-db", action="store_true", help="leave the database behind")
     parser.add_argument("--wrk", default=shutil.which("wrk") or "wrk")
@@ -430,11 +450,14 @@ def run(argv: list[str] | None = None) -> dict:
         workdir=workdir,
         redis_url=args.redis_url,
         rate=args.rate,
-        pending_pods_cap=args.pending_pods_cap,
+        pending_pods_cap=args.pending_pods_cap + args.pending_jobs,
         db_query="" if args.conn_max_age is None else f"?conn_max_age={args.conn_max_age}",
     )
     log(f"recreating database {args.db}")
-    token = database_seeded(db=args.db, pg=pg, env=env, seed=SEED.format(queue=queue))
+    log(f"seeding {args.pending_jobs} pending jobs" if args.pending_jobs else "seeding")
+    token = database_seeded(
+        db=args.db, pg=pg, env=env, seed=SEED.format(queue=queue, pending=args.pending_jobs)
+    )
     redis_queue_length(args.redis_url, delete=True)
 
     script = workdir / "post_job.lua"

@@ -68,6 +68,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--no-throttle", action="store_true", help="experiment: no job_create throttle"
     )
     parser.add_argument(
+        "--pending-jobs",
+        type=int,
+        default=0,
+        help="pending 1-pod jobs the tenant holds before the measured creates (the "
+        "pending-pods cap raised to fit them and the creates)",
+    )
+    parser.add_argument(
         "--instructions",
         action="store_true",
         help="count CPU instructions per request under valgrind (slow, but the same figure "
@@ -92,6 +99,7 @@ def instructions_per_request(argv: list[str], args: argparse.Namespace) -> None:
         json.dumps(
             {
                 "requests": args.requests,
+                "pending_jobs": args.pending_jobs,
                 "instructions_per_post_millions": round(
                     (counts[1] - counts[0]) / args.requests / 1e6, 2
                 ),
@@ -116,10 +124,14 @@ def main(argv: list[str] | None = None) -> None:  # noqa: C901, PLR0915 - a benc
             redis_url=args.redis_url,
             rate=args.rate,
             db_query=f"?conn_max_age=60{args.db_options}",
+            pending_pods_cap=args.pending_jobs + 2 * (args.requests + args.warmup) + 1000,
         )
     )
     token = database_seeded(
-        db=args.db, pg=pg, env=dict(os.environ), seed=SEED.format(queue="load-queue")
+        db=args.db,
+        pg=pg,
+        env=dict(os.environ),
+        seed=SEED.format(queue="load-queue", pending=args.pending_jobs),
     )
 
     import warnings

@@ -113,6 +113,9 @@ JobTask.objects.bulk_create(
     [JobTask(job=job, name="worker", replicas=1, image="trainer:1", gpus=1) for job in jobs],
     batch_size=2000,
 )
+# What the first scheduling cycle does: the tenants' pending-pod deltas folded into one row.
+from portal.jobs.pod_count import tenant_pod_deltas_fold
+tenant_pod_deltas_fold()
 print(api_token_create(user=user, name="load test")[1])
 """
 

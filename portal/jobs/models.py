@@ -172,3 +172,25 @@ class JobTask(models.Model):
         return request_text(
             gpus=self.gpus, gpu_milli=self.gpu_milli, gpu_memory_mib=self.gpu_memory_mib
         )
+
+
+class TenantPodDelta(models.Model):
+    """Changes to a tenant's pending pods, written by the database itself (triggers on jobs,
+    tasks and placements: portal/jobs/pod_count.py), never by Python: every writer of a job's
+    status, a task's replicas or a placement's state is counted, bulk and raw SQL included.
+    A tenant's pending pods are max(0, sum(replicas) - sum(placed)) of its rows; the cycle
+    folds them into one row per tenant (`tenant_pod_deltas_fold`), so reading them costs what
+    changed since, not the length of the tenant's queue."""
+
+    # No constraint: a tenant's delta rows must not hold back its deletion (its jobs go first,
+    # and their triggers append rows for it); the fold drops a deleted tenant's rows.
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
+    # Replicas of the tenant's jobs the scheduler still schedules (portal.jobs.lifecycle
+    # SCHEDULED), and how many of those hold a placement (active or succeeded).
+    replicas = models.BigIntegerField(default=0)
+    placed = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"tenant {self.tenant_id}: {self.replicas:+} replicas, {self.placed:+} placed"

@@ -79,35 +79,34 @@ def pending_demand_per_queue() -> dict[str, int | float]:
 SCHEDULED_STATUSES = tuple(sorted(SCHEDULED))
 
 
-def tenant_scheduled_replicas(*, tenant_id: int) -> int:
-    """Replicas of the tenant's jobs the cycle still schedules, placed or not: a bound on its
-    pending pods (`tenant_pending_pods` never exceeds it). One aggregate query."""
+def tenant_pending_pods(*, tenant_id: int) -> int:
+    """Pods of the tenant's jobs waiting for a node, as the cycle counts them: replicas of the
+    jobs it still schedules, less those placed (active, or succeeded while the job goes on).
+    Kept by the database (portal.jobs.pod_count): its cost does not grow with the queue."""
+    from .pod_count import tenant_pending_pods as counted
+
+    return counted(tenant_id)
+
+
+def tenant_pending_pods_recount(*, tenant_id: int) -> int:
+    """The same figure from the rows themselves (two aggregates over the tenant's jobs): what
+    the database's count is checked against."""
     from django.db.models import FloatField, Sum
     from django.db.models.functions import Cast
+
+    from portal.cluster.models import Placement
 
     from .models import JobTask
 
     replicas = JobTask.objects.filter(
         job__tenant_id=tenant_id, job__status__in=SCHEDULED_STATUSES
     ).aggregate(n=Sum(Cast("replicas", FloatField())))["n"]
-    return int(replicas or 0)
-
-
-def tenant_pending_pods(*, tenant_id: int, replicas: int | None = None) -> int:
-    """Pods of the tenant's jobs waiting for a node, as the cycle counts them: replicas of the
-    jobs it still schedules, less those placed (active, or succeeded while the job goes on).
-    Two aggregate queries, whatever the number of jobs; one if the caller already read
-    `tenant_scheduled_replicas` (`replicas`) in the same transaction."""
-    from portal.cluster.models import Placement
-
-    if replicas is None:
-        replicas = tenant_scheduled_replicas(tenant_id=tenant_id)
     placed = Placement.objects.filter(
         job__tenant_id=tenant_id,
         job__status__in=SCHEDULED_STATUSES,
         state__in=[*Placement.ACTIVE_STATES, Placement.State.SUCCEEDED],
     ).count()
-    return max(0, replicas - placed)
+    return max(0, int(replicas or 0) - placed)
 
 
 def job_search(

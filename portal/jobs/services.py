@@ -32,7 +32,7 @@ from portal.tenants.models import Tenant
 from .access import can_cancel_job, can_release_job
 from .lifecycle import Event, IllegalTransition, allows, transition
 from .models import Job, JobTask
-from .selectors import tenant_pending_pods, tenant_scheduled_replicas
+from .selectors import tenant_pending_pods
 
 TASK_FIELDS = (
     "name",
@@ -461,22 +461,13 @@ def job_submit_manifest(*, submitter: AbstractBaseUser, manifest: Any) -> Manife
 
 def _pending_pods_refusal(*, job: Job, adding: int, limits: JobLimits) -> str | None:
     """Why the tenant may not queue `adding` more pods, or None. Locks the tenant row until
-    the caller's transaction ends, so concurrent submissions are counted one after another."""
+    the caller's transaction ends, so concurrent submissions are counted one after another;
+    the count is the database's (portal.jobs.pod_count), whatever the queue's length."""
     tenant = job.tenant
     list(Tenant.objects.select_for_update().filter(pk=tenant.pk).order_by().values_list("pk"))
-    replicas = tenant_scheduled_replicas(tenant_id=tenant.pk)
-    # Pending pods never exceed those replicas: if the replicas alone leave room for the new
-    # pods, no count of placements can refuse them, so the placements are counted only when
-    # the answer can be no (the refusal says how many are pending). Same answer, one
-    # aggregate query fewer on nearly every submission.
-    if (
-        pending_pods_error(tenant=tenant.name, pending=replicas, adding=adding, limits=limits)
-        is None
-    ):
-        return None
     return pending_pods_error(
         tenant=tenant.name,
-        pending=tenant_pending_pods(tenant_id=tenant.pk, replicas=replicas),
+        pending=tenant_pending_pods(tenant_id=tenant.pk),
         adding=adding,
         limits=limits,
     )

@@ -59,6 +59,7 @@ from scheduler.adapters.portal_port import (
     eviction_reasons,
     finished_pods_kept,
     node_seen_mark,
+    tenant_pod_deltas_fold,
     ttl_jobs_kept,
 )
 from scheduler.adapters.quarantine import Faults, Isolation, bundle_without
@@ -119,7 +120,9 @@ def scheduling_cycle_run(
             # 6. The cluster made to match the placements; its refusals onto their jobs.
             checkpoint()
             report = cluster_reconcile_isolated(isolation, bundle, backend, pods, checkpoint, now)
-        # 7. What went wrong on the way, on the cycle's row.
+        # 7. The tenants' pending-pod counts folded, so a job creation reads few rows.
+        tenant_pod_deltas_fold()
+        # 8. What went wrong on the way, on the cycle's row.
         cycle.error = cycle_error([*isolation.notes, *notes, *transitions.notes()], report)
     except CycleAbandoned as reason:
         logger.warning("scheduling cycle %s abandoned: %s", cycle.id, reason)

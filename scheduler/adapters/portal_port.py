@@ -38,6 +38,7 @@ from portal.cluster.services import node_inventory_sync, node_seen_mark, placeme
 from portal.jobs.lifecycle import WAITING, Event, IllegalTransition, Transition, allows, transition
 from portal.jobs.limits import gpu_sharing, job_limits
 from portal.jobs.models import Job, JobTask
+from portal.jobs.pod_count import tenant_pod_deltas_fold
 from portal.jobs.services import job_quarantine, job_start_refused, job_start_retrying
 from portal.ops.retention import finished_pods_kept, ttl_jobs_kept
 from portal.queues.models import Queue
@@ -97,12 +98,14 @@ __all__ = [
     "placement_pod_name",
     "placing_namespaces",
     "whole_second",
-    # jobs: rows, the lifecycle, the limits in force, the services the cycle ends jobs with
+    # jobs: rows, the lifecycle, the limits in force, the services the cycle ends jobs with,
+    # the tenants' pending-pod counts it folds
     "WAITING",
     "Event",
     "IllegalTransition",
     "Job",
     "JobTask",
+    "tenant_pod_deltas_fold",
     "Transition",
     "allows",
     "gpu_sharing",

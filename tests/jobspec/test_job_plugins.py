@@ -1,7 +1,7 @@
 """jobspec.job_plugins: Volcano's svc, env, pytorch, ssh and mpi job plugins (pure).
 
 Expected values are derived from upstream volcano-sh/volcano pkg/controllers/job/plugins:
-env/env.go:45-59, svc/svc.go:76-131 and 309-345, pytorch/pytorch.go:91-157, ssh/ssh.go:144-200
+env/env.go:45-59, svc/svc.go:76-131 and 309-345, pytorch/pytorch.go:74-231, ssh/ssh.go:144-200
 (mountRsaKey) and 262-286 (generateSSHConfig), distributed-framework/mpi/mpi.go:80-170; the
 webhook's defaults webhooks/admission/jobs/mutate/mutate_job.go:244-260."""
 
@@ -9,6 +9,7 @@ import pytest
 
 from jobspec.job_plugins import (
     SSH_KEY_PLACEHOLDER,
+    WAIT_MASTER_IMAGE,
     JobShape,
     hostname,
     hosts_data,
@@ -114,6 +115,11 @@ def test_pytorch_turns_svc_on_like_the_admission_webhook():
         ({"svc": ["--inject-hosts-env=maybe"]}, "spec.plugins.svc[0]", "true or false"),
         ({"pytorch": ["--port=99999"]}, "spec.plugins.pytorch[0]", "port"),
         ({"pytorch": ["--master=chief"]}, "spec.plugins.pytorch", "task named chief"),
+        ({"pytorch": ["--wait-master-timeout=-5"]}, "spec.plugins.pytorch[0]", "seconds"),
+        ({"pytorch": ["--wait-master-timeout=90000"]}, "spec.plugins.pytorch[0]", "seconds"),
+        ({"pytorch": ["--wait-master-image="]}, "spec.plugins.pytorch[0]", "container image"),
+        ({"pytorch": ["--wait-master-image=a b"]}, "spec.plugins.pytorch[0]", "container image"),
+        ({"pytorch": ["--wait-master-enabled=perhaps"]}, "spec.plugins.pytorch[0]", "true or"),
         ({"env": "yes"}, "spec.plugins.env", "list of arguments"),
         (["svc"], "spec.plugins", "mapping"),
     ],
@@ -284,3 +290,41 @@ def test_a_missing_task_is_said_with_the_flag_errors_not_after_they_are_fixed():
         "spec.plugins.ray[1]": ["flag --dashboardPort takes a port number (1-65535)"],
         "spec.plugins.ray": ["the ray plugin needs a task named chief (set --head=<task>)"],
     }
+
+
+WAIT = ["--wait-master-enabled=true", "--wait-master-timeout=600", "--port=29500"]
+
+
+def test_pytorch_wait_master_gives_each_worker_an_init_container_waiting_for_the_master():
+    """pytorch.go:74-85 (flags), 110-120 (workers only) and 173-231 (the init container)."""
+    stored, errors = plugins_parse({"pytorch": WAIT}, task_names=["master", "worker"])
+    assert errors == {}
+    (init,) = pod_additions(stored, JOB, "worker", 1).init_containers
+    assert (init["name"], init["image"], init["command"][:2]) == (
+        "wait-for-master", WAIT_MASTER_IMAGE, ["sh", "-c"]
+    )  # fmt: skip
+    script = init["command"][2]
+    assert "nc -z ddp-master-0.gp-42 29500" in script
+    assert "-ge 600 ]" in script
+    assert pod_additions(stored, JOB, "master", 0).init_containers == ()
+    assert pod_additions({"pytorch": []}, JOB, "worker", 0).init_containers == ()
+    image = plugins_parse({"pytorch": ["--wait-master-enabled", "--wait-master-image=alpine:3"]},
+                          task_names=["master", "worker"])[0]  # fmt: skip
+    (init,) = pod_additions(image, JOB, "worker", 0).init_containers
+    assert init["image"] == "alpine:3"
+    assert "-ge 300 ]" in init["command"][2]  # DefaultTimeout
+
+
+def test_the_wait_for_master_container_goes_after_the_pods_own_unless_it_has_one():
+    from jobspec.podspec import with_additions
+
+    additions = pod_additions(plugins_parse({"pytorch": WAIT}, task_names=["master", "worker"])[0],
+                              JOB, "worker", 0).as_dict()  # fmt: skip
+    body = {"containers": [{"name": "t"}], "initContainers": [{"name": "fetch"}]}
+    names = [c["name"] for c in with_additions(body, additions)["initContainers"]]
+    assert names == ["fetch", "wait-for-master"]
+    own = {"containers": [{"name": "t"}], "initContainers": [{"name": "wait-for-master"}]}
+    assert with_additions(own, additions)["initContainers"] == [
+        {"name": "wait-for-master", "env": additions["initEnv"],
+         "volumeMounts": additions["volumeMounts"]}
+    ]  # fmt: skip

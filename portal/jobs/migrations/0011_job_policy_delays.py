@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0010_job_ttl'),
+        ("jobs", "0010_job_ttl"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='policy_delays',
+            model_name="job",
+            name="policy_delays",
             field=models.JSONField(blank=True, default=list),
         ),
         migrations.AddField(
-            model_name='job',
-            name='policy_due_at',
+            model_name="job",
+            name="policy_due_at",
             field=models.DateTimeField(blank=True, db_index=True, null=True),
         ),
     ]

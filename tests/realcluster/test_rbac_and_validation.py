@@ -14,6 +14,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from jobspec.volcano import documents_split
 from portal.jobs.dry_run import job_render
 from tests.factories import NodeFactory
 from tests.realcluster.conftest import NAMESPACE, PORTAL_SA
@@ -72,11 +73,11 @@ def rendered_examples() -> list[tuple[str, dict[str, Any]]]:
     """(example file, object) for each object the portal renders from the Volcano examples it
     runs (the ones it refuses are test_render's business)."""
     rendered = []
-    for path in sorted(EXAMPLES.glob("*.yaml")):
-        data = next(doc for doc in yaml.safe_load_all(path.read_text()) if doc)
-        data["spec"].setdefault("queue", "default")
-        result = job_render(data, namespace=NAMESPACE)
-        rendered += [(path.name, obj) for obj in result.objects]
+    for path in sorted(EXAMPLES.rglob("*.yaml")):
+        documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+        for _, data in documents_split(documents).jobs:
+            result = job_render(data, namespace=NAMESPACE)
+            rendered += [(str(path.relative_to(EXAMPLES)), obj) for obj in result.objects]
     return rendered
 
 

@@ -117,6 +117,7 @@ _MAPPED_SPEC_KEYS = (
     "queue", "minAvailable", "tasks", "plugins", "policies", "maxRetry",
     "ttlSecondsAfterFinished", "priorityClassName", "runningEstimate", "volumes",
 )  # fmt: skip
+_MAPPED_METADATA_KEYS = ("name", "generateName", "annotations")
 _MAPPED_TASK_KEYS = ("name", "replicas", "template", "policies", "minAvailable")
 TASK_MINIMUM_NOTE = (
     "{path}.minAvailable counts in the job's minAvailable when that is not given; the portal "
@@ -391,8 +392,10 @@ def _metadata(c: _Collector, metadata: dict[str, Any]) -> _Metadata:
         meta.generate_name = generate
     elif "metadata.name" not in c.errors and "metadata.generateName" not in c.errors:
         c.add("metadata.name", NAME_OR_GENERATE_NAME if "metadata" not in c.errors else REQUIRED)
-    for key in ("namespace", "labels"):
-        if key in metadata:
+    for key in metadata:
+        # The namespace is the tenant's, the labels stay on a Job object the portal does not
+        # make, and the rest (ownerReferences, finalizers, ...) are another controller's.
+        if key not in _MAPPED_METADATA_KEYS:
             c.ignore("metadata", key)
     annotations = c.mapping(metadata.get("annotations"), "metadata.annotations")
     if PRIORITY_ANNOTATION in annotations:

@@ -358,12 +358,22 @@ def test_running_estimate_is_the_expected_duration_unless_the_annotation_says():
 
 
 def test_metadata_the_portal_decides_is_named_back():
+    """Every metadata field but the name and the annotations the portal reads: the ones a
+    user sets (namespace, labels) and the ones another controller does (an Argo workflow
+    step's ownerReferences, example/integrations/argo/10-job-step.yaml)."""
     manifest = _manifest()
-    manifest["metadata"].update(namespace="ml", labels={"team": "nlp"})
+    manifest["metadata"].update(
+        namespace="ml",
+        labels={"team": "nlp"},
+        ownerReferences=[{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow"}],
+        finalizers=["x.io/keep"],
+    )
     manifest["metadata"]["annotations"]["volcano.sh/preemptable"] = "true"
     assert volcano_job_parse(manifest).ignored == [
         "metadata.namespace",
         "metadata.labels",
+        "metadata.ownerReferences",
+        "metadata.finalizers",
         "metadata.annotations.volcano.sh/preemptable",
         "spec.schedulerName",
     ]

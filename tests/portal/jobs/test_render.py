@@ -1,8 +1,8 @@
 """The dry-run render (`python -m portal.jobs.render`, POST /api/v1/jobs/render/) of upstream
-Volcano's example manifests: every Job manifest of volcano-sh/volcano's docs/user-guide/ and
-example/, copied with its licence under volcano_examples/ at its upstream path (a guide's
-examples as <guide>/example-<n>.yaml), renders or is refused for a reason docs/api.md gives
-with the upstream file; other kinds are skipped by name.
+Volcano's example manifests: every Job example of volcano-sh/volcano's docs/user-guide/ and
+every manifest file of its example/, copied with its licence under volcano_examples/ at its
+upstream path (a guide's examples as <guide>/example-<n>.yaml): a Job renders or is refused
+for a reason docs/api.md gives with the upstream file; other kinds are skipped by name.
 
 Expected objects are derived by hand from upstream's controller: svc/svc.go GenerateHosts
 (:309-345: `<task>.host` one host a line, `VC_<TASK>_HOSTS` comma-separated, `VC_<TASK>_NUM`),
@@ -382,6 +382,7 @@ PRIORITY = "docs/user-guide/how_to_configure_priorityclass_for_job/example-1.yam
 POLICY_3 = "docs/user-guide/how_to_use_job_policy/example-3.yaml"
 TTL = "docs/user-guide/how_to_use_job_ttl/example-1.yaml"
 TEMPLATE = "spec.tasks[{}].template.spec"
+ARGO = "example/integrations/argo"
 OUTCOMES = {
     PRIORITY: ("pods", 2, ["PriorityClass", "PriorityClass"]),
     "docs/user-guide/how_to_use_cdp_plugin/example-1.yaml": (
@@ -431,8 +432,15 @@ OUTCOMES = {
     "example/MindSpore-example/mindspore_cpu/mindspore-cpu.yaml": ("pods", 8, []),
     "example/MindSpore-example/mindspore_gpu/mindspore-gpu.yaml": ("pods", 3, []),
     "example/cronjob/cronjob.yaml": ("skipped", ["CronJob"]),
+    "example/deployment/deployment.yaml": ("skipped", ["Deployment"]),
+    "example/deployment/queue.yaml": ("skipped", ["Queue"]),
     "example/hierarchical-jobs/jobs.yaml": ("pods", 24, []),
     "example/hierarchical-jobs/queues.yaml": ("skipped", ["Queue"] * 4),
+    # Argo workflows whose steps create a Volcano Job: test_the_job_an_argo_step_creates.
+    f"{ARGO}/10-job-step.yaml": ("skipped", ["Workflow"]),
+    f"{ARGO}/20-job-DAG.yaml": ("skipped", ["Workflow"]),
+    f"{ARGO}/mpi/hello-world.yaml": ("skipped", ["WorkflowTemplate"]),
+    f"{ARGO}/mpi/rbac.yaml": ("skipped", ["Role", "RoleBinding"]),
     "example/integrations/mpi/mpi-example.yaml": ("pods", 3, []),
     "example/integrations/mxnet/train/train-mnist-cpu.yaml": ("pods", 5, []),
     PADDLE: ("refused", {f"{TEMPLATE.format(0)}.volumes[0].hostPath": "JOB_ALLOW_HOST_PATH"}),
@@ -453,10 +461,14 @@ OUTCOMES = {
     "example/job.yaml": ("pods", 6, []),
     "example/jobflow/JobFlow.yaml": ("skipped", ["JobFlow"]),
     "example/jobflow/JobTemplate.yaml": ("skipped", ["JobTemplate"] * 5),
+    "example/kubecon-2019-china/drf/nginx-1.yaml": ("skipped", ["ReplicaSet"]),
+    "example/kubecon-2019-china/drf/nginx-2.yaml": ("skipped", ["ReplicaSet"]),
+    "example/kubecon-2019-china/drf/nginx.yaml": ("skipped", ["ReplicaSet"]),
     "example/kubecon-2019-china/gang/mpi-example.yaml": ("pods", 4, []),
     "example/kubecon-2019-china/gang/nginx.yaml": ("skipped", ["ReplicaSet"]),
     "example/kubecon-2019-china/horovod-sample/lm-horovod-tf-mnist-v0.5.yaml": ("pods", 4, []),
     "example/kubecon-2019-china/mpi-sample/mpi-example.yaml": ("pods", 3, []),
+    "example/kubecon-2019-china/node-selector/nginx.yaml": ("skipped", ["ReplicaSet"]),
     "example/kubecon-2019-china/spark-sample/spark-pi.yaml": (
         "skipped", ["SparkApplication", "PodGroup"]
     ),
@@ -464,7 +476,13 @@ OUTCOMES = {
     "example/kubecon-2019-china/task-priority/elastic-job.yaml": (
         "refused", {f"{TEMPLATE.format(0)}.priorityClass": "unsupported field"}
     ),
+    "example/kubecon-2019-china/task-priority/high-priority.yaml": ("skipped", ["PriorityClass"]),
+    "example/kubecon-2019-china/task-priority/nginx.yaml": ("skipped", ["ReplicaSet"]),
+    "example/kubecon-2019-china/task-priority/normal-priority.yaml": (
+        "skipped", ["PriorityClass"]
+    ),
     "example/kubecon-2019-china/tf-sample/tf-example.yaml": ("pods", 3, []),
+    "example/sharding/sharding-config-configmap.yaml": ("skipped", ["ConfigMap"]),
     "example/task-start-dependency/job.yaml": ("pods", 11, []),
     "example/task-start-dependency/mpi.yaml": ("pods", 11, []),
 }  # fmt: skip
@@ -547,3 +565,39 @@ def test_generate_name_is_rendered_with_a_placeholder_and_said():
         "metadata.generateName: a submission names the job test-job- and 5 random characters; "
         "shown here as test-job-xxxxx"
     ) in rendered.warnings
+
+
+def _argo_step_job(name: str) -> dict:
+    """The Volcano Job an Argo workflow's resource step creates, Argo's {{...}} parameters
+    filled in with a word, as Argo would before it creates it."""
+    workflow = yaml.safe_load((EXAMPLES / ARGO / name).read_text())
+    (manifest,) = [
+        t["resource"]["manifest"] for t in workflow["spec"]["templates"] if "resource" in t
+    ]
+    return yaml.safe_load(re.sub(r"\{\{[^}]*\}\}", "hello", manifest))
+
+
+@pytest.mark.parametrize("name", ["10-job-step.yaml", "20-job-DAG.yaml"])
+def test_the_job_an_argo_step_creates_renders(name):
+    """The portal runs no Argo: the Workflow is skipped, but the Job its step would create
+    renders, its owner (the workflow) named as ignored."""
+    rendered = job_render(_argo_step_job(name))
+    assert rendered.errors == {}
+    assert sum(o["kind"] == "Pod" for o in rendered.objects) == 2
+    assert "metadata.ownerReferences is ignored by the portal" in rendered.warnings
+
+
+def test_the_job_of_the_argo_mpi_example_is_refused_for_what_the_portal_does_not_run():
+    """Its pods call the API server as the workflow's service account (kubectl wait), ask for
+    an RDMA device and probe readiness."""
+    errors = job_render(_argo_step_job("mpi/hello-world.yaml")).errors
+    assert set(errors) == {
+        f"{TEMPLATE.format(0)}.serviceAccountName",
+        *(
+            f"{TEMPLATE.format(t)}.containers[0].resources.{kind}.rdma/ib"
+            for t in (0, 1)
+            for kind in ("limits", "requests")
+        ),
+        f"{TEMPLATE.format(1)}.containers[0].readinessProbe",
+    }
+    assert f"{ARGO}/mpi/hello-world.yaml" in API_DOCS.read_text(), "the refusal is not documented"

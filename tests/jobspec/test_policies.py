@@ -63,6 +63,9 @@ def test_event_and_events_are_normalised():
             "no task partitions",
         ),
         ([{"event": "PodFailed", "action": "Reboot"}], "policies[0].action", "unknown action"),
+        # upstream's controller's own commands, which its webhook refuses in a policy too
+        ([{"event": "PodFailed", "action": "SyncJob"}], "policies[0].action", "unknown action"),
+        ([{"event": "PodFailed", "action": "CloseQueue"}], "policies[0].action", "unknown action"),
         ([{"event": "PodFailed"}], "policies[0].action", "needs an action"),
         (
             [{"event": "PodFailed", "action": "RestartJob", "timeout": "10 minutes"}],

@@ -1,4 +1,5 @@
-"""Volcano job plugins the portal runs: `svc`, `env`, `pytorch`, `ssh`, `mpi` and `ray`. Pure.
+"""Volcano job plugins the portal runs: `svc`, `env`, `pytorch`, `tensorflow`, `ssh`, `mpi`
+and `ray`. Pure.
 
 Each follows upstream volcano-sh/volcano pkg/controllers/job/plugins (the file and line cited at
 each rule), so a training script written for Volcano finds the same variables and files:
@@ -22,6 +23,13 @@ each rule), so a training script written for Volcano finds the same variables an
   the pod has an init container of that name already (pytorch.go:74-85 addFlags, 173-231
   generateWaitForMasterScript and addWaitForMasterInitContainer). Like upstream's admission
   webhook (webhooks/admission/jobs/mutate/mutate_job.go:244-254) it turns `svc` on.
+- tensorflow: `TF_CONFIG` in every container, Go's compact JSON of the cluster (each role's
+  pods as `<hostname>.<subdomain>:<port>`, the roles in upstream's order ps, worker, chief,
+  evaluator) and the pod's own task (its role, or its task's name when it has none, and its
+  index); none for a job of one task and one replica (distributed-framework/tensorflow/
+  tensorflow.go: addFlags, OnPodCreate, generateTFClusterSpec, getTaskType). Flags: `--ps`,
+  `--worker`, `--chief`, `--evaluator` (the tasks of each role, named by default as the role),
+  `--port` (default 2222). Like upstream's webhook it turns `svc` on (mutate_job.go:244-254).
 - ssh: a Secret per job holding an RSA key pair (`id_rsa`, `id_rsa.pub`, `authorized_keys`) and
   an ssh `config` (`StrictHostKeyChecking no`, `UserKnownHostsFile /dev/null`, one `Host` entry
   per pod with its `<hostname>.<subdomain>` and port), mounted in every container and init
@@ -56,7 +64,7 @@ Where the portal departs from upstream, and why:
   pods without the variables, which then cannot rendezvous); so is an unknown flag (upstream
   logs it and ignores it), and a port out of range (upstream's ssh plugin falls back to 22).
   A ray job without its head task is refused too (upstream fails each pod's creation). Other
-  plugins (tensorflow, ...) are refused naming `spec.plugins.<name>`.
+  plugins (hcclrank, Ascend NPU ranks) are refused naming `spec.plugins.<name>`.
 - ray: its Service is `gp-<job id>-ray`. Upstream names it after the job, the name the svc
   plugin's headless Service also takes, so whichever plugin ran first made it and the other's
   was skipped. In a pod the portal builds itself (no pod template), its one container is the
@@ -73,13 +81,15 @@ Where the portal departs from upstream, and why:
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 SVC, ENV, PYTORCH, SSH, MPI, RAY = "svc", "env", "pytorch", "ssh", "mpi", "ray"
-SUPPORTED = (ENV, MPI, PYTORCH, RAY, SSH, SVC)
+TENSORFLOW = "tensorflow"
+SUPPORTED = (ENV, MPI, PYTORCH, RAY, SSH, SVC, TENSORFLOW)
 HOSTS_MOUNT_PATH = "/etc/volcano"  # svc/const.go ConfigMapMountPath
 TASK_INDEX_VARS = ("VK_TASK_INDEX", "VC_TASK_INDEX")  # env/const.go
 PYTORCH_PORT_NAME = "pytorchjob-port"  # pytorch.go openContainerPort
@@ -92,6 +102,9 @@ IMAGE_MAX = 500
 MPI_PORT_NAME = "mpijob-port"  # mpi.go openContainerPort
 MPI_DEFAULT_PORT = 22
 MPI_HOST = "MPI_HOST"
+TF_CONFIG = "TF_CONFIG"
+TF_DEFAULT_PORT = 2222  # tensorflow.go DefaultPort
+TF_ROLES = ("ps", "worker", "chief", "evaluator")  # tensorflow.go clusterInfo, in its order
 # ray.go: the ports and their names
 RAY_PORT, RAY_DASHBOARD_PORT, RAY_CLIENT_PORT = 6379, 8265, 10001
 RAY_PORT_NAMES = ("gcs", "dashboard", "client-server")
@@ -142,6 +155,7 @@ _BOOL_FLAGS = {
     SSH: {},
     MPI: {},
     RAY: {},
+    TENSORFLOW: {},
 }
 # Each plugin's value flags -> the Plugins field each sets.
 _VALUE_FLAGS: dict[str, dict[str, str]] = {
@@ -164,6 +178,13 @@ _VALUE_FLAGS: dict[str, dict[str, str]] = {
         "port": "ray_port",
         "dashboardPort": "ray_dashboard_port",
         "clientPort": "ray_client_port",
+    },
+    TENSORFLOW: {
+        "ps": "tf_ps",
+        "worker": "tf_worker",
+        "chief": "tf_chief",
+        "evaluator": "tf_evaluator",
+        "port": "tf_port",
     },
 }
 _PORT_FLAGS = {"port", "ssh-port", "dashboardPort", "clientPort"}
@@ -211,13 +232,20 @@ class Plugins:
     ray_port: int = RAY_PORT
     ray_dashboard_port: int = RAY_DASHBOARD_PORT
     ray_client_port: int = RAY_CLIENT_PORT
+    tensorflow: bool = False
+    tf_ps: str = "ps"
+    tf_worker: str = "worker"
+    tf_chief: str = "chief"
+    tf_evaluator: str = "evaluator"
+    tf_port: int = TF_DEFAULT_PORT
 
 
 def plugins_parse(
     raw: Any, *, task_names: Sequence[str], path: str = "spec.plugins"
 ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """Check a job's `plugins` mapping; (the mapping to store, errors keyed by path). The stored
-    mapping has `svc` added when `pytorch`, `mpi` or `ray` needs it, and `ssh` when `mpi` does."""
+    mapping has `svc` added when `pytorch`, `tensorflow`, `mpi` or `ray` needs it, and `ssh` when
+    `mpi` does."""
     errors: dict[str, list[str]] = {}
     if raw is None or raw == {}:
         return {}, errors
@@ -256,7 +284,7 @@ def plugins_parse(
             errors.setdefault(f"{path}.{name}", []).append(
                 NO_MASTER_TASK.format(name=name, master=master, flag=flag)
             )
-    if PYTORCH in stored or MPI in stored or RAY in stored:
+    if PYTORCH in stored or TENSORFLOW in stored or MPI in stored or RAY in stored:
         stored.setdefault(SVC, [])
     if MPI in stored:
         stored.setdefault(SSH, [])
@@ -504,6 +532,7 @@ def pod_additions(
             elif task == config.master:
                 env.append({"name": "RANK", "value": "0"})
             ports.append({"name": PYTORCH_PORT_NAME, "containerPort": config.port})
+    env += _tf_env(config, job, task, index)
     if config.ssh:
         secret = ssh_secret_name(job.job_id)
         volumes.append(
@@ -550,6 +579,33 @@ def pod_additions(
         ports_of=ports_of,
         init_containers=tuple(init_containers),
     )
+
+
+def _tf_env(config: Plugins, job: JobShape, task: str, index: int) -> list[dict[str, Any]]:
+    """The tensorflow plugin's TF_CONFIG as upstream marshals it; none without the plugin or
+    for a job of one pod (OnPodCreate). A task named by two role flags is in the cluster under
+    the first of ps, worker, chief, evaluator (generateTFClusterSpec's switch) and its type is
+    the first of chief, worker, ps, evaluator (getTaskType's); a task of no role is in no
+    list, its type its own name."""
+    if not config.tensorflow or (len(job.tasks) == 1 and job.tasks[0][1] == 1):
+        return []
+    names = {
+        "ps": config.tf_ps,
+        "worker": config.tf_worker,
+        "chief": config.tf_chief,
+        "evaluator": config.tf_evaluator,
+    }
+    cluster: dict[str, list[str]] = {}
+    for name, _ in job.tasks:
+        role = next((r for r in TF_ROLES if names[r] == name), None)
+        if role is not None:
+            cluster[role] = [f"{host}:{config.tf_port}" for host in _task_hosts(job, name)]
+    kind = next((r for r in ("chief", "worker", "ps", "evaluator") if names[r] == task), task)
+    spec = {
+        "cluster": {role: cluster[role] for role in TF_ROLES if cluster.get(role)},
+        "task": {"type": kind, "index": index},
+    }
+    return [{"name": TF_CONFIG, "value": json.dumps(spec, separators=(",", ":"))}]
 
 
 def _wait_for_master(config: Plugins, master: str) -> dict[str, Any]:

@@ -447,8 +447,8 @@ class JobCreateApi(ApiView):
         plugins = serializers.DictField(
             child=serializers.ListField(child=serializers.CharField(), allow_empty=True),
             required=False,
-            help_text="Volcano job plugins and their flags: svc, env, pytorch, ssh, mpi "
-            '(e.g. {"pytorch": ["--master=master", "--port=23456"]}).',
+            help_text="Volcano job plugins and their flags: svc, env, pytorch, tensorflow, ssh, "
+            'mpi, ray (e.g. {"pytorch": ["--master=master", "--port=23456"]}).',
         )
 
     class OutputSerializer(JobDetailApi.OutputSerializer):

@@ -74,7 +74,7 @@ class Job(BaseModel):
     )
     pending_reason_at = models.DateTimeField(null=True, blank=True)
     preemption_count = models.PositiveIntegerField(default=0)
-    # Volcano job plugins and their arguments (jobspec.job_plugins: svc, env, pytorch, ssh, mpi),
+    # Volcano job plugins and their arguments (jobspec.job_plugins: svc, env, pytorch, ssh, ...),
     # e.g. {"svc": [], "pytorch": ["--master=master", "--port=23456"]}.
     plugins = models.JSONField(default=dict, blank=True, validators=[validate_dict])
     # Lifecycle policies (jobspec.policies): what a failed, evicted or vanished pod, or a

@@ -99,6 +99,25 @@ def test_tf_dist_mnist_renders_a_host_list_a_headless_service_and_three_pods():
     assert "spec.schedulerName is ignored by the portal" in rendered.warnings
 
 
+def test_the_tensorflow_plugin_gives_the_tf_example_tf_config_instead_of_its_script():
+    """The dist-mnist example builds TF_CONFIG from the svc plugin's host files itself; with
+    `tensorflow: []` each pod gets it from the plugin (tensorflow.go generateTFClusterSpec)."""
+    data = _load(TF)
+    data["spec"]["plugins"]["tensorflow"] = []
+    rendered = job_render(data)
+    assert rendered.errors == {}
+    pods = {o["metadata"]["name"]: o for o in rendered.objects if o["kind"] == "Pod"}
+    hosts = "tensorflow-dist-mnist-{}.gp-new:2222"
+    cluster = (
+        f'{{"cluster":{{"ps":["{hosts.format("ps-0")}"],'
+        f'"worker":["{hosts.format("worker-0")}","{hosts.format("worker-1")}"]}},'
+    )
+    assert _env(pods["gp-new-ps-0"])["TF_CONFIG"] == cluster + '"task":{"type":"ps","index":0}}'
+    assert _env(pods["gp-new-worker-1"])["TF_CONFIG"] == (
+        cluster + '"task":{"type":"worker","index":1}}'
+    )
+
+
 def test_what_the_portal_cannot_run_is_an_error_naming_the_field():
     rendered = job_render(_load(PADDLE))
     assert rendered.objects == []

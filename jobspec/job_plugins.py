@@ -1,4 +1,5 @@
-"""Volcano job plugins the portal runs: `svc`, `env`, `pytorch`, `ssh`, `mpi` and `ray`. Pure.
+"""Volcano job plugins the portal runs: `svc`, `env`, `pytorch`, `tensorflow`, `ssh`, `mpi`
+and `ray`. Pure.
 
 Each follows upstream volcano-sh/volcano pkg/controllers/job/plugins (the file and line cited at
 each rule), so a training script written for Volcano finds the same variables and files:
@@ -15,8 +16,20 @@ each rule), so a training script written for Volcano finds the same variables an
 - pytorch: `MASTER_ADDR` (master pod 0's `<hostname>.<subdomain>`), `MASTER_PORT`,
   `WORLD_SIZE` (master + worker replicas) and `RANK` (0 for the master, index + 1 for a worker),
   and the port opened in every container (distributed-framework/pytorch/pytorch.go:91-206).
-  Flags: `--master`, `--worker`, `--port`. Like upstream's admission webhook
-  (webhooks/admission/jobs/mutate/mutate_job.go:244-254) it turns `svc` on.
+  Flags: `--master`, `--worker`, `--port`. With `--wait-master-enabled`, each worker pod
+  gets an init container `wait-for-master` (image `--wait-master-image`, default
+  busybox:1.36.1) that waits until the master's address answers on the port, at most
+  `--wait-master-timeout` seconds (default 300; then it fails, and the pod with it), unless
+  the pod has an init container of that name already (pytorch.go:74-85 addFlags, 173-231
+  generateWaitForMasterScript and addWaitForMasterInitContainer). Like upstream's admission
+  webhook (webhooks/admission/jobs/mutate/mutate_job.go:244-254) it turns `svc` on.
+- tensorflow: `TF_CONFIG` in every container, Go's compact JSON of the cluster (each role's
+  pods as `<hostname>.<subdomain>:<port>`, the roles in upstream's order ps, worker, chief,
+  evaluator) and the pod's own task (its role, or its task's name when it has none, and its
+  index); none for a job of one task and one replica (distributed-framework/tensorflow/
+  tensorflow.go: addFlags, OnPodCreate, generateTFClusterSpec, getTaskType). Flags: `--ps`,
+  `--worker`, `--chief`, `--evaluator` (the tasks of each role, named by default as the role),
+  `--port` (default 2222). Like upstream's webhook it turns `svc` on (mutate_job.go:244-254).
 - ssh: a Secret per job holding an RSA key pair (`id_rsa`, `id_rsa.pub`, `authorized_keys`) and
   an ssh `config` (`StrictHostKeyChecking no`, `UserKnownHostsFile /dev/null`, one `Host` entry
   per pod with its `<hostname>.<subdomain>` and port), mounted in every container and init
@@ -51,7 +64,7 @@ Where the portal departs from upstream, and why:
   pods without the variables, which then cannot rendezvous); so is an unknown flag (upstream
   logs it and ignores it), and a port out of range (upstream's ssh plugin falls back to 22).
   A ray job without its head task is refused too (upstream fails each pod's creation). Other
-  plugins (tensorflow, ...) are refused naming `spec.plugins.<name>`.
+  plugins (hcclrank, Ascend NPU ranks) are refused naming `spec.plugins.<name>`.
 - ray: its Service is `gp-<job id>-ray`. Upstream names it after the job, the name the svc
   plugin's headless Service also takes, so whichever plugin ran first made it and the other's
   was skipped. In a pod the portal builds itself (no pod template), its one container is the
@@ -68,20 +81,30 @@ Where the portal departs from upstream, and why:
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 SVC, ENV, PYTORCH, SSH, MPI, RAY = "svc", "env", "pytorch", "ssh", "mpi", "ray"
-SUPPORTED = (ENV, MPI, PYTORCH, RAY, SSH, SVC)
+TENSORFLOW = "tensorflow"
+SUPPORTED = (ENV, MPI, PYTORCH, RAY, SSH, SVC, TENSORFLOW)
 HOSTS_MOUNT_PATH = "/etc/volcano"  # svc/const.go ConfigMapMountPath
 TASK_INDEX_VARS = ("VK_TASK_INDEX", "VC_TASK_INDEX")  # env/const.go
 PYTORCH_PORT_NAME = "pytorchjob-port"  # pytorch.go openContainerPort
 PYTORCH_DEFAULT_PORT = 23456
+WAIT_MASTER_CONTAINER = "wait-for-master"  # pytorch.go addWaitForMasterInitContainer
+WAIT_MASTER_IMAGE = "busybox:1.36.1"  # pytorch.go DefaultWaitMasterImage
+WAIT_MASTER_TIMEOUT = 300  # pytorch.go DefaultTimeout, seconds
+WAIT_MASTER_TIMEOUT_MAX = 86400
+IMAGE_MAX = 500
 MPI_PORT_NAME = "mpijob-port"  # mpi.go openContainerPort
 MPI_DEFAULT_PORT = 22
 MPI_HOST = "MPI_HOST"
+TF_CONFIG = "TF_CONFIG"
+TF_DEFAULT_PORT = 2222  # tensorflow.go DefaultPort
+TF_ROLES = ("ps", "worker", "chief", "evaluator")  # tensorflow.go clusterInfo, in its order
 # ray.go: the ports and their names
 RAY_PORT, RAY_DASHBOARD_PORT, RAY_CLIENT_PORT = 6379, 8265, 10001
 RAY_PORT_NAMES = ("gcs", "dashboard", "client-server")
@@ -107,6 +130,8 @@ BAD_BOOL = "flag {flag} takes true or false"
 BAD_PORT = "flag {flag} takes a port number (1-65535)"
 BAD_TASK_NAME = "flag {flag} takes a task name"
 BAD_CONTAINER_NAME = "flag {flag} takes a container name"
+BAD_SECONDS = f"flag {{flag}} takes a number of seconds (0-{WAIT_MASTER_TIMEOUT_MAX})"
+BAD_IMAGE = "flag {flag} takes a container image (no spaces, at most 500 characters)"
 NO_MASTER_TASK = "the {name} plugin needs a task named {master} (set --{flag}=<task>)"
 KEY_IN_SPEC = (
     "flag {flag} is not taken: a key in the job's spec would be stored in plain text with the "
@@ -126,16 +151,23 @@ _BOOL_FLAGS = {
         "inject-hosts-env": True,
     },
     ENV: {},
-    PYTORCH: {},
+    PYTORCH: {"wait-master-enabled": False},
     SSH: {},
     MPI: {},
     RAY: {},
+    TENSORFLOW: {},
 }
 # Each plugin's value flags -> the Plugins field each sets.
 _VALUE_FLAGS: dict[str, dict[str, str]] = {
     SVC: {},
     ENV: {},
-    PYTORCH: {"master": "master", "worker": "worker", "port": "port"},
+    PYTORCH: {
+        "master": "master",
+        "worker": "worker",
+        "port": "port",
+        "wait-master-timeout": "wait_master_timeout",
+        "wait-master-image": "wait_master_image",
+    },
     SSH: {"ssh-key-file-path": "ssh_key_file_path", "ssh-port": "ssh_port"},
     MPI: {"master": "mpi_master", "worker": "mpi_worker", "port": "mpi_port"},
     RAY: {
@@ -147,8 +179,17 @@ _VALUE_FLAGS: dict[str, dict[str, str]] = {
         "dashboardPort": "ray_dashboard_port",
         "clientPort": "ray_client_port",
     },
+    TENSORFLOW: {
+        "ps": "tf_ps",
+        "worker": "tf_worker",
+        "chief": "tf_chief",
+        "evaluator": "tf_evaluator",
+        "port": "tf_port",
+    },
 }
 _PORT_FLAGS = {"port", "ssh-port", "dashboardPort", "clientPort"}
+_SECONDS_FLAGS = {"wait-master-timeout"}
+_IMAGE_FLAGS = {"wait-master-image"}
 _REFUSED_FLAGS = {SSH: {"ssh-private-key", "ssh-public-key"}}
 
 
@@ -175,6 +216,9 @@ class Plugins:
     master: str = "master"
     worker: str = "worker"
     port: int = PYTORCH_DEFAULT_PORT
+    wait_master_enabled: bool = False
+    wait_master_timeout: int = WAIT_MASTER_TIMEOUT
+    wait_master_image: str = WAIT_MASTER_IMAGE
     ssh_key_file_path: str = SSH_DEFAULT_PATH
     ssh_port: int = SSH_DEFAULT_PORT
     mpi_master: str = "master"
@@ -188,13 +232,20 @@ class Plugins:
     ray_port: int = RAY_PORT
     ray_dashboard_port: int = RAY_DASHBOARD_PORT
     ray_client_port: int = RAY_CLIENT_PORT
+    tensorflow: bool = False
+    tf_ps: str = "ps"
+    tf_worker: str = "worker"
+    tf_chief: str = "chief"
+    tf_evaluator: str = "evaluator"
+    tf_port: int = TF_DEFAULT_PORT
 
 
 def plugins_parse(
     raw: Any, *, task_names: Sequence[str], path: str = "spec.plugins"
 ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """Check a job's `plugins` mapping; (the mapping to store, errors keyed by path). The stored
-    mapping has `svc` added when `pytorch`, `mpi` or `ray` needs it, and `ssh` when `mpi` does."""
+    mapping has `svc` added when `pytorch`, `tensorflow`, `mpi` or `ray` needs it, and `ssh` when
+    `mpi` does."""
     errors: dict[str, list[str]] = {}
     if raw is None or raw == {}:
         return {}, errors
@@ -233,7 +284,7 @@ def plugins_parse(
             errors.setdefault(f"{path}.{name}", []).append(
                 NO_MASTER_TASK.format(name=name, master=master, flag=flag)
             )
-    if PYTORCH in stored or MPI in stored or RAY in stored:
+    if PYTORCH in stored or TENSORFLOW in stored or MPI in stored or RAY in stored:
         stored.setdefault(SVC, [])
     if MPI in stored:
         stored.setdefault(SSH, [])
@@ -290,6 +341,14 @@ def _value_error(flag: str, value: str | None) -> str | None:
         if value is None or not value.isdigit() or not 1 <= int(value) <= 65535:
             return BAD_PORT.format(flag=f"--{flag}")
         return None
+    if flag in _SECONDS_FLAGS:
+        if value is None or not value.isdigit() or int(value) > WAIT_MASTER_TIMEOUT_MAX:
+            return BAD_SECONDS.format(flag=f"--{flag}")
+        return None
+    if flag in _IMAGE_FLAGS:
+        if not value or len(value) > IMAGE_MAX or not value.isprintable() or " " in value:
+            return BAD_IMAGE.format(flag=f"--{flag}")
+        return None
     if flag == "ssh-key-file-path":
         parts = (value or "").split("/")
         if (
@@ -320,7 +379,7 @@ def plugins_config(stored: Mapping[str, Sequence[str]]) -> Plugins:
             field = _VALUE_FLAGS.get(name, {}).get(flag)
             if flag in _BOOL_FLAGS.get(name, {}):
                 values[flag.replace("-", "_")] = value is None or value.lower() in ("true", "1")
-            elif field and value and flag in _PORT_FLAGS:
+            elif field and value and flag in _PORT_FLAGS | _SECONDS_FLAGS:
                 values[field] = int(value)
             elif field and value:
                 values[field] = value
@@ -405,6 +464,8 @@ class PodAdditions:
     # ray: the command of one container, by name, and ports opened in it where it lacks them
     command_of: tuple[str, tuple[str, ...]] | None = None
     ports_of: tuple[str, tuple[dict[str, Any], ...]] | None = None
+    # init containers added after the pod's own, unless it has one of the same name
+    init_containers: tuple[dict[str, Any], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         out = {
@@ -421,6 +482,8 @@ class PodAdditions:
             out["commandOf"] = {"container": self.command_of[0], "command": [*self.command_of[1]]}
         if self.ports_of is not None:
             out["portsOf"] = {"container": self.ports_of[0], "ports": list(self.ports_of[1])}
+        if self.init_containers:
+            out["initContainers"] = list(self.init_containers)
         return out
 
 
@@ -434,6 +497,7 @@ def pod_additions(
     mounts: list[dict[str, Any]] = []
     ports: list[dict[str, Any]] = []
     init_ports: list[dict[str, Any]] = []
+    init_containers: list[dict[str, Any]] = []
     host = subdomain = ""
     if config.env:
         index_env = [{"name": name, "value": str(index)} for name in TASK_INDEX_VARS]
@@ -463,9 +527,12 @@ def pod_additions(
             ]
             if task == config.worker:
                 env.append({"name": "RANK", "value": str(index + 1)})
+                if config.wait_master_enabled:
+                    init_containers.append(_wait_for_master(config, master))
             elif task == config.master:
                 env.append({"name": "RANK", "value": "0"})
             ports.append({"name": PYTORCH_PORT_NAME, "containerPort": config.port})
+    env += _tf_env(config, job, task, index)
     if config.ssh:
         secret = ssh_secret_name(job.job_id)
         volumes.append(
@@ -510,7 +577,62 @@ def pod_additions(
         subdomain=subdomain,
         command_of=command_of,
         ports_of=ports_of,
+        init_containers=tuple(init_containers),
     )
+
+
+def _tf_env(config: Plugins, job: JobShape, task: str, index: int) -> list[dict[str, Any]]:
+    """The tensorflow plugin's TF_CONFIG as upstream marshals it; none without the plugin or
+    for a job of one pod (OnPodCreate). A task named by two role flags is in the cluster under
+    the first of ps, worker, chief, evaluator (generateTFClusterSpec's switch) and its type is
+    the first of chief, worker, ps, evaluator (getTaskType's); a task of no role is in no
+    list, its type its own name."""
+    if not config.tensorflow or (len(job.tasks) == 1 and job.tasks[0][1] == 1):
+        return []
+    names = {
+        "ps": config.tf_ps,
+        "worker": config.tf_worker,
+        "chief": config.tf_chief,
+        "evaluator": config.tf_evaluator,
+    }
+    cluster: dict[str, list[str]] = {}
+    for name, _ in job.tasks:
+        role = next((r for r in TF_ROLES if names[r] == name), None)
+        if role is not None:
+            cluster[role] = [f"{host}:{config.tf_port}" for host in _task_hosts(job, name)]
+    kind = next((r for r in ("chief", "worker", "ps", "evaluator") if names[r] == task), task)
+    spec = {
+        "cluster": {role: cluster[role] for role in TF_ROLES if cluster.get(role)},
+        "task": {"type": kind, "index": index},
+    }
+    return [{"name": TF_CONFIG, "value": json.dumps(spec, separators=(",", ":"))}]
+
+
+def _wait_for_master(config: Plugins, master: str) -> dict[str, Any]:
+    """The worker's init container that waits for the master (pytorch.go:173-231): it polls
+    `master:port` every 2 s with nc, or the shell's /dev/tcp where the image has no nc, and
+    gives up after the timeout, failing the pod."""
+    port, timeout = config.port, config.wait_master_timeout
+    script = "\n".join(
+        [
+            f'echo "waiting for the master {master}:{port}, at most {timeout} s"',
+            "waited=0",
+            f"until {{ nc -z {master} {port} || echo > /dev/tcp/{master}/{port}; }} 2>/dev/null; do",
+            f'  if [ "$waited" -ge {timeout} ]; then',
+            f'    echo "the master did not answer within {timeout} s"',
+            "    exit 1",
+            "  fi",
+            "  sleep 2",
+            "  waited=$((waited + 2))",
+            "done",
+            'echo "the master answers"',
+        ]
+    )
+    return {
+        "name": WAIT_MASTER_CONTAINER,
+        "image": config.wait_master_image,
+        "command": ["sh", "-c", script],
+    }
 
 
 def _ray_additions(

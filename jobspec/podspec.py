@@ -108,7 +108,16 @@ def with_additions(body: dict[str, Any], additions: Mapping[str, Any]) -> dict[s
     if ports_of := additions.get("portsOf"):
         for container in _named(body, ports_of["container"]):
             _open_ports(container, ports_of["ports"])
+    # After the loops above: a plugin's own init container gets no other plugin's additions.
+    _add_init_containers(body, additions.get("initContainers") or [])
     return body
+
+
+def _add_init_containers(body: dict[str, Any], added: list[dict[str, Any]]) -> None:
+    """Each after the pod's own, unless the pod has one of its name (pytorch.go:213-217)."""
+    for init in added:
+        if all(c.get("name") != init["name"] for c in body.get("initContainers", [])):
+            body["initContainers"] = [*body.get("initContainers", []), copy.deepcopy(init)]
 
 
 def _open_ports(container: dict[str, Any], ports: list[dict[str, Any]]) -> None:

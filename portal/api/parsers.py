@@ -7,7 +7,8 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 
-from portal.common.yamlsafe import UntrustedYAMLError, yaml_load_untrusted
+from jobspec.volcano import DOCUMENTS_MAX
+from portal.common.yamlsafe import UntrustedYAMLError, yaml_load_all_untrusted
 
 from .errors import PayloadTooLarge
 
@@ -52,12 +53,22 @@ class LimitedJSONParser(BaseParser):
             raise ParseError(BODY_INVALID_JSON.format(error=error)) from error
 
 
+class YAMLDocuments(list):
+    """A YAML body of several documents (`---` apart), in order: a Volcano Job with the
+    PriorityClass or Queue it was written beside, say. A body of one document is that
+    document itself."""
+
+
 def yaml_load(text: str) -> Any:
-    """One document of plain data (no aliases or application tags, bounded depth), else 400."""
+    """Plain data (no aliases or application tags, bounded depth), else 400: one document as
+    it is, several as YAMLDocuments."""
     try:
-        return yaml_load_untrusted(text)
+        documents = yaml_load_all_untrusted(text, max_documents=DOCUMENTS_MAX)
     except UntrustedYAMLError as error:
         raise ParseError(BODY_INVALID_YAML.format(error=error.message)) from error
+    if len(documents) > 1:
+        return YAMLDocuments(documents)
+    return documents[0] if documents else None
 
 
 class YAMLParser(BaseParser):

@@ -52,6 +52,11 @@ v1 = [
         name="tenant_detail",
     ),
     path(
+        "tenants/<int:tenant_id>/default-queue/",
+        tenant_apis.TenantDefaultQueueApi.as_view(),
+        name="tenant_default_queue",
+    ),
+    path(
         "tenants/<int:tenant_id>/changes/",
         tenant_apis.TenantChangeListApi.as_view(),
         name="tenant_changes",

@@ -7,7 +7,8 @@ walks (and JSON encoders) multiply. This loader keeps safe_load's types and adds
 - no aliases (billion-laughs documents are refused before anything is built),
 - a nesting limit checked on the parser's events before anything is composed, so no
   recursion limit is ever reached,
-- one document per text,
+- one document per text (`yaml_load_untrusted`), or a bounded number of them
+  (`yaml_load_all_untrusted`),
 - a message for every failure, for the caller to put on a form field or an API `errors.body`
   entry (behind its own "not valid YAML:" style prefix).
 """
@@ -22,6 +23,7 @@ YAML_ALIASES_FORBIDDEN = "YAML anchors and aliases are not supported"
 YAML_TOO_DEEP = "the YAML is nested more than {limit} levels deep"
 YAML_TAG_FORBIDDEN = "the YAML tag {tag} is not allowed: use plain mappings, lists and scalars"
 YAML_MULTIPLE_DOCUMENTS = "the text must hold a single YAML document (found a second one)"
+YAML_TOO_MANY_DOCUMENTS = "the text holds more than {limit} YAML documents"
 YAML_SYNTAX = "{problem}"
 YAML_SYNTAX_AT = "{problem} (line {line}, column {column})"
 YAML_VALUE_INVALID = "a value cannot be read: {error}"
@@ -59,7 +61,7 @@ _OPEN = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
 _CLOSE = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
 
 
-def _shape_check(text: str, max_depth: int) -> str | None:
+def _shape_check(text: str, max_depth: int, max_documents: int = 1) -> str | None:
     """First pass over the parser's events (no objects built): the reason to refuse, or None.
 
     Composing nodes recurses once per nesting level, so depth is checked here, before it.
@@ -71,8 +73,10 @@ def _shape_check(text: str, max_depth: int) -> str | None:
             return YAML_ALIASES_FORBIDDEN
         if isinstance(event, yaml.DocumentStartEvent):
             documents += 1
-            if documents > 1:
-                return YAML_MULTIPLE_DOCUMENTS
+            if documents > max_documents:
+                if max_documents == 1:
+                    return YAML_MULTIPLE_DOCUMENTS
+                return YAML_TOO_MANY_DOCUMENTS.format(limit=max_documents)
         elif isinstance(event, _OPEN):
             depth += 1
             if depth > max_depth:
@@ -100,10 +104,23 @@ def _syntax_message(error: yaml.YAMLError) -> str:
 
 def yaml_load_untrusted(text: str, *, max_depth: int = MAX_DEPTH) -> Any:
     """Parse one YAML document of plain data; raise UntrustedYAMLError otherwise."""
+    documents = _load(text, max_depth, 1)
+    return documents[0] if documents else None
+
+
+def yaml_load_all_untrusted(
+    text: str, *, max_documents: int, max_depth: int = MAX_DEPTH
+) -> list[Any]:
+    """Parse up to `max_documents` YAML documents of plain data (`---` apart), empty ones left
+    out; raise UntrustedYAMLError otherwise."""
+    return [document for document in _load(text, max_depth, max_documents) if document is not None]
+
+
+def _load(text: str, max_depth: int, max_documents: int) -> list[Any]:
     try:
-        refusal = _shape_check(text, max_depth)
+        refusal = _shape_check(text, max_depth, max_documents)
         if refusal is None:
-            return yaml.load(text, Loader=_UntrustedLoader)  # noqa: S506 (a SafeLoader)
+            return list(yaml.load_all(text, Loader=_UntrustedLoader))  # noqa: S506 (a SafeLoader)
     except _TagRefused as error:
         raise UntrustedYAMLError(
             YAML_TAG_FORBIDDEN.format(tag=_tag_for_humans(error.tag))

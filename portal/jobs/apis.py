@@ -29,14 +29,14 @@ from portal.api.base import (
 )
 from portal.api.errors import django_validation_errors
 from portal.api.pagination import ApiPagination
-from portal.api.parsers import YAML_PARSERS, LimitedJSONParser
+from portal.api.parsers import YAML_PARSERS, LimitedJSONParser, YAMLDocuments
 from portal.api.throttling import ApiScopedRateThrottle
 from portal.cluster.selectors import placement_list_active, placement_list_ended
 from portal.common import units
 from portal.common.ids import parse_id
 from portal.jobs.limits import task_count_check
 from portal.queues.access import visible_queue_get
-from portal.queues.selectors import QUEUE_NOT_FOUND, queue_lookup
+from portal.queues.selectors import QUEUE_NOT_FOUND, queue_default, queue_lookup
 from portal.scheduling.facade import LogUnavailable, pod_log_read
 from portal.tenants.access import visible_tenants
 
@@ -48,6 +48,11 @@ from .selectors import job_get, job_pod_names, job_queue_position, job_search, j
 from .services import job_cancel, job_quarantine_release, job_submit, job_submit_manifest
 
 TENANT_NOT_FOUND = "no tenant {ref} that you can see"
+NO_JOB_IN_DOCUMENTS = "none of the {count} documents is a Volcano Job ({skipped})"
+SEVERAL_JOBS = (
+    "documents {numbers} are {count} Volcano Jobs: the API takes one per request (the upload "
+    "page takes a file of several)"
+)
 YAML_NEEDS_MANIFEST = f"a YAML body must be a Volcano Job manifest ({volcano.API_VERSION})"
 MANIFEST_IGNORED_HEADER = "X-Manifest-Ignored-Fields"
 
@@ -425,9 +430,10 @@ class JobCreateApi(ApiView):
         policies = serializers.ListField(
             child=serializers.DictField(),
             required=False,
-            help_text="Lifecycle policies: {event|events|exitCode, action}; events PodFailed, "
-            "PodEvicted, TaskCompleted, OutOfSync, *; actions RestartJob, RestartTask, "
-            "AbortJob, CompleteJob, TerminateJob.",
+            help_text="Lifecycle policies: {event|events|exitCode, action[, timeout]}; events "
+            "PodFailed, PodEvicted, TaskCompleted, OutOfSync, *; actions RestartJob, "
+            "RestartTask, RestartPod, AbortJob, CompleteJob, TerminateJob; timeout a Go "
+            "duration (10m) that delays the action.",
         )
         max_retry = serializers.IntegerField(
             required=False, help_text="Restarts a policy may make (default 3)."
@@ -441,11 +447,17 @@ class JobCreateApi(ApiView):
         plugins = serializers.DictField(
             child=serializers.ListField(child=serializers.CharField(), allow_empty=True),
             required=False,
-            help_text="Volcano job plugins and their flags: svc, env, pytorch, ssh, mpi "
-            '(e.g. {"pytorch": ["--master=master", "--port=23456"]}).',
+            help_text="Volcano job plugins and their flags: svc, env, pytorch, tensorflow, ssh, "
+            'mpi, ray (e.g. {"pytorch": ["--master=master", "--port=23456"]}).',
         )
 
-    OutputSerializer = JobDetailApi.OutputSerializer
+    class OutputSerializer(JobDetailApi.OutputSerializer):
+        warnings = serializers.ListField(
+            child=serializers.CharField(),
+            help_text="How a Volcano manifest was read: the default queue it went to, its "
+            "generated name, fields read with a default or ignored, documents of other kinds "
+            "skipped. Empty for a JSON job.",
+        )
 
     @extend_schema(
         operation_id="jobs_create",
@@ -504,7 +516,7 @@ class JobCreateApi(ApiView):
         ],
     )
     def post(self, request: Request) -> Response:
-        data = request.data
+        data, warnings = _one_manifest(request.data)
         ignored: list[str] = []
         if volcano.is_volcano_manifest(data):
             try:
@@ -512,6 +524,7 @@ class JobCreateApi(ApiView):
             except DjangoValidationError as error:
                 raise serializers.ValidationError(django_validation_errors(error)) from error
             job, ignored = submitted.job, submitted.ignored
+            warnings += submitted.warnings
         elif "yaml" in (request.content_type or ""):
             raise serializers.ValidationError({"body": [YAML_NEEDS_MANIFEST]})
         else:
@@ -526,14 +539,13 @@ class JobCreateApi(ApiView):
                     self._with_queue_error(request, ref, serializer.errors)
                 )
             job = self._submit(request, dict(serializer.validated_data))
+        # A job created in this very transaction has no placements yet.
+        body = {**job_detail_data(job, user=request.user), "warnings": warnings}
         response = Response(
-            # A job created in this very transaction has no placements yet.
-            job_detail_data(job, user=request.user),
-            status=status.HTTP_201_CREATED,
-            headers={"Location": job_url(job)},
+            body, status=status.HTTP_201_CREATED, headers={"Location": job_url(job)}
         )
         if ignored:
-            response[MANIFEST_IGNORED_HEADER] = ", ".join(f"spec.{key}" for key in ignored)
+            response[MANIFEST_IGNORED_HEADER] = ", ".join(ignored)
         return response
 
     @staticmethod
@@ -585,6 +597,22 @@ def _job_acted(request: Request, job_id: int, action: Callable[..., Job]) -> Res
     )
 
 
+def _one_manifest(data: Any) -> tuple[Any, list[str]]:
+    """A body of several YAML documents holds one Volcano Job, taken with a sentence for each
+    other document skipped (a PriorityClass beside the Job, say); one document is itself."""
+    if not isinstance(data, YAMLDocuments):
+        return data, []
+    split = volcano.documents_split(data)
+    if len(split.jobs) == 1:
+        return split.jobs[0][1], list(split.skipped)
+    if not split.jobs:
+        message = NO_JOB_IN_DOCUMENTS.format(count=split.count, skipped="; ".join(split.skipped))
+    else:
+        numbers = ", ".join(str(number) for number, _ in split.jobs)
+        message = SEVERAL_JOBS.format(numbers=numbers, count=len(split.jobs))
+    raise serializers.ValidationError({"body": [message]})
+
+
 def _queue_tenant(request: Request, queue: str) -> str | None:
     """The tenant of `queue` if the caller may see it: where its jobs' objects go."""
     found = visible_queue_get(request.user, name=queue)
@@ -620,12 +648,19 @@ class JobRenderApi(ApiView):
         responses={200: OutputSerializer, **error_responses(400, 401, 413, 415, 429)},
     )
     def post(self, request: Request) -> Response:
-        if not volcano.is_volcano_manifest(request.data):
+        data, skipped = _one_manifest(request.data)
+        if not volcano.is_volcano_manifest(data):
             raise serializers.ValidationError({"body": [RENDER_NEEDS_MANIFEST]})
-        rendered = job_render(request.data, tenant_of=lambda name: _queue_tenant(request, name))
+        spec = data.get("spec")
+        default = None
+        if not (isinstance(spec, dict) and spec.get("queue")):
+            default = queue_default(user=request.user)
+        rendered = job_render(
+            data, tenant_of=lambda name: _queue_tenant(request, name), default_queue=default
+        )
         if rendered.errors:
             raise serializers.ValidationError(rendered.errors)
-        return Response({"objects": rendered.objects, "warnings": rendered.warnings})
+        return Response({"objects": rendered.objects, "warnings": [*skipped, *rendered.warnings]})
 
 
 class JobCancelApi(ApiView):

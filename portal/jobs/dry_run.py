@@ -7,8 +7,11 @@ The manifest goes through the same checks as a submission (`volcano_job_parse`, 
 Kubernetes backend uses (jobspec.pods), so what is printed is what would be sent, but for the
 ssh plugin's keys, which only the reconcile generates (the Secret is shown with placeholders,
 and a warning says so). A job has no id before it is stored: names and labels carry `new` in
-its place (`gp-new-worker-0`). Pods come without a node (the scheduler picks it); whether the
-queue exists and the caller may use it is not checked offline: a warning says so.
+its place (`gp-new-worker-0`), and a name from metadata.generateName carries `xxxxx` in place
+of the 5 random characters a submission draws. Pods come without a node (the scheduler picks
+it); whether the queue exists and the caller may use it is not checked offline: a warning says
+so. A manifest without spec.queue is shown in the caller's default queue when the caller knows
+it (the API), else in `default`, with a warning.
 """
 
 from __future__ import annotations
@@ -24,15 +27,34 @@ from kubernetes import client
 from jobspec.job_plugins import JobShape
 from jobspec.labels import pod_name
 from jobspec.pods import desired_pod, plugin_objects, pod_object
-from jobspec.volcano import ManifestError, manifest_path, volcano_job_parse
+from jobspec.volcano import (
+    GENERATED_SUFFIX_LENGTH,
+    ManifestError,
+    generated_name,
+    spec_warnings,
+    volcano_job_parse,
+)
 from portal.cluster.namespaces import job_namespace
 from portal.jobs.limits import host_path_allowed, job_limits, task_count_check
+from portal.queues.selectors import VOLCANO_DEFAULT_QUEUE, DefaultQueue
 
 from .models import JobTask
 from .services import job_build
 
 RENDER_JOB_ID = "new"
-IGNORED = "{field} is ignored by the portal"
+RENDER_NAME_SUFFIX = "x" * GENERATED_SUFFIX_LENGTH
+QUEUE_DEFAULT_UNKNOWN = (
+    "spec.queue is not given: a submission puts the job in the submitter's default queue (one "
+    "a lead of their tenant set, else their queue named default); shown here as {queue}"
+)
+QUEUE_DEFAULT_RENDERED = (
+    "spec.queue is not given: a submission puts the job in queue {queue}, {why}"
+)
+QUEUE_DEFAULT_NONE = "spec.queue is not given, and a submission would be refused: {error}"
+NAME_RENDERED = (
+    "metadata.generateName: a submission names the job {prefix} and "
+    f"{GENERATED_SUFFIX_LENGTH} random characters; shown here as {{name}}"
+)
 QUEUE_NOT_CHECKED = (
     "queue {queue} is not checked by a dry run: submitting checks that it exists, is open "
     "and that you may use it"
@@ -60,25 +82,31 @@ def job_render(
     *,
     namespace: str | None = None,
     tenant_of: Callable[[str], str | None] | None = None,
+    default_queue: DefaultQueue | None = None,
 ) -> Rendered:
     """The objects for manifest `data` (parsed YAML/JSON), or the errors by manifest path.
     They go to `namespace` if given, else where the job of the queue's tenant would
-    (portal.cluster.namespaces; `tenant_of(queue)` names it, None when not known)."""
+    (portal.cluster.namespaces; `tenant_of(queue)` names it, None when not known).
+    `default_queue`: where the caller's manifests without spec.queue go (None: not known)."""
     try:
         spec = volcano_job_parse(
             data, too_many_tasks=task_count_check(), allow_host_path=host_path_allowed()
         )
     except ManifestError as error:
         return Rendered(errors=error.errors)
-    job, tasks, errors = job_build(**spec.job_fields(), limits=job_limits())
+    name = None
+    if spec.generate_name is not None:
+        name = generated_name(spec.generate_name, RENDER_NAME_SUFFIX)
+    job, tasks, errors = job_build(**spec.job_fields(name=name), limits=job_limits())
     if errors:
-        return Rendered(errors={manifest_path(key): value for key, value in errors.items()})
-    tenant = tenant_of(spec.queue) if tenant_of is not None else None
-    warnings = [QUEUE_NOT_CHECKED.format(queue=spec.queue)]
+        return Rendered(errors={spec.path_of(key): value for key, value in errors.items()})
+    queue, warnings = _queue(spec.queue, default_queue)
+    tenant = tenant_of(queue) if tenant_of is not None else None
+    warnings.append(QUEUE_NOT_CHECKED.format(queue=queue))
     if namespace is None:
         namespace = job_namespace(tenant) if tenant else settings.KUBERNETES_NAMESPACE
         if not tenant and settings.KUBERNETES_NAMESPACE_PER_TENANT:
-            warnings.append(NAMESPACE_NOT_KNOWN.format(queue=spec.queue, namespace=namespace))
+            warnings.append(NAMESPACE_NOT_KNOWN.format(queue=queue, namespace=namespace))
     shape = JobShape(
         job_id=RENDER_JOB_ID, name=job.name, tasks=tuple((t.name, t.replicas) for t in tasks)
     )
@@ -100,7 +128,7 @@ def job_render(
                 job_id=RENDER_JOB_ID,
                 job_name=job.name,
                 duration=job.expected_duration_seconds,
-                queue=spec.queue,
+                queue=queue,
                 tenant=tenant or "",
                 task=task.name,
                 replica=replica,
@@ -123,8 +151,22 @@ def job_render(
             # As the client sends it: its V1Pod, serialized (the field order of its models).
             sent = api.deserialize(json.dumps(pod), "V1Pod", "application/json")
             objects.append(api.sanitize_for_serialization(sent))
-    warnings += [IGNORED.format(field=f"spec.{key}") for key in spec.ignored]
-    return Rendered(objects=objects, warnings=warnings)
+    said = spec_warnings(spec)
+    if name is not None:
+        said.insert(0, NAME_RENDERED.format(prefix=spec.generate_name, name=name))
+    return Rendered(objects=objects, warnings=[*warnings, *said])
+
+
+def _queue(given: str | None, default: DefaultQueue | None) -> tuple[str, list[str]]:
+    """The queue the job is shown in, and what is said of it when the manifest names none."""
+    if given is not None:
+        return given, []
+    if default is None:
+        return VOLCANO_DEFAULT_QUEUE, [QUEUE_DEFAULT_UNKNOWN.format(queue=VOLCANO_DEFAULT_QUEUE)]
+    if default.queue is None:
+        return VOLCANO_DEFAULT_QUEUE, [QUEUE_DEFAULT_NONE.format(error=default.error)]
+    name = default.queue.name
+    return name, [QUEUE_DEFAULT_RENDERED.format(queue=name, why=default.why)]
 
 
 def _gpu_resource(task: JobTask) -> str:

@@ -19,6 +19,7 @@ from jobspec.limits import (
     task_count_error,
 )
 from jobspec.tolerations import tolerations_parse
+from jobspec.volcano import DOCUMENTS_MAX
 from portal.cluster.models import GPU_MODEL_LABEL
 from portal.common.fields import (  # noqa: F401 (re-exported)
     CPU_INVALID,
@@ -30,7 +31,11 @@ from portal.common.fields import (  # noqa: F401 (re-exported)
     parse_memory,
 )
 from portal.common.units import cores, cpu_text, gib, memory_text
-from portal.common.yamlsafe import UntrustedYAMLError, yaml_load_untrusted
+from portal.common.yamlsafe import (
+    UntrustedYAMLError,
+    yaml_load_all_untrusted,
+    yaml_load_untrusted,
+)
 from portal.jobs.limits import job_limits
 from portal.queues.models import Queue
 
@@ -39,7 +44,8 @@ from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES
 COMMAND_INVALID = "could not split the command: {error}"
 YAML_INVALID = "not valid YAML: {error}"
 UPLOAD_NOT_UTF8 = "the file is not UTF-8 text"
-YAML_NOT_A_MAPPING = "the file must hold one Volcano Job mapping"
+YAML_NOT_A_MAPPING = "document {number} is not a mapping: each must be a Kubernetes object"
+YAML_NO_DOCUMENT = "the file holds no YAML document"
 TEMPLATE_NOT_A_MAPPING = "a pod template is a mapping: {spec: {containers: [...]}}"
 UPLOAD_TOO_LARGE = "the file is larger than {limit} KiB"
 PASTE_TOO_LARGE = "the text is larger than {limit} KiB"
@@ -309,13 +315,14 @@ def submit_errors_apply(
 
 
 class JobUploadForm(forms.Form):
-    """A Volcano Job manifest, as a file or pasted text (one of the two); `document` is the
-    parsed mapping."""
+    """Volcano Job manifests, as a file or pasted text (one of the two), one or several YAML
+    documents; `documents` are the parsed mappings."""
 
     manifest = forms.FileField(
         required=False,
         label="Volcano Job YAML file",
-        help_text="batch.volcano.sh/v1alpha1 Job, one document.",
+        help_text="batch.volcano.sh/v1alpha1 Jobs: one, or several documents apart by ---; "
+        "other kinds (a PriorityClass, a Queue) are skipped.",
     )
     text = forms.CharField(
         required=False,
@@ -356,12 +363,16 @@ class JobUploadForm(forms.Form):
             raise ValidationError(UPLOAD_BOTH)
         (field,) = given
         try:
-            document = yaml_load_untrusted(data[field])
+            documents = yaml_load_all_untrusted(data[field], max_documents=DOCUMENTS_MAX)
         except UntrustedYAMLError as error:
             self.add_error(field, YAML_INVALID.format(error=error.message))
             return data
-        if not isinstance(document, dict):
-            self.add_error(field, YAML_NOT_A_MAPPING)
+        if not documents:
+            self.add_error(field, YAML_NO_DOCUMENT)
             return data
-        data["document"] = document
+        for number, document in enumerate(documents, start=1):
+            if not isinstance(document, dict):
+                self.add_error(field, YAML_NOT_A_MAPPING.format(number=number))
+                return data
+        data["documents"] = documents
         return data

@@ -74,7 +74,7 @@ class Job(BaseModel):
     )
     pending_reason_at = models.DateTimeField(null=True, blank=True)
     preemption_count = models.PositiveIntegerField(default=0)
-    # Volcano job plugins and their arguments (jobspec.job_plugins: svc, env, pytorch, ssh, mpi),
+    # Volcano job plugins and their arguments (jobspec.job_plugins: svc, env, pytorch, ssh, ...),
     # e.g. {"svc": [], "pytorch": ["--master=master", "--port=23456"]}.
     plugins = models.JSONField(default=dict, blank=True, validators=[validate_dict])
     # Lifecycle policies (jobspec.policies): what a failed, evicted or vanished pod, or a
@@ -84,6 +84,10 @@ class Job(BaseModel):
     retry_count = models.PositiveIntegerField(default=0)
     # Each restart: {"at": ISO time, "pod": name, "event": ..., "action": ..., "reason": ...}.
     retries = models.JSONField(default=list, blank=True)
+    # Delayed policy actions (a policy's `timeout`) waiting for their time, in the shape
+    # portal.jobs.delays keeps them; policy_due_at is the earliest one's (None: none waits).
+    policy_delays = models.JSONField(default=list, blank=True)
+    policy_due_at = models.DateTimeField(null=True, blank=True, db_index=True)
     # Volcano's ttlSecondsAfterFinished: the finished job's pods and objects are deleted this
     # long after it ends (None: after FINISHED_POD_RETENTION_SECONDS from each pod's end).
     ttl_seconds_after_finished = models.PositiveIntegerField(null=True, blank=True)

@@ -2,7 +2,9 @@
 documents, every Kubernetes object the portal would create for a Volcano Job manifest (pods
 without a node, the job's Secret, Service, ConfigMap and NetworkPolicy), or the errors naming the
 manifest's fields and exit 1. Offline: no database, no cluster (see portal.jobs.dry_run).
-`-` reads stdin. --tenant puts them in that tenant's namespace (a namespace per tenant)."""
+`-` reads stdin. --tenant puts them in that tenant's namespace (a namespace per tenant).
+A file of several documents renders each Volcano Job in it, as the upload page submits each,
+and names every other kind it skips (a PriorityClass, a Queue, ...); one without a Job exits 1."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ def main(
     django.setup()
     import yaml
 
+    from jobspec.volcano import documents_split
     from portal.jobs.dry_run import job_render  # needs Django set up
 
     try:
@@ -40,11 +43,16 @@ def main(
     if not documents:
         print(f"render: {args.file} holds no document", file=err)
         return 1
+    split = documents_split(documents)
+    for skipped in split.skipped:
+        print(f"warning: {skipped}", file=err)
+    if not split.jobs:
+        print(f"render: {args.file} holds no Volcano Job", file=err)
+        return 1
     failed = False
     objects = []
-    for number, data in enumerate(documents, start=1):
-        # Several documents (a Job and its Queue, say): each is named in what is said of it.
-        where = f"document {number}: " if len(documents) > 1 else ""
+    for number, data in split.jobs:
+        where = split.where(number)  # several documents: each is named in what is said of it
         rendered = job_render(data, namespace=args.namespace, tenant_of=lambda _queue: args.tenant)
         for warning in rendered.warnings:
             print(f"warning: {where}{warning}", file=err)

@@ -1,3 +1,4 @@
+import secrets
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,12 +21,21 @@ from jobspec.limits import (
 )
 from jobspec.podtemplate import pod_template_parse
 from jobspec.policies import DEFAULT_MAX_RETRY, policies_parse
-from jobspec.volcano import ManifestError, manifest_path, volcano_job_parse
+from jobspec.volcano import (
+    GENERATED_ALPHABET,
+    GENERATED_SUFFIX_LENGTH,
+    ManifestError,
+    VolcanoJobSpec,
+    documents_split,
+    generated_name,
+    spec_warnings,
+    volcano_job_parse,
+)
 from portal.common.services import prefix_errors
 from portal.jobs.limits import gpu_sharing, host_path_allowed, job_limits, task_count_check
 from portal.queues.access import can_submit_to
 from portal.queues.models import Queue
-from portal.queues.selectors import QUEUE_NOT_FOUND, queue_lookup
+from portal.queues.selectors import QUEUE_NOT_FOUND, queue_default, queue_lookup
 from portal.scheduling.facade import cycle_kick
 from portal.tenants.models import Tenant
 
@@ -423,19 +433,28 @@ def job_submit(
     return job
 
 
+MANIFEST_QUEUE_DEFAULTED = "spec.queue is not given: the job goes to queue {queue}, {why}"
+MANIFEST_NO_JOB = "the file holds no Volcano Job ({skipped})"
+
+
 @dataclass(frozen=True)
 class ManifestSubmission:
     job: Job
-    ignored: list[str]  # spec fields the portal ignores (its scheduler decides), for the caller
+    ignored: list[str]  # manifest paths the portal ignores (its scheduler decides)
+    # How the manifest was read: its default queue, a generated name, defaults, ignored fields.
+    warnings: list[str]
 
 
 def job_submit_manifest(*, submitter: AbstractBaseUser, manifest: Any) -> ManifestSubmission:
     """Submit a Volcano Job manifest (parsed YAML or JSON): the API and the upload page alike.
 
-    `spec.queue` names a queue the submitter can see, by id or by name; `job_submit` then says
-    whether they may submit there and whether it is open. Every fault is a ValidationError
-    keyed by the manifest's path (`spec.tasks[0].template.spec.containers[0].image`), an
-    unknown queue's together with the manifest's own faults."""
+    `spec.queue` names a queue the submitter can see, by id or by name; left out, the job goes
+    to their default queue (portal.queues.selectors.queue_default), where upstream's webhook
+    would put it in `default`. `job_submit` then says whether they may submit there and whether
+    it is open. A name from metadata.generateName gets 5 random characters, as the API server
+    gives it. Every fault is a ValidationError keyed by the manifest's path
+    (`spec.tasks[0].template.spec.containers[0].image`), an unknown queue's together with the
+    manifest's own faults."""
     try:
         spec = volcano_job_parse(
             manifest, too_many_tasks=task_count_check(), allow_host_path=host_path_allowed()
@@ -444,19 +463,69 @@ def job_submit_manifest(*, submitter: AbstractBaseUser, manifest: Any) -> Manife
         errors = dict(error.errors)
         spec_part = manifest.get("spec") if isinstance(manifest, dict) else None
         ref = spec_part.get("queue") if isinstance(spec_part, dict) else None
-        unknown = isinstance(ref, str) and queue_lookup(user=submitter, ref=ref) is None
+        unknown = isinstance(ref, str) and ref and queue_lookup(user=submitter, ref=ref) is None
         if unknown and "spec.queue" not in errors:
             errors["spec.queue"] = [QUEUE_NOT_FOUND.format(ref=ref)]
         raise ValidationError(errors) from error
-    queue = queue_lookup(user=submitter, ref=spec.queue)
-    if queue is None:
-        raise ValidationError({"spec.queue": [QUEUE_NOT_FOUND.format(ref=spec.queue)]})
+    queue, said = _manifest_queue(submitter, spec)
+    name = None
+    if spec.generate_name is not None:
+        suffix = "".join(secrets.choice(GENERATED_ALPHABET) for _ in range(GENERATED_SUFFIX_LENGTH))
+        name = generated_name(spec.generate_name, suffix)
     try:
-        job = job_submit(submitter=submitter, queue=queue, **spec.job_fields())
+        job = job_submit(submitter=submitter, queue=queue, **spec.job_fields(name=name))
     except ValidationError as error:
-        paths = {manifest_path(key): messages for key, messages in error.message_dict.items()}
+        paths = {spec.path_of(key): messages for key, messages in error.message_dict.items()}
         raise ValidationError(paths) from error
-    return ManifestSubmission(job=job, ignored=spec.ignored)
+    return ManifestSubmission(
+        job=job, ignored=spec.ignored, warnings=[*said, *spec_warnings(spec, name=name)]
+    )
+
+
+def _manifest_queue(submitter: AbstractBaseUser, spec: VolcanoJobSpec) -> tuple[Queue, list[str]]:
+    """The manifest's queue, and a sentence when it is the submitter's default."""
+    if spec.queue is not None:
+        queue = queue_lookup(user=submitter, ref=spec.queue)
+        if queue is None:
+            raise ValidationError({"spec.queue": [QUEUE_NOT_FOUND.format(ref=spec.queue)]})
+        return queue, []
+    default = queue_default(user=submitter)
+    if default.queue is None:
+        raise ValidationError({"spec.queue": [default.error]})
+    return default.queue, [
+        MANIFEST_QUEUE_DEFAULTED.format(queue=default.queue.name, why=default.why)
+    ]
+
+
+@dataclass(frozen=True)
+class UploadSubmission:
+    submitted: list[ManifestSubmission]
+    skipped: list[str]  # a sentence for each document that is no Volcano Job
+
+
+def job_submit_manifests(*, submitter: AbstractBaseUser, documents: list[Any]) -> UploadSubmission:
+    """Submit every Volcano Job of a file (the upload page), all or none: one faulty Job and
+    none is stored, every fault of every Job said at once, keyed `document <n>: <path>` when
+    the file holds several documents. Other kinds are skipped (jobspec.volcano.documents_split)."""
+    split = documents_split(documents)
+    if not split.jobs:
+        raise ValidationError(
+            {"document": [MANIFEST_NO_JOB.format(skipped="; ".join(split.skipped))]}
+        )
+    submitted: list[ManifestSubmission] = []
+    errors: dict[str, list[str]] = {}
+    with transaction.atomic():
+        for number, document in split.jobs:
+            try:
+                submitted.append(job_submit_manifest(submitter=submitter, manifest=document))
+            except ValidationError as error:
+                for path, messages in error.message_dict.items():
+                    errors[f"{split.where(number)}{path}"] = messages
+        if errors:
+            transaction.set_rollback(True)
+    if errors:
+        raise ValidationError(errors)
+    return UploadSubmission(submitted=submitted, skipped=split.skipped)
 
 
 def _pending_pods_refusal(*, job: Job, adding: int, limits: JobLimits) -> str | None:

@@ -29,13 +29,14 @@ from .lifecycle import Event, allows
 from .models import Job
 from .samples import SAMPLE_FILENAME, volcano_sample
 from .selectors import JobState, job_get, job_list, job_pod_names, job_queue_rank, job_state
-from .services import job_cancel, job_quarantine_release, job_submit, job_submit_manifest
+from .services import job_cancel, job_quarantine_release, job_submit, job_submit_manifests
 
 JOB_CANCELLED = "Job {name} was cancelled."
 JOB_RELEASED = "Job {name} was released from quarantine; it waits for the next cycle."
 JOB_SUBMITTED = "Job {name} was submitted to queue {queue}."
 JOB_LIST_PAGE_SIZE = 50
-UPLOAD_IGNORED = "Ignored manifest fields (the portal's scheduler decides): {fields}."
+UPLOAD_SUBMITTED_SEVERAL = "{count} jobs submitted: {jobs}."
+UPLOAD_WARNING = "{where}{warning}"
 
 
 def _int_or_none(value: str | None) -> int | None:
@@ -284,8 +285,9 @@ class JobSubmitView(RoleRequiredMixin, View):
 
 
 class JobUploadView(RoleRequiredMixin, View):
-    """Submit a Volcano `batch.volcano.sh/v1alpha1` Job manifest as a portal job, as the API
-    does (`job_submit_manifest`); errors name manifest paths."""
+    """Submit the Volcano `batch.volcano.sh/v1alpha1` Jobs of a file, as the API submits one
+    (`job_submit_manifests`): all of them or, when one is at fault, none; errors name manifest
+    paths (and the document, in a file of several), and the page says which jobs it made."""
 
     required_role = ROLE_MEMBER
     template_name = "jobs/job_upload.html"
@@ -305,16 +307,28 @@ class JobUploadView(RoleRequiredMixin, View):
         if not form.is_valid():
             return self._render(request, form)
         try:
-            submitted = job_submit_manifest(
-                submitter=request.user, manifest=form.cleaned_data["document"]
+            upload = job_submit_manifests(
+                submitter=request.user, documents=form.cleaned_data["documents"]
             )
         except ValidationError as error:
             return self._render(request, form, _lines(error.message_dict))
-        job = submitted.job
-        messages.success(request, JOB_SUBMITTED.format(name=job.name, queue=job.queue.name))
-        if submitted.ignored:
-            messages.info(request, UPLOAD_IGNORED.format(fields=", ".join(submitted.ignored)))
-        return redirect("jobs:job_detail", job_id=job.pk)
+        jobs = [submitted.job for submitted in upload.submitted]
+        if len(jobs) == 1:
+            messages.success(
+                request, JOB_SUBMITTED.format(name=jobs[0].name, queue=jobs[0].queue.name)
+            )
+        else:
+            named = ", ".join(f"{job.name} (#{job.pk}, queue {job.queue.name})" for job in jobs)
+            messages.success(request, UPLOAD_SUBMITTED_SEVERAL.format(count=len(jobs), jobs=named))
+        for skipped in upload.skipped:
+            messages.info(request, skipped)
+        for submitted in upload.submitted:
+            where = f"{submitted.job.name}: " if len(jobs) > 1 else ""
+            for warning in submitted.warnings:
+                messages.info(request, UPLOAD_WARNING.format(where=where, warning=warning))
+        if len(jobs) == 1:
+            return redirect("jobs:job_detail", job_id=jobs[0].pk)
+        return redirect("jobs:job_list")
 
 
 class JobSampleView(LoginRequiredMixin, View):

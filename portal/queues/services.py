@@ -8,8 +8,9 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection, transaction
 from django.db.models import F
 
+from portal.common.ids import parse_id
 from portal.jobs.models import Job
-from portal.tenants.models import Tenant
+from portal.tenants.models import Membership, Tenant
 from portal.tenants.quota import QUOTA_FIELDS, changes_record
 from portal.tenants.services import (  # noqa: F401 - FIELD_NOT_EDITABLE: the same refusal
     FIELD_NOT_EDITABLE,
@@ -27,6 +28,9 @@ QUEUE_EDIT_FORBIDDEN = "Only a lead of the queue's tenant or a site admin may ch
 QUEUE_CREATE_FORBIDDEN = "Only a lead of the tenant or a site admin may create its queues."
 QUEUE_DELETE_ACTIVE_JOBS = "the queue has {count} active job(s); cancel them or close the queue"
 QUEUE_DELETE_HAS_HISTORY = "the queue has {count} finished job(s); close it instead of deleting"
+QUEUE_DEFAULT_FORBIDDEN = "Only a lead of the tenant or a site admin may set its default queues."
+QUEUE_DEFAULT_OTHER_TENANT = "tenant {tenant} has no queue {queue}"
+QUEUE_DEFAULT_NOT_A_MEMBER = "{user} is not a member of tenant {tenant}"
 
 
 def _guarantees(queue: Queue) -> dict[str, int]:
@@ -178,3 +182,35 @@ def queue_orders_record(*, orders: Mapping[int, Sequence[int]], at: datetime) ->
         update_fields=["job_ids", "digest", "recorded_at"],
     )
     return len(gone) + len(changed)
+
+
+@transaction.atomic
+def queue_default_set(
+    *,
+    tenant: Tenant,
+    queue: str | None,
+    actor: AbstractBaseUser | None,
+    username: str | None = None,
+) -> Queue | None:
+    """Set (None: clear) the queue where a Volcano manifest without spec.queue goes: the
+    tenant's, or with `username` that member's own (portal.queues.selectors.queue_default).
+    `queue` is one of the tenant's queues, by name or id. A lead of the tenant or a site admin;
+    `actor=None` is the system. Returns the queue set."""
+    if actor is not None and not can_manage_queues_of(actor, tenant):
+        raise PermissionDenied(QUEUE_DEFAULT_FORBIDDEN)
+    found = None
+    if queue is not None:
+        lookup = {"pk": pk} if (pk := parse_id(queue)) is not None else {"name": queue}
+        found = Queue.objects.filter(tenant=tenant, **lookup).first()
+        if found is None:
+            message = QUEUE_DEFAULT_OTHER_TENANT.format(queue=queue, tenant=tenant.name)
+            raise ValidationError({"queue": [message]})
+    if username is None:
+        Tenant.objects.filter(pk=tenant.pk).update(default_queue=found)
+        tenant.default_queue = found
+        return found
+    members = Membership.objects.filter(tenant=tenant, user__username=username)
+    if not members.update(default_queue=found):
+        message = QUEUE_DEFAULT_NOT_A_MEMBER.format(user=username, tenant=tenant.name)
+        raise ValidationError({"user": [message]})
+    return found

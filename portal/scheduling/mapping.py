@@ -62,6 +62,9 @@ _PLACEMENT_TASK_STATUS: dict[str, TaskStatus] = {
     Placement.State.RUNNING: TaskStatus.RUNNING,
     Placement.State.RELEASING: TaskStatus.RELEASING,
     Placement.State.SUCCEEDED: TaskStatus.SUCCEEDED,
+    # A failed pod waiting for its job's delayed policy action (portal.jobs.delays): neither
+    # holding its node nor waiting to be placed.
+    Placement.State.FAILED: TaskStatus.FAILED,
 }
 
 

@@ -21,6 +21,8 @@ from portal.api.base import (
 from portal.api.pagination import ApiPagination
 from portal.cluster.namespaces import job_namespace
 from portal.queues.access import visible_queues
+from portal.queues.selectors import tenant_defaults
+from portal.queues.services import queue_default_set
 
 from .access import can_edit_tenant
 from .models import Membership, Tenant
@@ -276,3 +278,65 @@ class TenantChangeListApi(ApiView):
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(changes, request, view=self)
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+
+
+class DefaultQueuesOutputSerializer(ApiSerializer):
+    default_queue = serializers.CharField(
+        allow_null=True, help_text="Where a member's manifest without spec.queue goes."
+    )
+    members = serializers.DictField(
+        child=serializers.CharField(allow_null=True),
+        help_text="Username -> that member's own default queue (before the tenant's); a lead "
+        "sees every member, a member their own.",
+    )
+
+
+class TenantDefaultQueueApi(ApiView):
+    """The queue a Volcano manifest without `spec.queue` goes to: a member's own default, else
+    the tenant's, else a queue of theirs named `default` (as Volcano's webhook would). GET: any
+    member; PUT: a lead of the tenant or a site admin, `{"queue": name or id or null}` for the
+    tenant's, with `"user": username` for that member's."""
+
+    class InputSerializer(StrictSerializer):
+        queue = serializers.CharField(allow_null=True, max_length=63)
+        user = serializers.CharField(required=False, max_length=150)
+
+    OutputSerializer = DefaultQueuesOutputSerializer
+
+    @extend_schema(
+        operation_id="tenants_default_queue_retrieve",
+        tags=["tenants"],
+        responses={200: OutputSerializer, **error_responses(401, 404)},
+    )
+    def get(self, request: Request, tenant_id: int) -> Response:
+        return self._answer(request, tenant_id)
+
+    @extend_schema(
+        operation_id="tenants_default_queue_update",
+        tags=["tenants"],
+        request=InputSerializer,
+        responses={200: OutputSerializer, **error_responses(400, 401, 403, 404, 413, 415)},
+        examples=[
+            OpenApiExample("The tenant's", request_only=True, value={"queue": "nlp-train"}),
+            OpenApiExample(
+                "A member's", request_only=True, value={"queue": "nlp-dev", "user": "alice"}
+            ),
+        ],
+    )
+    def put(self, request: Request, tenant_id: int) -> Response:
+        tenant = tenant_get(user=request.user, tenant_id=tenant_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        queue_default_set(
+            tenant=tenant, queue=data["queue"], actor=request.user, username=data.get("user")
+        )
+        return self._answer(request, tenant_id)
+
+    def _answer(self, request: Request, tenant_id: int) -> Response:
+        defaults = tenant_defaults(user=request.user, tenant_id=tenant_id)
+        return Response(
+            self.OutputSerializer(
+                {"default_queue": defaults.tenant, "members": defaults.members}
+            ).data
+        )

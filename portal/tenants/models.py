@@ -14,6 +14,11 @@ class Tenant(QuotaFields, BaseModel):
 
     name = models.CharField(max_length=63, unique=True, validators=[validate_dns_label])
     display_name = models.CharField(max_length=200, blank=True)
+    # The queue a member's Volcano manifest without spec.queue goes to, unless their
+    # membership names their own (portal.queues.selectors.queue_default); a lead sets it.
+    default_queue = models.ForeignKey(
+        "queues.Queue", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         ordering = ["name"]
@@ -32,6 +37,10 @@ class Membership(BaseModel):
     )
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=20, choices=Role.choices, default=Role.RESEARCHER)
+    # This member's default queue (one of the tenant's), before the tenant's own; a lead sets it.
+    default_queue = models.ForeignKey(
+        "queues.Queue", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         ordering = ["tenant__name", "user__username"]

@@ -13,9 +13,10 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from portal.cluster.namespaces import job_namespace
-from portal.queues.access import can_edit_queue
+from portal.queues.access import can_edit_queue, can_manage_queues_of
 from portal.queues.preview import preview_rows_for, tenant_preview
-from portal.queues.selectors import queue_list
+from portal.queues.selectors import queue_list, tenant_defaults
+from portal.queues.services import queue_default_set
 
 from .access import can_edit_tenant
 from .forms import TenantQuotaForm
@@ -30,6 +31,7 @@ from .selectors import (
 from .services import TENANT_EDIT_FORBIDDEN, tenant_update
 
 TENANT_SAVED = "Tenant {name} saved."
+DEFAULT_QUEUE_SAVED = "Default queue of {whom}: {queue}."
 TENANT_UNCHANGED = "Nothing changed."
 
 
@@ -63,8 +65,32 @@ class TenantDetailView(LoginRequiredMixin, View):
             "can_edit": can_edit_tenant(request.user, tenant),
             "namespace": job_namespace(tenant.name),
             "namespace_per_tenant": settings.KUBERNETES_NAMESPACE_PER_TENANT,
+            "defaults": tenant_defaults(user=request.user, tenant_id=tenant.pk),
+            "can_set_defaults": can_manage_queues_of(request.user, tenant),
         }
         return render(request, self.template_name, context)
+
+
+class TenantDefaultQueueView(LoginRequiredMixin, View):
+    """A lead sets the queue a manifest without spec.queue goes to: the tenant's (no `user`)
+    or one member's; an empty `queue` clears it. Errors come back as messages on the page."""
+
+    http_method_names = ["post"]
+
+    def post(self, request: HttpRequest, tenant_id: int) -> HttpResponse:
+        tenant = tenant_get(user=request.user, tenant_id=tenant_id)
+        queue = request.POST.get("queue") or None
+        username = request.POST.get("user") or None
+        try:
+            queue_default_set(tenant=tenant, queue=queue, actor=request.user, username=username)
+        except ValidationError as error:
+            for messages_of_field in error.message_dict.values():
+                for message in messages_of_field:
+                    messages.error(request, message)
+        else:
+            whom = username or f"tenant {tenant.name}"
+            messages.success(request, DEFAULT_QUEUE_SAVED.format(whom=whom, queue=queue or "none"))
+        return redirect("tenants:tenant_detail", tenant_id=tenant.pk)
 
 
 class TenantEditView(LoginRequiredMixin, View):

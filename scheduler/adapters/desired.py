@@ -87,7 +87,7 @@ def desired_pods(
 
 
 def _plugin_jobs(rows: list[tuple]) -> dict[int, tuple[JobShape, tuple]]:
-    """For each job of `rows` that runs plugins (svc, env, pytorch, ssh, mpi): its shape (every task's
+    """For each job of `rows` that runs plugins (svc, env, pytorch, ssh, ...): its shape (every task's
     name and replicas, in the job's order) and the objects it needs besides its pods, in the
     namespace of its pods."""
     names = {row[_JOB_ID]: row[_JOB_NAME] for row in rows if row[_PLUGINS]}

@@ -18,14 +18,31 @@ from jobspec.policies import (
     OUT_OF_SYNC,
     POD_EVICTED,
     POD_FAILED,
+    RESTART_POD,
     RESTARTS,
+    RETRIED,
     TASK_COMPLETED,
-    policy_action,
+    PolicyMatch,
+    policy_match,
 )
 from scheduler.adapters.bulk import ids_update
 from scheduler.adapters.cluster.base import ObservedPod, PodEvent
 from scheduler.adapters.ledger import placement_end
-from scheduler.adapters.portal_port import Event, Job, JobTask, Node, Placement, allows
+from scheduler.adapters.portal_port import (
+    Delay,
+    Event,
+    Job,
+    JobTask,
+    Node,
+    Placement,
+    allows,
+    delay_added,
+    delays_due,
+    delays_read,
+    due,
+    due_at,
+    run_of,
+)
 from scheduler.adapters.transitions import CycleTransitions
 
 POD_LOST = "pod {pod} disappeared from node {node}; the job was requeued"
@@ -58,6 +75,14 @@ POLICY_RETRIES_SPENT = (
     "{max_retry} times (maxRetry): the job failed"
 )
 POLICY_ENDED = "pod {pod} {what} ({why}); policy {event} -> {action}: the job {ended}"
+POLICY_POD_REPLACED = (
+    "pod {pod} {what} ({why}); policy {event} -> RestartPod: the pod is placed again "
+    "(retry {retry} of {max_retry})"
+)
+POLICY_DELAYED = (
+    "{subject} {what}{why}; policy {event} -> {action} in {seconds} s (at {due:%Y-%m-%d "
+    "%H:%M:%S} UTC) unless the job ends or restarts first"
+)
 TASK_COMPLETED_ENDED = "task {task} completed; policy TaskCompleted -> {action}: the job {ended}"
 PLACEMENT_COLUMNS = ("id", "job_id", "task_id", "pod_name", "node_name", "state", "started_at")
 JOB_FIELDS = (
@@ -68,8 +93,13 @@ JOB_FIELDS = (
     "pending_reason_at",
     "retry_count",
     "retries",
+    "policy_delays",
+    "policy_due_at",
 )
-JOB_COLUMNS = ("id", "min_available", "policies", "max_retry", *JOB_FIELDS)
+JOB_COLUMNS = ("id", "min_available", "policies", "max_retry", "admitted_at", *JOB_FIELDS)
+# Fields holding lists, which cannot key a group of identical changes: written job by job.
+_LIST_FIELDS = ("retries", "policy_delays")
+_PLACED = (Job.Status.ADMITTED, Job.Status.RUNNING)
 
 
 def cluster_observe(
@@ -162,6 +192,14 @@ def cluster_observe(
         for (exit_code, reason), ids in sorted(outcomes.items(), key=lambda item: item[1]):
             ids_update(Placement, ids, exit_code=exit_code, exit_reason=reason)
         jobs = {p.job_id: p.job for p in placements}
+        # Jobs whose delayed policy action is due, pods on a node or not (a few at most).
+        for job in (
+            Job.objects.filter(policy_due_at__lte=now)
+            .select_for_update()
+            .only(*JOB_COLUMNS)
+            .order_by("id")
+        ):
+            jobs.setdefault(job.pk, job)
         _jobs_advance(jobs, lost, failed, now, blocked, transitions or CycleTransitions())
     return _requeued_events(released, jobs)
 
@@ -264,9 +302,12 @@ def _jobs_advance(
     for job_id in sorted(jobs):
         job = jobs[job_id]
         count = counts[job_id]
-        if job.is_terminal:
-            continue
         before = {field: getattr(job, field) for field in JOB_FIELDS}
+        if job.is_terminal:
+            if job.policy_delays:  # ended before its delayed actions' time: they are dropped
+                job.policy_delays, job.policy_due_at = [], None
+                _change_note(job, before, changes, now)
+            continue
         if _job_advance(
             job, count, lost.get(job_id), failed.get(job_id), policies, now, transitions
         ):
@@ -276,7 +317,7 @@ def _jobs_advance(
         )
         if stuck is not None and job.pending_reason != stuck:
             job.pending_reason, job.pending_reason_at = stuck, now
-        if job.status != before["status"] or job.pending_reason != before["pending_reason"]:
+        if any(getattr(job, field) != before[field] for field in JOB_FIELDS):
             _change_note(job, before, changes, now)
     for changed, ids in changes.items():
         ids_update(Job, ids, **dict(changed), updated_at=now)
@@ -299,14 +340,24 @@ def _job_advance(
     portal.jobs.lifecycle); True when its remaining pods are to be released."""
     active = count[Placement.State.BOUND] + count[Placement.State.RUNNING]
     gone = active + count[Placement.State.RELEASING] == 0  # no pod of it is left on a node
+    if job.policy_due_at is not None and job.policy_due_at <= now:
+        if _delays_fire(job, now, transitions):
+            return True
+        if job.status not in _PLACED:
+            return False
     if failed is not None:
         return _on_failed(job, *failed, policies, now, transitions)
     if lost is not None and active + count[Placement.State.SUCCEEDED] < job.min_available:
         return _on_lost(job, lost, policies, now, transitions)
+    completed = policies.task_completed(job, job.pk)
+    if completed is not None and completed[1].delay_seconds:
+        task, match = completed
+        _delay(job, match, TASK_COMPLETED, pod="", task=task, what="completed", why="", now=now)
+        completed = None
     if gone and allows(job.status, Event.REQUEUE):
         transitions.apply(job, Event.REQUEUE, now)
-    elif (ended := policies.task_completed(job, job.pk)) is not None:
-        return _on_task_completed(job, *ended, now, transitions)
+    elif completed is not None:
+        return _on_task_completed(job, completed[0], completed[1].action, now, transitions)
     elif gone and allows(job.status, Event.SUCCEED):
         if count[Placement.State.SUCCEEDED] >= job.min_available:
             transitions.apply(job, Event.SUCCEED, now)
@@ -315,14 +366,66 @@ def _job_advance(
     return False
 
 
+def _delay(
+    job: Job, match: PolicyMatch, event: str, *, pod: str, task: str, what: str, why: str,
+    now: datetime,
+) -> None:  # fmt: skip
+    """Keep a delayed action on the job until its time (portal.jobs.delays); the job goes on
+    meanwhile, the pod that raised it not replaced."""
+    delay = Delay(
+        action=match.action,
+        event=event,
+        pod=pod,
+        task=task,
+        what=what,
+        why=why,
+        due=due(now, match.delay_seconds),
+        run=run_of(job.admitted_at),
+    )
+    delays = delay_added(job.policy_delays, delay)
+    if delays is None:
+        return  # the same action waits for the same pod already
+    job.policy_delays = delays
+    job.policy_due_at = due_at(delays_read(delays))
+    job.pending_reason = POLICY_DELAYED.format(
+        subject=f"pod {pod}" if pod else f"task {task}",
+        what=what,
+        why=f" ({why})" if why else "",
+        event=event,
+        action=match.action,
+        seconds=match.delay_seconds,
+        due=delay.due,
+    )
+    job.pending_reason_at = now
+
+
+def _delays_fire(job: Job, now: datetime, transitions: CycleTransitions) -> bool:
+    """Carry out the job's delayed actions whose time has come, in order (those of an earlier
+    run are dropped); True when its pods are to be released."""
+    ready, waiting = delays_due(job.policy_delays, now=now, run=run_of(job.admitted_at))
+    job.policy_delays = [d.as_dict() for d in waiting]
+    job.policy_due_at = due_at(waiting)
+    if job.status not in _PLACED:
+        job.policy_delays, job.policy_due_at = [], None
+        return False
+    for delay in ready:
+        release = _policy_apply(
+            job, delay.action, delay.event, delay.pod, delay.what, delay.why, now, transitions
+        )
+        if job.status not in _PLACED:
+            job.policy_delays, job.policy_due_at = [], None
+            return release
+    return False
+
+
 _ENDED = {Job.Status.SUCCEEDED: "succeeded", Job.Status.FAILED: "failed"}
 
 
 def _change_note(job: Job, before: dict, changes: dict[tuple, list[int]], now: datetime) -> None:
     """Group the job's changed fields with other jobs' identical changes (one UPDATE each);
-    a change of its retries (a list) is written for this job alone."""
+    a change of a list (its retries, its delayed actions) is written for this job alone."""
     changed = {f: getattr(job, f) for f in JOB_FIELDS if getattr(job, f) != before[f]}
-    if "retries" in changed:
+    if changed.keys() & set(_LIST_FIELDS):
         ids_update(Job, [job.pk], **changed, updated_at=now)
         return
     changes[tuple(sorted(changed.items()))].append(job.pk)
@@ -352,7 +455,7 @@ def _on_failed(
     """A pod of the job failed or was evicted: its policy's action, else the job fails.
     False when the lifecycle refused the change."""
     event = POD_EVICTED if pod.reason == "Evicted" else POD_FAILED
-    action = policy_action(
+    match = policy_match(
         event=event,
         exit_code=pod.exit_code if event == POD_FAILED else None,
         task_policies=policies.task(placement.task_id),
@@ -360,12 +463,15 @@ def _on_failed(
     )
     what = "was evicted" if event == POD_EVICTED else "failed"
     why = pod.reason or f"exit code {pod.exit_code}"
-    if action is None:
+    if match is None:
         if not transitions.apply(job, Event.FAIL, now):
             return False
         job.pending_reason = POD_FAILED_REASON.format(pod=placement.pod_name, reason=why)
         return True
-    return _policy_apply(job, action, event, placement.pod_name, what, why, now, transitions)
+    if match.delay_seconds:
+        _delay(job, match, event, pod=placement.pod_name, task="", what=what, why=why, now=now)
+        return False
+    return _policy_apply(job, match.action, event, placement.pod_name, what, why, now, transitions)
 
 
 def _on_lost(
@@ -375,9 +481,11 @@ def _on_lost(
     started): the OutOfSync event. By default, or by a restart policy with retries left, the job
     is requeued; an action that ends the job ends it. Only the job's policies apply (the lost
     pod is known by its reason alone). False when the lifecycle refused the change."""
-    action = policy_action(
+    match = policy_match(
         event=OUT_OF_SYNC, exit_code=None, task_policies=[], job_policies=job.policies
     )
+    # Carried out at once: upstream keeps OutOfSync for itself, and has no delay for it.
+    action = None if match is None else match.action
     if action is None or (action in RESTARTS and job.retry_count < job.max_retry):
         if not transitions.apply(job, Event.RESTART, now):
             return False
@@ -399,9 +507,18 @@ def _policy_apply(
     transitions: CycleTransitions,
 ) -> bool:
     """Carry out a policy's action on `job` (jobspec.policies says what each means here):
-    a restart while retries are left requeues it, anything else ends it. False when the
-    lifecycle refused the change."""
+    while retries are left RestartPod has the pod's replica placed again and a restart
+    requeues the job; anything else ends it. True when the job's pods are to be released."""
     words = {"pod": pod or "a pod", "what": what, "why": why, "event": event, "action": action}
+    if action == RESTART_POD and job.retry_count < job.max_retry:
+        # The pod's placement has ended: its replica is placed again while the job's other
+        # pods run on (state/running.go: KillTarget, then the controller makes the pod anew).
+        reason = POLICY_POD_REPLACED.format(
+            **words, retry=job.retry_count + 1, max_retry=job.max_retry
+        )
+        job.pending_reason, job.pending_reason_at = reason, now
+        _retry_record(job, action, event, pod, reason, now)
+        return False
     if action in RESTARTS and job.retry_count < job.max_retry:
         if not transitions.apply(job, Event.RESTART, now):
             return False
@@ -409,7 +526,7 @@ def _policy_apply(
         job.pending_reason, job.pending_reason_at = reason, now
         _retry_record(job, action, event, pod, reason, now)
         return True
-    if action in RESTARTS:
+    if action in RETRIED:
         if not transitions.apply(job, Event.FAIL, now):
             return False
         job.pending_reason = POLICY_RETRIES_SPENT.format(**words, max_retry=job.max_retry)
@@ -476,22 +593,22 @@ class _Policies:
     def task(self, task_id: int) -> list:
         return self._task_policies.get(task_id) or []
 
-    def task_completed(self, job: Job, job_id: int) -> tuple[str, str] | None:
-        """(task, action) when a task of a running job has all its pods succeeded and a
+    def task_completed(self, job: Job, job_id: int) -> tuple[str, PolicyMatch] | None:
+        """(task, policy) when a task of a running job has all its pods succeeded and a
         TaskCompleted policy says what that does, else None."""
         if not allows(job.status, Event.SUCCEED):  # not placed (admitted or running)
             return None
         for task_id, name, replicas, task_policies in self._tasks.get(job_id, ()):
             if self._succeeded[task_id] < replicas:
                 continue
-            action = policy_action(
+            match = policy_match(
                 event=TASK_COMPLETED,
                 exit_code=None,
                 task_policies=task_policies,
                 job_policies=job.policies,
             )
-            if action is not None and action not in RESTARTS:
-                return name, action
+            if match is not None and match.action not in RETRIED:
+                return name, match
         return None
 
 

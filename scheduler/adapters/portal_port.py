@@ -35,6 +35,16 @@ from portal.cluster.namespaces import (
     placing_namespaces,
 )
 from portal.cluster.services import node_inventory_sync, node_seen_mark, placement_pod_name
+from portal.jobs.delays import (
+    Delay,
+    delay_added,
+    delays_due,
+    delays_read,
+    due,
+    due_at,
+    held_pods,
+    run_of,
+)
 from portal.jobs.lifecycle import WAITING, Event, IllegalTransition, Transition, allows, transition
 from portal.jobs.limits import gpu_sharing, job_limits
 from portal.jobs.models import Job, JobTask
@@ -101,6 +111,7 @@ __all__ = [
     # jobs: rows, the lifecycle, the limits in force, the services the cycle ends jobs with,
     # the tenants' pending-pod counts it folds
     "WAITING",
+    "Delay",
     "Event",
     "IllegalTransition",
     "Job",
@@ -108,6 +119,13 @@ __all__ = [
     "tenant_pod_deltas_fold",
     "Transition",
     "allows",
+    "delay_added",
+    "delays_due",
+    "delays_read",
+    "due",
+    "due_at",
+    "held_pods",
+    "run_of",
     "gpu_sharing",
     "job_limits",
     "job_quarantine",

@@ -42,10 +42,12 @@ from scheduler.adapters.portal_port import (
     active_conf,
     capacity_nodes,
     device_memory_mib,
+    held_pods,
     job_info,
     job_limits,
     node_info,
     queue_tree,
+    run_of,
     scheduled_queues,
     tolerations_of,
     wants_tree,
@@ -179,6 +181,8 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
         usage = queue_usage_history(conf=conf, queue_ids=[q.id for q in queues], now=now)
         history = snapshot_history(conf=conf, now=now)
 
+        placements += _held_failures()
+
     by_replica = {(p.task_id, p.replica): p for p in placements}
     tasks_of: dict[int, list[TaskRow]] = defaultdict(list)
     for task in tasks:
@@ -224,6 +228,28 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
         **history,
     )
     return SnapshotBundle(snapshot=snapshot, conf=conf, index=index, faults=faults)
+
+
+def _held_failures() -> list[PlacementRow]:
+    """The failed pods that wait for a delayed policy action of their job's run
+    (portal.jobs.delays): their replicas are not placed again meanwhile, as upstream keeps a
+    failed pod until its delayed action runs. Two small reads, of the few jobs with a delay."""
+    delayed = Job.objects.filter(
+        policy_due_at__isnull=False, status__in=[Job.Status.ADMITTED, Job.Status.RUNNING]
+    ).values_list("id", "admitted_at", "policy_delays")
+    pods = {
+        job_id: held_pods(delays, run=run_of(admitted_at))
+        for job_id, admitted_at, delays in delayed
+    }
+    names = set().union(*pods.values()) if pods else set()
+    if not names:
+        return []
+    return [
+        PlacementRow(*row)
+        for row in Placement.objects.filter(
+            job_id__in=list(pods), state=Placement.State.FAILED, pod_name__in=sorted(names)
+        ).values_list(*PLACEMENT_COLUMNS)
+    ]
 
 
 def _new_job_info(

@@ -1,7 +1,8 @@
-"""jobspec.job_plugins: Volcano's svc, env, pytorch, ssh and mpi job plugins (pure).
+"""jobspec.job_plugins: Volcano's svc, env, pytorch, tensorflow, ssh, mpi and ray job plugins
+(pure).
 
 Expected values are derived from upstream volcano-sh/volcano pkg/controllers/job/plugins:
-env/env.go:45-59, svc/svc.go:76-131 and 309-345, pytorch/pytorch.go:91-157, ssh/ssh.go:144-200
+env/env.go:45-59, svc/svc.go:76-131 and 309-345, pytorch/pytorch.go:74-231, ssh/ssh.go:144-200
 (mountRsaKey) and 262-286 (generateSSHConfig), distributed-framework/mpi/mpi.go:80-170; the
 webhook's defaults webhooks/admission/jobs/mutate/mutate_job.go:244-260."""
 
@@ -9,6 +10,7 @@ import pytest
 
 from jobspec.job_plugins import (
     SSH_KEY_PLACEHOLDER,
+    WAIT_MASTER_IMAGE,
     JobShape,
     hostname,
     hosts_data,
@@ -101,7 +103,10 @@ def test_pytorch_turns_svc_on_like_the_admission_webhook():
         ({"ray": ["--dashboardPort=0"]}, "spec.plugins.ray[0]", "--dashboardPort takes a port"),
         ({"ray": ["--headContainer=Head"]}, "spec.plugins.ray[0]", "takes a container name"),
         ({"ray": ["--dashboard-port=1"]}, "spec.plugins.ray[0]", "unknown flag --dashboard-port"),
-        ({"tensorflow": []}, "spec.plugins.tensorflow", "not supported"),
+        ({"tensorflow": ["--ps=Ps"]}, "spec.plugins.tensorflow[0]", "takes a task name"),
+        ({"tensorflow": ["--port=0"]}, "spec.plugins.tensorflow[0]", "--port takes a port"),
+        ({"tensorflow": ["--master=x"]}, "spec.plugins.tensorflow[0]", "unknown flag --master"),
+        ({"hcclrank": []}, "spec.plugins.hcclrank", "not supported"),
         ({"mpi": ["--bogus=1"]}, "spec.plugins.mpi[0]", "unknown flag --bogus"),
         ({"mpi": ["--port=0"]}, "spec.plugins.mpi[0]", "--port takes a port"),
         ({"mpi": ["--master=chief"]}, "spec.plugins.mpi", "task named chief"),
@@ -114,6 +119,11 @@ def test_pytorch_turns_svc_on_like_the_admission_webhook():
         ({"svc": ["--inject-hosts-env=maybe"]}, "spec.plugins.svc[0]", "true or false"),
         ({"pytorch": ["--port=99999"]}, "spec.plugins.pytorch[0]", "port"),
         ({"pytorch": ["--master=chief"]}, "spec.plugins.pytorch", "task named chief"),
+        ({"pytorch": ["--wait-master-timeout=-5"]}, "spec.plugins.pytorch[0]", "seconds"),
+        ({"pytorch": ["--wait-master-timeout=90000"]}, "spec.plugins.pytorch[0]", "seconds"),
+        ({"pytorch": ["--wait-master-image="]}, "spec.plugins.pytorch[0]", "container image"),
+        ({"pytorch": ["--wait-master-image=a b"]}, "spec.plugins.pytorch[0]", "container image"),
+        ({"pytorch": ["--wait-master-enabled=perhaps"]}, "spec.plugins.pytorch[0]", "true or"),
         ({"env": "yes"}, "spec.plugins.env", "list of arguments"),
         (["svc"], "spec.plugins", "mapping"),
     ],
@@ -284,3 +294,85 @@ def test_a_missing_task_is_said_with_the_flag_errors_not_after_they_are_fixed():
         "spec.plugins.ray[1]": ["flag --dashboardPort takes a port number (1-65535)"],
         "spec.plugins.ray": ["the ray plugin needs a task named chief (set --head=<task>)"],
     }
+
+
+WAIT = ["--wait-master-enabled=true", "--wait-master-timeout=600", "--port=29500"]
+
+
+def test_pytorch_wait_master_gives_each_worker_an_init_container_waiting_for_the_master():
+    """pytorch.go:74-85 (flags), 110-120 (workers only) and 173-231 (the init container)."""
+    stored, errors = plugins_parse({"pytorch": WAIT}, task_names=["master", "worker"])
+    assert errors == {}
+    (init,) = pod_additions(stored, JOB, "worker", 1).init_containers
+    assert (init["name"], init["image"], init["command"][:2]) == (
+        "wait-for-master", WAIT_MASTER_IMAGE, ["sh", "-c"]
+    )  # fmt: skip
+    script = init["command"][2]
+    assert "nc -z ddp-master-0.gp-42 29500" in script
+    assert "-ge 600 ]" in script
+    assert pod_additions(stored, JOB, "master", 0).init_containers == ()
+    assert pod_additions({"pytorch": []}, JOB, "worker", 0).init_containers == ()
+    image = plugins_parse({"pytorch": ["--wait-master-enabled", "--wait-master-image=alpine:3"]},
+                          task_names=["master", "worker"])[0]  # fmt: skip
+    (init,) = pod_additions(image, JOB, "worker", 0).init_containers
+    assert init["image"] == "alpine:3"
+    assert "-ge 300 ]" in init["command"][2]  # DefaultTimeout
+
+
+def test_the_wait_for_master_container_goes_after_the_pods_own_unless_it_has_one():
+    from jobspec.podspec import with_additions
+
+    additions = pod_additions(plugins_parse({"pytorch": WAIT}, task_names=["master", "worker"])[0],
+                              JOB, "worker", 0).as_dict()  # fmt: skip
+    body = {"containers": [{"name": "t"}], "initContainers": [{"name": "fetch"}]}
+    names = [c["name"] for c in with_additions(body, additions)["initContainers"]]
+    assert names == ["fetch", "wait-for-master"]
+    own = {"containers": [{"name": "t"}], "initContainers": [{"name": "wait-for-master"}]}
+    assert with_additions(own, additions)["initContainers"] == [
+        {"name": "wait-for-master", "env": additions["initEnv"],
+         "volumeMounts": additions["volumeMounts"]}
+    ]  # fmt: skip
+
+
+TF_JOB = JobShape(job_id=7, name="train-123", tasks=(("ps", 2), ("worker", 2), ("chief", 1)))
+TF_CLUSTER = (
+    '{"cluster":{"ps":["train-123-ps-0.gp-7:5000","train-123-ps-1.gp-7:5000"],'
+    '"worker":["train-123-worker-0.gp-7:5000","train-123-worker-1.gp-7:5000"],'
+    '"chief":["train-123-chief-0.gp-7:5000"]},'
+)
+
+
+@pytest.mark.parametrize(("task", "index"), [("ps", 0), ("worker", 1), ("chief", 0)])
+def test_tensorflow_gives_every_container_tf_config(task, index):
+    """Upstream's tensorflow_test.go TestTensorflow, with the portal's subdomain (gp-<job id>)
+    where upstream's is the job's name: Go's compact JSON, the roles in its struct's order
+    (ps, worker, chief, evaluator), the pod's role and index (tensorflow.go OnPodCreate,
+    generateTFClusterSpec)."""
+    stored, errors = plugins_parse({"tensorflow": ["--port=5000"]}, task_names=["ps", "worker"])
+    assert errors == {}
+    assert stored == {"tensorflow": ["--port=5000"], "svc": []}  # mutate_job.go:244-254
+    additions = pod_additions(stored, TF_JOB, task, index)
+    expected = TF_CLUSTER + f'"task":{{"type":"{task}","index":{index}}}}}'
+    assert _env(additions)["TF_CONFIG"] == expected
+    assert "TF_CONFIG" not in {e["name"] for e in additions.init_env}  # containers only
+
+
+def test_tensorflow_names_the_roles_by_flag_and_leaves_a_one_pod_job_alone():
+    """--ps, --worker, --chief, --evaluator name the tasks of each role; a task of no role is
+    its own type and in no list; a job of one task and one replica gets no TF_CONFIG."""
+    job = JobShape(job_id=3, name="t", tasks=(("server", 1), ("trainer", 2), ("eval", 1)))
+    flags = ["--ps=server", "--worker=trainer", "--evaluator=eval", "--port=2222"]
+    stored, _ = plugins_parse({"tensorflow": flags}, task_names=["server", "trainer", "eval"])
+    config = _env(pod_additions(stored, job, "eval", 0))["TF_CONFIG"]
+    assert config == (
+        '{"cluster":{"ps":["t-server-0.gp-3:2222"],'
+        '"worker":["t-trainer-0.gp-3:2222","t-trainer-1.gp-3:2222"],'
+        '"evaluator":["t-eval-0.gp-3:2222"]},"task":{"type":"evaluator","index":0}}'
+    )
+    other = JobShape(job_id=3, name="t", tasks=(("server", 1), ("loader", 1)))
+    assert (
+        '"task":{"type":"loader","index":0}'
+        in _env(pod_additions(stored, other, "loader", 0))["TF_CONFIG"]
+    )
+    alone = JobShape(job_id=4, name="solo", tasks=(("worker", 1),))
+    assert "TF_CONFIG" not in _env(pod_additions({"tensorflow": []}, alone, "worker", 0))

@@ -6,7 +6,15 @@ from decimal import Decimal
 import pytest
 import yaml
 
-from jobspec.volcano import ManifestError, manifest_path, parse_quantity, volcano_job_parse
+from jobspec.volcano import (
+    JOB_VOLUMES_REFUSED,
+    ManifestError,
+    documents_split,
+    generated_name,
+    manifest_path,
+    parse_quantity,
+    volcano_job_parse,
+)
 
 MANIFEST = yaml.safe_load(
     """
@@ -53,7 +61,7 @@ def test_maps_a_full_manifest():
     spec = volcano_job_parse(MANIFEST)
     assert (spec.name, spec.queue, spec.min_available) == ("bert-large", "nlp-train", 3)
     assert (spec.priority, spec.expected_duration_seconds) == (10, 3600)
-    assert spec.ignored == ["priorityClassName", "schedulerName"]
+    assert spec.ignored == ["spec.schedulerName"]
     master, worker = spec.tasks
     assert master == {
         "name": "master",
@@ -73,7 +81,9 @@ def test_maps_a_full_manifest():
                             "limits": {"nvidia.com/gpu": "8"},
                         },
                     }
-                ]
+                ],
+                # the job's priorityClassName, which the task does not set itself
+                "priorityClassName": "high",
             }
         },
     }
@@ -121,7 +131,11 @@ BAD = [
     ("metadata", _DELETE, "metadata"),
     ("metadata/name", 7, "metadata.name"),
     ("metadata/annotations/priority", "urgent", "metadata.annotations.priority"),
-    ("spec/queue", _DELETE, "spec.queue"),
+    ("spec/queue", 5, "spec.queue"),
+    ("metadata/name", _DELETE, "metadata.name"),
+    ("spec/runningEstimate", "an hour", "spec.runningEstimate"),
+    ("spec/priorityClassName", ["high"], "spec.priorityClassName"),
+    ("spec/tasks/0/minAvailable", "one", "spec.tasks[0].minAvailable"),
     ("spec/minAvailable", "three", "spec.minAvailable"),
     ("spec/tasks", [], "spec.tasks"),
     ("spec/tasks", {"name": "x"}, "spec.tasks"),
@@ -247,3 +261,139 @@ def test_a_refused_task_count_is_reported_before_any_task_is_mapped():
         volcano_job_parse(manifest, too_many_tasks=too_many)
     assert counted == [5000]
     assert info.value.errors == {"spec.tasks": ["at most 16 tasks per job"]}
+
+
+def _manifest(**spec_changes):
+    manifest = copy.deepcopy(MANIFEST)
+    manifest["spec"].update(spec_changes)
+    return manifest
+
+
+def test_a_job_without_a_queue_leaves_it_to_the_caller():
+    """upstream's webhook puts it in `default` (mutate_job.go patchDefaultQueue); the portal's
+    service picks the submitter's default queue."""
+    manifest = _manifest()
+    del manifest["spec"]["queue"]
+    assert volcano_job_parse(manifest).queue is None
+    assert volcano_job_parse(_manifest(queue="")).queue is None
+
+
+def test_generate_name_is_the_names_prefix_and_a_name_wins_over_it():
+    manifest = _manifest()
+    manifest["metadata"] = {"generateName": "sweep-"}
+    spec = volcano_job_parse(manifest)
+    assert (spec.name, spec.generate_name) == ("", "sweep-")
+    assert spec.job_fields(name="sweep-x2b4z")["name"] == "sweep-x2b4z"
+    assert spec.path_of("name") == "metadata.generateName"
+    manifest["metadata"]["name"] = "fixed"
+    spec = volcano_job_parse(manifest)
+    assert (spec.name, spec.generate_name) == ("fixed", None)
+    assert spec.path_of("name") == "metadata.name"
+    manifest["metadata"] = {"labels": {"a": "b"}}
+    with pytest.raises(ManifestError) as info:
+        volcano_job_parse(manifest)
+    assert info.value.errors["metadata.name"] == ["give metadata.name or metadata.generateName"]
+
+
+def test_a_generated_name_is_cut_like_the_api_servers():
+    """names.SimpleNameGenerator: at most 58 characters of the prefix, then 5 random ones."""
+    assert generated_name("a" * 70, "bcdfg") == "a" * 58 + "bcdfg"
+    assert len(generated_name("a" * 70, "bcdfg")) == 63
+
+
+def test_the_jobs_priority_class_goes_to_tasks_without_their_own():
+    """job_controller_util.go createJobPod: a pod takes the job's priorityClassName when its
+    template has none (docs/user-guide/how_to_configure_priorityclass_for_job.md)."""
+    manifest = _manifest(priorityClassName="job-priority")
+    manifest["spec"]["tasks"][0]["template"]["spec"]["priorityClassName"] = "task-priority"
+    master, worker = volcano_job_parse(manifest).tasks
+    assert master["pod_template"]["spec"]["priorityClassName"] == "task-priority"
+    assert worker["pod_template"]["spec"]["priorityClassName"] == "job-priority"
+    assert "priorityClassName" not in MANIFEST["spec"]["tasks"][1]["template"]["spec"]
+
+
+def test_a_templates_scheduler_name_is_ignored_and_said():
+    manifest = _manifest()
+    manifest["spec"]["tasks"][1]["template"]["spec"]["schedulerName"] = "volcano"
+    spec = volcano_job_parse(manifest)
+    assert "schedulerName" not in spec.tasks[1]["pod_template"]["spec"]
+    assert "spec.tasks[1].template.spec.schedulerName" in spec.ignored
+
+
+def test_min_available_defaults_to_the_tasks_own_summed_like_the_webhook():
+    """mutate_job.go patchDefaultMinAvailable: each task's minAvailable, else its replicas."""
+    manifest = _manifest()
+    del manifest["spec"]["minAvailable"]
+    assert volcano_job_parse(manifest).min_available is None  # job_submit: every replica
+    manifest["spec"]["tasks"][1]["minAvailable"] = 1
+    spec = volcano_job_parse(manifest)
+    assert spec.min_available == 2  # master 1 (its replicas) + worker's own 1
+    assert any("spec.tasks[1].minAvailable counts" in note for note in spec.notes)
+    assert volcano_job_parse(_manifest(minAvailable=0)).min_available is None
+
+
+def test_a_nameless_task_is_named_default_and_its_index():
+    manifest = _manifest()
+    del manifest["spec"]["tasks"][1]["name"]
+    assert [t["name"] for t in volcano_job_parse(manifest).tasks] == ["master", "default1"]
+
+
+def test_max_retry_zero_is_the_default_like_the_webhook():
+    assert volcano_job_parse(_manifest(maxRetry=0)).max_retry is None
+    assert volcano_job_parse(_manifest(maxRetry=5)).max_retry == 5
+
+
+def test_the_jobs_volumes_are_refused():
+    manifest = _manifest(volumes=[{"mountPath": "/data", "volumeClaimName": "data"}])
+    with pytest.raises(ManifestError) as info:
+        volcano_job_parse(manifest)
+    assert info.value.errors["spec.volumes"] == [JOB_VOLUMES_REFUSED]
+
+
+def test_running_estimate_is_the_expected_duration_unless_the_annotation_says():
+    manifest = _manifest(runningEstimate="1h30m")
+    assert volcano_job_parse(manifest).expected_duration_seconds == 3600  # the annotation
+    del manifest["metadata"]["annotations"]["gpuq/expected-duration-seconds"]
+    assert volcano_job_parse(manifest).expected_duration_seconds == 5400
+
+
+def test_metadata_the_portal_decides_is_named_back():
+    """Every metadata field but the name and the annotations the portal reads: the ones a
+    user sets (namespace, labels) and the ones another controller does (an Argo workflow
+    step's ownerReferences, example/integrations/argo/10-job-step.yaml)."""
+    manifest = _manifest()
+    manifest["metadata"].update(
+        namespace="ml",
+        labels={"team": "nlp"},
+        ownerReferences=[{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow"}],
+        finalizers=["x.io/keep"],
+    )
+    manifest["metadata"]["annotations"]["volcano.sh/preemptable"] = "true"
+    assert volcano_job_parse(manifest).ignored == [
+        "metadata.namespace",
+        "metadata.labels",
+        "metadata.ownerReferences",
+        "metadata.finalizers",
+        "metadata.annotations.volcano.sh/preemptable",
+        "spec.schedulerName",
+    ]
+
+
+def test_other_kinds_in_a_file_are_skipped_naming_them():
+    """docs/user-guide/how_to_configure_priorityclass_for_job.md: two PriorityClasses, then
+    the Job."""
+    documents = [
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+         "metadata": {"name": "job-priority"}},
+        {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue"},
+        MANIFEST,
+        {"spec": {}},
+    ]  # fmt: skip
+    split = documents_split(documents)
+    assert split.jobs == [(3, MANIFEST), (4, {"spec": {}})]
+    assert split.skipped == [
+        "document 1: skipped: kind PriorityClass (job-priority) (only Volcano Jobs are submitted)",
+        "document 2: skipped: kind Queue (only Volcano Jobs are submitted)",
+    ]
+    assert split.where(3) == "document 3: "
+    assert documents_split([MANIFEST]).where(1) == ""

@@ -6,6 +6,7 @@ validation and admission (server-side dry run, as the portal's ServiceAccount)."
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from jobspec.volcano import documents_split
 from portal.jobs.dry_run import job_render
 from tests.factories import NodeFactory
 from tests.realcluster.conftest import NAMESPACE, PORTAL_SA
@@ -72,11 +74,11 @@ def rendered_examples() -> list[tuple[str, dict[str, Any]]]:
     """(example file, object) for each object the portal renders from the Volcano examples it
     runs (the ones it refuses are test_render's business)."""
     rendered = []
-    for path in sorted(EXAMPLES.glob("*.yaml")):
-        data = next(doc for doc in yaml.safe_load_all(path.read_text()) if doc)
-        data["spec"].setdefault("queue", "default")
-        result = job_render(data, namespace=NAMESPACE)
-        rendered += [(path.name, obj) for obj in result.objects]
+    for path in sorted(EXAMPLES.rglob("*.yaml")):
+        documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+        for _, data in documents_split(documents).jobs:
+            result = job_render(data, namespace=NAMESPACE)
+            rendered += [(str(path.relative_to(EXAMPLES)), obj) for obj in result.objects]
     return rendered
 
 
@@ -132,8 +134,30 @@ def dry_run_create(api_client: client.ApiClient, obj: dict[str, Any]) -> None:
     creators[kind](namespace, obj, dry_run="All")
 
 
+@pytest.fixture
+def example_priority_classes(admin_client: client.ApiClient) -> Iterator[None]:
+    """The PriorityClasses written beside a Job in an example file (the priority-class
+    guide's), created as the cluster admin whose object they are: the server's Priority
+    admission refuses a pod that names a class it does not know."""
+    scheduling = client.SchedulingV1Api(admin_client)
+    created = []
+    for path in sorted(EXAMPLES.rglob("*.yaml")):
+        documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+        if not documents_split(documents).jobs:
+            continue
+        for doc in documents:
+            if doc.get("kind") == "PriorityClass":
+                scheduling.create_priority_class(doc)
+                created.append(doc["metadata"]["name"])
+    try:
+        yield
+    finally:
+        for name in created:
+            scheduling.delete_priority_class(name)
+
+
 def test_every_object_rendered_from_the_volcano_examples_passes_the_servers_validation(
-    portal_api,
+    portal_api, example_priority_classes
 ):
     rendered = rendered_examples()
     assert len({name for name, _ in rendered}) >= 6, "most examples should render"

@@ -33,6 +33,8 @@ OPERATIONS = {
     ("/api/v1/scheduler-configs/", "post"),
     ("/api/v1/scheduler-configs/{config_id}/", "get"),
     ("/api/v1/scheduler-configs/{config_id}/activate/", "post"),
+    ("/api/v1/tenants/{tenant_id}/default-queue/", "get"),
+    ("/api/v1/tenants/{tenant_id}/default-queue/", "put"),
     ("/api/v1/auth/token/", "post"),
     ("/api/v1/auth/token/", "delete"),
 }

@@ -137,7 +137,8 @@ def test_tasks_per_job_is_one_number_for_the_form_and_the_api(researcher_client,
         # Right shape, out of bounds: job_submit refuses them, by the manifest's paths.
         (("spec", "tasks", 0, "replicas"), 0, REPLICAS_PATH),
         (("spec", "tasks", 0, "replicas"), -2, REPLICAS_PATH),
-        (("spec", "minAvailable"), 0, "spec.minAvailable"),
+        # 0 is left out (upstream's webhook too: patchDefaultMinAvailable); -1 is out of bounds
+        (("spec", "minAvailable"), -1, "spec.minAvailable"),
         (("metadata", "annotations"), {"priority": str(10**12)}, "metadata.annotations.priority"),
     ],
 )

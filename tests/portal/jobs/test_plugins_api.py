@@ -57,7 +57,7 @@ def test_a_pytorch_manifest_is_stored_with_svc_turned_on(api, nlp_queue):
     ("plugins", "path"),
     [
         ({"ray": []}, "spec.plugins.ray"),
-        ({"env": [], "tensorflow": []}, "spec.plugins.tensorflow"),
+        ({"env": [], "hcclrank": []}, "spec.plugins.hcclrank"),
         ({"mpi": ["--np=4"]}, "spec.plugins.mpi[0]"),
         ({"mpi": ["--master=launcher"]}, "spec.plugins.mpi"),
         # split so that the repository's secret scan (test_hardening) does not take it for a key

@@ -1,5 +1,8 @@
 """The dry-run render (`python -m portal.jobs.render`, POST /api/v1/jobs/render/) of upstream
-Volcano's example manifests (copied with their licence in volcano_examples/).
+Volcano's example manifests: every Job example of volcano-sh/volcano's docs/user-guide/ and
+every manifest file of its example/, copied with its licence under volcano_examples/ at its
+upstream path (a guide's examples as <guide>/example-<n>.yaml): a Job renders or is refused
+for a reason docs/api.md gives with the upstream file; other kinds are skipped by name.
 
 Expected objects are derived by hand from upstream's controller: svc/svc.go GenerateHosts
 (:309-345: `<task>.host` one host a line, `VC_<TASK>_HOSTS` comma-separated, `VC_<TASK>_NUM`),
@@ -16,6 +19,7 @@ jobspec.job_plugins'.
 
 import io
 import os
+import re
 import subprocess
 import sys
 from http import HTTPStatus
@@ -32,16 +36,16 @@ from portal.jobs.models import Job
 from portal.jobs.render import main
 
 EXAMPLES = Path(__file__).parent / "volcano_examples"
-TF = "integrations-tensorflow-dist-mnist-tf-dist-mnist-example.yaml"
+MPI_DOC = "docs/user-guide/how_to_use_mpi_plugin/example-1.yaml"
+API_DOCS = Path(__file__).resolve().parents[3] / "docs" / "api.md"
+TF = "example/integrations/tensorflow/dist-mnist/tf-dist-mnist-example.yaml"
+PADDLE = "example/integrations/paddlepaddle/ctr-paddlepaddle-on-volcano.yaml"
 
 
-def _load(name, *, queue=None):
-    data = next(doc for doc in yaml.safe_load_all((EXAMPLES / name).read_text()) if doc)
-    if queue is not None:
-        # Upstream's admission webhook puts a job without a queue in "default"; the portal
-        # needs one named.
-        data["spec"].setdefault("queue", queue)
-    return data
+def _load(name):
+    """The file's first Volcano Job."""
+    documents = yaml.safe_load_all((EXAMPLES / name).read_text())
+    return next(doc for doc in documents if doc and doc.get("kind") == "Job")
 
 
 def _env(pod, container=0):
@@ -95,27 +99,36 @@ def test_tf_dist_mnist_renders_a_host_list_a_headless_service_and_three_pods():
     assert "spec.schedulerName is ignored by the portal" in rendered.warnings
 
 
-@pytest.mark.parametrize(
-    ("name", "path"),
-    [
-        (
-            "integrations-paddlepaddle-ctr-paddlepaddle-on-volcano.yaml",
-            "spec.tasks[0].template.spec.volumes[0].hostPath",
-        ),
-        ("kubecon-2019-china-gang-nginx.yaml", "kind"),
-    ],  # fmt: skip
-)
-def test_what_the_portal_cannot_run_is_an_error_naming_the_field(name, path):
-    rendered = job_render(_load(name, queue="default"))
+def test_the_tensorflow_plugin_gives_the_tf_example_tf_config_instead_of_its_script():
+    """The dist-mnist example builds TF_CONFIG from the svc plugin's host files itself; with
+    `tensorflow: []` each pod gets it from the plugin (tensorflow.go generateTFClusterSpec)."""
+    data = _load(TF)
+    data["spec"]["plugins"]["tensorflow"] = []
+    rendered = job_render(data)
+    assert rendered.errors == {}
+    pods = {o["metadata"]["name"]: o for o in rendered.objects if o["kind"] == "Pod"}
+    hosts = "tensorflow-dist-mnist-{}.gp-new:2222"
+    cluster = (
+        f'{{"cluster":{{"ps":["{hosts.format("ps-0")}"],'
+        f'"worker":["{hosts.format("worker-0")}","{hosts.format("worker-1")}"]}},'
+    )
+    assert _env(pods["gp-new-ps-0"])["TF_CONFIG"] == cluster + '"task":{"type":"ps","index":0}}'
+    assert _env(pods["gp-new-worker-1"])["TF_CONFIG"] == (
+        cluster + '"task":{"type":"worker","index":1}}'
+    )
+
+
+def test_what_the_portal_cannot_run_is_an_error_naming_the_field():
+    rendered = job_render(_load(PADDLE))
     assert rendered.objects == []
-    assert path in rendered.errors, rendered.errors
+    assert "spec.tasks[0].template.spec.volumes[0].hostPath" in rendered.errors, rendered.errors
+    nginx = yaml.safe_load((EXAMPLES / "example/kubecon-2019-china/gang/nginx.yaml").read_text())
+    assert "kind" in job_render(nginx).errors  # a ReplicaSet given as a Job
 
 
 @override_settings(JOB_ALLOW_HOST_PATH=True)
 def test_paddlepaddle_renders_where_host_paths_are_allowed():
-    rendered = job_render(
-        _load("integrations-paddlepaddle-ctr-paddlepaddle-on-volcano.yaml", queue="q")
-    )
+    rendered = job_render(_load(PADDLE))
     assert rendered.errors == {}
     pods = [o for o in rendered.objects if o["kind"] == "Pod"]
     assert len(pods) == 4  # 2 pservers + 2 trainers
@@ -125,14 +138,14 @@ def test_paddlepaddle_renders_where_host_paths_are_allowed():
 @pytest.mark.parametrize(
     ("name", "pods"),
     [
-        ("integrations-mxnet-train-train-mnist-cpu.yaml", 5),
-        ("kubecon-2019-china-tf-sample-tf-example.yaml", 3),
-        ("MindSpore-example-mindspore_cpu-mindspore-cpu.yaml", 8),
-        ("MindSpore-example-mindspore_gpu-mindspore-gpu.yaml", 3),
+        ("example/integrations/mxnet/train/train-mnist-cpu.yaml", 5),
+        ("example/kubecon-2019-china/tf-sample/tf-example.yaml", 3),
+        ("example/MindSpore-example/mindspore_cpu/mindspore-cpu.yaml", 8),
+        ("example/MindSpore-example/mindspore_gpu/mindspore-gpu.yaml", 3),
     ],
 )
 def test_other_integrations_render_one_pod_per_replica(name, pods):
-    data = _load(name, queue="default")
+    data = _load(name)
     rendered = job_render(data)
     assert rendered.errors == {}
     rendered_pods = [o for o in rendered.objects if o["kind"] == "Pod"]
@@ -173,7 +186,7 @@ def test_the_cli_prints_yaml_documents_and_warnings():
 
 
 def test_the_cli_exits_1_naming_the_fields(tmp_path):
-    data = _load("docs-user-guide-how_to_use_mpi_plugin.yaml", queue="q")
+    data = _load(MPI_DOC)
     data["spec"]["plugins"]["mpi"].append("--np=2")
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -218,7 +231,7 @@ def test_the_api_renders_and_stores_nothing(researcher):
 def test_the_api_answers_400_naming_the_field(researcher):
     api = APIClient()
     api.force_authenticate(researcher)
-    data = _load("docs-user-guide-how_to_use_mpi_plugin.yaml", queue="q")
+    data = _load(MPI_DOC)
     data["spec"]["plugins"]["mpi"] = ["--hostfile=/etc/hosts"]
     response = api.post("/api/v1/jobs/render/", data, format="json")
     assert response.status_code == HTTPStatus.BAD_REQUEST
@@ -269,7 +282,6 @@ def test_the_api_renders_into_the_namespace_of_a_queue_the_caller_may_see(
             assert _namespaces(response.json()["objects"]) == {namespace}, queue.name
 
 
-MPI_DOC = "docs-user-guide-how_to_use_mpi_plugin.yaml"
 MPI_HOSTS = ["lm-mpi-job-mpimaster-0", "lm-mpi-job-mpiworker-0", "lm-mpi-job-mpiworker-1"]
 SSH_VOLUME = {
     "name": "gp-new-ssh",
@@ -285,7 +297,7 @@ SSH_VOLUME = {
 def test_the_mpi_plugin_example_renders_a_secret_hosts_and_mpi_host_on_the_master():
     """Upstream's MPI plugin guide: `mpi: [--master=mpimaster, --worker=mpiworker, --port=22]`
     and nothing else; the webhook adds svc and ssh."""
-    rendered = job_render(_load(MPI_DOC, queue="default"))
+    rendered = job_render(_load(MPI_DOC))
     assert rendered.errors == {}
     assert [(o["kind"], o["metadata"]["name"]) for o in rendered.objects] == [
         ("Secret", "gp-new-ssh"),
@@ -332,12 +344,16 @@ def test_the_mpi_plugin_example_renders_a_secret_hosts_and_mpi_host_on_the_maste
 
 
 @pytest.mark.parametrize(
-    "name", ["integrations-mpi-mpi-example.yaml", "kubecon-2019-china-mpi-sample-mpi-example.yaml"]
+    "name",
+    [
+        "example/integrations/mpi/mpi-example.yaml",
+        "example/kubecon-2019-china/mpi-sample/mpi-example.yaml",
+    ],
 )
 def test_the_ssh_and_svc_mpi_examples_render_with_the_keys_mounted(name):
     """Upstream's older MPI examples: `ssh: []` and `svc: []`, the master reads the workers
     from /etc/volcano/mpiworker.host; the port they declare (22) is not added twice."""
-    rendered = job_render(_load(name, queue="default"))
+    rendered = job_render(_load(name))
     assert rendered.errors == {}
     pods = [o for o in rendered.objects if o["kind"] == "Pod"]
     assert [o["kind"] for o in rendered.objects if o["kind"] != "Pod"] == [
@@ -358,7 +374,7 @@ def test_the_ssh_and_svc_mpi_examples_render_with_the_keys_mounted(name):
 
 def test_job_plugin_yaml_mounts_the_keys_at_its_path_readable():
     """`ssh: [--ssh-key-file-path=/home/user/.ssh]`: mode 0644 off /root/.ssh (ssh.go:175-178)."""
-    rendered = job_render(_load("job-plugin.yaml"))
+    rendered = job_render(_load("example/job-plugin.yaml"))
     assert rendered.errors == {}
     pods = [o for o in rendered.objects if o["kind"] == "Pod"]
     assert len(pods) == 3
@@ -372,6 +388,235 @@ def test_job_plugin_yaml_mounts_the_keys_at_its_path_readable():
 
 
 def test_job_yaml_renders_its_ssh_secret():
-    rendered = job_render(_load("job.yaml"))
+    rendered = job_render(_load("example/job.yaml"))
     assert rendered.errors == {}
     assert rendered.objects[0]["kind"] == "Secret"
+
+
+# Every file under volcano_examples/: what `python -m portal.jobs.render` makes of it.
+# ("pods", n, skipped kinds): renders n pods; ("refused", {path: words}): exit 1 naming each
+# path with those words, for a reason docs/api.md gives with the upstream file; ("skipped",
+# kinds): no Volcano Job in it.
+PRIORITY = "docs/user-guide/how_to_configure_priorityclass_for_job/example-1.yaml"
+POLICY_3 = "docs/user-guide/how_to_use_job_policy/example-3.yaml"
+TTL = "docs/user-guide/how_to_use_job_ttl/example-1.yaml"
+TEMPLATE = "spec.tasks[{}].template.spec"
+ARGO = "example/integrations/argo"
+OUTCOMES = {
+    PRIORITY: ("pods", 2, ["PriorityClass", "PriorityClass"]),
+    "docs/user-guide/how_to_use_cdp_plugin/example-1.yaml": (
+        "refused", {"spec.volumes": "the job's volumes"}
+    ),
+    # A fragment: `spec: ...  # below keep the same`.
+    "docs/user-guide/how_to_use_cdp_plugin/example-2.yaml": ("refused", {"spec": "mapping"}),
+    "docs/user-guide/how_to_use_cdp_plugin/example-3.yaml": (
+        "refused", {"spec.volumes": "the job's volumes"}
+    ),
+    "docs/user-guide/how_to_use_dra_quota/example-1.yaml": (
+        "refused", {f"{TEMPLATE.format(0)}.resourceClaims": "unsupported field"}
+    ),
+    "docs/user-guide/how_to_use_dra_quota/example-2.yaml": (
+        "refused", {f"{TEMPLATE.format(0)}.resourceClaims": "unsupported field"}
+    ),
+    "docs/user-guide/how_to_use_env_plugin/example-1.yaml": ("pods", 3, []),
+    "docs/user-guide/how_to_use_job_policy/example-1.yaml": ("pods", 3, []),
+    "docs/user-guide/how_to_use_job_policy/example-2.yaml": ("pods", 3, []),
+    # `events: PodFailed`: a string, where upstream's CRD schema wants a list.
+    POLICY_3: ("refused", {"spec.tasks[0].policies[0].events": "list of events"}),
+    # `imagePullPolicy` on the pod spec instead of the container.
+    TTL: ("refused", {f"{TEMPLATE.format(0)}.imagePullPolicy": "unsupported field"}),
+    MPI_DOC: ("pods", 3, []),
+    "docs/user-guide/how_to_use_network_topology_aware_scheduling/example-1.yaml": ("pods", 8, []),
+    "docs/user-guide/how_to_use_network_topology_aware_scheduling/example-2.yaml": ("pods", 8, []),
+    "docs/user-guide/how_to_use_network_topology_aware_scheduling/example-3.yaml": ("pods", 2, []),
+    "docs/user-guide/how_to_use_nodegroup_plugin/example-1.yaml": ("pods", 1, []),
+    "docs/user-guide/how_to_use_nodegroup_plugin/example-2.yaml": ("pods", 1, []),
+    "docs/user-guide/how_to_use_numa_aware/example-1.yaml": ("pods", 1, []),
+    "docs/user-guide/how_to_use_numa_aware/example-2.yaml": ("pods", 1, []),
+    "docs/user-guide/how_to_use_pytorch_plugin/example-1.yaml": ("pods", 3, []),
+    "docs/user-guide/how_to_use_ray_plugin/example-1.yaml": ("pods", 3, []),
+    "docs/user-guide/how_to_use_resource_strategy_fit_plugin/example-1.yaml": ("pods", 2, []),
+    "docs/user-guide/how_to_use_resource_strategy_fit_plugin/example-2.yaml": ("pods", 3, []),
+    "docs/user-guide/how_to_use_ssh_plugin/example-1.yaml": ("pods", 3, []),
+    "docs/user-guide/how_to_use_svc_plugin/example-1.yaml": ("pods", 3, []),
+    "docs/user-guide/how_to_use_vnpu/example-1.yaml": (
+        "refused",
+        {
+            f"{TEMPLATE.format(0)}.containers[0].resources.limits.huawei.com/npu-core": (
+                "unknown resource"
+            ),
+            f"{TEMPLATE.format(0)}.containers[0].securityContext.privileged": "privileged",
+        },
+    ),
+    "example/MindSpore-example/mindspore_cpu/mindspore-cpu.yaml": ("pods", 8, []),
+    "example/MindSpore-example/mindspore_gpu/mindspore-gpu.yaml": ("pods", 3, []),
+    "example/cronjob/cronjob.yaml": ("skipped", ["CronJob"]),
+    "example/deployment/deployment.yaml": ("skipped", ["Deployment"]),
+    "example/deployment/queue.yaml": ("skipped", ["Queue"]),
+    "example/hierarchical-jobs/jobs.yaml": ("pods", 24, []),
+    "example/hierarchical-jobs/queues.yaml": ("skipped", ["Queue"] * 4),
+    # Argo workflows whose steps create a Volcano Job: test_the_job_an_argo_step_creates.
+    f"{ARGO}/10-job-step.yaml": ("skipped", ["Workflow"]),
+    f"{ARGO}/20-job-DAG.yaml": ("skipped", ["Workflow"]),
+    f"{ARGO}/mpi/hello-world.yaml": ("skipped", ["WorkflowTemplate"]),
+    f"{ARGO}/mpi/rbac.yaml": ("skipped", ["Role", "RoleBinding"]),
+    "example/integrations/mpi/mpi-example.yaml": ("pods", 3, []),
+    "example/integrations/mxnet/train/train-mnist-cpu.yaml": ("pods", 5, []),
+    PADDLE: ("refused", {f"{TEMPLATE.format(0)}.volumes[0].hostPath": "JOB_ALLOW_HOST_PATH"}),
+    "example/integrations/ray/ray-example.yaml": ("pods", 3, []),
+    "example/integrations/tensorflow/benchmark/tf-example.yaml": ("pods", 3, []),
+    TF: ("pods", 3, []),
+    # Refused by upstream's own admission webhook, as the names say.
+    "example/invalid_jobs/duplicatedPolicyEvent-webhook-deny.yaml": (
+        "refused", {"spec.policies[1].event": "event PodFailed is in another policy"}
+    ),
+    "example/invalid_jobs/duplicatedTaskName-webhook-deny.yaml": (
+        "refused", {"spec.tasks[1].name": "task name task-1 is used twice"}
+    ),
+    "example/invalid_jobs/minAvailable-webhook-deny.yaml": (
+        "refused", {"spec.minAvailable": "may not exceed the job's total replicas (4)"}
+    ),
+    "example/job-plugin.yaml": ("pods", 3, []),
+    "example/job.yaml": ("pods", 6, []),
+    "example/jobflow/JobFlow.yaml": ("skipped", ["JobFlow"]),
+    "example/jobflow/JobTemplate.yaml": ("skipped", ["JobTemplate"] * 5),
+    "example/kubecon-2019-china/drf/nginx-1.yaml": ("skipped", ["ReplicaSet"]),
+    "example/kubecon-2019-china/drf/nginx-2.yaml": ("skipped", ["ReplicaSet"]),
+    "example/kubecon-2019-china/drf/nginx.yaml": ("skipped", ["ReplicaSet"]),
+    "example/kubecon-2019-china/gang/mpi-example.yaml": ("pods", 4, []),
+    "example/kubecon-2019-china/gang/nginx.yaml": ("skipped", ["ReplicaSet"]),
+    "example/kubecon-2019-china/horovod-sample/lm-horovod-tf-mnist-v0.5.yaml": ("pods", 4, []),
+    "example/kubecon-2019-china/mpi-sample/mpi-example.yaml": ("pods", 3, []),
+    "example/kubecon-2019-china/node-selector/nginx.yaml": ("skipped", ["ReplicaSet"]),
+    "example/kubecon-2019-china/spark-sample/spark-pi.yaml": (
+        "skipped", ["SparkApplication", "PodGroup"]
+    ),
+    # `priorityClass`, where Kubernetes' field is priorityClassName.
+    "example/kubecon-2019-china/task-priority/elastic-job.yaml": (
+        "refused", {f"{TEMPLATE.format(0)}.priorityClass": "unsupported field"}
+    ),
+    "example/kubecon-2019-china/task-priority/high-priority.yaml": ("skipped", ["PriorityClass"]),
+    "example/kubecon-2019-china/task-priority/nginx.yaml": ("skipped", ["ReplicaSet"]),
+    "example/kubecon-2019-china/task-priority/normal-priority.yaml": (
+        "skipped", ["PriorityClass"]
+    ),
+    "example/kubecon-2019-china/tf-sample/tf-example.yaml": ("pods", 3, []),
+    "example/sharding/sharding-config-configmap.yaml": ("skipped", ["ConfigMap"]),
+    "example/task-start-dependency/job.yaml": ("pods", 11, []),
+    "example/task-start-dependency/mpi.yaml": ("pods", 11, []),
+}  # fmt: skip
+
+
+def _upstream_file(example: str) -> str:
+    """The upstream file a fixture was copied from: a guide's examples come from its .md."""
+    if example.startswith("docs/user-guide/"):
+        return example.rsplit("/", 1)[0] + ".md"
+    return example
+
+
+def test_every_fixture_has_its_outcome_and_says_where_it_comes_from():
+    found = sorted(str(p.relative_to(EXAMPLES)) for p in EXAMPLES.rglob("*.yaml"))
+    assert found == sorted(OUTCOMES)
+    for example in found:
+        first = (EXAMPLES / example).read_text().splitlines()[0]
+        assert f"volcano-sh/volcano {_upstream_file(example)}" in first, example
+
+
+@pytest.mark.parametrize("example", sorted(OUTCOMES))
+def test_every_upstream_example_renders_or_is_refused_for_a_documented_reason(example):
+    out, err = io.StringIO(), io.StringIO()
+    code = main([str(EXAMPLES / example)], out=out, err=err)
+    outcome, *expected = OUTCOMES[example]
+    said = err.getvalue()
+    skipped = re.findall(r"skipped: kind (\w+)", said)
+    if outcome == "pods":
+        pods, kinds = expected
+        assert code == 0, said
+        documents = list(yaml.safe_load_all(out.getvalue()))
+        assert sum(d["kind"] == "Pod" for d in documents) == pods
+        assert skipped == kinds
+    elif outcome == "skipped":
+        assert code == 1
+        assert "holds no Volcano Job" in said
+        assert skipped == expected[0]
+    else:
+        assert code == 1
+        assert out.getvalue() == ""
+        for path, words in expected[0].items():
+            line = rf"^(document \d+: )?{re.escape(path)}: .*{re.escape(words)}"
+            assert re.search(line, said, re.M), said
+        assert _upstream_file(example) in API_DOCS.read_text(), "the refusal is not documented"
+
+
+def test_the_job_policy_guides_restart_pod_and_timeout_render_once_events_is_a_list():
+    """Its third example, as upstream's CRD would take it: RestartPod, and RestartJob after
+    10 minutes (jobspec.policies)."""
+    data = _load(POLICY_3)
+    for policy in data["spec"]["tasks"][0]["policies"]:
+        policy["events"] = [policy["events"]]
+    rendered = job_render(data)
+    assert rendered.errors == {}
+    assert sum(o["kind"] == "Pod" for o in rendered.objects) == 3
+
+
+def test_a_task_without_its_own_priority_class_takes_the_jobs():
+    """how_to_configure_priorityclass_for_job.md: preempt-task keeps task-priority,
+    non-preempt-task takes the job's job-priority (job_controller_util.go createJobPod)."""
+    rendered = job_render(_load(PRIORITY))
+    classes = {
+        o["metadata"]["labels"]["gpuportal.io/task"]: o["spec"]["priorityClassName"]
+        for o in rendered.objects
+    }
+    assert classes == {"preempt-task": "task-priority", "non-preempt-task": "job-priority"}
+    assert any("spec.queue is not given" in w for w in rendered.warnings)
+
+
+def test_generate_name_is_rendered_with_a_placeholder_and_said():
+    data = _load(TTL)
+    pod = data["spec"]["tasks"][0]["template"]["spec"]
+    pod["containers"][0]["imagePullPolicy"] = pod.pop("imagePullPolicy")
+    rendered = job_render(data)
+    assert rendered.errors == {}
+    assert rendered.objects[0]["metadata"]["annotations"]["gpuportal.io/job-name"] == (
+        "test-job-xxxxx"
+    )
+    assert (
+        "metadata.generateName: a submission names the job test-job- and 5 random characters; "
+        "shown here as test-job-xxxxx"
+    ) in rendered.warnings
+
+
+def _argo_step_job(name: str) -> dict:
+    """The Volcano Job an Argo workflow's resource step creates, Argo's {{...}} parameters
+    filled in with a word, as Argo would before it creates it."""
+    workflow = yaml.safe_load((EXAMPLES / ARGO / name).read_text())
+    (manifest,) = [
+        t["resource"]["manifest"] for t in workflow["spec"]["templates"] if "resource" in t
+    ]
+    return yaml.safe_load(re.sub(r"\{\{[^}]*\}\}", "hello", manifest))
+
+
+@pytest.mark.parametrize("name", ["10-job-step.yaml", "20-job-DAG.yaml"])
+def test_the_job_an_argo_step_creates_renders(name):
+    """The portal runs no Argo: the Workflow is skipped, but the Job its step would create
+    renders, its owner (the workflow) named as ignored."""
+    rendered = job_render(_argo_step_job(name))
+    assert rendered.errors == {}
+    assert sum(o["kind"] == "Pod" for o in rendered.objects) == 2
+    assert "metadata.ownerReferences is ignored by the portal" in rendered.warnings
+
+
+def test_the_job_of_the_argo_mpi_example_is_refused_for_what_the_portal_does_not_run():
+    """Its pods call the API server as the workflow's service account (kubectl wait), ask for
+    an RDMA device and probe readiness."""
+    errors = job_render(_argo_step_job("mpi/hello-world.yaml")).errors
+    assert set(errors) == {
+        f"{TEMPLATE.format(0)}.serviceAccountName",
+        *(
+            f"{TEMPLATE.format(t)}.containers[0].resources.{kind}.rdma/ib"
+            for t in (0, 1)
+            for kind in ("limits", "requests")
+        ),
+        f"{TEMPLATE.format(1)}.containers[0].readinessProbe",
+    }
+    assert f"{ARGO}/mpi/hello-world.yaml" in API_DOCS.read_text(), "the refusal is not documented"

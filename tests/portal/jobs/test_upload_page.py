@@ -54,7 +54,9 @@ def test_pasted_yaml_errors_name_the_paste_box(researcher_client, nlp_queue):
     response = researcher_client.post(UPLOAD, {"text": "a: [unclosed"})
     assert "not valid YAML" in response.context["form"].errors["text"][0]
     response = researcher_client.post(UPLOAD, {"text": "- just\n- a list\n"})
-    assert response.context["form"].errors["text"] == ["the file must hold one Volcano Job mapping"]
+    assert response.context["form"].errors["text"] == [
+        "document 1 is not a mapping: each must be a Kubernetes object"
+    ]
     assert not Job.objects.exists()
 
 

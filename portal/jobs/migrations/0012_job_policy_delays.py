@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobs", "0010_job_ttl"),
+        ("jobs", "0011_tenant_pod_delta"),
     ]
 
     operations = [

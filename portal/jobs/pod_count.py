@@ -1,26 +1,22 @@
 # ruff: noqa: S608 - SQL made of this module's constants and the migration's frozen values
-"""A tenant's pending pods, kept by the database: the cap on them (JOB_MAX_PENDING_PODS_PER_TENANT)
+"""A tenant's pending pods, kept by PostgreSQL: the cap on them (JOB_MAX_PENDING_PODS_PER_TENANT)
 is checked on every job creation, and summing the tenant's queue there cost what the queue is
-long (4 ms at 2,500 pending jobs, 80 ms at 50,000).
+long (4 ms at 2,500 pending jobs, 80 ms at 50,000). SQLite recounts (`counted_by_database`).
 
-Triggers on jobs_job (status), jobs_jobtask (replicas) and cluster_placement (state) append
-a delta row to jobs_tenantpoddelta for every change that moves a tenant's count: replicas of
-the jobs the scheduler still schedules (portal.jobs.lifecycle SCHEDULED), and how many of
-those hold a placement (active, or succeeded while the job goes on). No writer can bypass
-them: services, the cycle's bulk UPDATEs, bulk inserts of the demo and the benchmarks, raw
-SQL. Appending (instead of updating one row per tenant) takes no lock another writer waits
-for; on PostgreSQL each trigger reads the job's row FOR SHARE, so a job's status change and
-a change to its placements are counted in one order whatever the interleaving. The cycle
-folds the deltas (`tenant_pod_deltas_fold`), so a read sums what changed since, and
-`tenant_pending_pods_recount` is the same figure from the rows themselves, for tests and
-repair.
+Triggers on jobs_job (status), jobs_jobtask (replicas) and cluster_placement (state) append a
+delta row to jobs_tenantpoddelta for every change that moves a tenant's count: replicas of the
+jobs the scheduler still schedules (portal.jobs.lifecycle SCHEDULED), and how many of those
+hold a placement (active, or succeeded while the job goes on). No writer can bypass them:
+services, the cycle's bulk UPDATEs, bulk inserts of the demo and the benchmarks, raw SQL.
+Appending (instead of updating one row per tenant) takes no lock another writer waits for.
+Each trigger reads the job's row FOR SHARE, which serialises a change of a job's status with
+changes of its placements or tasks in other transactions: whichever commits second counts
+with the first's result, so no interleaving double-counts or drops a pod. The cycle folds the
+deltas (`tenant_pod_deltas_fold`), so a read sums what changed since; the selectors'
+`tenant_pending_pods_recount` is the same figure from the rows themselves.
 
-The FOR SHARE read of the job serialises a change of a job's status with changes of its
-placements or tasks in other transactions: whichever commits second counts with the first's
-result, so no interleaving double-counts or drops a pod.
-
-The statuses and states in the triggers are the migration's own (frozen, as a migration
-must be); tests/portal/jobs/test_pod_count.py holds them equal to the lifecycle's.
+The statuses and states in the triggers are the migration's own (frozen, as a migration must
+be); tests/portal/jobs/test_pod_count.py holds them equal to the lifecycle's.
 """
 
 from __future__ import annotations
@@ -38,27 +34,33 @@ def _in(values: Iterable[str]) -> str:
     return "(" + ", ".join(f"'{value}'" for value in values) + ")"
 
 
+def counted_by_database(vendor: str) -> bool:
+    """PostgreSQL keeps the count. SQLite (the embedded default: one writer, small queues)
+    recounts the rows: Django alters an SQLite table by building a new one and dropping the
+    old, which drops the triggers on it and breaks those naming it in their bodies, so every
+    later migration of jobs, tasks or placements would have to install them again."""
+    return vendor == "postgresql"
+
+
 def trigger_statements(
     vendor: str, *, scheduled: Iterable[str], placed: Iterable[str]
 ) -> list[str]:
-    """CREATE statements of the functions and triggers for `vendor` (postgresql, sqlite)."""
-    if vendor == "postgresql":
-        return _postgresql(_in(scheduled), _in(placed))
-    if vendor == "sqlite":
-        return _sqlite(_in(scheduled), _in(placed))
-    raise NotImplementedError(f"pending-pod triggers for {vendor}")
+    """CREATE statements of the functions and triggers for `vendor`: PostgreSQL's only (see
+    `counted_by_database`)."""
+    if not counted_by_database(vendor):
+        return []
+    return _postgresql(_in(scheduled), _in(placed))
 
 
 def drop_statements(vendor: str) -> list[str]:
+    if not counted_by_database(vendor):
+        return []
     triggers = ("jobs_jobtask_pods", "jobs_job_pods", "cluster_placement_pods")
-    if vendor == "postgresql":
-        tables = ("jobs_jobtask", "jobs_job", "cluster_placement")
-        return [
-            *(f"DROP TRIGGER IF EXISTS {t} ON {table}" for t, table in zip(triggers, tables)),
-            *(f"DROP FUNCTION IF EXISTS {t}()" for t in triggers),
-        ]
-    suffixes = ("insert", "delete", "update")
-    return [f"DROP TRIGGER IF EXISTS {t}_{s}" for t in triggers for s in suffixes]
+    tables = ("jobs_jobtask", "jobs_job", "cluster_placement")
+    return [
+        *(f"DROP TRIGGER IF EXISTS {t} ON {table}" for t, table in zip(triggers, tables)),
+        *(f"DROP FUNCTION IF EXISTS {t}()" for t in triggers),
+    ]
 
 
 def _postgresql(scheduled: str, placed: str) -> list[str]:
@@ -118,52 +120,6 @@ ON cluster_placement FOR EACH ROW EXECUTE FUNCTION cluster_placement_pods()""",
     ]
 
 
-def _sqlite(scheduled: str, placed: str) -> list[str]:
-    """SQLite has one writer at a time and no trigger functions: a trigger per event, each an
-    INSERT ... SELECT that finds no row when the job is not scheduled."""
-    delta = f"INSERT INTO {DELTAS} (tenant_id, replicas, placed)"
-
-    def job_of(ref: str) -> str:
-        return f"FROM jobs_job j WHERE j.id = {ref}.job_id AND j.status IN {scheduled}"
-
-    def job_totals(ref: str, sign: str) -> str:
-        """A job's tenant, and its replicas and placed pods, signed."""
-        replicas = f"(SELECT COALESCE(SUM(replicas), 0) FROM jobs_jobtask WHERE job_id = {ref}.id)"
-        pods = (
-            f"(SELECT COUNT(*) FROM cluster_placement WHERE job_id = {ref}.id "
-            f"AND state IN {placed})"
-        )
-        return f"{ref}.tenant_id, {sign}{replicas}, {sign}{pods}"
-
-    return [
-        f"""CREATE TRIGGER jobs_jobtask_pods_insert AFTER INSERT ON jobs_jobtask BEGIN
-  {delta} SELECT j.tenant_id, NEW.replicas, 0 {job_of("NEW")}; END""",
-        f"""CREATE TRIGGER jobs_jobtask_pods_delete AFTER DELETE ON jobs_jobtask BEGIN
-  {delta} SELECT j.tenant_id, -OLD.replicas, 0 {job_of("OLD")}; END""",
-        f"""CREATE TRIGGER jobs_jobtask_pods_update AFTER UPDATE OF replicas, job_id ON jobs_jobtask BEGIN
-  {delta} SELECT j.tenant_id, -OLD.replicas, 0 {job_of("OLD")};
-  {delta} SELECT j.tenant_id, NEW.replicas, 0 {job_of("NEW")}; END""",
-        f"""CREATE TRIGGER jobs_job_pods_update AFTER UPDATE OF status, tenant_id ON jobs_job
-WHEN (OLD.status IN {scheduled}) != (NEW.status IN {scheduled}) OR OLD.tenant_id != NEW.tenant_id
-BEGIN
-  {delta} SELECT {job_totals("OLD", "-")} WHERE OLD.status IN {scheduled};
-  {delta} SELECT {job_totals("NEW", "")} WHERE NEW.status IN {scheduled}; END""",
-        f"""CREATE TRIGGER jobs_job_pods_delete AFTER DELETE ON jobs_job
-WHEN OLD.status IN {scheduled} BEGIN
-  {delta} SELECT {job_totals("OLD", "-")}; END""",
-        f"""CREATE TRIGGER cluster_placement_pods_insert AFTER INSERT ON cluster_placement
-WHEN NEW.state IN {placed} BEGIN
-  {delta} SELECT j.tenant_id, 0, 1 {job_of("NEW")}; END""",
-        f"""CREATE TRIGGER cluster_placement_pods_delete AFTER DELETE ON cluster_placement
-WHEN OLD.state IN {placed} BEGIN
-  {delta} SELECT j.tenant_id, 0, -1 {job_of("OLD")}; END""",
-        f"""CREATE TRIGGER cluster_placement_pods_update AFTER UPDATE OF state, job_id ON cluster_placement
-BEGIN
-  {delta} SELECT j.tenant_id, 0, -1 {job_of("OLD")} AND OLD.state IN {placed};
-  {delta} SELECT j.tenant_id, 0, 1 {job_of("NEW")} AND NEW.state IN {placed}; END""",
-    ]
-
-
 def backfill_statement(*, scheduled: Iterable[str], placed: Iterable[str]) -> str:
     """One delta row per tenant with what its rows say now (when the triggers are installed on
     a database that already has jobs)."""
@@ -195,27 +151,15 @@ def tenant_pending_pods(tenant_id: int) -> int:
 def tenant_pod_deltas_fold() -> None:
     """Fold every tenant's deltas into one row (the cycle calls it once a cycle), and drop the
     rows of deleted tenants. Rows other transactions append meanwhile are not touched: only
-    the rows a statement deletes are folded."""
+    the rows the statement deletes are folded."""
+    if not counted_by_database(connection.vendor):
+        return
     with connection.cursor() as cursor:
         cursor.execute(
             f"DELETE FROM {DELTAS} WHERE tenant_id NOT IN (SELECT id FROM tenants_tenant)"
         )
-        if connection.vendor == "postgresql":
-            cursor.execute(
-                f"""WITH gone AS (DELETE FROM {DELTAS} RETURNING tenant_id, replicas, placed)
-                INSERT INTO {DELTAS} (tenant_id, replicas, placed)
-                SELECT tenant_id, SUM(replicas), SUM(placed) FROM gone GROUP BY tenant_id"""
-            )
-            return
-        # SQLite: one writer at a time, so reading, deleting and writing back cannot interleave.
-        cursor.execute(f"SELECT MAX(id) FROM {DELTAS}")
-        (last,) = cursor.fetchone()
-        if last is None:
-            return
         cursor.execute(
-            f"INSERT INTO {DELTAS} (tenant_id, replicas, placed) "
-            f"SELECT tenant_id, SUM(replicas), SUM(placed) FROM {DELTAS} WHERE id <= %s "
-            "GROUP BY tenant_id",
-            [last],
+            f"""WITH gone AS (DELETE FROM {DELTAS} RETURNING tenant_id, replicas, placed)
+            INSERT INTO {DELTAS} (tenant_id, replicas, placed)
+            SELECT tenant_id, SUM(replicas), SUM(placed) FROM gone GROUP BY tenant_id"""
         )
-        cursor.execute(f"DELETE FROM {DELTAS} WHERE id <= %s", [last])

@@ -82,15 +82,21 @@ SCHEDULED_STATUSES = tuple(sorted(SCHEDULED))
 def tenant_pending_pods(*, tenant_id: int) -> int:
     """Pods of the tenant's jobs waiting for a node, as the cycle counts them: replicas of the
     jobs it still schedules, less those placed (active, or succeeded while the job goes on).
-    Kept by the database (portal.jobs.pod_count): its cost does not grow with the queue."""
+    On PostgreSQL the database keeps it (portal.jobs.pod_count): its cost does not grow with
+    the queue; SQLite recounts."""
+    from django.db import connection
+
+    from .pod_count import counted_by_database
     from .pod_count import tenant_pending_pods as counted
 
-    return counted(tenant_id)
+    if counted_by_database(connection.vendor):
+        return counted(tenant_id)
+    return tenant_pending_pods_recount(tenant_id=tenant_id)
 
 
 def tenant_pending_pods_recount(*, tenant_id: int) -> int:
     """The same figure from the rows themselves (two aggregates over the tenant's jobs): what
-    the database's count is checked against."""
+    SQLite reads, and what PostgreSQL's count is checked against."""
     from django.db.models import FloatField, Sum
     from django.db.models.functions import Cast
 

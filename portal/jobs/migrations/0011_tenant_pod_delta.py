@@ -15,7 +15,8 @@ def install(apps, schema_editor):
     vendor = schema_editor.connection.vendor
     for statement in pod_count.trigger_statements(vendor, scheduled=SCHEDULED, placed=PLACED):
         schema_editor.execute(statement)
-    schema_editor.execute(pod_count.backfill_statement(scheduled=SCHEDULED, placed=PLACED))
+    if pod_count.counted_by_database(vendor):
+        schema_editor.execute(pod_count.backfill_statement(scheduled=SCHEDULED, placed=PLACED))
 
 
 def uninstall(apps, schema_editor):

@@ -310,6 +310,7 @@ class TestPendingPodsRefusal:
         from django.db.models import Sum
 
         from jobspec.limits import pending_pods_error
+        from portal.jobs import pod_count
         from portal.jobs.limits import job_limits
         from portal.jobs.selectors import tenant_pending_pods_recount
 
@@ -333,9 +334,10 @@ class TestPendingPodsRefusal:
                         job=Job(tenant=tenant), adding=adding, limits=limits
                     )
                 assert refusal == expected, (cap, adding)
-                read = " ".join(q["sql"] for q in queries.captured_queries)
-                assert "jobs_jobtask" not in read, read
-                assert "cluster_placement" not in read, read
+                if pod_count.counted_by_database(connection.vendor):
+                    read = " ".join(q["sql"] for q in queries.captured_queries)
+                    assert "jobs_jobtask" not in read, read
+                    assert "cluster_placement" not in read, read
 
 
 class TestJobCancel:

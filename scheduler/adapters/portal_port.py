@@ -35,8 +35,22 @@ from portal.cluster.namespaces import (
     placing_namespaces,
 )
 from portal.cluster.services import node_inventory_sync, node_seen_mark, placement_pod_name
+from portal.jobs.backoff import (
+    Attempt,
+    BackoffSettings,
+    Kind,
+    attempts_of,
+    attempts_with,
+    capped,
+    failed_reason,
+    in_backoff,
+    nodes_avoided,
+    quota_exceeded,
+    waiting_kind,
+    waiting_reason,
+)
 from portal.jobs.lifecycle import WAITING, Event, IllegalTransition, Transition, allows, transition
-from portal.jobs.limits import gpu_sharing, job_limits
+from portal.jobs.limits import gpu_sharing, job_limits, start_backoff
 from portal.jobs.models import Job, JobTask
 from portal.jobs.services import job_quarantine, job_start_refused, job_start_retrying
 from portal.ops.retention import finished_pods_kept, ttl_jobs_kept
@@ -97,7 +111,21 @@ __all__ = [
     "placement_pod_name",
     "placing_namespaces",
     "whole_second",
-    # jobs: rows, the lifecycle, the limits in force, the services the cycle ends jobs with
+    # jobs: rows, the lifecycle, the limits in force, the services the cycle ends jobs with,
+    # the backoff of jobs whose pods failed to start
+    "Attempt",
+    "BackoffSettings",
+    "Kind",
+    "attempts_of",
+    "attempts_with",
+    "capped",
+    "failed_reason",
+    "in_backoff",
+    "nodes_avoided",
+    "quota_exceeded",
+    "start_backoff",
+    "waiting_kind",
+    "waiting_reason",
     "WAITING",
     "Event",
     "IllegalTransition",

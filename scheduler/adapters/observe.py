@@ -25,6 +25,7 @@ from jobspec.policies import (
 )
 from scheduler.adapters.bulk import ids_update
 from scheduler.adapters.cluster.base import ObservedPod, PodEvent
+from scheduler.adapters.cycle_metrics import start_failures_counted
 from scheduler.adapters.ledger import placement_end
 from scheduler.adapters.portal_port import (
     Attempt,
@@ -186,6 +187,7 @@ def cluster_observe(
         jobs = {p.job_id: p.job for p in placements}
         lost_jobs = _Lost(lost, attempts, start_backoff())
         _jobs_advance(jobs, lost_jobs, failed, now, blocked, transitions or CycleTransitions())
+    start_failures_counted(attempt.kind for attempt in attempts.values())
     return _requeued_events(released, jobs, attempts)
 
 

@@ -52,7 +52,12 @@ from portal.jobs.backoff import (
 from portal.jobs.lifecycle import WAITING, Event, IllegalTransition, Transition, allows, transition
 from portal.jobs.limits import gpu_sharing, job_limits, start_backoff
 from portal.jobs.models import Job, JobTask
-from portal.jobs.services import job_quarantine, job_start_refused, job_start_retrying
+from portal.jobs.services import (
+    job_quarantine,
+    job_start_failed,
+    job_start_refused,
+    job_start_retrying,
+)
 from portal.ops.retention import finished_pods_kept, ttl_jobs_kept
 from portal.queues.models import Queue
 from portal.queues.services import queue_orders_record
@@ -136,6 +141,7 @@ __all__ = [
     "gpu_sharing",
     "job_limits",
     "job_quarantine",
+    "job_start_failed",
     "job_start_refused",
     "job_start_retrying",
     "transition",

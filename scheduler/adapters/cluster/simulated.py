@@ -142,7 +142,9 @@ class SimulatedBackend:
             elif holder[1] == replica_key(pod.labels):
                 outcomes.append(None)  # already there: success, as in create_pod
             else:
-                outcomes.append(NameTakenError(f"pod {pod.name} already exists for another replica"))
+                outcomes.append(
+                    NameTakenError(f"pod {pod.name} already exists for another replica")
+                )
         try:
             with transaction.atomic():
                 rows_insert(SimulatedPod, new)
@@ -234,10 +236,11 @@ class SimulatedBackend:
 
     @transaction.atomic
     def advance(self) -> None:
-        """One kubelet tick: start pending pods, finish those whose time is up, drop deleted."""
+        """One kubelet tick: start pending pods, finish those whose time is up, drop deleted.
+        A pending pod with a reason cannot start (an image it cannot pull): it stays pending."""
         now = self._now()
         SimulatedPod.objects.filter(delete_after__lte=now).delete()
-        SimulatedPod.objects.filter(phase="Pending", delete_after__isnull=True).update(
+        SimulatedPod.objects.filter(phase="Pending", delete_after__isnull=True, reason="").update(
             phase="Running", started_at=now
         )
         finished = [

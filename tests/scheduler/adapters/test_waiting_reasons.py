@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from portal.cluster.models import Node, Placement
-from portal.jobs.models import Job
+from portal.jobs.models import Job, JobTask
 from portal.jobs.services import job_quarantine, job_quarantine_release
 from portal.tenants.models import Membership
 from scheduler.adapters.observe import cluster_observe
@@ -85,6 +85,23 @@ def image_does_not_pull(cluster, kube_cycle, job, ctx):
     return "could not pull its image"
 
 
+def init_container_does_not_pull(cluster, kube_cycle, job, ctx):
+    ctx.settings.START_BLOCKED_GRACE_SECONDS = 0
+    image = "ghcr.io/example/fetch:missing"
+    cluster.fail_image_pull(image)
+    JobTask.objects.filter(job=job).update(
+        pod_template={
+            "spec": {
+                "initContainers": [{"name": "fetch", "image": image}],
+                "containers": [{"name": "worker", "image": "ghcr.io/example/train:1"}],
+            }
+        }
+    )
+    kube_cycle()
+    cluster.advance(1)
+    return "init container fetch"
+
+
 def never_starts(cluster, kube_cycle, job, ctx):
     ctx.settings.KUBERNETES_POD_START_TIMEOUT_SECONDS = 10
     cluster.on_loop(lambda: setattr(cluster.store.kubelet, "start_seconds", 10_000))
@@ -136,6 +153,7 @@ PATHS: dict[str, tuple[Callable, str]] = {
     "owner deleted": (owner_deleted, "observe"),
     "kubelet refused": (kubelet_refuses, "observe"),
     "image pull": (image_does_not_pull, "observe"),
+    "init container image pull": (init_container_does_not_pull, "observe"),
     "start timeout": (never_starts, "observe"),
     "quota 403": (quota_refuses, "cycle"),
     "name taken": (name_taken, "cycle"),

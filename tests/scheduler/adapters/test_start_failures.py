@@ -55,8 +55,7 @@ def test_a_quota_refusal_waits_with_backoff_never_fails_and_runs_once_it_clears(
     job.refresh_from_db()
     assert job.status == Job.Status.PREEMPTED
     assert job.pending_reason.startswith(
-        f'namespace quota gpu-quota exceeded: pods "{name}" is forbidden: {QUOTA} '
-        "(will retry at "
+        f'namespace quota gpu-quota exceeded: pods "{name}" is forbidden: {QUOTA} (will retry at '
     )
     assert job.pending_reason.endswith(" UTC)")
     assert not holds_gpus(job)
@@ -128,3 +127,30 @@ def test_a_pod_name_another_portal_holds_gives_the_gpus_back_at_once(
     )
     assert "(will retry at " in job.pending_reason
     assert [a["kind"] for a in job.start_attempts] == ["name-taken"]
+    for _ in range(3):
+        kube_cycle(errors=True, seconds=5)
+    # The other portal's pod is not the portal's to delete.
+    kept = cluster.pod(NAMESPACE, name)
+    assert kept is not None
+    assert kept["metadata"]["labels"]["gpuportal.io/instance"] == "other-portal"
+
+
+def test_a_quota_refusal_of_one_pod_of_a_gang_starts_none_of_it(
+    cluster, kube_cycle, user, nlp_queue, node
+):
+    cluster.add_node("gpu-b", GPU_NODE)
+    job = submit_job(user, nlp_queue, "train", gpus=4, replicas=4)
+    cluster.reject_create(f"gp-{job.pk}-worker-2", status=403, message=QUOTA)
+
+    kube_cycle(errors=True)
+
+    job.refresh_from_db()
+    assert job.status == Job.Status.PREEMPTED
+    assert "namespace quota gpu-quota exceeded" in job.pending_reason
+    assert not holds_gpus(job)
+    ours = [cluster.pod(NAMESPACE, n) for n in cluster.pod_names() if n.startswith(f"gp-{job.pk}-")]
+    assert ours  # the pods created before the refusal, unbound
+    assert all(not (pod or {}).get("spec", {}).get("nodeName") for pod in ours)
+    kube_cycle(errors=True, seconds=1)  # within the backoff: the created pods are removed
+    cluster.advance(1)
+    assert [n for n in cluster.pod_names() if n.startswith(f"gp-{job.pk}-")] == []

@@ -182,7 +182,7 @@ def soak(
         cycles += 1
         watch.after_cycle(clock, Placement, Node, Job)
         if faults is not None:
-            faults.after_cycle()
+            faults.after_cycle(clock.now)
         clock.now += timedelta(seconds=step)
     report = _report(
         watch=watch, hours=hours, seed=seed, step=step, cycles=cycles, interval=interval,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 QUOTA_MESSAGE = (
@@ -89,17 +90,34 @@ def faulty_backend(*, seed: int, **kwargs: Any):
 
 class FaultWatch:
     """What the report says of the faults: after every cycle, how many waiting jobs (pending
-    or preempted) had a blank reason; at the end, the most failed starts one job made in any
+    or preempted) had a blank reason, and how many jobs in their start backoff still held GPUs
+    (a bound or running placement); at the end, the most failed starts one job made in any
     hour, against what the backoff settings allow."""
 
     def __init__(self) -> None:
         self.blank_reasons = 0
+        self.held_in_backoff = 0
 
-    def after_cycle(self) -> None:
+    def after_cycle(self, now: datetime) -> None:
+        from portal.cluster.models import Placement
+        from portal.jobs.backoff import attempts_of, in_backoff
+        from portal.jobs.limits import start_backoff
         from portal.jobs.models import Job
 
         waiting = Job.objects.filter(status__in=[Job.Status.PENDING, Job.Status.PREEMPTED])
         self.blank_reasons += waiting.filter(pending_reason="").count()
+        holding = set(
+            Placement.objects.filter(
+                state__in=[Placement.State.BOUND, Placement.State.RUNNING]
+            ).values_list("job_id", flat=True)
+        )
+        backoff = start_backoff()
+        for stored in (
+            waiting.filter(pk__in=holding)
+            .exclude(start_attempts=[])
+            .values_list("start_attempts", flat=True)
+        ):
+            self.held_in_backoff += in_backoff(attempts_of(stored), backoff, now)
 
     def report(self, backend: Any, max_in_window: Any) -> dict[str, Any]:
         from collections import Counter
@@ -126,6 +144,7 @@ class FaultWatch:
             "max_start_attempts_per_job_per_hour": per_hour,
             "backoff_bound_per_hour": bound or backoff_bound_per_hour(start_backoff(), 3),
             "blank_reasons_while_waiting": self.blank_reasons,
+            "gpus_held_while_backing_off": self.held_in_backoff,
         }
         return figures
 
@@ -142,4 +161,5 @@ def fault_targets(figures: dict[str, Any]) -> dict[str, bool]:
             figures["max_start_attempts_per_job_per_hour"] <= figures["backoff_bound_per_hour"]
         ),
         "blank_reasons_while_waiting == 0": figures["blank_reasons_while_waiting"] == 0,
+        "gpus_held_while_backing_off == 0": figures["gpus_held_while_backing_off"] == 0,
     }

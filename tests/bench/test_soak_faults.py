@@ -99,28 +99,34 @@ def test_the_faulty_backend_refuses_as_a_cluster_does():
 
 
 @pytest.mark.django_db
-def test_the_watch_counts_blank_reasons_and_the_most_attempts_in_an_hour(nlp_queue):
+def test_the_watch_counts_blank_reasons_gpus_held_in_backoff_and_the_most_attempts_in_an_hour(
+    nlp_queue,
+):
     from bench.soak import _max_in_window
+    from portal.cluster.models import Placement
     from portal.jobs.backoff import backoff_bound_per_hour
     from portal.jobs.limits import start_backoff
-    from tests.factories import JobFactory
+    from tests.factories import JobFactory, JobTaskFactory, PlacementFactory
 
     attempts = [
         {"at": (NOW + timedelta(minutes=minutes)).isoformat(), "kind": "image-pull"}
         for minutes in (0, 10, 50, 70)
     ]
-    JobFactory(
+    failed = JobFactory(
         queue=nlp_queue, status=Job.Status.PENDING, pending_reason="", start_attempts=attempts
     )
     JobFactory(queue=nlp_queue, status=Job.Status.PENDING, pending_reason="waits for 4 GPUs")
+    # Still holding GPUs while it waits its backoff (80 s after its 4th failure).
+    PlacementFactory(task=JobTaskFactory(job=failed), state=Placement.State.BOUND)
     watch = FaultWatch()
-    watch.after_cycle()
-    watch.after_cycle()
+    watch.after_cycle(NOW + timedelta(minutes=70, seconds=30))
+    watch.after_cycle(NOW + timedelta(minutes=72))  # its backoff is over: it may hold them
     backend = faulty_backend(seed=SEED, default_run_seconds=600, now=lambda: NOW)
 
     figures = watch.report(backend, _max_in_window)
 
     assert figures["blank_reasons_while_waiting"] == 2
+    assert figures["gpus_held_while_backing_off"] == 1
     assert figures["max_start_attempts_per_job_per_hour"] == 3
     assert figures["start_failures"] == {"image-pull": 4}
     assert figures["backoff_bound_per_hour"] == backoff_bound_per_hour(start_backoff(), 3)

@@ -73,6 +73,7 @@ def test_a_soak_under_cluster_faults_backs_off_within_the_bound_and_never_leaves
     assert report["targets"]["max_start_attempts_per_job_per_hour <= backoff_bound_per_hour"]
     assert report["targets"]["blank_reasons_while_waiting == 0"]
     assert faults["blank_reasons_while_waiting"] == 0
+    assert faults["gpus_held_while_backing_off"] == 0
     assert 0 < faults["max_start_attempts_per_job_per_hour"] <= faults["backoff_bound_per_hour"]
     # Faults were injected, and the jobs kept them as failed start attempts.
     assert sum(faults["faults_injected"].values()) > 0

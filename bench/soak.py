@@ -116,8 +116,11 @@ class Clock:
         return (self.now - START).total_seconds()
 
 
-def soak(*, hours: float, seed: int, step: float, conf_text: str | None) -> dict[str, Any]:
-    """Run the soak against the configured (empty, migrated) database; the report."""
+def soak(
+    *, hours: float, seed: int, step: float, conf_text: str | None, cluster_faults: bool = False
+) -> dict[str, Any]:
+    """Run the soak against the configured (empty, migrated) database; the report. With
+    `cluster_faults`, the cluster says no as bench/soak_faults.py tells."""
     from django.core.management import call_command
 
     import portal.jobs.services as job_services
@@ -125,7 +128,6 @@ def soak(*, hours: float, seed: int, step: float, conf_text: str | None) -> dict
     from portal.cluster.services import node_inventory_load, node_inventory_sync
     from portal.jobs.models import Job
     from portal.scheduling.models import SchedulerConfig
-    from scheduler.adapters.cluster.simulated import SimulatedBackend
     from scheduler.adapters.orchestrator import scheduling_cycle_run
 
     # Cycles run here, on the simulated clock; a submission must not queue one on Celery.
@@ -143,7 +145,7 @@ def soak(*, hours: float, seed: int, step: float, conf_text: str | None) -> dict
     from django.conf import settings
 
     inventory = node_inventory_load(path=settings.SIMULATED_CLUSTER_FILE)
-    backend = SimulatedBackend(default_run_seconds=600, now=clock)
+    backend, faults = _backend(seed, clock, cluster_faults=cluster_faults)
     arrivals = workload(hours=hours, seed=seed)
     users = _users()
     watch = _Watch()
@@ -179,11 +181,26 @@ def soak(*, hours: float, seed: int, step: float, conf_text: str | None) -> dict
         scheduling_cycle_run(backend=backend, now=clock)
         cycles += 1
         watch.after_cycle(clock, Placement, Node, Job)
+        if faults is not None:
+            faults.after_cycle(clock.now)
         clock.now += timedelta(seconds=step)
-    return _report(
+    report = _report(
         watch=watch, hours=hours, seed=seed, step=step, cycles=cycles, interval=interval,
         conf="file" if conf_text is not None else "seed",
     )  # fmt: skip
+    if faults is not None:
+        faults.into(report, backend, _max_in_window)
+    return report
+
+
+def _backend(seed: int, clock: Clock, *, cluster_faults: bool):
+    """The simulated cluster, and with `cluster_faults` its faults' watch (else None)."""
+    from bench.soak_faults import FaultWatch, faulty_backend
+    from scheduler.adapters.cluster.simulated import SimulatedBackend
+
+    if not cluster_faults:
+        return SimulatedBackend(default_run_seconds=600, now=clock), None
+    return faulty_backend(seed=seed, default_run_seconds=600, now=clock), FaultWatch()
 
 
 def _forget_demo_history() -> None:

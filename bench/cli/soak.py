@@ -28,6 +28,12 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--step", type=float, default=10.0, help="simulated seconds between cycles (10)"
     )
+    parser.add_argument(
+        "--cluster-faults",
+        action="store_true",
+        help="the simulated cluster refuses pods (quota 403s, kubelet refusals, image pulls, "
+        "init containers), seeded (bench/soak_faults.py)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -60,7 +66,13 @@ def run(args: argparse.Namespace) -> int:
         call_command("migrate", verbosity=0)
         from bench.soak import soak  # after django.setup(): it imports the models
 
-        report = soak(hours=args.hours, seed=args.seed, step=args.step, conf_text=conf_text)
+        report = soak(
+            hours=args.hours,
+            seed=args.seed,
+            step=args.step,
+            conf_text=conf_text,
+            cluster_faults=args.cluster_faults,
+        )
         from django.db import connections
 
         connections.close_all()

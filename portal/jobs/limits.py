@@ -11,8 +11,13 @@ from django.core.exceptions import ImproperlyConfigured
 
 from jobspec.gpushare import SHARING_NONE, SHARING_STACKS
 from jobspec.limits import SETTINGS, JobLimits, task_count_error
+from portal.jobs.backoff import BackoffSettings
 
 GPU_SHARING_INVALID = "GPU_SHARING must be one of {choices}; it is {value!r}"
+START_BACKOFF_INVALID = (
+    "START_BACKOFF_BASE_SECONDS must be above 0 and at most START_BACKOFF_MAX_SECONDS; "
+    "they are {base!r} and {most!r}"
+)
 
 
 def job_limits() -> JobLimits:
@@ -40,3 +45,11 @@ def gpu_sharing() -> str:
             GPU_SHARING_INVALID.format(choices=", ".join(SHARING_STACKS), value=value)
         )
     return value
+
+
+def start_backoff() -> BackoffSettings:
+    """The backoff of jobs whose pods failed to start (portal.jobs.backoff), in force now."""
+    base, most = settings.START_BACKOFF_BASE_SECONDS, settings.START_BACKOFF_MAX_SECONDS
+    if not 0 < base <= most:
+        raise ImproperlyConfigured(START_BACKOFF_INVALID.format(base=base, most=most))
+    return BackoffSettings(base_seconds=float(base), max_seconds=float(most))

@@ -88,6 +88,9 @@ class Job(BaseModel):
     # portal.jobs.delays keeps them; policy_due_at is the earliest one's (None: none waits).
     policy_delays = models.JSONField(default=list, blank=True)
     policy_due_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # Each failed start of its pods, the last 20 (portal.jobs.backoff.Attempt): {"at", "kind",
+    # "node", "pod", "words", "quota"}; every backoff of the job is derived from it.
+    start_attempts = models.JSONField(default=list, blank=True)
     # Volcano's ttlSecondsAfterFinished: the finished job's pods and objects are deleted this
     # long after it ends (None: after FINISHED_POD_RETENTION_SECONDS from each pod's end).
     ttl_seconds_after_finished = models.PositiveIntegerField(null=True, blank=True)

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404
 from jobspec.gpushare import MILLI_PER_GPU, gpus_number
 
 from .access import visible_jobs
+from .backoff import attempts_of, clock_text, in_backoff, job_retry_at, nodes_avoided
 from .lifecycle import SCHEDULED, WAITING
 from .models import Job
 
@@ -359,3 +360,53 @@ def job_pod_names(*, job: Job) -> list[str]:
     return list(
         Placement.objects.filter(job_id=job.pk).order_by("-id").values_list("pod_name", flat=True)
     )
+
+
+@dataclass(frozen=True)
+class StartAttempts:
+    """A job's failed starts for its page (portal.jobs.backoff), newest first, and what its
+    backoff says now: when it is tried again, which nodes it avoids until when."""
+
+    rows: list[dict[str, str]]
+    next_try: str  # "" when it is not held back
+    avoided: list[tuple[str, str]]  # (node, until)
+
+
+def job_start_attempts(*, job: Job, now: datetime) -> StartAttempts:
+    from .limits import start_backoff
+
+    attempts = attempts_of(job.start_attempts)
+    backoff = start_backoff()
+    rows = [
+        {"at": _utc(a.at), "kind": str(a.kind), "node": a.node, "pod": a.pod, "cause": a.cause()}
+        for a in reversed(attempts)
+    ]
+    waiting = job.status in WAITING_STATUSES
+    retry_at = job_retry_at(attempts, backoff) if waiting else None
+    next_try = clock_text(retry_at) if retry_at is not None and retry_at > now else ""
+    avoided = [
+        (node, clock_text(until))
+        for node, until in (
+            nodes_avoided(attempts, backoff, now) if not job.is_terminal else {}
+        ).items()
+    ]
+    return StartAttempts(rows=rows, next_try=next_try, avoided=avoided)
+
+
+def jobs_backing_off(*, now: datetime) -> int:
+    """How many jobs wait their start backoff or avoid a node now (gpuportal_backoff_jobs):
+    one query of the jobs with failed starts, nearly none."""
+    from .limits import start_backoff
+
+    backoff = start_backoff()
+    count = 0
+    rows = (
+        Job.objects.filter(status__in=sorted(SCHEDULED))
+        .exclude(start_attempts=[])
+        .values_list("status", "start_attempts")
+    )
+    for status, stored in rows:
+        attempts = attempts_of(stored)
+        held = status in WAITING and in_backoff(attempts, backoff, now)
+        count += bool(held or nodes_avoided(attempts, backoff, now))
+    return count

@@ -32,7 +32,13 @@ from jobspec.volcano import (
     volcano_job_parse,
 )
 from portal.common.services import prefix_errors
-from portal.jobs.limits import gpu_sharing, host_path_allowed, job_limits, task_count_check
+from portal.jobs.limits import (
+    gpu_sharing,
+    host_path_allowed,
+    job_limits,
+    start_backoff,
+    task_count_check,
+)
 from portal.queues.access import can_submit_to
 from portal.queues.models import Queue
 from portal.queues.selectors import QUEUE_NOT_FOUND, queue_default, queue_lookup
@@ -40,6 +46,7 @@ from portal.scheduling.facade import cycle_kick
 from portal.tenants.models import Tenant
 
 from .access import can_cancel_job, can_release_job
+from .backoff import Attempt, attempts_of, attempts_with, capped, failed_reason, waiting_reason
 from .lifecycle import Event, IllegalTransition, allows, transition
 from .models import Job, JobTask
 from .selectors import tenant_pending_pods
@@ -650,6 +657,41 @@ def job_start_refused(*, job_id: int, error: str, at: datetime | None = None) ->
         Placement.objects.filter(
             job_id=job.pk, state__in=[Placement.State.BOUND, Placement.State.RUNNING]
         ).update(state=Placement.State.RELEASING, updated_at=at)
+    return job
+
+
+def job_start_failed(*, job_id: int, attempt: Attempt) -> Job | None:
+    """A start of the job's pods failed in a way a later try may not (a namespace quota
+    exceeded, a pod name another portal's object holds; portal.jobs.backoff): the attempt is
+    kept on the job, its pods are released at once, and it goes back to the queue to wait its
+    backoff, saying what happened and when it is tried again; at its cap of failures of that
+    kind it fails instead, with the cluster's words.
+
+    Returns the job as changed, or None when it is gone or no longer placed."""
+    from portal.cluster.models import Placement
+
+    with transaction.atomic():
+        job = Job.objects.select_for_update().filter(pk=job_id).first()
+        if job is None or not allows(job.status, Event.RESTART):
+            return None
+        stored = attempts_with(job.start_attempts, attempt)
+        attempts = attempts_of(stored)
+        if capped(attempts, attempt.kind, job.max_retry):
+            event, reason = Event.FAIL, failed_reason(attempts, job.max_retry)
+        else:
+            event, reason = Event.RESTART, waiting_reason(attempts, start_backoff(), job.max_retry)
+        job = _transition(
+            job=job,
+            event=event,
+            at=attempt.at,
+            validate=False,
+            pending_reason=reason[:JOB_START_REASON_CHARS],
+            pending_reason_at=attempt.at,
+            start_attempts=stored,
+        )
+        Placement.objects.filter(
+            job_id=job.pk, state__in=[Placement.State.BOUND, Placement.State.RUNNING]
+        ).update(state=Placement.State.RELEASING, updated_at=attempt.at)
     return job
 
 

@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views import View
 from django.views.generic import TemplateView
 
@@ -28,7 +29,15 @@ from .forms import JobSubmitForm, JobUploadForm, TaskFormSet, submit_errors_appl
 from .lifecycle import Event, allows
 from .models import Job
 from .samples import SAMPLE_FILENAME, volcano_sample
-from .selectors import JobState, job_get, job_list, job_pod_names, job_queue_rank, job_state
+from .selectors import (
+    JobState,
+    job_get,
+    job_list,
+    job_pod_names,
+    job_queue_rank,
+    job_start_attempts,
+    job_state,
+)
 from .services import job_cancel, job_quarantine_release, job_submit, job_submit_manifests
 
 JOB_CANCELLED = "Job {name} was cancelled."
@@ -178,6 +187,7 @@ def _job_page(request: HttpRequest, job_id: int) -> dict[str, Any]:
         "can_release": allows(job.status, Event.RELEASE) and can_release_job(request.user, job),
         "plugins": sorted((job.plugins or {}).items()),
         "ray_dashboard": _ray_dashboard(job),
+        "start_attempts": job_start_attempts(job=job, now=timezone.now()),
     }
 
 

@@ -27,7 +27,7 @@ from prometheus_client.registry import REGISTRY, Collector
 
 from portal.cluster.selectors import gpus_allocated_per_queue
 from portal.jobs.models import Job
-from portal.jobs.selectors import pending_demand_per_queue
+from portal.jobs.selectors import jobs_backing_off, pending_demand_per_queue
 from portal.scheduling.selectors import usage_latest_deserved
 
 from . import selectors
@@ -83,6 +83,7 @@ class PortalStateCollector(Collector):
         yield from _queue_metrics()
         yield from _cluster_metrics()
         yield from _cycle_metrics()
+        yield _backoff_metrics()
 
 
 def _gauge(name: str, documentation: str, labels: list[str] | None = None) -> GaugeMetricFamily:
@@ -186,6 +187,16 @@ def _cycle_metrics() -> Iterator[Metric]:
     figures.add_metric(["pending_jobs"], cycle.pending_jobs)
     figures.add_metric(["error"], 1 if cycle.error else 0)
     yield from (finished, age, phases, figures)
+
+
+def _backoff_metrics() -> Metric:
+    jobs = _gauge(
+        "backoff_jobs",
+        "Jobs whose pods failed to start and that back off now: held back from the queue, or "
+        "avoiding a node whose kubelet refused them (portal.jobs.backoff).",
+    )
+    jobs.add_metric([], jobs_backing_off(now=timezone.now()))
+    return jobs
 
 
 def process_registry() -> CollectorRegistry:

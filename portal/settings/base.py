@@ -215,6 +215,15 @@ KUBERNETES_INSTANCE = env.str("KUBERNETES_INSTANCE", default="gpuportal")
 # 1 sends them one at a time. A job's own pods are always created in order.
 KUBERNETES_WRITE_CONCURRENCY = env.int("KUBERNETES_WRITE_CONCURRENCY", default=8)
 KUBERNETES_POD_START_TIMEOUT_SECONDS = env.int("KUBERNETES_POD_START_TIMEOUT_SECONDS", default=600)
+# A job whose pods failed to start waits this long before it is placed again, doubling with
+# each failure up to the maximum; a node whose kubelet refused its pod is avoided by the job as
+# long (portal/jobs/backoff.py).
+START_BACKOFF_BASE_SECONDS = env.float("START_BACKOFF_BASE_SECONDS", default=10.0)
+START_BACKOFF_MAX_SECONDS = env.float("START_BACKOFF_MAX_SECONDS", default=300.0)
+# How long a bound pod may wait on an image it cannot pull or a container it cannot create (a
+# missing Secret) before its job gives the GPUs back and backs off; a registry's hiccup clears
+# within it.
+START_BLOCKED_GRACE_SECONDS = env.int("START_BLOCKED_GRACE_SECONDS", default=60)
 SCHEDULER_CYCLE_SECONDS = env.float("SCHEDULER_CYCLE_SECONDS", default=5.0)
 # Expiry of the cluster-wide cycle lock; the holder renews it every third of this, so a
 # killed worker blocks scheduling for at most this long (scheduler/adapters/lock.py).

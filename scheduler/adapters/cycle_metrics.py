@@ -14,6 +14,7 @@ the whole cycle and `cycle_phase_duration_seconds` splits it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from django.db.models import Count
@@ -56,6 +57,18 @@ RECONCILE_ERRORS = Counter(
 RECONCILE_OPERATIONS = Counter(
     "gpuportal_reconcile_operations_total", "Pods created or deleted by reconcile.", ["operation"]
 )
+START_FAILURES = Counter(
+    "gpuportal_start_failures_total",
+    "Failed starts of a job's pods, by kind (portal.jobs.backoff.Kind: kubelet-refused, "
+    "image-pull, container, start-timeout, quota, name-taken).",
+    ["reason"],
+)
+
+
+def start_failures_counted(kinds: Iterable[str]) -> None:
+    """Count failed start attempts as they are kept on their jobs."""
+    for kind in kinds:
+        START_FAILURES.labels(str(kind)).inc()
 
 
 def cycle_observed(*, cycle: CycleRun, report: ReconcileReport | None) -> None:

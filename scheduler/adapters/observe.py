@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -27,21 +28,32 @@ from jobspec.policies import (
 )
 from scheduler.adapters.bulk import ids_update
 from scheduler.adapters.cluster.base import ObservedPod, PodEvent
+from scheduler.adapters.cycle_metrics import start_failures_counted
 from scheduler.adapters.ledger import placement_end
 from scheduler.adapters.portal_port import (
+    Attempt,
+    BackoffSettings,
     Delay,
     Event,
     Job,
     JobTask,
+    Kind,
     Node,
     Placement,
     allows,
+    attempts_of,
+    attempts_with,
+    capped,
     delay_added,
     delays_due,
     delays_read,
     due,
     due_at,
+    failed_reason,
     run_of,
+    start_backoff,
+    waiting_kind,
+    waiting_reason,
 )
 from scheduler.adapters.transitions import CycleTransitions
 
@@ -53,19 +65,6 @@ POD_START_TIMEOUT = (
     "pod {pod} did not start within {seconds} s on node {node}{last}; the job was requeued"
 )
 POD_CANNOT_START = "pod {pod} cannot start on node {node}: {reason}{message}"
-# Waiting reasons that need someone to act (a wrong image name, a missing secret): they are
-# the job's reason at once, not only after the start timeout.
-START_BLOCKED = frozenset(
-    {
-        "ErrImagePull",
-        "ImagePullBackOff",
-        "InvalidImageName",
-        "ErrImageNeverPull",
-        "CreateContainerConfigError",
-        "CreateContainerError",
-        "RunContainerError",
-    }
-)
 POLICY_RESTART = (
     "pod {pod} {what} ({why}); policy {event} -> {action}: the job restarts "
     "(retry {retry} of {max_retry})"
@@ -83,6 +82,7 @@ POLICY_DELAYED = (
     "{subject} {what}{why}; policy {event} -> {action} in {seconds} s (at {due:%Y-%m-%d "
     "%H:%M:%S} UTC) unless the job ends or restarts first"
 )
+REASON_CHARS = 1000
 TASK_COMPLETED_ENDED = "task {task} completed; policy TaskCompleted -> {action}: the job {ended}"
 PLACEMENT_COLUMNS = ("id", "job_id", "task_id", "pod_name", "node_name", "state", "started_at")
 JOB_FIELDS = (
@@ -95,10 +95,11 @@ JOB_FIELDS = (
     "retries",
     "policy_delays",
     "policy_due_at",
+    "start_attempts",
 )
 JOB_COLUMNS = ("id", "min_available", "policies", "max_retry", "admitted_at", *JOB_FIELDS)
 # Fields holding lists, which cannot key a group of identical changes: written job by job.
-_LIST_FIELDS = ("retries", "policy_delays")
+_LIST_FIELDS = ("retries", "policy_delays", "start_attempts")
 _PLACED = (Job.Status.ADMITTED, Job.Status.RUNNING)
 
 
@@ -113,10 +114,14 @@ def cluster_observe(
     """Apply observed pod phases to the active placements: one query to read, then one UPDATE
     per distinct change (a cycle's changes share a few values: "running", "succeeded", now).
 
-    A pod that cannot start says so on its job at once (START_BLOCKED); a bound pod still not
+    A pod that cannot start (an image it cannot pull, a container it cannot create, in any of
+    its containers: portal.jobs.backoff.waiting_kind) says so on its job at once, and gives
+    its placement back once it has waited START_BLOCKED_GRACE_SECONDS; a bound pod still not
     started after `start_timeout_seconds` (settings.KUBERNETES_POD_START_TIMEOUT_SECONDS), or
     one the kubelet refused at admission (OutOf<resource>: the node was fuller than the
-    snapshot said), gives its placement back and the job is requeued.
+    snapshot said), gives its placement back too. Each is a start attempt of its job
+    (Job.start_attempts): the job is requeued to wait its backoff, or fails once the failures
+    of that kind reach its cap (portal.jobs.backoff).
 
     `owners_gone` (job id -> why): jobs whose owner object someone deleted, and with it their
     pods (the garbage collector's work, however far it has got): each active one is requeued
@@ -130,6 +135,12 @@ def cluster_observe(
     if start_timeout_seconds is None:
         start_timeout_seconds = settings.KUBERNETES_POD_START_TIMEOUT_SECONDS
     start_deadline = now - timedelta(seconds=start_timeout_seconds)
+    deadlines = _Deadlines(
+        start=start_deadline,
+        timeout=start_timeout_seconds,
+        blocked=now - timedelta(seconds=settings.START_BLOCKED_GRACE_SECONDS),
+        now=now,
+    )
     owner_gone = owners_gone or {}
     by_name = {pod.name: pod for pod in pods}
     with transaction.atomic():
@@ -150,6 +161,7 @@ def cluster_observe(
         # are deleted, for the job page and the API.
         outcomes: dict[tuple[int | None, str], list[int]] = defaultdict(list)
         lost: dict[int, str] = {}  # job id -> why its pod is lost
+        attempts: dict[int, Attempt] = {}  # job id -> the failed start behind its loss
         failed: dict[int, tuple[Placement, ObservedPod]] = {}
         blocked: dict[int, str] = {}  # job id -> why a pod of it cannot start
         released: dict[int, list[tuple[ObservedPod, str]]] = defaultdict(list)  # pod health
@@ -162,9 +174,11 @@ def cluster_observe(
             elif owner_why and placement.state in (Placement.State.BOUND, Placement.State.RUNNING):
                 why = owner_why
             else:
-                why = _lost_why(placement, pod, gone, start_deadline, start_timeout_seconds)
+                why, attempt = _lost_why(placement, pod, gone, deadlines)
                 if why is not None and pod is not None and placement.node_name not in gone:
                     released[placement.job_id].append((pod, why))
+                if attempt is not None and placement.job_id not in lost:
+                    attempts[placement.job_id] = attempt
             if why is not None:
                 lost.setdefault(placement.job_id, why)
                 moved[Placement.State.DELETED].append(placement.id)
@@ -175,7 +189,7 @@ def cluster_observe(
                     placement.job_id,
                     POD_LOST.format(pod=placement.pod_name, node=placement.node_name),
                 )
-            if state == Placement.State.BOUND and pod is not None and pod.reason in START_BLOCKED:
+            if state == Placement.State.BOUND and pod is not None and waiting_kind(pod.reason):
                 blocked.setdefault(placement.job_id, _cannot_start(placement, pod))
             if state == Placement.State.FAILED and pod is not None:
                 failed.setdefault(placement.job_id, (placement, pod))
@@ -192,58 +206,102 @@ def cluster_observe(
         for (exit_code, reason), ids in sorted(outcomes.items(), key=lambda item: item[1]):
             ids_update(Placement, ids, exit_code=exit_code, exit_reason=reason)
         jobs = {p.job_id: p.job for p in placements}
-        # Jobs whose delayed policy action is due, pods on a node or not (a few at most).
-        for job in (
-            Job.objects.filter(policy_due_at__lte=now)
-            .select_for_update()
-            .only(*JOB_COLUMNS)
-            .order_by("id")
-        ):
-            jobs.setdefault(job.pk, job)
-        _jobs_advance(jobs, lost, failed, now, blocked, transitions or CycleTransitions())
-    return _requeued_events(released, jobs)
+        jobs = {job.pk: job for job in _policy_due(now)} | jobs  # the placements' rows first
+        lost_jobs = _Lost(lost, attempts, start_backoff())
+        _jobs_advance(jobs, lost_jobs, failed, now, blocked, transitions or CycleTransitions())
+    start_failures_counted(attempt.kind for attempt in attempts.values())
+    return _requeued_events(released, jobs, attempts)
+
+
+def _policy_due(now: datetime) -> list[Job]:
+    """Jobs whose delayed policy action is due, pods on a node or not (a few at most)."""
+    return list(
+        Job.objects.filter(policy_due_at__lte=now)
+        .select_for_update()
+        .only(*JOB_COLUMNS)
+        .order_by("id")
+    )
 
 
 def _requeued_events(
-    released: dict[int, list[tuple[ObservedPod, str]]], jobs: dict[int, Job]
+    released: dict[int, list[tuple[ObservedPod, str]]],
+    jobs: dict[int, Job],
+    attempts: dict[int, Attempt],
 ) -> list[PodEvent]:
-    """A Requeued warning on each pod that pod health released (start timeout, admission
-    refusal), when its job went back to the queue: `kubectl describe pod` then says why the
-    portal deletes a pod that is still Pending or was refused."""
-    return [
-        PodEvent(pod.name, pod.namespace, "Requeued", why, "Warning")
-        for job_id in sorted(released)
-        if jobs[job_id].status == Job.Status.PREEMPTED
-        for pod, why in released[job_id]
-    ]
+    """A warning on each pod that pod health released (start timeout, admission refusal, an
+    image it cannot pull): `kubectl describe pod` then says why the portal deletes a pod that
+    is still Pending or was refused. BackOff with the job's reason (when it is tried again)
+    for a failed start, Failed when that start ended the job, Requeued otherwise."""
+    events = []
+    for job_id in sorted(released):
+        job = jobs[job_id]
+        if job.status not in (Job.Status.PREEMPTED, Job.Status.FAILED):
+            continue
+        backs_off = job_id in attempts
+        if job.status == Job.Status.FAILED and not backs_off:
+            continue
+        kind = "Requeued" if not backs_off else "BackOff"
+        kind = "Failed" if job.status == Job.Status.FAILED else kind
+        for pod, why in released[job_id]:
+            message = job.pending_reason if backs_off else why
+            events.append(PodEvent(pod.name, pod.namespace, kind, message, "Warning"))
+    return events
+
+
+@dataclass(frozen=True, slots=True)
+class _Deadlines:
+    start: datetime  # a bound pod placed before this and still not running is lost
+    timeout: int  # the start timeout, in seconds, for its reason
+    blocked: datetime  # a pod that cannot start, placed before this, is lost
+    now: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class _Lost:
+    """Why each job lost a pod for good, and the failed start behind it, if one is."""
+
+    why: dict[int, str]
+    attempts: dict[int, Attempt]
+    backoff: BackoffSettings
 
 
 def _lost_why(
-    placement: Placement,
-    pod: ObservedPod | None,
-    gone: set[str],
-    start_deadline: datetime,
-    timeout: int,
-) -> str | None:
-    """Why an active placement of a live job is lost for good, or None."""
+    placement: Placement, pod: ObservedPod | None, gone: set[str], deadlines: _Deadlines
+) -> tuple[str | None, Attempt | None]:
+    """Why an active placement of a live job is lost for good (None: it is not), and the
+    failed start attempt it is, if it is one."""
     if placement.state not in (Placement.State.BOUND, Placement.State.RUNNING):
-        return None
+        return None, None
     pod_name, node = placement.pod_name, placement.node_name
     if node in gone:
         # A node deleted from the cluster takes its pods with it: whatever the API still
         # says about them, they will not run, and a bound one must not be created there.
-        return NODE_GONE.format(pod=pod_name, node=node)
+        return NODE_GONE.format(pod=pod_name, node=node), None
+    at = deadlines.now
     if pod is not None and pod.phase == "Failed" and _admission_refusal(pod.reason):
-        return POD_REJECTED.format(pod=pod_name, node=node, reason=pod.reason)
-    not_started = pod is None or pod.phase == "Pending"
-    if (
-        placement.state == Placement.State.BOUND
-        and not_started
-        and placement.started_at < start_deadline
-    ):
+        words = _words(pod)
+        attempt = Attempt(at, Kind.KUBELET_REFUSED, node=node, pod=pod_name, words=words)
+        return POD_REJECTED.format(pod=pod_name, node=node, reason=pod.reason), attempt
+    if placement.state != Placement.State.BOUND or not (pod is None or pod.phase == "Pending"):
+        return None, None
+    kind = waiting_kind(pod.reason) if pod is not None else None
+    if pod is not None and kind is not None and placement.started_at < deadlines.blocked:
+        attempt = Attempt(at, kind, node=node, pod=pod_name, words=_words(pod))
+        return _cannot_start(placement, pod), attempt
+    if placement.started_at < deadlines.start:
         last = f" (last: {pod.reason})" if pod is not None and pod.reason else ""
-        return POD_START_TIMEOUT.format(pod=pod_name, seconds=timeout, node=node, last=last)
-    return None
+        why = POD_START_TIMEOUT.format(
+            pod=pod_name, seconds=deadlines.timeout, node=node, last=last
+        )
+        words = _words(pod) if pod is not None and pod.reason else ""
+        started = f"not running after {deadlines.timeout} s" + (f" ({words})" if words else "")
+        return why, Attempt(at, Kind.START_TIMEOUT, node=node, pod=pod_name, words=started)
+    return None, None
+
+
+def _words(pod: ObservedPod) -> str:
+    """The kubelet's reason and message, as it said them."""
+    return f"{pod.reason}: {pod.message}" if pod.message else (pod.reason or "")
 
 
 def _admission_refusal(reason: str | None) -> bool:
@@ -286,7 +344,7 @@ def _next_state(placement: Placement, pod: ObservedPod | None) -> str:
 
 def _jobs_advance(
     jobs: dict[int, Job],
-    lost: dict[int, str],
+    lost: _Lost,
     failed: dict[int, tuple[Placement, ObservedPod]],
     now: datetime,
     blocked: dict[int, str],
@@ -308,9 +366,7 @@ def _jobs_advance(
                 job.policy_delays, job.policy_due_at = [], None
                 _change_note(job, before, changes, now)
             continue
-        if _job_advance(
-            job, count, lost.get(job_id), failed.get(job_id), policies, now, transitions
-        ):
+        if _job_advance(job, count, lost, failed.get(job_id), policies, now, transitions):
             release.append(job_id)
         stuck = (
             blocked.get(job_id) if job.status == before["status"] == Job.Status.ADMITTED else None
@@ -330,7 +386,7 @@ def _jobs_advance(
 def _job_advance(
     job: Job,
     count: Counter,
-    lost: str | None,
+    lost: _Lost,
     failed: tuple[Placement, ObservedPod] | None,
     policies: _Policies,
     now: datetime,
@@ -347,8 +403,12 @@ def _job_advance(
             return False
     if failed is not None:
         return _on_failed(job, *failed, policies, now, transitions)
-    if lost is not None and active + count[Placement.State.SUCCEEDED] < job.min_available:
-        return _on_lost(job, lost, policies, now, transitions)
+    why = lost.why.get(job.pk)
+    if why is not None and active + count[Placement.State.SUCCEEDED] < job.min_available:
+        attempt = lost.attempts.get(job.pk)
+        if attempt is not None:
+            return _on_start_failed(job, attempt, lost.backoff, policies, now, transitions)
+        return _on_lost(job, why, policies, now, transitions)
     completed = policies.task_completed(job, job.pk)
     if completed is not None and completed[1].delay_seconds:
         task, match = completed
@@ -472,6 +532,29 @@ def _on_failed(
         _delay(job, match, event, pod=placement.pod_name, task="", what=what, why=why, now=now)
         return False
     return _policy_apply(job, match.action, event, placement.pod_name, what, why, now, transitions)
+
+
+def _on_start_failed(
+    job: Job,
+    attempt: Attempt,
+    backoff: BackoffSettings,
+    policies: _Policies,
+    now: datetime,
+    transitions: CycleTransitions,
+) -> bool:
+    """A pod of the job failed to start (portal.jobs.backoff): the attempt is kept on the job;
+    at its cap the job fails with the kubelet's words, else it is lost as any pod is, saying
+    when it is tried again."""
+    job.start_attempts = attempts_with(job.start_attempts, attempt)
+    attempts = attempts_of(job.start_attempts)
+    if capped(attempts, attempt.kind, job.max_retry):
+        if not transitions.apply(job, Event.FAIL, now):
+            return False
+        job.pending_reason = failed_reason(attempts, job.max_retry)[:REASON_CHARS]
+        job.pending_reason_at = now
+        return True
+    why = waiting_reason(attempts, backoff, job.max_retry)[:REASON_CHARS]
+    return _on_lost(job, why, policies, now, transitions)
 
 
 def _on_lost(

@@ -256,7 +256,11 @@ def cluster_reconcile_isolated(
     checked = _LeaseChecked(backend, checkpoint)
     report = cluster_reconcile(backend=checked, observed=pods, faults=faults, now=now())
     isolation.quarantine(bundle, faults)
-    gang_start_failures(job_errors=report.job_errors, now=now())
+    events = gang_start_failures(
+        job_errors=report.job_errors, now=now(), pods=report.job_error_pods
+    )
+    if events:
+        checked.record_events(events)
     return report
 
 

@@ -254,8 +254,11 @@ def _persist_pending_reasons(bundle: SnapshotBundle, result: CycleResult, now: d
         if job.status not in WAITING:
             continue
         reason = result.pending_reasons.get(key, "")
-        if job.status == Job.Status.PREEMPTED and not reason:
-            continue  # keeps the eviction sentence until its pods are gone
+        if not reason and job.pending_reason:
+            # Keeps what it last heard (the eviction sentence until its pods are gone, a
+            # failed start, a decision withdrawn at persist): a waiting job's reason is never
+            # blank.
+            continue
         # A reason without a kind (a decision withdrawn at persist) waits for the next cycle.
         kind = result.pending_kinds.get(key, PendingKind.WAITS) if reason else ""
         if reason != job.pending_reason or kind != job.pending_kind:

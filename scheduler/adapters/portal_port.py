@@ -35,6 +35,20 @@ from portal.cluster.namespaces import (
     placing_namespaces,
 )
 from portal.cluster.services import node_inventory_sync, node_seen_mark, placement_pod_name
+from portal.jobs.backoff import (
+    Attempt,
+    BackoffSettings,
+    Kind,
+    attempts_of,
+    attempts_with,
+    capped,
+    failed_reason,
+    in_backoff,
+    nodes_avoided,
+    quota_exceeded,
+    waiting_kind,
+    waiting_reason,
+)
 from portal.jobs.delays import (
     Delay,
     delay_added,
@@ -46,10 +60,15 @@ from portal.jobs.delays import (
     run_of,
 )
 from portal.jobs.lifecycle import WAITING, Event, IllegalTransition, Transition, allows, transition
-from portal.jobs.limits import gpu_sharing, job_limits
+from portal.jobs.limits import gpu_sharing, job_limits, start_backoff
 from portal.jobs.models import Job, JobTask
 from portal.jobs.pod_count import tenant_pod_deltas_fold
-from portal.jobs.services import job_quarantine, job_start_refused, job_start_retrying
+from portal.jobs.services import (
+    job_quarantine,
+    job_start_failed,
+    job_start_refused,
+    job_start_retrying,
+)
 from portal.ops.retention import finished_pods_kept, ttl_jobs_kept
 from portal.queues.models import Queue
 from portal.queues.services import queue_orders_record
@@ -109,7 +128,20 @@ __all__ = [
     "placing_namespaces",
     "whole_second",
     # jobs: rows, the lifecycle, the limits in force, the services the cycle ends jobs with,
-    # the tenants' pending-pod counts it folds
+    # the tenants' pending-pod counts it folds, the backoff of jobs whose pods failed to start
+    "Attempt",
+    "BackoffSettings",
+    "Kind",
+    "attempts_of",
+    "attempts_with",
+    "capped",
+    "failed_reason",
+    "in_backoff",
+    "nodes_avoided",
+    "quota_exceeded",
+    "start_backoff",
+    "waiting_kind",
+    "waiting_reason",
     "WAITING",
     "Delay",
     "Event",
@@ -129,6 +161,7 @@ __all__ = [
     "gpu_sharing",
     "job_limits",
     "job_quarantine",
+    "job_start_failed",
     "job_start_refused",
     "job_start_retrying",
     "transition",

@@ -70,8 +70,10 @@ class ReconcileReport:
     deleted: list[str] = field(default_factory=list)
     bound: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    # job id -> the first error that kept its gang from starting this pass.
+    # job id -> the first error that kept its gang from starting this pass, and its pod's
+    # (name, namespace).
     job_errors: dict[str, Exception] = field(default_factory=dict)
+    job_error_pods: dict[str, tuple[str, str]] = field(default_factory=dict)
     # What to record on the pods as Kubernetes Events (ClusterBackend.record_events).
     events: list[PodEvent] = field(default_factory=list)
 
@@ -164,6 +166,7 @@ def apply(
             unbound[job].append(pod)
         else:
             report.job_errors.setdefault(job, error)
+            report.job_error_pods.setdefault(job, (pod.name, pod.namespace))
     ready = [
         pod
         for job in sorted(unbound)
@@ -186,6 +189,7 @@ def _gangs_bind(
         _record(report.bound, report.errors, "bind", pod, error)
         if error is not None:
             report.job_errors.setdefault(_job_of(pod), error)
+            report.job_error_pods.setdefault(_job_of(pod), (pod.name, pod.namespace))
             report.events.append(
                 PodEvent(pod.name, pod.namespace, "FailedBinding", str(error), "Warning")
             )

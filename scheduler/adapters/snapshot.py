@@ -23,6 +23,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
 from jobspec.limits import JobLimits
+from scheduler.adapters.backoff import Backoff, avoiding, backoff_read
 from scheduler.adapters.feasibility import conf_with_hard_feasibility
 from scheduler.adapters.history import snapshot_history
 from scheduler.adapters.portal_port import (
@@ -98,6 +99,8 @@ class SnapshotBundle:
     index: SnapshotIndex
     # Jobs whose rows made their JobInfo fail: left out, for the cycle to quarantine.
     faults: list[Fault] = dataclasses.field(default_factory=list)
+    # Jobs whose pods failed to start, backing off (held back ones are left out).
+    backoff: Backoff = dataclasses.field(default_factory=Backoff)
 
 
 def snapshot_build(*, now: datetime) -> SnapshotBundle:
@@ -180,6 +183,7 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
         conf = conf_with_hard_feasibility(active_conf())
         usage = queue_usage_history(conf=conf, queue_ids=[q.id for q in queues], now=now)
         history = snapshot_history(conf=conf, now=now)
+        backoff = backoff_read(now=now)
 
         placements += _held_failures()
 
@@ -202,19 +206,25 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
         device_mib=device_memory_mib(nodes),
     )
     # A job whose rows break its JobInfo is left out and reported, the others go on; so are
-    # quarantined jobs. Their active placements' resources are held off their nodes.
+    # quarantined jobs, and waiting jobs in their start backoff (which leave the index too:
+    # their reason is the backoff's, not the core's). Their active placements' resources are
+    # held off their nodes.
     faults = Faults()
     job_infos = []
     left_out: set[int] = set()
     limits = job_limits()
     placed = {placement.job_id for placement in placements}
     for job in jobs:
-        if job.status == Job.Status.QUARANTINED:
+        if job.status == Job.Status.QUARANTINED or job.id in backoff.held:
             left_out.add(job.id)
+            if job.id in backoff.held:
+                del index.jobs[str(job.id)]
             continue
         args = (job, tasks_of[job.id], by_replica, index)
         build = job_info if job.id in placed else functools.partial(_new_job_info, limits)
         if (info := faults.call("snapshot", job.id, build, *args)) is not None:
+            if job.id in backoff.avoid:
+                info = avoiding(info, backoff.avoid[job.id])
             job_infos.append(info)
         else:
             index_forget(index, job.id)  # what it registered before failing
@@ -227,7 +237,7 @@ def snapshot_build(*, now: datetime) -> SnapshotBundle:
         now=now.timestamp(),
         **history,
     )
-    return SnapshotBundle(snapshot=snapshot, conf=conf, index=index, faults=faults)
+    return SnapshotBundle(snapshot=snapshot, conf=conf, index=index, faults=faults, backoff=backoff)
 
 
 def _held_failures() -> list[PlacementRow]:

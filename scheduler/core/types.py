@@ -157,6 +157,9 @@ class TaskInfo:
     # The devices an occupying pod holds (indices on its node). Empty for an occupying pod
     # that asks for GPUs: the core gives it the lowest free devices at session open.
     gpu_indices: tuple[int, ...] = ()
+    # Nodes whose kubelet refused this job's pod lately, each with the snapshot time (seconds
+    # since 1970) until which the pod avoids it (the shell's backoff, portal.jobs.backoff).
+    avoid_nodes: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ import pytest
 from kubernetes import client
 
 from portal.cluster.models import Placement
+from portal.jobs.lifecycle import WAITING
 from portal.jobs.models import Job
 from portal.tenants.models import Membership
 from tests.factories import MembershipFactory, UserFactory
@@ -82,9 +83,12 @@ def test_a_gang_is_created_unbound_then_bound_whole_and_runs(
     assert job.status == Job.Status.RUNNING
 
 
-def test_a_quota_refusal_on_one_pod_of_a_gang_starts_none_of_it(
-    kubelet, admin, backend, real_cycle, user, nlp_queue, instance
+def test_a_quota_refusal_on_one_pod_of_a_gang_starts_none_of_it_and_the_job_waits_its_backoff(
+    kubelet, admin, backend, real_cycle, user, nlp_queue, instance, settings
 ):
+    # A namespace quota clears when other pods end: the job is not failed, it waits in the
+    # queue for its backoff (portal.jobs.backoff) and says which quota and when it retries.
+    settings.START_BACKOFF_BASE_SECONDS = 120  # longer than two cycles on a loaded machine
     kubelet.register_nodes(["quota-a", "quota-b"], gpus=8)
     quota = client.V1ResourceQuota(
         metadata=client.V1ObjectMeta(name=f"pods-{instance}"),
@@ -104,8 +108,20 @@ def test_a_quota_refusal_on_one_pod_of_a_gang_starts_none_of_it(
         bound = [pod for pod in gang_pods(admin, instance).values() if pod.spec.node_name]
         assert bound == []
         job.refresh_from_db()
-        assert "exceeded quota" in job.pending_reason, job.pending_reason
-        real_cycle()
+        assert job.status in WAITING, job.status
+        assert f"namespace quota pods-{instance} exceeded" in job.pending_reason
+        assert "exceeded quota" in job.pending_reason, job.pending_reason  # the server's words
+        assert "will retry at" in job.pending_reason, job.pending_reason
+        assert [attempt["kind"] for attempt in job.start_attempts] == ["quota"]
+        assert not Placement.objects.filter(
+            job=job, state__in=[Placement.State.BOUND, Placement.State.RUNNING]
+        ).exists()
+
+        real_cycle()  # within the backoff: nothing of the job is created again
+
+        job.refresh_from_db()
+        assert job.status in WAITING, job.status
+        assert len(job.start_attempts) == 1
         wait_for(
             lambda: gang_pods(admin, instance) == {},
             "the gang's unbound pods to be cleaned up",

@@ -35,6 +35,11 @@ class RefusedClusterError(ClusterError):
         self.message = message
 
 
+class NameTakenError(ClusterError):
+    """Another workload's object (another portal instance's, anyone's) holds the name of one
+    of the job's objects: the job's pods cannot be made under that name while it is there."""
+
+
 class TransientClusterError(ClusterError):
     """The cluster could not be reached or asked us to back off; a later pass may succeed.
 

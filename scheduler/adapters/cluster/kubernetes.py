@@ -41,6 +41,7 @@ from jobspec.labels import (
 from scheduler.adapters.cluster.base import (
     ClusterError,
     DesiredPod,
+    NameTakenError,
     ObservedNode,
     ObservedPod,
     PodEvent,
@@ -652,7 +653,7 @@ class KubernetesBackend:
                     return
             if not self._objects_cached():
                 break
-        raise ClusterError(f"{where}: name taken by an object that is not this instance's")
+        raise NameTakenError(f"{where}: name taken by an object that is not this instance's")
 
     def _ensure_object(self, obj: dict[str, Any], owner: str) -> None:
         """Create one of a job's objects before its pods (they mount and resolve it); an
@@ -790,7 +791,7 @@ class KubernetesBackend:
             # An earlier incarnation is still terminating; creating over it must wait.
             raise TransientClusterError(f"{where}: previous pod with this name is terminating")
         if not same_replica:
-            raise ClusterError(
+            raise NameTakenError(
                 f"{where}: name taken by another workload "
                 f"(labels {replica_key(observed.labels)}, wanted {replica_key(pod.labels)})"
             )

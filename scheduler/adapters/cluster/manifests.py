@@ -45,7 +45,7 @@ def observed_pod_from(pod: client.V1Pod) -> ObservedPod:
     meta = pod.metadata
     status = pod.status
     phase = status.phase if status is not None and status.phase in _PHASES else "Pending"
-    exit_code, container_reason, container_message = _main_container_outcome(status)
+    exit_code, container_reason, container_message = _containers_outcome(status)
     pod_reason = status.reason if status is not None else None
     pod_message = status.message if status is not None else None
     return ObservedPod(
@@ -187,6 +187,29 @@ def parse_resources(quantities: Mapping[str, str]) -> dict[str, int]:
             value *= 1000
         parsed[name] = int(value.to_integral_value(rounding=ROUND_CEILING))
     return parsed
+
+
+# What an init container waits on while it is fine: its own turn to start.
+_INIT_WAITING_FINE = frozenset({"PodInitializing", "ContainerCreating"})
+
+
+def _containers_outcome(status: Any) -> tuple[int | None, str | None, str | None]:
+    """(exit code, reason, message) of the first init container that is stuck or failed (an
+    image it cannot pull, a nonzero exit: the main container then only says PodInitializing),
+    else of the main container (else the first)."""
+    for init in (status.init_container_statuses if status is not None else None) or []:
+        state = init.state
+        if state is None:
+            continue
+        where = f"init container {init.name}"
+        if state.waiting is not None and state.waiting.reason not in _INIT_WAITING_FINE:
+            message = state.waiting.message
+            return None, state.waiting.reason, f"{where}: {message}" if message else where
+        failed = state.terminated
+        if failed is not None and failed.exit_code:
+            message = failed.message or f"exit code {failed.exit_code}"
+            return failed.exit_code, failed.reason or "Error", f"{where}: {message}"
+    return _main_container_outcome(status)
 
 
 def _main_container_outcome(status: Any) -> tuple[int | None, str | None, str | None]:

@@ -23,6 +23,7 @@ from scheduler.adapters.bulk import rows_insert
 from scheduler.adapters.cluster.base import (
     FINISHED_PHASES,
     ClusterError,
+    NameTakenError,
     ObservedNode,
     ObservedPod,
     PodEvent,
@@ -74,7 +75,7 @@ class SimulatedBackend:
         existing = SimulatedPod.objects.filter(name=pod.name, namespace=pod.namespace).first()
         if existing is not None:
             if replica_key(existing.labels) != replica_key(pod.labels):
-                raise ClusterError(f"pod {pod.name} already exists for another replica")
+                raise NameTakenError(f"pod {pod.name} already exists for another replica")
             return
         self._new_pod(pod).save(force_insert=True)
 
@@ -137,11 +138,13 @@ class SimulatedBackend:
                 new.append(self._new_pod(pod))
                 outcomes.append(None)
             elif holder[0] != pod.namespace:
-                outcomes.append(ClusterError(f"pod name {pod.name} is taken in {holder[0]}"))
+                outcomes.append(NameTakenError(f"pod name {pod.name} is taken in {holder[0]}"))
             elif holder[1] == replica_key(pod.labels):
                 outcomes.append(None)  # already there: success, as in create_pod
             else:
-                outcomes.append(ClusterError(f"pod {pod.name} already exists for another replica"))
+                outcomes.append(
+                    NameTakenError(f"pod {pod.name} already exists for another replica")
+                )
         try:
             with transaction.atomic():
                 rows_insert(SimulatedPod, new)
@@ -233,10 +236,11 @@ class SimulatedBackend:
 
     @transaction.atomic
     def advance(self) -> None:
-        """One kubelet tick: start pending pods, finish those whose time is up, drop deleted."""
+        """One kubelet tick: start pending pods, finish those whose time is up, drop deleted.
+        A pending pod with a reason cannot start (an image it cannot pull): it stays pending."""
         now = self._now()
         SimulatedPod.objects.filter(delete_after__lte=now).delete()
-        SimulatedPod.objects.filter(phase="Pending", delete_after__isnull=True).update(
+        SimulatedPod.objects.filter(phase="Pending", delete_after__isnull=True, reason="").update(
             phase="Running", started_at=now
         )
         finished = [

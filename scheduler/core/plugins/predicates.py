@@ -16,6 +16,12 @@ take. A pod evicted in this session no longer counts for pod
 (volcano-sh/volcano pkg/scheduler/plugins/predicates/predicates.go); a pod already terminating
 when the session opened still counts, like any pod on the node.
 
+A node whose kubelet refused the job's pod lately (TaskInfo.avoid_nodes, the shell's backoff)
+is filtered out until the time given, like a cordon: the job waits for it rather than never
+runs, and no eviction makes it fit sooner. Upstream has no such filter: kube-scheduler backs
+off the pod, not the node (pkg/scheduler/backend/queue), and Volcano re-binds a pod the kubelet
+refused wherever it fits.
+
 Node-only filters depend on the node and the task's scheduling signature alone, so their result
 is cached per (signature, node): identical pods of a large job pay for them once.
 """
@@ -34,6 +40,7 @@ PLUGIN_NAME = "predicates"
 _HOLDING = OCCUPYING_STATUSES | {TaskStatus.PIPELINED}
 _EVICTABLE = frozenset({TaskStatus.RUNNING, TaskStatus.BOUND})
 _UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+NODE_AVOIDED = "node refused this job's pod recently; it may be tried again at {at}"
 
 
 def build(arguments: dict[str, Any]) -> PredicatesPlugin:
@@ -42,7 +49,25 @@ def build(arguments: dict[str, Any]) -> PredicatesPlugin:
 
 def _signature(task: Task) -> tuple[object, ...]:
     info = task.info
-    return (info.node_selector, info.tolerations, repr(_node_affinity(info.affinity)))
+    return (
+        info.node_selector,
+        info.tolerations,
+        repr(_node_affinity(info.affinity)),
+        info.avoid_nodes,
+    )
+
+
+def _utc_clock(seconds: float) -> str:
+    """HH:MM:SS UTC of a time in seconds since 1970 (UTC days have 86,400 seconds)."""
+    minutes, second = divmod(int(seconds) % 86400, 60)
+    return f"{minutes // 60:02d}:{minutes % 60:02d}:{second:02d} UTC"
+
+
+def _avoided_until(avoid: tuple[tuple[str, float], ...], node: str) -> float | None:
+    for name, until in avoid:
+        if name == node:
+            return until
+    return None
 
 
 def _node_affinity(affinity: Any) -> Any:
@@ -115,9 +140,14 @@ class PredicatesPlugin:
         self.ssn = ssn
         self.cache: dict[tuple[object, ...], FitError | None] = {}
         # Only pods that carry anti-affinity can reject a newcomer; usually there are none.
-        self.anti_affine = [
-            task for task in ssn.tasks.values() if _pod_terms(task.info.affinity, "podAntiAffinity")
-        ]
+        self.anti_affine = []
+        for task in ssn.tasks.values():
+            info = task.info
+            if info.affinity and _pod_terms(info.affinity, "podAntiAffinity"):
+                self.anti_affine.append(task)
+            if info.avoid_nodes:
+                # Judged by its own nodes: no node class or signature may answer for it.
+                ssn.unique_predicates.add(info.name)
         # Pods this session evicted (a discarded eviction brings its pod back).
         self.evicted: set[str] = set()
         ssn.add_predicate_fn(
@@ -164,6 +194,12 @@ class PredicatesPlugin:
             )
         ):
             return FitError("node is unschedulable", resolvable=False)
+        if (
+            cordon
+            and info.avoid_nodes
+            and (until := _avoided_until(info.avoid_nodes, node.name)) is not None
+        ):
+            return FitError(NODE_AVOIDED.format(at=_utc_clock(until)), resolvable=False)
         labels = node.labels
         for key, value in info.node_selector:
             if labels.get(key) != value:

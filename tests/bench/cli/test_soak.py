@@ -51,3 +51,30 @@ def test_bad_arguments_name_the_option():
         timeout=60,
     )
     assert (run.returncode, run.stderr.strip()) == (2, "--hours and --step must be positive")
+
+
+def test_a_soak_under_cluster_faults_backs_off_within_the_bound_and_never_leaves_a_reason_blank(
+    tmp_path,
+):
+    env = {**os.environ, "PORTAL_VAR_DIR": str(tmp_path)}
+    command = ["soak", "--hours", "2", "--seed", "3", "--step", "30", "--cluster-faults"]
+    run = subprocess.run(
+        [sys.executable, "-m", "scheduler", *command],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads(run.stdout)
+    faults = report["cluster_faults"]
+    assert report["targets_met"], report["targets"]
+    assert report["targets"]["max_start_attempts_per_job_per_hour <= backoff_bound_per_hour"]
+    assert report["targets"]["blank_reasons_while_waiting == 0"]
+    assert faults["blank_reasons_while_waiting"] == 0
+    assert faults["gpus_held_while_backing_off"] == 0
+    assert 0 < faults["max_start_attempts_per_job_per_hour"] <= faults["backoff_bound_per_hour"]
+    # Faults were injected, and the jobs kept them as failed start attempts.
+    assert sum(faults["faults_injected"].values()) > 0
+    assert sum(faults["start_failures"].values()) > 0

@@ -418,3 +418,34 @@ def test_job_list_never_runnable_filter(researcher_client, nlp_queue):
     response = researcher_client.get(reverse("jobs:job_list"), {"never": "1"})
     assert [job.name for job in response.context["jobs"]] == ["too-big"]
     assert 'name="never" value="1" checked' in response.content.decode()
+
+
+def test_job_detail_lists_the_failed_starts_with_their_causes_and_the_next_try(
+    researcher_client, nlp_queue
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from portal.jobs.backoff import Attempt, Kind, clock_text
+
+    now = timezone.now()
+    pulled = Attempt(now, Kind.IMAGE_PULL, node="gpu-a", pod="gp-9-w-0", words="ErrImagePull: x")
+    refused = Attempt(
+        now - timedelta(seconds=5), Kind.KUBELET_REFUSED, node="gpu-b", pod="gp-9-w-0-a1",
+        words="OutOfnvidia.com/gpu",
+    )  # fmt: skip
+    job = JobFactory(
+        queue=nlp_queue, status=Job.Status.PENDING,
+        start_attempts=[refused.as_json(), pulled.as_json()],
+    )  # fmt: skip
+
+    response = researcher_client.get(reverse("jobs:job_detail", args=[job.pk]))
+
+    body = response.content.decode()
+    assert "Start attempts" in body
+    assert "pod gp-9-w-0 could not pull its image on node gpu-a: ErrImagePull: x" in body
+    assert "the kubelet of node gpu-b refused pod gp-9-w-0-a1: OutOfnvidia.com/gpu" in body
+    # One job-level failure: 10 s after it; the refusing node: 10 s after its refusal.
+    assert f"Held back until {clock_text(now + timedelta(seconds=10))}" in body
+    assert f"Avoids node gpu-b until {clock_text(now + timedelta(seconds=5))}" in body

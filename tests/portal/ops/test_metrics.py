@@ -124,3 +124,22 @@ def test_metrics_with_a_token_need_it(client, db):
 @override_settings(METRICS_TOKEN="", METRICS_OPEN=False)
 def test_metrics_without_a_token_are_off_unless_opened(client, db):
     assert client.get("/metrics").status_code == 404
+
+
+def test_backoff_jobs_counts_the_jobs_held_back_or_avoiding_a_node_now(client, nlp_queue):
+    from django.utils import timezone
+
+    from portal.jobs.backoff import Attempt, Kind
+    from tests.factories import JobFactory
+
+    now = timezone.now()
+    pulled = Attempt(now, Kind.IMAGE_PULL, node="gpu-a", pod="p", words="ErrImagePull")
+    refused = Attempt(now, Kind.KUBELET_REFUSED, node="gpu-b", pod="q", words="OutOfgpu")
+    old = Attempt(now.replace(year=2020), Kind.IMAGE_PULL, node="gpu-a", pod="r")
+    JobFactory(queue=nlp_queue, status=Job.Status.PENDING, start_attempts=[pulled.as_json()])
+    JobFactory(queue=nlp_queue, status=Job.Status.PREEMPTED, start_attempts=[refused.as_json()])
+    JobFactory(queue=nlp_queue, status=Job.Status.PENDING, start_attempts=[old.as_json()])
+    JobFactory(queue=nlp_queue, status=Job.Status.FAILED, start_attempts=[pulled.as_json()])
+    JobFactory(queue=nlp_queue, status=Job.Status.PENDING)
+
+    assert scrape(client)["gpuportal_backoff_jobs"] == {(): 2}

@@ -97,13 +97,13 @@ def test_a_refused_bind_is_a_warning_on_the_pod(cluster, kube_cycle, user, nlp_q
     assert "HTTP 403" in message
 
 
-def test_a_pod_released_after_the_start_timeout_says_it_was_requeued(
+def test_a_pod_released_after_the_start_timeout_says_when_its_job_is_tried_again(
     cluster, kube_cycle, user, nlp_queue, settings
 ):
     settings.KUBERNETES_POD_START_TIMEOUT_SECONDS = 60
     cluster.add_node("gpu-a", GPU_NODE)
-    cluster.fail_image_pull("registry.local/typo:1")
-    job = submit_job(user, nlp_queue, "typo", gpus=8, image="registry.local/typo:1")
+    cluster.on_loop(lambda: setattr(cluster.store.kubelet, "start_seconds", 10_000))
+    job = submit_job(user, nlp_queue, "slow", gpus=8)
     kube_cycle(seconds=61)
     pod = Placement.objects.get(job=job).pod_name
     cluster.advance(1)
@@ -111,16 +111,19 @@ def test_a_pod_released_after_the_start_timeout_says_it_was_requeued(
 
     kube_cycle()  # t=61: past the timeout
 
-    assert events_of(cluster, pod)[-1] == (
-        "Requeued",
-        "Warning",
-        f"pod {pod} did not start within 60 s on node gpu-a (last: ErrImagePull); "
-        "the job was requeued",
-        "gpuportal",
+    job.refresh_from_db()
+    reason, kind, message, _ = events_of(cluster, pod)[-1]
+    assert (reason, kind) == ("BackOff", "Warning")
+    assert message == job.pending_reason
+    assert message.startswith(
+        f"pod {pod} did not start on node gpu-a in time: not running after 60 s "
+        "(ContainerCreating) (will retry at "
     )
 
 
-def test_a_pod_the_kubelet_refused_says_it_was_requeued(cluster, kube_cycle, user, nlp_queue):
+def test_a_pod_the_kubelet_refused_says_which_node_its_job_avoids(
+    cluster, kube_cycle, user, nlp_queue
+):
     cluster.add_node("gpu-a", GPU_NODE)
     job = submit_job(user, nlp_queue, "train", gpus=8)
     kube_cycle()
@@ -130,11 +133,10 @@ def test_a_pod_the_kubelet_refused_says_it_was_requeued(cluster, kube_cycle, use
 
     kube_cycle()
 
-    assert events_of(cluster, pod)[-1][:3] == (
-        "Requeued",
-        "Warning",
-        f"node gpu-a refused pod {pod} (OutOfnvidia.com/gpu); the job was requeued",
-    )
+    reason, kind, message, _ = events_of(cluster, pod)[-1]
+    assert (reason, kind) == ("BackOff", "Warning")
+    assert message.startswith(f"the kubelet of node gpu-a refused pod {pod}: OutOfnvidia.com/gpu")
+    assert "(avoiding node gpu-a until " in message
 
 
 def test_a_pod_released_by_a_policy_that_fails_the_job_is_not_called_requeued(

@@ -496,10 +496,13 @@ class EmulatedCluster:
     def watch_count(self) -> int:
         return self.on_loop(lambda: self.handler.watch_count)
 
-    def reject_create(self, name: str, *, status: int = 422, times: int = 1) -> None:
-        """Refuse the next `times` creates of pod `name` without storing anything."""
+    def reject_create(
+        self, name: str, *, status: int = 422, times: int = 1, message: str = "rejected"
+    ) -> None:
+        """Refuse the next `times` creates of pod `name` without storing anything, saying
+        `message` after the API server's `pods "<name>" is forbidden: `."""
         reason = {403: "Forbidden", 422: "Invalid"}.get(status, "Rejected")
-        error = ApiError(status, reason, f'pods "{name}" is forbidden: rejected')
+        error = ApiError(status, reason, f'pods "{name}" is forbidden: {message}')
         self.on_loop(lambda: self.handler.rejections.setdefault(name, []).extend([error] * times))
 
     def reject_bind(self, name: str, *, status: int = 403, times: int = 1) -> None:

@@ -7,7 +7,9 @@ A kubelet here:
   unfinished pods request does not cover it (phase Failed, reason OutOf<resource>, as
   predicates.GeneralPredicates at kubelet admission), or when the test broke the node's devices
   (`admission_failures`);
-- reports image pull failures on demand (ErrImagePull, then ImagePullBackOff);
+- reports image pull failures on demand (ErrImagePull, then ImagePullBackOff), of an init
+  container's image as of a main container's (the init container's status says so, the
+  others wait on PodInitializing);
 - moves an admitted pod Pending -> Running after `start_seconds` (ContainerCreating before),
   and Running -> Succeeded after N seconds when its main container runs `sleep N`.
 
@@ -77,13 +79,13 @@ def kubelet_step(
             failed = {"phase": "Failed", "reason": f"OutOf{resource}", "message": message}
             return KubeletStep(writes=(failed,), done=True)
         admitted = True
-    image = main_container(pod).get("image", "")
-    if image in kubelet.image_pull_failures:
+    if failing := _failing_pull(pod, kubelet):
         attempts = pull_attempts + 1
-        reason = "ErrImagePull" if attempts == 1 else "ImagePullBackOff"
-        waiting = {"waiting": {"reason": reason, "message": f'Back-off pulling image "{image}"'}}
-        pulling = {"phase": "Pending", "containerStatuses": container_statuses(pod, waiting)}
-        return KubeletStep(writes=(pulling,), admitted=True, pull_attempts=attempts)
+        return KubeletStep(
+            writes=(_pull_failed(pod, *failing, attempts),),
+            admitted=True,
+            pull_attempts=attempts,
+        )
     if phase == "Pending":
         return _start(pod, status, now, kubelet, pull_attempts)
     if phase == "Running":
@@ -100,6 +102,43 @@ def kubelet_step(
                 done=True,
             )
     return KubeletStep(admitted=True, pull_attempts=pull_attempts)
+
+
+def _failing_pull(pod: Raw, kubelet: Kubelet) -> tuple[str, str] | None:
+    """("init" | "main", image) of the first container whose image cannot be pulled."""
+    spec = pod.get("spec") or {}
+    for which, key in (("init", "initContainers"), ("main", "containers")):
+        for container in spec.get(key) or []:
+            if (image := container.get("image", "")) in kubelet.image_pull_failures:
+                return which, image
+    return None
+
+
+def _pull_failed(pod: Raw, which: str, image: str, attempts: int) -> Raw:
+    reason = "ErrImagePull" if attempts == 1 else "ImagePullBackOff"
+    waiting = {"waiting": {"reason": reason, "message": f'Back-off pulling image "{image}"'}}
+    if which == "main":
+        return {"phase": "Pending", "containerStatuses": container_statuses(pod, waiting)}
+    initializing = {"waiting": {"reason": "PodInitializing"}}
+    inits = (pod.get("spec") or {}).get("initContainers") or []
+    return {
+        "phase": "Pending",
+        "initContainerStatuses": [
+            _status_of(c, waiting if c.get("image") == image else initializing) for c in inits
+        ],
+        "containerStatuses": container_statuses(pod, initializing),
+    }
+
+
+def _status_of(container: Raw, state: Raw, ready: bool = False) -> Raw:
+    return {
+        "name": container.get("name", "main"),
+        "image": container.get("image", ""),
+        "imageID": "",
+        "ready": ready,
+        "restartCount": 0,
+        "state": state,
+    }
 
 
 def _start(pod: Raw, status: Raw, now: float, kubelet: Kubelet, attempts: int) -> KubeletStep:
@@ -216,17 +255,7 @@ def container_statuses(pod: Raw, state: Raw, *, ready: bool = False) -> list[Raw
     """Every container of the pod in `state`: this kubelet starts and stops them together (the
     first one, the main container, decides the pod's outcome)."""
     containers = (pod.get("spec") or {}).get("containers") or [{}]
-    return [
-        {
-            "name": container.get("name", "main"),
-            "image": container.get("image", ""),
-            "imageID": "",
-            "ready": ready,
-            "restartCount": 0,
-            "state": state,
-        }
-        for container in containers
-    ]
+    return [_status_of(container, state, ready) for container in containers]
 
 
 def sleep_seconds(pod: Raw) -> float | None:

@@ -282,3 +282,17 @@ def test_the_quota_charts_names_are_whole_on_a_phone(demo, open_as):
     legend = page.locator("#chart-quota .legend").bounding_box()
     lowest_tick = max(tick.bounding_box()["y"] + tick.bounding_box()["height"] for tick in ticks)
     assert legend["y"] >= lowest_tick - 1  # the legend sits under the names
+
+
+def test_a_job_not_yours_is_a_plain_404_on_a_phone(demo, open_as, live_server):
+    from portal.jobs.models import Job
+    from tests.browser.chromium import PHONE
+
+    theirs = Job.objects.get(name="detr-train")  # vision's; the researcher is in nlp only
+    page = open_as("researcher", "/", "#my-jobs", viewport=PHONE)
+    response = page.goto(f"{live_server.url}/jobs/{theirs.pk}/")
+    assert response.status == 404
+    assert page.inner_text("h1") == "404: no such job"
+    assert "No such job, or not yours to see" in page.inner_text("#not-found")
+    assert page.locator("nav.nav").is_visible()  # the portal's own page, with its links
+    assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1

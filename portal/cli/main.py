@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .client import ApiClient, ApiError, ConnectionFailed
-from .output import cores, gib, table
+from .output import cores, gib, hours, table
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 EXIT_OK, EXIT_API_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -424,8 +424,12 @@ def _report(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:
     body = client.get("/api/v1/usage/report/", **query)
     if args.json:
         return _print_json(body, out)
+    # A queue's tenant is a column of its own; a tenant's would repeat its name, and a user's
+    # use spans tenants (the API leaves it empty).
+    with_tenant = args.group_by == "queue"
     headers = [
-        args.group_by, "tenant", "gpu-hours", "within", "borrowed", "lost", "cpu-core-hours",
+        args.group_by, *(["tenant"] if with_tenant else []), "gpu-hours", "within", "borrowed",
+        "lost", "cpu-core-hours",
     ]  # fmt: skip
     rows = [*body["rows"], {**body["total"], "tenant": ""}]
     status = "final" if body["complete"] else "so far: the month has not ended"
@@ -436,12 +440,17 @@ def _report(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:
             [
                 [
                     r["name"],
-                    r["tenant"],
-                    r["gpu_hours"],
-                    r["gpu_hours_within"],
-                    r["gpu_hours_borrowed"],
-                    r["gpu_hours_lost"],
-                    r["cpu_core_hours"],
+                    *([r["tenant"]] if with_tenant else []),
+                    *(
+                        hours(r[key])
+                        for key in (
+                            "gpu_hours",
+                            "gpu_hours_within",
+                            "gpu_hours_borrowed",
+                            "gpu_hours_lost",
+                            "cpu_core_hours",
+                        )
+                    ),
                 ]
                 for r in rows
             ],

@@ -19,6 +19,7 @@ from rest_framework.response import Response
 
 from jobspec import volcano
 from jobspec.gpushare import gpus_decimal
+from jobspec.limits import gpus_number_error
 from portal.api.base import (
     ApiSerializer,
     ApiView,
@@ -59,7 +60,6 @@ class GpusField(serializers.Field):
 
     default_error_messages = {
         "invalid": "A number of GPUs is required: whole (2) or a fraction of one GPU (0.25).",
-        "negative": "Ensure this value is greater than or equal to 0.",
     }
 
     def to_internal_value(self, data: Any) -> Any:
@@ -67,7 +67,7 @@ class GpusField(serializers.Field):
             self.fail("invalid")
         if isinstance(data, int):
             if data < 0:
-                self.fail("negative")
+                self._negative(data)
             return data
         if not isinstance(data, float | str) or (isinstance(data, str) and len(data) > 64):
             self.fail("invalid")
@@ -75,8 +75,12 @@ class GpusField(serializers.Field):
         if number is None:
             self.fail("invalid")
         if number < 0:
-            self.fail("negative")
+            self._negative(number)
         return number
+
+    def _negative(self, number: Any) -> None:
+        """The form's words for it (jobspec.limits), not DRF's "greater than or equal to 0"."""
+        raise serializers.ValidationError(gpus_number_error(number), code="negative")
 
     def to_representation(self, value: Any) -> Any:
         return value

@@ -63,8 +63,17 @@ def _shows(field: forms.Field, **attrs: int) -> None:
     field.widget.attrs.update({key: str(value) for key, value in attrs.items()})
 
 
+QUEUE_NOT_OFFERED = "not an open queue you may submit to: choose one from the list"
+
+
 class JobSubmitForm(forms.Form):
-    queue = forms.ModelChoiceField(queryset=Queue.objects.none(), empty_label=None)
+    queue = forms.ModelChoiceField(
+        queryset=Queue.objects.none(),
+        empty_label=None,
+        # Another tenant's, a closed or an unknown queue: Django's "Select a valid choice"
+        # said nothing of why.
+        error_messages={"invalid_choice": QUEUE_NOT_OFFERED},
+    )
     name = forms.CharField(help_text="Lower-case letters, digits and dashes.")
     priority = forms.IntegerField(initial=0, help_text="Higher runs first inside the queue.")
     min_available = forms.IntegerField(

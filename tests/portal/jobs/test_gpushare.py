@@ -232,7 +232,9 @@ class TestApi:
         ("fields", "key", "needle"),
         [
             ({"gpus": 1.5}, "tasks[0].gpus", "more than one GPU"),
-            ({"gpus": -0.5}, "tasks[0].gpus", "greater than or equal to 0"),
+            # The form's words: must not be negative; this asks for -0.5
+            ({"gpus": -0.5}, "tasks[0].gpus", "must not be negative; this asks for -0.5"),
+            ({"gpus": -1}, "tasks[0].gpus", "must not be negative; this asks for -1"),
             ({"gpus": "lots"}, "tasks[0].gpus", "A number of GPUs is required"),
             ({"gpus": True}, "tasks[0].gpus", "A number of GPUs is required"),
             ({"gpus": 0.0001}, "tasks[0].gpus", "at most 3 decimal places"),

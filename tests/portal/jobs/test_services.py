@@ -98,6 +98,21 @@ class TestJobSubmit:
             job_submit(submitter=researcher, queue=nlp_queue, name="x", tasks={"a": 1})
         assert info.value.message_dict == {"tasks": [services.JOB_SUBMIT_TASKS_NOT_A_LIST]}
 
+    def test_one_problem_one_message(self, researcher, nlp_queue):
+        """A 10,000-character name is too long (not also "not a DNS label"); a role's
+        negative replicas are its own error, not the gang size's too."""
+        with pytest.raises(ValidationError) as info:
+            job_submit(
+                submitter=researcher,
+                queue=nlp_queue,
+                name="x" * 10000,
+                tasks=[task(replicas=-1)],
+            )
+        assert info.value.message_dict == {
+            "name": ["Ensure this value has at most 63 characters (it has 10000)."],
+            "tasks[0].replicas": ["Ensure this value is greater than or equal to 1."],
+        }
+
     def test_field_errors_carry_task_paths(self, researcher, nlp_queue):
         with pytest.raises(ValidationError) as info:
             job_submit(

@@ -39,7 +39,7 @@ from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES
 COMMAND_INVALID = "could not split the command: {error}"
 YAML_INVALID = "not valid YAML: {error}"
 UPLOAD_NOT_UTF8 = "the file is not UTF-8 text"
-YAML_NOT_A_MAPPING = "the file must hold one Volcano Job mapping"
+YAML_NOT_A_MAPPING = "the {source} must hold one Volcano Job mapping (apiVersion, kind, spec)"
 TEMPLATE_NOT_A_MAPPING = "a pod template is a mapping: {spec: {containers: [...]}}"
 UPLOAD_TOO_LARGE = "the file is larger than {limit} KiB"
 PASTE_TOO_LARGE = "the text is larger than {limit} KiB"
@@ -335,6 +335,10 @@ class JobUploadForm(forms.Form):
         ),
     )
 
+    # The chosen file's text once read (None: no file, or not text): a failed upload shows it
+    # in the paste box (JobUploadView), as a browser never refills a file field.
+    file_text: str | None = None
+
     def clean_manifest(self) -> str | None:
         upload = self.cleaned_data["manifest"]
         if upload is None:
@@ -342,9 +346,19 @@ class JobUploadForm(forms.Form):
         if upload.size > UPLOAD_LIMIT_BYTES:
             raise ValidationError(UPLOAD_TOO_LARGE.format(limit=UPLOAD_LIMIT_BYTES // 1024))
         try:
-            return upload.read(UPLOAD_LIMIT_BYTES + 1).decode("utf-8")
+            self.file_text = upload.read(UPLOAD_LIMIT_BYTES + 1).decode("utf-8")
         except UnicodeDecodeError as error:
             raise ValidationError(UPLOAD_NOT_UTF8) from error
+        return self.file_text
+
+    def keep_file_text(self) -> bool:
+        """After a failed upload, the file's text in the paste box (when the paste box was
+        empty); whether it was put there."""
+        if self.file_text is None or (self.data.get("text") or "").strip():
+            return False
+        self.data = self.data.copy()
+        self.data["text"] = self.file_text
+        return True
 
     def clean_text(self) -> str | None:
         text = self.cleaned_data["text"]
@@ -370,7 +384,8 @@ class JobUploadForm(forms.Form):
             self.add_error(field, YAML_INVALID.format(error=error.message))
             return data
         if not isinstance(document, dict):
-            self.add_error(field, YAML_NOT_A_MAPPING)
+            source = "file" if field == "manifest" else "pasted text"
+            self.add_error(field, YAML_NOT_A_MAPPING.format(source=source))
             return data
         data["document"] = document
         return data

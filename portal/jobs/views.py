@@ -290,8 +290,15 @@ class JobUploadView(RoleRequiredMixin, View):
     required_role = ROLE_MEMBER
     template_name = "jobs/job_upload.html"
 
-    def _render(self, request: HttpRequest, form: JobUploadForm, errors=None) -> HttpResponse:
-        context = {"form": form, "errors": errors or [], "sample_url": reverse("jobs:job_sample")}
+    def _render(
+        self, request: HttpRequest, form: JobUploadForm, errors=None, kept: bool = False
+    ) -> HttpResponse:
+        context = {
+            "form": form,
+            "errors": errors or [],
+            "sample_url": reverse("jobs:job_sample"),
+            "kept_file": kept,
+        }
         return render(request, self.template_name, context)
 
     def get(self, request: HttpRequest) -> HttpResponse:
@@ -303,13 +310,14 @@ class JobUploadView(RoleRequiredMixin, View):
     def post(self, request: HttpRequest) -> HttpResponse:
         form = JobUploadForm(request.POST, request.FILES)
         if not form.is_valid():
-            return self._render(request, form)
+            return self._render(request, form, kept=form.keep_file_text())
         try:
             submitted = job_submit_manifest(
                 submitter=request.user, manifest=form.cleaned_data["document"]
             )
         except ValidationError as error:
-            return self._render(request, form, _lines(error.message_dict))
+            errors = _lines(error.message_dict)
+            return self._render(request, form, errors, kept=form.keep_file_text())
         job = submitted.job
         messages.success(request, JOB_SUBMITTED.format(name=job.name, queue=job.queue.name))
         if submitted.ignored:

@@ -261,7 +261,7 @@ def run(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:  # no
                         j["queue"],
                         j["status"],
                         j["priority"],
-                        j["gpus"],
+                        j.get("gpu_request", j["gpus"]),
                         j["submitter"],
                         j["submitted_at"][:19].replace("T", " "),
                         j["pending_reason"] if j["status"] == "pending" else "",
@@ -289,7 +289,7 @@ def run(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:  # no
                     [
                         t["name"],
                         t["replicas"],
-                        t["gpus"],
+                        t.get("gpu_request", t["gpus"]),
                         cores(t["cpu_millis"]),
                         gib(t["memory_bytes"]),
                         t["image"],
@@ -324,11 +324,7 @@ def run(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:  # no
         if why["pending_reason"]:
             print(f"reason: {why['pending_reason']}", file=out)
         if why["position"] is not None:
-            print(
-                f"position {why['position']} in queue {why['queue']}: "
-                f"{why['position'] - 1} job(s) ahead",
-                file=out,
-            )
+            print(why["position_text"], file=out)
         if why["jobs_ahead"]:
             print(
                 table(
@@ -339,7 +335,7 @@ def run(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:  # no
                             j["name"],
                             j["tenant"],
                             j["priority"],
-                            j["gpus"],
+                            j.get("gpu_request", j["gpus"]),
                             j["submitted_at"][:19].replace("T", " "),
                         ]
                         for j in why["jobs_ahead"]
@@ -347,8 +343,9 @@ def run(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:  # no
                 ),
                 file=out,
             )
-        if why["hidden_jobs_ahead"]:
-            print(f"plus {why['hidden_jobs_ahead']} job(s) of other tenants ahead", file=out)
+        if hidden := why["hidden_jobs_ahead"]:
+            others = "job of another tenant" if hidden == 1 else "jobs of other tenants"
+            print(f"plus {hidden} {others} ahead", file=out)
         return None
     if args.cmd == "queues":
         rows = client.get_all("/api/v1/queues/", tenant=args.tenant)

@@ -45,7 +45,15 @@ from .access import can_cancel_job
 from .dry_run import job_render
 from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES, Job
 from .presentation import job_detail_data, job_url
-from .selectors import job_get, job_pod_names, job_queue_position, job_search, job_state
+from .selectors import (
+    job_get,
+    job_gpu_asks,
+    job_pod_names,
+    job_queue_position,
+    job_search,
+    job_state,
+    queue_position_text,
+)
 from .services import job_cancel, job_quarantine_release, job_submit, job_submit_manifest
 
 TENANT_NOT_FOUND = "no tenant {ref} that you can see"
@@ -117,7 +125,17 @@ class JobListApi(ApiView):
         min_available = serializers.IntegerField()
         replicas = serializers.IntegerField(source="total_replicas")
         gpus = GpusField(
-            source="total_gpus", help_text="GPUs the job asks for in all (0.25: a quarter card)"
+            source="gpu_ask.number",
+            help_text="GPUs the job asks for in all (0.25: a quarter card), as the scheduler "
+            "counts them before placement: GPU memory as its share of the smallest GPU",
+        )
+        gpu_memory_mib = serializers.IntegerField(
+            source="gpu_ask.memory_mib", help_text="GPU memory its pods ask for in all, MiB"
+        )
+        gpu_request = serializers.CharField(
+            source="gpu_ask.text",
+            help_text='The two in words, as the pages show them: "4", or "0.25 (10 GiB GPU '
+            'memory)"',
         )
         submitted_at = serializers.DateTimeField()
         pending_reason = serializers.CharField()
@@ -152,6 +170,8 @@ class JobListApi(ApiView):
                             "min_available": 4,
                             "replicas": 4,
                             "gpus": 32,
+                            "gpu_memory_mib": 0,
+                            "gpu_request": "32",
                             "submitted_at": "2025-01-01T12:00:00Z",
                             "pending_reason": "queue nlp-train at capability 24/24 GPUs",
                             "url": "/api/v1/jobs/7/",
@@ -198,7 +218,7 @@ class JobListApi(ApiView):
             never_runnable=data["never_runnable"],
         )
         paginator = self.pagination_class()
-        page = paginator.paginate_queryset(jobs, request, view=self)
+        page = job_gpu_asks(paginator.paginate_queryset(jobs, request, view=self) or [])
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
 
 
@@ -215,6 +235,10 @@ class JobDetailApi(ApiView):
             gpus = GpusField(source="gpus_requested", help_text="per pod: 2, or 0.25")
             gpu_milli = serializers.IntegerField()
             gpu_memory_mib = serializers.IntegerField()
+            gpu_request = serializers.CharField(
+                source="gpu_ask.text",
+                help_text='Per pod, in words: "2", or "0.25 (10 GiB GPU memory)"',
+            )
             cpu_millis = serializers.IntegerField()
             memory_bytes = serializers.IntegerField()
             node_selector = serializers.DictField(child=serializers.CharField())
@@ -738,7 +762,8 @@ class JobWhyApi(ApiView):
             name = serializers.CharField()
             tenant = serializers.CharField(source="tenant.name")
             priority = serializers.IntegerField()
-            gpus = GpusField(source="gpus_asked")
+            gpus = GpusField(source="gpu_ask.number")
+            gpu_request = serializers.CharField(source="gpu_ask.text")
             submitted_at = serializers.DateTimeField()
 
         id = serializers.IntegerField()
@@ -763,6 +788,10 @@ class JobWhyApi(ApiView):
             "when the job does not wait, can never run as submitted, or no cycle has seen it "
             "yet.",
         )
+        position_text = serializers.CharField(
+            help_text='The position in words, as the job page says it: "position 3 in queue '
+            'nlp-train: 2 jobs ahead" ("" with no position).'
+        )
         jobs_ahead = AheadSerializer(many=True)
         hidden_jobs_ahead = serializers.IntegerField()
 
@@ -784,6 +813,7 @@ class JobWhyApi(ApiView):
                     "pending_kind": "waits",
                     "pending_reason_at": "2025-01-01T12:00:05Z",
                     "position": 3,
+                    "position_text": "position 3 in queue nlp-train: 2 jobs ahead",
                     "jobs_ahead": [
                         {
                             "id": 7,
@@ -791,6 +821,7 @@ class JobWhyApi(ApiView):
                             "tenant": "nlp",
                             "priority": 10,
                             "gpus": 16,
+                            "gpu_request": "16",
                             "submitted_at": "2025-01-01T11:58:00Z",
                         }
                     ],
@@ -813,6 +844,9 @@ class JobWhyApi(ApiView):
             "pending_kind": job.pending_kind if state.waiting else "",
             "pending_reason_at": job.pending_reason_at,
             "position": line.position if line else None,
+            "position_text": (
+                queue_position_text(position=line.position, queue=job.queue.name) if line else ""
+            ),
             "jobs_ahead": line.ahead if line else [],
             "hidden_jobs_ahead": line.hidden if line else 0,
         }

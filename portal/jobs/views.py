@@ -28,7 +28,16 @@ from .forms import JobSubmitForm, JobUploadForm, TaskFormSet, submit_errors_appl
 from .lifecycle import Event, allows
 from .models import Job
 from .samples import SAMPLE_FILENAME, volcano_sample
-from .selectors import JobState, job_get, job_list, job_pod_names, job_queue_rank, job_state
+from .selectors import (
+    JobState,
+    job_get,
+    job_gpu_asks,
+    job_list,
+    job_pod_names,
+    job_queue_rank,
+    job_state,
+    queue_position_text,
+)
 from .services import job_cancel, job_quarantine_release, job_submit, job_submit_manifest
 
 JOB_CANCELLED = "Job {name} was cancelled."
@@ -69,7 +78,7 @@ class JobListView(LoginRequiredMixin, TemplateView):
         query = params.copy()
         query.pop("page", None)
         context.update(
-            jobs=page.object_list,
+            jobs=job_gpu_asks(page.object_list),
             page=page,
             query=query.urlencode(),
             status=status,
@@ -83,7 +92,7 @@ class JobListView(LoginRequiredMixin, TemplateView):
 
 
 def _job_list_columns(jobs):
-    """Only the columns the job table shows (and the tasks' GPU counts for `total_gpus`)."""
+    """Only the columns the job table shows (and the tasks' GPU fields for `gpu_ask`)."""
     from django.contrib.auth import get_user_model
     from django.db.models import Prefetch
 
@@ -108,7 +117,9 @@ def _job_list_columns(jobs):
         .prefetch_related(
             Prefetch(
                 "tasks",
-                queryset=JobTask.objects.only("id", "job_id", "replicas", "gpus", "gpu_milli"),
+                queryset=JobTask.objects.only(
+                    "id", "job_id", "replicas", "gpus", "gpu_milli", "gpu_memory_mib"
+                ),
             ),
         )
     )
@@ -151,7 +162,7 @@ class JobLiveView(LoginRequiredMixin, View):
 
 def _job_page(request: HttpRequest, job_id: int) -> dict[str, Any]:
     """What the job page shows; 404 for a job the user may not see."""
-    job = job_get(user=request.user, job_id=job_id)
+    (job,) = job_gpu_asks([job_get(user=request.user, job_id=job_id)])
     state = job_state(user=request.user, job=job)
     timeline = [
         _timeline_step(label, getattr(job, field), state)
@@ -162,7 +173,7 @@ def _job_page(request: HttpRequest, job_id: int) -> dict[str, Any]:
     return {
         "job": job,
         "state": state,
-        "tasks": job.tasks.all(),
+        "tasks": list(job.tasks.all()),
         "placements": placement_list_for_job(job_id=job.pk),
         "preemptions": preemptions,
         # Events naming another tenant's job are shown without the sentence.
@@ -172,12 +183,22 @@ def _job_page(request: HttpRequest, job_id: int) -> dict[str, Any]:
             [e.victim_job_id for e in preemptions] + [e.preemptor_job_id for e in preemptions],
         ),
         "timeline": timeline,
-        "position": job_queue_rank(job=job) if state.waiting and not state.never else None,
+        "position": _position_text(job, state),
         "can_cancel": can_cancel_job(request.user, job) and not job.is_terminal,
         "can_release": allows(job.status, Event.RELEASE) and can_release_job(request.user, job),
         "plugins": sorted((job.plugins or {}).items()),
         "ray_dashboard": _ray_dashboard(job),
     }
+
+
+def _position_text(job: Job, state: JobState) -> str:
+    """Where the last cycle put a waiting job in its queue's line ("" when not in it)."""
+    if not state.waiting or state.never:
+        return ""
+    position = job_queue_rank(job=job)
+    if position is None:
+        return ""
+    return queue_position_text(position=position, queue=job.queue.name)
 
 
 def _ray_dashboard(job: Job) -> dict[str, str] | None:

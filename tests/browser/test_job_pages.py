@@ -136,3 +136,28 @@ def test_the_submit_and_upload_pages_fit_a_phone(demo, open_as):
     for path, ready in (("/jobs/new/", "#job-submit"), ("/jobs/upload/", "#job-upload")):
         page = open_as("researcher", path, ready, viewport=PHONE)
         assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1
+
+
+def test_a_gpu_memory_job_says_what_it_asked_on_its_page_and_in_the_list(demo, open_as):
+    """10 GiB of GPU memory is a quarter of the demo's smallest card (40 GiB), as the
+    scheduler counts it: never "0 GPUs" with the 10 GiB shown nowhere."""
+    from portal.jobs.models import Job
+    from portal.jobs.services import job_submit
+    from portal.queues.models import Queue
+
+    job = job_submit(
+        submitter=Job.objects.get(name="tokenizer-eval").submitter,
+        queue=Queue.objects.get(name="nlp-train"),
+        name="embed-small",
+        tasks=[{"name": "server", "replicas": 1, "image": "e:1", "gpu_memory_mib": 10240}],
+    )
+    for viewport in (None, PHONE):
+        page = open_as("researcher", f"/jobs/{job.pk}/", "#placements", viewport=viewport)
+        gpus = page.inner_text("#job-gpus")
+        assert gpus.startswith("0.25 (10 GiB GPU memory)")
+        assert "share of a 40 GiB GPU" in gpus
+        role = page.locator("#roles td[data-label='GPUs']").inner_text()
+        assert role == "0.25 (10 GiB GPU memory)"
+        page.goto(page.url.replace(f"/jobs/{job.pk}/", "/jobs/"))
+        row = page.locator("#jobs tbody tr", has_text="embed-small")
+        assert row.locator("td[data-label='GPUs']").inner_text() == "0.25 (10 GiB GPU memory)"

@@ -54,7 +54,7 @@ class TestJobSubmit:
         worker = job.tasks.get(name="worker")
         assert worker.node_selector == {"gpu-model": "H200"}
         assert worker.command == ["python", "train.py"]
-        assert job.total_gpus == 24
+        assert job.gpu_ask.number == 24
 
     def test_optional_task_fields_default(self, researcher, nlp_queue):
         job = job_submit(

@@ -140,15 +140,15 @@ class JobDetailView(LoginRequiredMixin, TemplateView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         context.update(_job_page(self.request, kwargs["job_id"]))
-        context["log_pods"] = job_pod_names(job=context["job"])
         context["log_retention_minutes"] = settings.FINISHED_POD_RETENTION_SECONDS // 60
         return context
 
 
 class JobLiveView(LoginRequiredMixin, View):
-    """The parts of the job page that change (state, reason, placement, preemptions), for the
-    page to swap in every few seconds (static/js/job_live.js). `X-Job-Final: 1` once the job
-    has ended: nothing will change any more."""
+    """The parts of the job page that change (state, reason, placement, the pods to read logs
+    of, restarts, preemptions), for the page to swap in every few seconds
+    (static/js/job_live.js). `X-Job-Final: 1` once the job has ended: nothing will change any
+    more."""
 
     http_method_names = ["get"]
 
@@ -175,6 +175,7 @@ def _job_page(request: HttpRequest, job_id: int) -> dict[str, Any]:
         "state": state,
         "tasks": list(job.tasks.all()),
         "placements": placement_list_for_job(job_id=job.pk),
+        "log_pods": job_pod_names(job=job),
         "preemptions": preemptions,
         # Events naming another tenant's job are shown without the sentence.
         "readable_preemption_ids": readable_preemptions(request.user, preemptions),

@@ -8,10 +8,12 @@ pytestmark = needs_chromium
 
 
 def test_the_job_page_follows_the_job_without_a_reload(demo, open_as, monkeypatch):
+    from portal.cluster.models import Node, Placement
     from portal.jobs.models import Job
     from portal.jobs.services import job_submit
     from portal.queues.models import Queue
     from tests.browser.conftest import run_cycle
+    from tests.factories import PlacementFactory
 
     # The submission's own cycle waits: the page is open before the scheduler places the job.
     monkeypatch.setattr("portal.jobs.services.cycle_kick", lambda: None)
@@ -26,12 +28,31 @@ def test_the_job_page_follows_the_job_without_a_reload(demo, open_as, monkeypatc
     assert page.inner_text("#job-status") == "Waiting"
     assert "waiting for the next scheduling cycle" in page.inner_text("#pending-reason")
     assert "Not placed yet" in page.inner_text("#placements")
+    assert "its pods appear here as they start" in page.inner_text("#no-logs")
 
     run_cycle()
     page.wait_for_function(
         "() => /gpu-worker-\\d/.test(document.getElementById('placements').innerText)"
     )
     assert page.inner_text("#job-status") in ("Admitted", "Running")
+    # The logs follow too: the pod is there to choose, and its log is read, without a reload.
+    page.wait_for_selector("#job-log-choice select[name=pod]")
+    assert page.locator("#no-logs").count() == 0
+    page.click("#log-form button[type=submit]")
+    page.wait_for_function(
+        "() => document.querySelector('#job-logs pre').innerText.includes('[simulated] pod')"
+    )
+    # Another pod of the job turns up (listed first, the latest): the pod chosen and the line
+    # count typed stay as they were when the list is swapped in.
+    chosen = page.input_value("#log-form select[name=pod]")
+    page.fill("#log-form input[name=tail]", "50")
+    PlacementFactory(
+        task=job.tasks.get(), node=Node.objects.first(), pod_name="gp-later-0",
+        state=Placement.State.DELETED,
+    )  # fmt: skip
+    page.wait_for_selector("#log-form option[value='gp-later-0']", state="attached")
+    assert page.input_value("#log-form select[name=pod]") == chosen
+    assert page.input_value("#log-form input[name=tail]") == "50"
     announced = page.text_content("#live-announce")
     assert announced in ("Job state: Admitted", "Job state: Running")
     assert page.locator("#pending-reason").count() == 0

@@ -71,6 +71,15 @@
     decorate();
   }
 
+  /* The After column of values Save would refuse would show a state that cannot be: it
+     reads a dash until the values are valid again. */
+  function withdraw() {
+    Array.prototype.forEach.call(table.querySelectorAll("td.after"), function (td) {
+      td.classList.remove("preview-cell-up", "preview-cell-down");
+      td.textContent = "–";
+    });
+  }
+
   /* The preview view's form errors, under their fields as the Save would show them, so
      "fix the highlighted values" points at something; cleared once the values are valid. */
   function showErrors(errors) {
@@ -79,10 +88,14 @@
       if (field) { field.classList.remove("has-error"); }
       node.remove();
     });
+    var unplaced = [];
     Object.keys(errors).forEach(function (name) {
       var input = form.elements[name];
       var field = input && input.closest && input.closest(".field");
-      if (!field) { return; }
+      if (!field) {
+        errors[name].forEach(function (error) { unplaced.push(error.message); });
+        return;
+      }
       field.classList.add("has-error");
       errors[name].forEach(function (error) {
         var node = document.createElement("div");
@@ -91,6 +104,7 @@
         field.appendChild(node);
       });
     });
+    return unplaced;
   }
 
   function refresh() {
@@ -102,8 +116,13 @@
       .then(function (response) { return response.json().then(function (data) { return [response.ok, data]; }); })
       .then(function (result) {
         if (mine !== sequence) { return; }
-        showErrors(result[0] ? {} : result[1].errors || {});
-        if (!result[0]) { status.textContent = "fix the highlighted values to preview"; return; }
+        var unplaced = showErrors(result[0] ? {} : result[1].errors || {});
+        if (!result[0]) {
+          // Save would refuse these values: no shares are drawn for them.
+          withdraw();
+          status.textContent = unplaced.length ? unplaced.join(" ") : "fix the highlighted values to preview";
+          return;
+        }
         render(result[1].queues);
         status.textContent = "preview updated " + window.Portal.utcTime();
       })

@@ -71,6 +71,23 @@
     decorate();
   }
 
+  /* The phone's line under the form: the edited row's deserved GPUs now and after. */
+  var summary = document.querySelector("#preview-summary span");
+  function summarize(refused) {
+    if (!summary) { return; }
+    var row = table.querySelector("tr.is-self");
+    if (refused || !row) {
+      summary.textContent = refused ? "Save would refuse these values; see the fields marked." : "";
+      return;
+    }
+    var cells = row.cells;
+    var now = cells[4].textContent;
+    var after = cells[5].textContent.split(" ")[0];
+    summary.textContent = row.dataset.name + " deserves " + now + " GPUs now" +
+      (after === now ? ", the same after the change" : ", " + after + " after the change");
+  }
+  summarize(false);
+
   /* The After column of values Save would refuse would show a state that cannot be: it
      reads a dash until the values are valid again. */
   function withdraw() {
@@ -120,10 +137,12 @@
         if (!result[0]) {
           // Save would refuse these values: no shares are drawn for them.
           withdraw();
+          summarize(true);
           status.textContent = unplaced.length ? unplaced.join(" ") : "fix the highlighted values to preview";
           return;
         }
         render(result[1].queues);
+        summarize(false);
         status.textContent = "preview updated " + window.Portal.utcTime();
       })
       .catch(function () { status.textContent = "preview unavailable"; });

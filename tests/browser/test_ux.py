@@ -266,6 +266,7 @@ def test_no_list_hides_columns_sideways_on_a_phone(demo, open_as, live_server):
         f"/tenants/{tenant.pk}/",
         "/api/tokens/",
         "/admin-area/preemptions/",
+        "/admin-area/config/",
         "/cluster/nodes/",
         "/usage/",
         "/usage/?group_by=queue",

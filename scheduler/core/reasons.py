@@ -76,6 +76,25 @@ def _free_blocks(ssn: Session, task: Task, name: str, size: float) -> tuple[int,
     return memo[key]
 
 
+def largest_free_block(ssn: Session, task: Task, name: str) -> float:
+    """The most of ``name`` that one node ``task`` may use has free: the largest pod of its
+    kind that fits now. Memoised like _free_blocks."""
+    key = (ssn.predicate_signature(task), name)
+    memo: dict[tuple[object, str], float] = ssn.cycle_state.get("reasons.largest_free", dict)
+    if key not in memo:
+        memo[key] = max(
+            (n.future_idle().get(name) for n in ssn.node_list if ssn.predicate(task, n) is None),
+            default=0.0,
+        )
+    return memo[key]
+
+
+def free_text(name: str, value: float) -> str:
+    """``8 free GPUs``, ``1 free GPU``, ``4 free cpu``."""
+    text = amount(name, value)
+    return f"{text} free {'GPU' if name == GPU and text == '1' else unit(name)}"
+
+
 def explain_unplaced(ssn: Session, job: Job) -> str:
     """Why a job found no room, from the nodes' state at the end of the cycle."""
     from scheduler.core.types import TaskStatus
@@ -116,8 +135,7 @@ def explain_unplaced(ssn: Session, job: Job) -> str:
         label = "gang needs" if job.min_available > 1 else "job needs"
         head = f"{label} {needed} {'pod' if needed == 1 else 'pods'} of {describe(name, size)}"
     sentence = (
-        f"{head}; {holding} {noun} {amount(name, size)} free {unit(name)} "
-        f"(largest other free block: {largest})"
+        f"{head}; {holding} {noun} {free_text(name, size)} (largest other free block: {largest})"
     )
     if holding >= needed:
         # Enough blocks of the main resource: another resource is what is short.

@@ -25,7 +25,7 @@ import math
 import time
 from collections import Counter
 
-from scheduler.core.reasons import amount, describe
+from scheduler.core.reasons import amount, describe, largest_free_block
 from scheduler.core.resources import CPU, GPU, MIN_RESOURCE, PODS, Resources
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Node, Queue, Task
@@ -358,7 +358,9 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:  # noqa: PLR0
         text += f"; {frees}"
     else:
         text += f"; it fits once the running pods of {holder} free {describe(name, short)}"
-    fit_now = _largest_fit(name, left)
+    # What fits now fits the share and a node: 1 GPU left of the share is no offer while no
+    # node the job may use has a whole GPU free.
+    fit_now = _largest_fit(name, min(left, largest_free_block(ssn, pending[0], name)))
     if fit_now:
         text += f"; a request of at most {fit_now} would fit now"
     return text

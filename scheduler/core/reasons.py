@@ -76,16 +76,16 @@ def _free_blocks(ssn: Session, task: Task, name: str, size: float) -> tuple[int,
     return memo[key]
 
 
-def largest_free_block(ssn: Session, task: Task, name: str) -> float:
-    """The most of ``name`` that one node ``task`` may use has free: the largest pod of its
-    kind that fits now. Memoised like _free_blocks."""
+def free_now(ssn: Session, task: Task, name: str) -> tuple[float, float]:
+    """(the most of ``name`` one node ``task`` may use has free, the free of all of them
+    together): the largest pod of its kind and the most of it that fit now. Memoised like
+    _free_blocks."""
     key = (ssn.predicate_signature(task), name)
-    memo: dict[tuple[object, str], float] = ssn.cycle_state.get("reasons.largest_free", dict)
+    memo: dict[tuple[object, str], tuple[float, float]]
+    memo = ssn.cycle_state.get("reasons.free_now", dict)
     if key not in memo:
-        memo[key] = max(
-            (n.future_idle().get(name) for n in ssn.node_list if ssn.predicate(task, n) is None),
-            default=0.0,
-        )
+        free = [n.future_idle().get(name) for n in ssn.node_list if ssn.predicate(task, n) is None]
+        memo[key] = (max(free, default=0.0), sum(free))
     return memo[key]
 
 

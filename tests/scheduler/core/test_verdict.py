@@ -241,13 +241,17 @@ def test_in_the_queue_tree_other_queues_guarantees_do_not_make_never():
         (0, "; a request of at most 3 GPUs would fit now"),  # 3 left of the capability
         (5, "; a request of at most 2 GPUs would fit now"),  # the node has 2 free
         (7, ""),  # no GPU free on the node: nothing fits now, whatever the quota leaves
+        # Two nodes with 1 GPU free each: 2 GPUs fit, 1 in each pod.
+        (6, "; a request of at most 2 GPUs (1 GPU per pod at most) would fit now"),
     ],
 )
-def test_what_would_fit_now_fits_the_quota_and_a_node(others_gpus, offer):
-    node = make_node("a", used_by_others=res(others_gpus))
+def test_what_would_fit_now_fits_the_quota_and_the_nodes(others_gpus, offer):
+    nodes = [make_node("a", used_by_others=res(others_gpus))]
+    if others_gpus == 6:
+        nodes.append(make_node("b", used_by_others=res(7)))
     running = make_job("mine", "q", [make_task("mine-0", gpu=1, status="Running", node="a")], 0)
     queues = [make_queue("q", capability={"gpu": 4})]
-    result = _run([node], queues, [running, _gang("j", "q", 1, 4, 1)])
+    result = _run(nodes, queues, [running, _gang("j", "q", 1, 4, 1)])
     assert result.pending_kinds["j"] == "waits"
     reason = result.pending_reasons["j"]
     assert "4 GPUs needed at once > 3 left of its capability" in reason

@@ -32,7 +32,7 @@ from scheduler.core.plugins._quota import (
     cluster_total,
     new_attr,
 )
-from scheduler.core.reasons import describe, first_short_dimension
+from scheduler.core.reasons import amount, describe, first_short_dimension
 from scheduler.core.resources import INFINITY, Resources, le_named
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue, Task
@@ -307,7 +307,7 @@ def explain_share(
         return None
     capability = info.capability.get(name)
     if deserved >= capability - 0.1:
-        return f"queue {info.name} at capability {_pair(name, allocated, capability)}"
+        return f"queue {info.name} {capability_text(name, allocated, capability)}"
     limit = info.borrowing_limit.get(name)
     if limit != INFINITY and cap is not None and deserved >= cap.get(name) - 0.1:
         return (
@@ -319,6 +319,15 @@ def explain_share(
         f"queue {info.name} deserves {describe(name, deserved)} and has "
         f"{describe(name, allocated)} allocated"
     )
+
+
+def capability_text(name: str, allocated: float, capability: float) -> str:
+    """``at capability 8/8 GPUs``, or ``capped at 8 GPUs with 5 allocated`` while some of it
+    is left: the share has reached the capability, the allocation has not ("at capability
+    5/8" read as a contradiction)."""
+    if allocated >= capability - 0.1:
+        return f"at capability {_pair(name, allocated, capability)}"
+    return f"capped at {describe(name, capability)} with {amount(name, allocated)} allocated"
 
 
 def _pair(name: str, used: float, cap: float) -> str:

@@ -102,7 +102,16 @@ def test_the_job_list_is_a_stack_of_cards_on_a_phone(demo, open_as):
     status = card.locator("td[data-label='Status']")
     assert status.inner_text() == "Never runnable"
     assert status.evaluate("td => getComputedStyle(td, '::before').content") == '"Status"'
-    assert page.evaluate("document.querySelector('header.topbar').offsetHeight") <= 130
+    # A long reason is three lines of the card (the job's page has all of it).
+    reason = card.locator("td[data-label='Reason'] .reason-text")
+    lines = reason.evaluate(
+        "s => s.getBoundingClientRect().height / parseFloat(getComputedStyle(s).lineHeight)"
+    )
+    assert lines <= 3.05
+    assert reason.evaluate("s => s.scrollHeight > s.clientHeight")  # this one is cut
+    assert card.bounding_box()["height"] <= 230
+    # Brand and account, then the links in as few rows as fit: every link in sight.
+    assert page.evaluate("document.querySelector('header.topbar').offsetHeight") <= 140
 
 
 def test_added_roles_get_names_of_their_own_and_the_form_submits(demo, open_as):

@@ -49,6 +49,15 @@ def _num(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
+def capability_text(name: str, allocated: float, capability: float) -> str:
+    """``at capability 8/8 GPUs``, or ``capped at 8 GPUs with 5 allocated`` while some of it
+    is left: the share has reached the capability, the allocation has not ("at capability
+    5/8" read as a contradiction)."""
+    if allocated >= capability - 0.1:
+        return f"at capability {amount(name, allocated)}/{amount(name, capability)} {unit(name)}"
+    return f"capped at {describe(name, capability)} with {amount(name, allocated)} allocated"
+
+
 def first_short_dimension(need: Resources, have: Resources, req: Resources) -> str | None:
     """The first resource (GPU first) where ``need`` exceeds ``have`` among those ``req`` asks for."""
     names = [n for n in req.names() if req.get(n) > 0]

@@ -47,11 +47,10 @@ from scheduler.core.plugins.proportion import (
     _gives,
     admission_reason,
     borrowing_cap,
-    capability_text,
     explain_share,
     nominal_share,
 )
-from scheduler.core.reasons import describe, first_short_dimension
+from scheduler.core.reasons import capability_text, describe, first_short_dimension
 from scheduler.core.resources import EMPTY, INFINITY, MIN_RESOURCE, Resources, le_named
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue, Task

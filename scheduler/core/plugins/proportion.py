@@ -32,7 +32,7 @@ from scheduler.core.plugins._quota import (
     cluster_total,
     new_attr,
 )
-from scheduler.core.reasons import amount, describe, first_short_dimension
+from scheduler.core.reasons import capability_text, describe, first_short_dimension
 from scheduler.core.resources import INFINITY, Resources, le_named
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue, Task
@@ -319,21 +319,6 @@ def explain_share(
         f"queue {info.name} deserves {describe(name, deserved)} and has "
         f"{describe(name, allocated)} allocated"
     )
-
-
-def capability_text(name: str, allocated: float, capability: float) -> str:
-    """``at capability 8/8 GPUs``, or ``capped at 8 GPUs with 5 allocated`` while some of it
-    is left: the share has reached the capability, the allocation has not ("at capability
-    5/8" read as a contradiction)."""
-    if allocated >= capability - 0.1:
-        return f"at capability {_pair(name, allocated, capability)}"
-    return f"capped at {describe(name, capability)} with {amount(name, allocated)} allocated"
-
-
-def _pair(name: str, used: float, cap: float) -> str:
-    from scheduler.core.reasons import amount, unit
-
-    return f"{amount(name, used)}/{amount(name, cap)} {unit(name)}"
 
 
 def _gives(allocated: Resources, deserved: Resources) -> bool:

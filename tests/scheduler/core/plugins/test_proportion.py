@@ -1,7 +1,5 @@
 import pytest
 
-from scheduler.core.plugins.proportion import capability_text
-from scheduler.core.resources import GPU
 from tests.scheduler.core.builders import make_job, make_node, make_queue, make_task, run
 
 
@@ -103,16 +101,3 @@ def test_the_borrowing_limit_is_named_only_when_it_holds_the_share_down():
     assert held.pending_reasons["a6"].startswith(
         "job needs 1 GPU; queue a deserves 6 GPUs and has 6 GPUs allocated; "
     )
-
-
-@pytest.mark.parametrize(
-    ("allocated", "text"),
-    [
-        (8, "at capability 8/8 GPUs"),
-        # The share reached the capability; the allocation has not: not "at capability 5/8".
-        (5, "capped at 8 GPUs with 5 allocated"),
-        (1, "capped at 8 GPUs with 1 allocated"),
-    ],
-)
-def test_a_queue_is_at_its_capability_only_when_it_has_it_all(allocated, text):
-    assert capability_text(GPU, allocated, 8) == text

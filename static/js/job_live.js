@@ -1,8 +1,8 @@
 // The job page keeps itself current: every few seconds it asks /jobs/<id>/live/ for the parts
 // that change (state, reason, placement, the pods to read logs of, restarts, preemptions) and
 // swaps in each part whose HTML changed, so a button or link the user is on stays put when
-// nothing moved. It stops once the job has
-// ended (X-Job-Final), pauses while the tab is hidden, and says so when it cannot go on.
+// nothing moved. It stops once the job has ended (X-Job-Final), pauses while the tab is
+// hidden, and says so when it cannot go on.
 // Hand-written rather than htmx: one fetch and a swap by id is all the page needs.
 (function () {
   "use strict";

@@ -16,6 +16,8 @@ Pure functions, no Django, so the scheduler adapters and the CLI-facing parsers 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -47,6 +49,68 @@ def milli_cost(*, gpus: int, gpu_milli: int, gpu_memory_mib: int, device_memory_
 def is_shared(task: Any) -> bool:
     """Whether a task (a JobTask or a row with its GPU fields) asks for part of a device."""
     return bool(getattr(task, "gpu_milli", 0) or getattr(task, "gpu_memory_mib", 0))
+
+
+@dataclass(frozen=True, slots=True)
+class GpuAsk:
+    """What a job, or one of its pods, asks of GPUs, as every page, the API and the CLI show
+    it: `milli` as the scheduler counts it before placement (a GPU-memory request at its cost
+    on a card of `device_mib`, the cycle's rule), and the GPU memory asked for in all."""
+
+    milli: int
+    memory_mib: int = 0
+    device_mib: int = 0
+
+    @property
+    def number(self) -> int | float:
+        """As JSON: 4, or 0.25."""
+        return gpus_number(self.milli)
+
+    @property
+    def text(self) -> str:
+        """ "4", "0.25", or "0.25 (10 GiB GPU memory)": a memory request says what it asked."""
+        amount = gpus_text(self.milli)
+        if not self.memory_mib:
+            return amount
+        return f"{amount} ({mib_text(self.memory_mib)} GPU memory)"
+
+    @property
+    def note(self) -> str:
+        """How a GPU-memory request is counted until placed ("" without one)."""
+        if not self.memory_mib:
+            return ""
+        if not self.device_mib:
+            return "no GPU in the cluster reports its memory: GPU memory counts as whole GPUs"
+        return (
+            f"GPU memory counts as its share of a {mib_text(self.device_mib)} GPU, the "
+            "smallest in the cluster, until a pod is placed on a GPU of its own"
+        )
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def gpu_ask(tasks: Iterable[Any], device_mib: int) -> GpuAsk:
+    """The GPUs `tasks` (JobTasks, or rows with their GPU fields and `replicas`) ask for in all,
+    each pod costed as the cycle costs it before placement (milli_cost on a card of
+    `device_mib`: portal.scheduling.mapping.device_memory_mib)."""
+    milli = memory = 0
+    for task in tasks:
+        pod = pod_gpu_ask(task, device_mib)
+        milli += task.replicas * pod.milli
+        memory += task.replicas * pod.memory_mib
+    return GpuAsk(milli=milli, memory_mib=memory, device_mib=device_mib)
+
+
+def pod_gpu_ask(task: Any, device_mib: int) -> GpuAsk:
+    """What one pod of `task` asks of GPUs (gpu_ask of a single replica)."""
+    milli = milli_cost(
+        gpus=int(task.gpus or 0),
+        gpu_milli=int(task.gpu_milli or 0),
+        gpu_memory_mib=int(task.gpu_memory_mib or 0),
+        device_memory_mib=device_mib,
+    )
+    return GpuAsk(milli=milli, memory_mib=int(task.gpu_memory_mib or 0), device_mib=device_mib)
 
 
 def milli_asked(task: Any) -> int:

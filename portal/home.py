@@ -7,7 +7,7 @@ from django.contrib.auth.mixins import LoginRequiredMixin
 from django.views.generic import TemplateView
 
 from portal.common.access import is_site_admin
-from portal.jobs.selectors import job_list
+from portal.jobs.selectors import job_gpu_asks, job_list
 from portal.queues.selectors import queue_list, queue_list_editable
 from portal.tenants.selectors import membership_list, tenant_list
 
@@ -24,7 +24,7 @@ class HomeView(LoginRequiredMixin, TemplateView):
         user = self.request.user
         context["memberships"] = membership_list(user=user)
         context["queues"] = queue_list(user=user)
-        context["my_jobs"] = job_list(user=user, mine=True)[:HOME_JOB_LIMIT]
+        context["my_jobs"] = job_gpu_asks(job_list(user=user, mine=True)[:HOME_JOB_LIMIT])
         context["editable_queues"] = queue_list_editable(user=user)
         if is_site_admin(user):
             context["tenants"] = tenant_list(user=user).prefetch_related("queues")

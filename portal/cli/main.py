@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .client import ApiClient, ApiError, ConnectionFailed
-from .output import cores, gib, table
+from .output import cores, gib, hours, table
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 EXIT_OK, EXIT_API_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -261,7 +261,7 @@ def run(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:  # no
                         j["queue"],
                         j["status"],
                         j["priority"],
-                        j["gpus"],
+                        j.get("gpu_request", j["gpus"]),
                         j["submitter"],
                         j["submitted_at"][:19].replace("T", " "),
                         j["pending_reason"] if j["status"] == "pending" else "",
@@ -289,7 +289,7 @@ def run(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:  # no
                     [
                         t["name"],
                         t["replicas"],
-                        t["gpus"],
+                        t.get("gpu_request", t["gpus"]),
                         cores(t["cpu_millis"]),
                         gib(t["memory_bytes"]),
                         t["image"],
@@ -324,11 +324,7 @@ def run(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:  # no
         if why["pending_reason"]:
             print(f"reason: {why['pending_reason']}", file=out)
         if why["position"] is not None:
-            print(
-                f"position {why['position']} in queue {why['queue']}: "
-                f"{why['position'] - 1} job(s) ahead",
-                file=out,
-            )
+            print(why["position_text"], file=out)
         if why["jobs_ahead"]:
             print(
                 table(
@@ -339,7 +335,7 @@ def run(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:  # no
                             j["name"],
                             j["tenant"],
                             j["priority"],
-                            j["gpus"],
+                            j.get("gpu_request", j["gpus"]),
                             j["submitted_at"][:19].replace("T", " "),
                         ]
                         for j in why["jobs_ahead"]
@@ -347,8 +343,9 @@ def run(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:  # no
                 ),
                 file=out,
             )
-        if why["hidden_jobs_ahead"]:
-            print(f"plus {why['hidden_jobs_ahead']} job(s) of other tenants ahead", file=out)
+        if hidden := why["hidden_jobs_ahead"]:
+            others = "job of another tenant" if hidden == 1 else "jobs of other tenants"
+            print(f"plus {hidden} {others} ahead", file=out)
         return None
     if args.cmd == "queues":
         rows = client.get_all("/api/v1/queues/", tenant=args.tenant)
@@ -424,8 +421,12 @@ def _report(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:
     body = client.get("/api/v1/usage/report/", **query)
     if args.json:
         return _print_json(body, out)
+    # A queue's tenant is a column of its own; a tenant's would repeat its name, and a user's
+    # use spans tenants (the API leaves it empty).
+    with_tenant = args.group_by == "queue"
     headers = [
-        args.group_by, "tenant", "gpu-hours", "within", "borrowed", "lost", "cpu-core-hours",
+        args.group_by, *(["tenant"] if with_tenant else []), "gpu-hours", "within", "borrowed",
+        "lost", "cpu-core-hours",
     ]  # fmt: skip
     rows = [*body["rows"], {**body["total"], "tenant": ""}]
     status = "final" if body["complete"] else "so far: the month has not ended"
@@ -436,12 +437,17 @@ def _report(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:
             [
                 [
                     r["name"],
-                    r["tenant"],
-                    r["gpu_hours"],
-                    r["gpu_hours_within"],
-                    r["gpu_hours_borrowed"],
-                    r["gpu_hours_lost"],
-                    r["cpu_core_hours"],
+                    *([r["tenant"]] if with_tenant else []),
+                    *(
+                        hours(r[key])
+                        for key in (
+                            "gpu_hours",
+                            "gpu_hours_within",
+                            "gpu_hours_borrowed",
+                            "gpu_hours_lost",
+                            "cpu_core_hours",
+                        )
+                    ),
                 ]
                 for r in rows
             ],

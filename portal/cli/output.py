@@ -19,6 +19,11 @@ def cores(millis: int) -> str:
     return f"{millis / 1000:g}"
 
 
+def hours(value: float) -> str:
+    """Hours to a tenth, as the usage page shows them (the JSON keeps the thousandths)."""
+    return f"{value:.1f}"
+
+
 def gib(size: int) -> str:
     """Bytes in GiB as the --memory flag takes them: 64 GiB -> "64Gi", 512 MiB -> "0.5Gi"."""
     return f"{round(size / 2**30, 3):g}Gi"

@@ -159,19 +159,26 @@ def usage_area(
 UNLIMITED_NOTE = "no cap"
 
 
-def deserved_hover(deserved: float, cluster_gpus: int) -> str:
+def deserved_hover(deserved: float, cluster_gpus: int, *, shares: bool = False) -> str:
     """A deserved share in words: GPUs, share of the cluster and what a fraction means.
 
     The proportion plugin lets a queue allocate while allocated + request <= deserved
     (scheduler/core/plugins/proportion.py, after Volcano's proportion.go), so a queue that
-    deserves 3.5 GPUs gets up to 3 whole GPUs by its own share.
+    deserves 3.5 GPUs gets up to 3 whole GPUs by its own share; with a GPU sharing stack
+    (`shares`), pods asking for part of a GPU may use the rest.
     """
     text = f"deserves {units.gpus(deserved)}"
     if cluster_gpus:
         text += f" ({100 * deserved / cluster_gpus:.0f}% of {cluster_gpus})"
     whole = math.floor(deserved + 1e-9)
     if deserved - whole > 0.01:
-        text += f": a weighted share; pods take whole GPUs, so up to {whole} by its own share"
+        if shares:
+            text += (
+                f": a weighted share; pods of whole GPUs get up to {whole} by its own share, "
+                "pods with a share of a GPU the rest"
+            )
+        else:
+            text += f": a weighted share; pods take whole GPUs, so up to {whole} by its own share"
     return text
 
 
@@ -180,6 +187,7 @@ def quota_bars(
     *,
     colours: Mapping[str, str],
     cluster_gpus: int = 0,
+    shares: bool = False,
     title: str = "Quota per queue (GPUs)",
 ) -> dict[str, Any]:
     """Per queue: allocated GPUs as a bar in the queue's colour, capability as an outline
@@ -231,7 +239,10 @@ def quota_bars(
             "name": "Deserved share (diamond)",
             "x": names,
             "y": [round(float(row.get("deserved") or 0), 2) for row in rows],
-            "text": [deserved_hover(float(row.get("deserved") or 0), cluster_gpus) for row in rows],
+            "text": [
+                deserved_hover(float(row.get("deserved") or 0), cluster_gpus, shares=shares)
+                for row in rows
+            ],
             "marker": {"symbol": "diamond", "size": 11, "color": INK},
             "hovertemplate": "%{x}: %{text}<extra></extra>",
         },
@@ -440,21 +451,25 @@ def free_blocks(cells: Mapping[str, Sequence[str]]) -> dict[int, int]:
     return counts
 
 
-def free_block_labels(largest_node_gpus: int) -> dict[int, str]:
+def free_block_labels(
+    largest_node_gpus: int, counts: Mapping[int, int] | None = None
+) -> dict[int, str]:
     """What each free-block count means, in words that fit the cluster's node sizes: on
-    8-GPU nodes "8 or more free" is a whole free node."""
+    8-GPU nodes "8 or more free" is a whole free node. With the `counts` the labels go
+    under, one node is "node" ("1 / node with 2 to 3 free", not "nodes")."""
     labels = {}
     for index, size in enumerate(FREE_BLOCK_SIZES):
+        noun = "node" if counts is not None and counts.get(size) == 1 else "nodes"
         upper = FREE_BLOCK_SIZES[index - 1] - 1 if index else None
         if upper is None:
             if largest_node_gpus == size:
-                labels[size] = f"nodes entirely free ({size} GPUs)"
+                labels[size] = f"{noun} entirely free ({size} GPUs)"
             else:
-                labels[size] = f"nodes with {size} or more free"
+                labels[size] = f"{noun} with {size} or more free"
         elif upper == size:
-            labels[size] = f"nodes with {size} free"
+            labels[size] = f"{noun} with {size} free"
         else:
-            labels[size] = f"nodes with {size} to {upper} free"
+            labels[size] = f"{noun} with {size} to {upper} free"
     return labels
 
 

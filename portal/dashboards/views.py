@@ -8,12 +8,14 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db.models import Max, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from jobspec.gpushare import SHARING_NONE
 from portal.cluster.selectors import (
     gpus_allocated_per_queue,
     node_gpu_rows_others,
@@ -120,7 +122,10 @@ def quota_data(request: HttpRequest) -> dict[str, Any]:
         for queue in queues
     ]
     figure = charts.quota_bars(
-        rows, colours=_colours(request), cluster_gpus=node_schedulable_totals().gpus
+        rows,
+        colours=_colours(request),
+        cluster_gpus=node_schedulable_totals().gpus,
+        shares=gpu_shares_on(),
     )
     return {"figure": figure}
 
@@ -171,7 +176,7 @@ def occupancy_data(request: HttpRequest) -> dict[str, Any]:
     ]
     result = charts.occupancy(nodes, placements)
     blocks = charts.free_blocks(result["cells"])
-    labels = charts.free_block_labels(max((gpus for _, gpus in nodes), default=0))
+    labels = charts.free_block_labels(max((gpus for _, gpus in nodes), default=0), blocks)
     return {
         "figure": charts.occupancy_heatmap(
             result["cells"],
@@ -250,8 +255,14 @@ def overview(request: HttpRequest) -> HttpResponse:
         # Links as well as clicks on the bars: the drill-down works from the keyboard too.
         "drill_tenants": list(visible_tenants(request.user).order_by("name")),
         "refresh_seconds": REFRESH_SECONDS,
+        "gpu_shares": gpu_shares_on(),
     }
     return render(request, "dashboards/overview.html", context)
+
+
+def gpu_shares_on() -> bool:
+    """Whether pods may ask for part of a GPU here (a sharing stack runs: GPU_SHARING)."""
+    return settings.GPU_SHARING != SHARING_NONE
 
 
 @login_required

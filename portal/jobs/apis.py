@@ -19,6 +19,7 @@ from rest_framework.response import Response
 
 from jobspec import volcano
 from jobspec.gpushare import gpus_decimal
+from jobspec.limits import gpus_number_error
 from portal.api.base import (
     ApiSerializer,
     ApiView,
@@ -44,7 +45,15 @@ from .access import can_cancel_job
 from .dry_run import job_render
 from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES, Job
 from .presentation import job_detail_data, job_url
-from .selectors import job_get, job_pod_names, job_queue_position, job_search, job_state
+from .selectors import (
+    job_get,
+    job_gpu_asks,
+    job_pod_names,
+    job_queue_position,
+    job_search,
+    job_state,
+    queue_position_text,
+)
 from .services import job_cancel, job_quarantine_release, job_submit, job_submit_manifest
 
 TENANT_NOT_FOUND = "no tenant {ref} that you can see"
@@ -64,7 +73,6 @@ class GpusField(serializers.Field):
 
     default_error_messages = {
         "invalid": "A number of GPUs is required: whole (2) or a fraction of one GPU (0.25).",
-        "negative": "Ensure this value is greater than or equal to 0.",
     }
 
     def to_internal_value(self, data: Any) -> Any:
@@ -72,7 +80,7 @@ class GpusField(serializers.Field):
             self.fail("invalid")
         if isinstance(data, int):
             if data < 0:
-                self.fail("negative")
+                self._negative(data)
             return data
         if not isinstance(data, float | str) or (isinstance(data, str) and len(data) > 64):
             self.fail("invalid")
@@ -80,8 +88,12 @@ class GpusField(serializers.Field):
         if number is None:
             self.fail("invalid")
         if number < 0:
-            self.fail("negative")
+            self._negative(number)
         return number
+
+    def _negative(self, number: Any) -> None:
+        """The form's words for it (jobspec.limits), not DRF's "greater than or equal to 0"."""
+        raise serializers.ValidationError(gpus_number_error(number), code="negative")
 
     def to_representation(self, value: Any) -> Any:
         return value
@@ -118,7 +130,17 @@ class JobListApi(ApiView):
         min_available = serializers.IntegerField()
         replicas = serializers.IntegerField(source="total_replicas")
         gpus = GpusField(
-            source="total_gpus", help_text="GPUs the job asks for in all (0.25: a quarter card)"
+            source="gpu_ask.number",
+            help_text="GPUs the job asks for in all (0.25: a quarter card), as the scheduler "
+            "counts them before placement: GPU memory as its share of the smallest GPU",
+        )
+        gpu_memory_mib = serializers.IntegerField(
+            source="gpu_ask.memory_mib", help_text="GPU memory its pods ask for in all, MiB"
+        )
+        gpu_request = serializers.CharField(
+            source="gpu_ask.text",
+            help_text='The two in words, as the pages show them: "4", or "0.25 (10 GiB GPU '
+            'memory)"',
         )
         submitted_at = serializers.DateTimeField()
         pending_reason = serializers.CharField()
@@ -153,6 +175,8 @@ class JobListApi(ApiView):
                             "min_available": 4,
                             "replicas": 4,
                             "gpus": 32,
+                            "gpu_memory_mib": 0,
+                            "gpu_request": "32",
                             "submitted_at": "2025-01-01T12:00:00Z",
                             "pending_reason": "queue nlp-train at capability 24/24 GPUs",
                             "url": "/api/v1/jobs/7/",
@@ -199,7 +223,7 @@ class JobListApi(ApiView):
             never_runnable=data["never_runnable"],
         )
         paginator = self.pagination_class()
-        page = paginator.paginate_queryset(jobs, request, view=self)
+        page = job_gpu_asks(paginator.paginate_queryset(jobs, request, view=self) or [])
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
 
 
@@ -216,6 +240,10 @@ class JobDetailApi(ApiView):
             gpus = GpusField(source="gpus_requested", help_text="per pod: 2, or 0.25")
             gpu_milli = serializers.IntegerField()
             gpu_memory_mib = serializers.IntegerField()
+            gpu_request = serializers.CharField(
+                source="gpu_ask.text",
+                help_text='Per pod, in words: "2", or "0.25 (10 GiB GPU memory)"',
+            )
             cpu_millis = serializers.IntegerField()
             memory_bytes = serializers.IntegerField()
             node_selector = serializers.DictField(child=serializers.CharField())
@@ -769,7 +797,8 @@ class JobWhyApi(ApiView):
             name = serializers.CharField()
             tenant = serializers.CharField(source="tenant.name")
             priority = serializers.IntegerField()
-            gpus = GpusField(source="gpus_asked")
+            gpus = GpusField(source="gpu_ask.number")
+            gpu_request = serializers.CharField(source="gpu_ask.text")
             submitted_at = serializers.DateTimeField()
 
         id = serializers.IntegerField()
@@ -794,6 +823,10 @@ class JobWhyApi(ApiView):
             "when the job does not wait, can never run as submitted, or no cycle has seen it "
             "yet.",
         )
+        position_text = serializers.CharField(
+            help_text='The position in words, as the job page says it: "position 3 in queue '
+            'nlp-train: 2 jobs ahead" ("" with no position).'
+        )
         jobs_ahead = AheadSerializer(many=True)
         hidden_jobs_ahead = serializers.IntegerField()
 
@@ -815,6 +848,7 @@ class JobWhyApi(ApiView):
                     "pending_kind": "waits",
                     "pending_reason_at": "2025-01-01T12:00:05Z",
                     "position": 3,
+                    "position_text": "position 3 in queue nlp-train: 2 jobs ahead",
                     "jobs_ahead": [
                         {
                             "id": 7,
@@ -822,6 +856,7 @@ class JobWhyApi(ApiView):
                             "tenant": "nlp",
                             "priority": 10,
                             "gpus": 16,
+                            "gpu_request": "16",
                             "submitted_at": "2025-01-01T11:58:00Z",
                         }
                     ],
@@ -844,6 +879,9 @@ class JobWhyApi(ApiView):
             "pending_kind": job.pending_kind if state.waiting else "",
             "pending_reason_at": job.pending_reason_at,
             "position": line.position if line else None,
+            "position_text": (
+                queue_position_text(position=line.position, queue=job.queue.name) if line else ""
+            ),
             "jobs_ahead": line.ahead if line else [],
             "hidden_jobs_ahead": line.hidden if line else 0,
         }

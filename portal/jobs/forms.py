@@ -44,7 +44,9 @@ from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES
 COMMAND_INVALID = "could not split the command: {error}"
 YAML_INVALID = "not valid YAML: {error}"
 UPLOAD_NOT_UTF8 = "the file is not UTF-8 text"
-YAML_NOT_A_MAPPING = "document {number} is not a mapping: each must be a Kubernetes object"
+YAML_NOT_A_MAPPING = (
+    "document {number} of the {source} is not a mapping: each must be a Kubernetes object"
+)
 YAML_NO_DOCUMENT = "the file holds no YAML document"
 TEMPLATE_NOT_A_MAPPING = "a pod template is a mapping: {spec: {containers: [...]}}"
 UPLOAD_TOO_LARGE = "the file is larger than {limit} KiB"
@@ -69,8 +71,17 @@ def _shows(field: forms.Field, **attrs: int) -> None:
     field.widget.attrs.update({key: str(value) for key, value in attrs.items()})
 
 
+QUEUE_NOT_OFFERED = "not an open queue you may submit to: choose one from the list"
+
+
 class JobSubmitForm(forms.Form):
-    queue = forms.ModelChoiceField(queryset=Queue.objects.none(), empty_label=None)
+    queue = forms.ModelChoiceField(
+        queryset=Queue.objects.none(),
+        empty_label=None,
+        # Another tenant's, a closed or an unknown queue: Django's "Select a valid choice"
+        # said nothing of why.
+        error_messages={"invalid_choice": QUEUE_NOT_OFFERED},
+    )
     name = forms.CharField(help_text="Lower-case letters, digits and dashes.")
     priority = forms.IntegerField(initial=0, help_text="Higher runs first inside the queue.")
     min_available = forms.IntegerField(
@@ -333,6 +344,10 @@ class JobUploadForm(forms.Form):
         ),
     )
 
+    # The chosen file's text once read (None: no file, or not text): a failed upload shows it
+    # in the paste box (JobUploadView), as a browser never refills a file field.
+    file_text: str | None = None
+
     def clean_manifest(self) -> str | None:
         upload = self.cleaned_data["manifest"]
         if upload is None:
@@ -340,9 +355,19 @@ class JobUploadForm(forms.Form):
         if upload.size > UPLOAD_LIMIT_BYTES:
             raise ValidationError(UPLOAD_TOO_LARGE.format(limit=UPLOAD_LIMIT_BYTES // 1024))
         try:
-            return upload.read(UPLOAD_LIMIT_BYTES + 1).decode("utf-8")
+            self.file_text = upload.read(UPLOAD_LIMIT_BYTES + 1).decode("utf-8")
         except UnicodeDecodeError as error:
             raise ValidationError(UPLOAD_NOT_UTF8) from error
+        return self.file_text
+
+    def keep_file_text(self) -> bool:
+        """After a failed upload, the file's text in the paste box (when the paste box was
+        empty); whether it was put there."""
+        if self.file_text is None or (self.data.get("text") or "").strip():
+            return False
+        self.data = self.data.copy()
+        self.data["text"] = self.file_text
+        return True
 
     def clean_text(self) -> str | None:
         text = self.cleaned_data["text"]
@@ -372,7 +397,8 @@ class JobUploadForm(forms.Form):
             return data
         for number, document in enumerate(documents, start=1):
             if not isinstance(document, dict):
-                self.add_error(field, YAML_NOT_A_MAPPING.format(number=number))
+                source = "file" if field == "manifest" else "pasted text"
+                self.add_error(field, YAML_NOT_A_MAPPING.format(number=number, source=source))
                 return data
         data["documents"] = documents
         return data

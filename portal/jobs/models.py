@@ -2,8 +2,9 @@ from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
+from django.utils.functional import cached_property
 
-from jobspec.gpushare import gpus_number, milli_asked, request_text
+from jobspec.gpushare import GpuAsk, gpu_ask, gpus_number, milli_asked, pod_gpu_ask, request_text
 from jobspec.limits import IMAGE_MAX_CHARS, NAME_MAX_CHARS
 from portal.common.models import BaseModel
 from portal.common.validators import (
@@ -126,11 +127,15 @@ class Job(BaseModel):
     def total_replicas(self) -> int:
         return sum(task.replicas for task in self.tasks.all())
 
-    @property
-    def total_gpus(self) -> int | float:
-        """GPUs the job asks for in all (0.25 for a quarter of a card; a GPU-memory request
-        counts once it is placed, on the device it gets)."""
-        return gpus_number(sum(task.replicas * milli_asked(task) for task in self.tasks.all()))
+    @cached_property
+    def gpu_ask(self) -> GpuAsk:
+        """What the job asks of GPUs in all, as the pages, the API and the CLI show it
+        (jobspec.gpushare.GpuAsk: a GPU-memory request at the cycle's cost, and what it
+        asked). Lists set it for all their jobs with one read (selectors.job_gpu_asks)."""
+        from .selectors import card_memory_for
+
+        tasks = list(self.tasks.all())
+        return gpu_ask(tasks, card_memory_for(tasks))
 
 
 class JobTask(models.Model):
@@ -171,8 +176,16 @@ class JobTask(models.Model):
 
     @property
     def gpus_requested(self) -> int | float:
-        """GPUs per pod as a number: 2, or 0.25 for a share of one device."""
+        """GPUs per pod as the request says them: 2, or 0.25 for a share of one device (a
+        GPU-memory request is in gpu_memory_mib)."""
         return gpus_number(milli_asked(self))
+
+    @cached_property
+    def gpu_ask(self) -> GpuAsk:
+        """What one pod asks of GPUs, as Job.gpu_ask counts it."""
+        from .selectors import card_memory_for
+
+        return pod_gpu_ask(self, card_memory_for([self]))
 
     @property
     def gpu_request_text(self) -> str:

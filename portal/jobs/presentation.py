@@ -7,10 +7,9 @@ from typing import Any
 from django.urls import reverse
 from rest_framework import serializers
 
-from jobspec.gpushare import gpus_number, milli_asked
-
 from .access import can_cancel_job
 from .models import Job
+from .selectors import job_gpu_asks
 
 
 def job_url(job: Job, suffix: str = "") -> str:
@@ -37,7 +36,9 @@ def job_detail_data(
     target has little margin. A test renders jobs in every state both ways and compares them
     key by key, in order.
     """
+    (job,) = job_gpu_asks([job])
     tasks = list(job.tasks.all())
+    ask = job.gpu_ask
     return {
         "id": job.pk,
         "name": job.name,
@@ -49,7 +50,9 @@ def job_detail_data(
         "priority": job.priority,
         "min_available": job.min_available,
         "replicas": sum(task.replicas for task in tasks),
-        "gpus": gpus_number(sum(task.replicas * milli_asked(task) for task in tasks)),
+        "gpus": ask.number,
+        "gpu_memory_mib": ask.memory_mib,
+        "gpu_request": ask.text,
         "submitted_at": _stamp(job.submitted_at),
         "pending_reason": job.pending_reason,
         "expected_duration_seconds": job.expected_duration_seconds,
@@ -74,6 +77,7 @@ def job_detail_data(
                 "gpus": task.gpus_requested,
                 "gpu_milli": task.gpu_milli,
                 "gpu_memory_mib": task.gpu_memory_mib,
+                "gpu_request": task.gpu_ask.text,
                 "cpu_millis": task.cpu_millis,
                 "memory_bytes": task.memory_bytes,
                 "node_selector": {str(k): str(v) for k, v in task.node_selector.items()},

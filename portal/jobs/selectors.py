@@ -1,4 +1,4 @@
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -6,12 +6,12 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
-from jobspec.gpushare import MILLI_PER_GPU, gpus_number
+from jobspec.gpushare import gpu_ask, gpus_number, pod_gpu_ask
 
 from .access import visible_jobs
 from .backoff import attempts_of, clock_text, in_backoff, job_retry_at, nodes_avoided
 from .lifecycle import SCHEDULED, WAITING
-from .models import Job
+from .models import Job, JobTask
 
 # A job waits for a cycle in these statuses (a preempted one until its pods are gone).
 WAITING_STATUSES = tuple(sorted(WAITING))
@@ -37,6 +37,29 @@ def job_list(
     return jobs.prefetch_related("tasks").order_by("-submitted_at", "-id")
 
 
+def card_memory_for(tasks: Iterable[JobTask]) -> int:
+    """The GPU memory (MiB) the cycle costs a GPU-memory request on, read only when one of
+    `tasks` asks for GPU memory (0 otherwise: nothing is costed on it)."""
+    if not any(task.gpu_memory_mib for task in tasks):
+        return 0
+    from portal.scheduling.mapping import capacity_device_memory_mib
+
+    return capacity_device_memory_mib()
+
+
+def job_gpu_asks(jobs: Iterable[Job]) -> list[Job]:
+    """`jobs` (tasks prefetched) with `gpu_ask` set on each and on each of its tasks: what
+    they ask of GPUs, with the cluster's GPU memory read once for all of them."""
+    jobs = list(jobs)
+    device_mib = card_memory_for(task for job in jobs for task in job.tasks.all())
+    for job in jobs:
+        tasks = list(job.tasks.all())
+        for task in tasks:
+            task.gpu_ask = pod_gpu_ask(task, device_mib)
+        job.gpu_ask = gpu_ask(tasks, device_mib)
+    return jobs
+
+
 def job_get(*, user: AbstractBaseUser | AnonymousUser, job_id: int) -> Job:
     """The job if the user may see it; Http404 otherwise (never another tenant's data)."""
     jobs = visible_jobs(user).select_related("queue", "tenant", "submitter")
@@ -47,33 +70,42 @@ def job_get(*, user: AbstractBaseUser | AnonymousUser, job_id: int) -> Job:
 
 
 def pending_demand_per_queue() -> dict[str, int | float]:
-    """GPUs asked by pending jobs, per queue name, fractions counted exactly (one aggregate
-    query, grouped by queue id: no join to the queues over every task; names attached
-    afterwards)."""
-    from django.db.models import F, FloatField, Sum
+    """GPUs asked by pending jobs, per queue name, counted as the jobs' pages count them
+    (job_gpu_asks: GPU memory at its cost on the cluster's smallest card). One aggregate
+    query, a row per queue and GPU shape, grouped by queue id (no join to the queues over
+    every task; names attached afterwards)."""
+    from django.db.models import FloatField, Sum
     from django.db.models.functions import Cast
 
     from portal.queues.models import Queue
 
-    from .models import JobTask
-
-    rows = (
+    rows = list(
         JobTask.objects.filter(job__status=Job.Status.PENDING)
-        .values("job__queue_id")
-        # In floating point: whatever a stored job holds, the product and the sum cannot
-        # overflow the database's integers (SQLite's SUM raises, PostgreSQL's int4 too).
-        .annotate(
-            milli=Sum(
-                Cast("replicas", FloatField())
-                * (Cast("gpus", FloatField()) * MILLI_PER_GPU + F("gpu_milli"))
-            )
-        )
+        .values("job__queue_id", "gpus", "gpu_milli", "gpu_memory_mib")
+        # In floating point: whatever a stored job holds, the sum cannot overflow the
+        # database's integers (SQLite's SUM raises, PostgreSQL's int4 too).
+        .annotate(replicas=Sum(Cast("replicas", FloatField())))
         .order_by()
-        .values_list("job__queue_id", "milli")
     )
-    rows = list(rows)
-    names = dict(Queue.objects.filter(pk__in=[pk for pk, _ in rows]).values_list("pk", "name"))
-    return {names[pk]: gpus_number(milli or 0) for pk, milli in rows if pk in names}
+    shapes = [_Shape(**row) for row in rows]
+    device_mib = card_memory_for(shapes)
+    milli: dict[int, float] = {}
+    for shape in shapes:
+        cost = pod_gpu_ask(shape, device_mib).milli
+        milli[shape.job__queue_id] = milli.get(shape.job__queue_id, 0.0) + shape.replicas * cost
+    names = dict(Queue.objects.filter(pk__in=list(milli)).values_list("pk", "name"))
+    return {names[pk]: gpus_number(total) for pk, total in milli.items() if pk in names}
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """Tasks of one queue asking for the same GPUs, and how many pods they have."""
+
+    job__queue_id: int
+    gpus: int
+    gpu_milli: int
+    gpu_memory_mib: int
+    replicas: float
 
 
 # Statuses whose jobs the scheduler still places pods for (the cycle's snapshot reads the same).
@@ -102,8 +134,6 @@ def tenant_pending_pods_recount(*, tenant_id: int) -> int:
     from django.db.models.functions import Cast
 
     from portal.cluster.models import Placement
-
-    from .models import JobTask
 
     replicas = JobTask.objects.filter(
         job__tenant_id=tenant_id, job__status__in=SCHEDULED_STATUSES
@@ -142,8 +172,18 @@ class QueuePosition:
     """Where a job waits in its queue's line."""
 
     position: int  # 1 = next in line
-    ahead: list[Job]  # the jobs ahead that the user may see, in line order, gpus_asked set
+    ahead: list[Job]  # the jobs ahead that the user may see, in line order, gpu_ask set
     hidden: int  # how many others are ahead
+
+
+def queue_position_text(*, position: int, queue: str) -> str:
+    """Where a job waits, in the words of the job page, the why endpoint and the CLI:
+    "position 3 in queue nlp-train: 2 jobs ahead", "position 1 in queue nlp-train: next in
+    line"."""
+    ahead = position - 1
+    if not ahead:
+        return f"position 1 in queue {queue}: next in line"
+    return f"position {position} in queue {queue}: {ahead} job{'s' if ahead > 1 else ''} ahead"
 
 
 # Ids per query when reading the jobs ahead (below every database's bound-parameter limit).
@@ -182,24 +222,23 @@ def _line_and_rank(job: Job) -> tuple[Sequence[int], int | None]:
 
 
 def _visible_jobs_among(user: AbstractBaseUser | AnonymousUser, ids: Sequence[int]) -> list[Job]:
-    """The jobs of `ids` that `user` may see, in the order of `ids`, with `gpus_asked`."""
-    from django.db.models import F, Sum
-    from django.db.models.functions import Coalesce
+    """The jobs of `ids` that `user` may see, in the order of `ids`, with `gpu_ask`."""
+    from django.db.models import Prefetch
 
-    milli_asked = Coalesce(
-        Sum(F("tasks__replicas") * (F("tasks__gpus") * MILLI_PER_GPU + F("tasks__gpu_milli"))),
-        0,
+    tasks = Prefetch(
+        "tasks",
+        queryset=JobTask.objects.only(
+            "id", "job_id", "replicas", "gpus", "gpu_milli", "gpu_memory_mib"
+        ),
     )
     jobs: list[Job] = []
     for start in range(0, len(ids), _AHEAD_BATCH):
         batch = list(ids[start : start + _AHEAD_BATCH])
         found = visible_jobs(user).filter(pk__in=batch).select_related("tenant")
-        jobs += found.annotate(milli_asked=milli_asked).order_by()
+        jobs += found.prefetch_related(tasks).order_by()
     rank = {job_id: i for i, job_id in enumerate(ids)}
     jobs.sort(key=lambda other: rank[other.pk])
-    for other in jobs:
-        other.gpus_asked = gpus_number(other.milli_asked)
-    return jobs
+    return job_gpu_asks(jobs)
 
 
 def pending_wait_stats(*, now: object) -> dict[str, dict[str, float]]:

@@ -326,7 +326,12 @@ def job_build(
         errors.setdefault("ttl_seconds_after_finished", []).append(JOB_SUBMIT_BAD_TTL)
         ttl = None
 
-    total_replicas = sum(task.replicas for task in task_instances if isinstance(task.replicas, int))
+    # Only valid counts: a role's negative replicas are its own error, not the gang's too.
+    total_replicas = sum(
+        task.replicas
+        for task in task_instances
+        if isinstance(task.replicas, int) and task.replicas > 0
+    )
     job = Job(
         tenant=tenant,
         queue=queue,

@@ -32,11 +32,13 @@ from .samples import SAMPLE_FILENAME, volcano_sample
 from .selectors import (
     JobState,
     job_get,
+    job_gpu_asks,
     job_list,
     job_pod_names,
     job_queue_rank,
     job_start_attempts,
     job_state,
+    queue_position_text,
 )
 from .services import job_cancel, job_quarantine_release, job_submit, job_submit_manifests
 
@@ -79,7 +81,7 @@ class JobListView(LoginRequiredMixin, TemplateView):
         query = params.copy()
         query.pop("page", None)
         context.update(
-            jobs=page.object_list,
+            jobs=job_gpu_asks(page.object_list),
             page=page,
             query=query.urlencode(),
             status=status,
@@ -93,7 +95,7 @@ class JobListView(LoginRequiredMixin, TemplateView):
 
 
 def _job_list_columns(jobs):
-    """Only the columns the job table shows (and the tasks' GPU counts for `total_gpus`)."""
+    """Only the columns the job table shows (and the tasks' GPU fields for `gpu_ask`)."""
     from django.contrib.auth import get_user_model
     from django.db.models import Prefetch
 
@@ -118,7 +120,9 @@ def _job_list_columns(jobs):
         .prefetch_related(
             Prefetch(
                 "tasks",
-                queryset=JobTask.objects.only("id", "job_id", "replicas", "gpus", "gpu_milli"),
+                queryset=JobTask.objects.only(
+                    "id", "job_id", "replicas", "gpus", "gpu_milli", "gpu_memory_mib"
+                ),
             ),
         )
     )
@@ -139,15 +143,15 @@ class JobDetailView(LoginRequiredMixin, TemplateView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         context.update(_job_page(self.request, kwargs["job_id"]))
-        context["log_pods"] = job_pod_names(job=context["job"])
         context["log_retention_minutes"] = settings.FINISHED_POD_RETENTION_SECONDS // 60
         return context
 
 
 class JobLiveView(LoginRequiredMixin, View):
-    """The parts of the job page that change (state, reason, placement, preemptions), for the
-    page to swap in every few seconds (static/js/job_live.js). `X-Job-Final: 1` once the job
-    has ended: nothing will change any more."""
+    """The parts of the job page that change (state, reason, placement, the pods to read logs
+    of, restarts, preemptions), for the page to swap in every few seconds
+    (static/js/job_live.js). `X-Job-Final: 1` once the job has ended: nothing will change any
+    more."""
 
     http_method_names = ["get"]
 
@@ -161,7 +165,7 @@ class JobLiveView(LoginRequiredMixin, View):
 
 def _job_page(request: HttpRequest, job_id: int) -> dict[str, Any]:
     """What the job page shows; 404 for a job the user may not see."""
-    job = job_get(user=request.user, job_id=job_id)
+    (job,) = job_gpu_asks([job_get(user=request.user, job_id=job_id)])
     state = job_state(user=request.user, job=job)
     timeline = [
         _timeline_step(label, getattr(job, field), state)
@@ -172,8 +176,9 @@ def _job_page(request: HttpRequest, job_id: int) -> dict[str, Any]:
     return {
         "job": job,
         "state": state,
-        "tasks": job.tasks.all(),
+        "tasks": list(job.tasks.all()),
         "placements": placement_list_for_job(job_id=job.pk),
+        "log_pods": job_pod_names(job=job),
         "preemptions": preemptions,
         # Events naming another tenant's job are shown without the sentence.
         "readable_preemption_ids": readable_preemptions(request.user, preemptions),
@@ -182,13 +187,23 @@ def _job_page(request: HttpRequest, job_id: int) -> dict[str, Any]:
             [e.victim_job_id for e in preemptions] + [e.preemptor_job_id for e in preemptions],
         ),
         "timeline": timeline,
-        "position": job_queue_rank(job=job) if state.waiting and not state.never else None,
+        "position": _position_text(job, state),
         "can_cancel": can_cancel_job(request.user, job) and not job.is_terminal,
         "can_release": allows(job.status, Event.RELEASE) and can_release_job(request.user, job),
         "plugins": sorted((job.plugins or {}).items()),
         "ray_dashboard": _ray_dashboard(job),
         "start_attempts": job_start_attempts(job=job, now=timezone.now()),
     }
+
+
+def _position_text(job: Job, state: JobState) -> str:
+    """Where the last cycle put a waiting job in its queue's line ("" when not in it)."""
+    if not state.waiting or state.never:
+        return ""
+    position = job_queue_rank(job=job)
+    if position is None:
+        return ""
+    return queue_position_text(position=position, queue=job.queue.name)
 
 
 def _ray_dashboard(job: Job) -> dict[str, str] | None:
@@ -302,8 +317,15 @@ class JobUploadView(RoleRequiredMixin, View):
     required_role = ROLE_MEMBER
     template_name = "jobs/job_upload.html"
 
-    def _render(self, request: HttpRequest, form: JobUploadForm, errors=None) -> HttpResponse:
-        context = {"form": form, "errors": errors or [], "sample_url": reverse("jobs:job_sample")}
+    def _render(
+        self, request: HttpRequest, form: JobUploadForm, errors=None, kept: bool = False
+    ) -> HttpResponse:
+        context = {
+            "form": form,
+            "errors": errors or [],
+            "sample_url": reverse("jobs:job_sample"),
+            "kept_file": kept,
+        }
         return render(request, self.template_name, context)
 
     def get(self, request: HttpRequest) -> HttpResponse:
@@ -315,13 +337,14 @@ class JobUploadView(RoleRequiredMixin, View):
     def post(self, request: HttpRequest) -> HttpResponse:
         form = JobUploadForm(request.POST, request.FILES)
         if not form.is_valid():
-            return self._render(request, form)
+            return self._render(request, form, kept=form.keep_file_text())
         try:
             upload = job_submit_manifests(
                 submitter=request.user, documents=form.cleaned_data["documents"]
             )
         except ValidationError as error:
-            return self._render(request, form, _lines(error.message_dict))
+            errors = _lines(error.message_dict)
+            return self._render(request, form, errors, kept=form.keep_file_text())
         jobs = [submitted.job for submitted in upload.submitted]
         if len(jobs) == 1:
             messages.success(

@@ -1,3 +1,4 @@
+import copy
 import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -97,9 +98,7 @@ def queue_update(*, queue: Queue, actor: AbstractBaseUser | None, **changes: Any
     Each field that really changes gets a QueueChange row (old -> new, who, when).
     `actor=None` means the system; a user must be a lead of the tenant or staff.
     """
-    unknown = {field: FIELD_NOT_EDITABLE for field in changes if field not in EDITABLE_FIELDS}
-    if unknown:
-        raise ValidationError(unknown)
+    _refuse_unknown(changes)
     # Locked before anything else is read, the tenant first (the order tenant_update takes):
     # see tenant_locked and _queue_locked.
     tenant = tenant_locked(queue.tenant_id)
@@ -108,16 +107,7 @@ def queue_update(*, queue: Queue, actor: AbstractBaseUser | None, **changes: Any
         raise PermissionDenied(QUEUE_EDIT_FORBIDDEN)
 
     before = {field: getattr(queue, field) for field in EDITABLE_FIELDS}
-    previous_guarantees = _guarantees(queue)
-    for field, value in changes.items():
-        setattr(queue, field, value)
-    queue.full_clean()
-    check_queue_guarantees_fit_tenant(
-        tenant=tenant,
-        queue_name=queue.name,
-        proposed=_guarantees(queue),
-        previous=previous_guarantees,
-    )
+    _queue_changes_apply(queue=queue, tenant=tenant, changes=changes)
     changed = [field for field in EDITABLE_FIELDS if getattr(queue, field) != before[field]]
     if not changed:
         return queue
@@ -126,6 +116,31 @@ def queue_update(*, queue: Queue, actor: AbstractBaseUser | None, **changes: Any
         model=QueueChange, owner="queue", row=queue, before=before, fields=changed, actor=actor
     )
     return queue
+
+
+def queue_update_check(*, queue: Queue, **changes: Any) -> None:
+    """Raise what queue_update would for ``changes``, saving and locking nothing: the edit
+    page's preview shows the refusal under its field while the user types, not at Save."""
+    _refuse_unknown(changes)
+    _queue_changes_apply(queue=copy.copy(queue), tenant=queue.tenant, changes=changes)
+
+
+def _queue_changes_apply(*, queue: Queue, tenant: Tenant, changes: dict[str, Any]) -> None:
+    """Set ``changes`` on ``queue`` (unsaved) and check them: each field's range, then the
+    tenant's guarantees."""
+    previous = _guarantees(queue)
+    for field, value in changes.items():
+        setattr(queue, field, value)
+    queue.full_clean()
+    check_queue_guarantees_fit_tenant(
+        tenant=tenant, queue_name=queue.name, proposed=_guarantees(queue), previous=previous
+    )
+
+
+def _refuse_unknown(changes: dict[str, Any]) -> None:
+    unknown = {field: FIELD_NOT_EDITABLE for field in changes if field not in EDITABLE_FIELDS}
+    if unknown:
+        raise ValidationError(unknown)
 
 
 def _queue_locked(pk: int) -> Queue:

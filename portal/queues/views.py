@@ -19,7 +19,7 @@ from .forms import QueueEditForm
 from .models import Queue
 from .preview import preview_rows_for, queue_preview
 from .selectors import queue_change_list, queue_get, queue_list
-from .services import QUEUE_EDIT_FORBIDDEN, queue_update
+from .services import QUEUE_EDIT_FORBIDDEN, queue_update, queue_update_check
 
 QUEUE_SAVED = "Queue {name} saved."
 QUEUE_UNCHANGED = "Nothing changed."
@@ -110,6 +110,12 @@ class QueuePreviewView(QueueEditView):
         queue = self._queue(request, queue_id)
         form = QueueEditForm(request.GET)
         if not form.is_valid():
+            return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
+        try:
+            queue_update_check(queue=queue, **form.cleaned_data)
+        except ValidationError as error:
+            # What Save would refuse, under the same fields: no shares drawn for it.
+            form.add_service_errors(error)
             return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
         rows = queue_preview(queue=queue, changes=form.cleaned_data)
         return JsonResponse({"queue": queue.name, "queues": preview_rows_for(request.user, rows)})

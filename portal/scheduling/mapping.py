@@ -160,6 +160,12 @@ def device_memory_mib(nodes: Iterable[Node]) -> int:
     return min((node.gpu_memory_mib for node in nodes if node.gpu_memory_mib), default=0)
 
 
+def capacity_device_memory_mib() -> int:
+    """device_memory_mib of the nodes the cycle reads (capacity_nodes), their memory alone:
+    what the pages count a job's GPU memory as, the cycle's figure."""
+    return device_memory_mib(node_capacity_list().only("gpu_memory_mib"))
+
+
 # --- tasks -----------------------------------------------------------------------------------
 
 

@@ -4,7 +4,9 @@ from .base import *  # noqa: F403
 from .base import VAR_DIR, env
 from .headers import STRICT_CONTENT_SECURITY_POLICY, STRICT_PERMISSIONS_POLICY
 
-DEBUG = env.bool("DJANGO_DEBUG", default=True)
+# Off, as in production: a demo user must never see Django's debug pages (a 404 listed every
+# URL pattern, a 500 the settings). DJANGO_DEBUG=1 brings them back for a developer.
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
 # Only for the embedded demo; production.py refuses to start without a real key.
 SECRET_KEY = env.str("SECRET_KEY", default="local-dev-only-not-a-secret")
 WHITENOISE_AUTOREFRESH = True

@@ -2,8 +2,9 @@
 them to the core).
 
 The scheduler sees the tree root (the cluster) -> tenant -> queue: a tenant is a parent queue of
-the hierarchical proportion (docs/design/hierarchical-proportion.md), named ``tenant/<name>`` so
-it can never clash with a queue (names are DNS labels, which have no slash).
+the hierarchical proportion (docs/design/hierarchical-proportion.md), named ``tenant <name>`` so
+it can never clash with a queue (names are DNS labels, which have no space) and reads as words
+in a pending reason.
 """
 
 from typing import Any
@@ -50,7 +51,9 @@ QUOTA_LABELS = {
 }
 
 GUARANTEE_ABOVE_CAPABILITY = "guarantee ({guarantee}) may not exceed capability ({capability})"
-TENANT_NODE_PREFIX = "tenant/"
+# A space, not a slash: the name appears in pending reasons ("queue nlp-train is in tenant
+# nlp, ..."), and a DNS label has no space either.
+TENANT_NODE_PREFIX = "tenant "
 
 
 class QuotaFields(models.Model):

@@ -1,3 +1,4 @@
+import copy
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -67,12 +68,7 @@ def tenant_update(*, tenant: Tenant, actor: AbstractBaseUser | None, **changes: 
     if actor is not None and not can_edit_tenant(actor, tenant):
         raise PermissionDenied(TENANT_EDIT_FORBIDDEN)
     before = {field: getattr(tenant, field) for field in QUOTA_FIELDS}
-    previous = {resource: before[f"guarantee_{resource}"] for resource in RESOURCES}
-    for field, value in changes.items():
-        setattr(tenant, field, value)
-    tenant.full_clean()
-    _check_queues_fit_tenant(tenant=tenant, previous=previous)
-    check_tenant_guarantees_fit_cluster(tenant=tenant, previous=previous)
+    _tenant_changes_apply(tenant=tenant, changes=changes, lock=True)
     changed = [field for field in QUOTA_FIELDS if getattr(tenant, field) != before[field]]
     if not changed:
         return tenant
@@ -81,6 +77,24 @@ def tenant_update(*, tenant: Tenant, actor: AbstractBaseUser | None, **changes: 
         model=TenantChange, owner="tenant", row=tenant, before=before, fields=changed, actor=actor
     )
     return tenant
+
+
+def tenant_update_check(*, tenant: Tenant, **changes: Any) -> None:
+    """Raise what tenant_update would for ``changes``, saving and locking nothing: the edit
+    page's preview shows the refusal under its field while the user types, not at Save."""
+    _refuse_unknown(changes)
+    _tenant_changes_apply(tenant=copy.copy(tenant), changes=changes, lock=False)
+
+
+def _tenant_changes_apply(*, tenant: Tenant, changes: dict[str, Any], lock: bool) -> None:
+    """Set ``changes`` on ``tenant`` (unsaved) and check them: each field's range, then its
+    queues' guarantees and the cluster's size."""
+    previous = {resource: getattr(tenant, f"guarantee_{resource}") for resource in RESOURCES}
+    for field, value in changes.items():
+        setattr(tenant, field, value)
+    tenant.full_clean()
+    _check_queues_fit_tenant(tenant=tenant, previous=previous)
+    check_tenant_guarantees_fit_cluster(tenant=tenant, previous=previous, lock=lock)
 
 
 def tenant_locked(pk: int) -> Tenant:
@@ -144,9 +158,12 @@ def _check_queues_fit_tenant(*, tenant: Tenant, previous: dict[str, int]) -> Non
         raise ValidationError(errors)
 
 
-def check_tenant_guarantees_fit_cluster(*, tenant: Tenant, previous: dict[str, int]) -> None:
+def check_tenant_guarantees_fit_cluster(
+    *, tenant: Tenant, previous: dict[str, int], lock: bool = True
+) -> None:
     """All tenants' guarantees together must fit the schedulable nodes (checked for the
-    resources whose guarantee grows, so lowering works on a cluster that has shrunk)."""
+    resources whose guarantee grows, so lowering works on a cluster that has shrunk).
+    ``lock=False`` reads without locking, for a check that saves nothing."""
     from portal.cluster.selectors import node_schedulable_totals
 
     grown = [r for r in RESOURCES if getattr(tenant, f"guarantee_{r}") > previous.get(r, 0)]
@@ -154,12 +171,8 @@ def check_tenant_guarantees_fit_cluster(*, tenant: Tenant, previous: dict[str, i
         return
     # Every tenant row locked, so two concurrent edits cannot both pass the check.
     columns = [f"guarantee_{r}" for r in RESOURCES]
-    others = list(
-        Tenant.objects.select_for_update()
-        .exclude(pk=tenant.pk)
-        .order_by("pk")
-        .values_list("name", *columns)
-    )
+    tenants = Tenant.objects.select_for_update() if lock else Tenant.objects.all()
+    others = list(tenants.exclude(pk=tenant.pk).order_by("pk").values_list("name", *columns))
     capacity = node_schedulable_totals()
     errors: dict[str, str] = {}
     for index, resource in enumerate(RESOURCES):

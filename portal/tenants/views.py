@@ -28,7 +28,7 @@ from .selectors import (
     tenant_quota_summaries,
     tenant_quota_summary,
 )
-from .services import TENANT_EDIT_FORBIDDEN, tenant_update
+from .services import TENANT_EDIT_FORBIDDEN, tenant_update, tenant_update_check
 
 TENANT_SAVED = "Tenant {name} saved."
 DEFAULT_QUEUE_SAVED = "Default queue of {whom}: {queue}."
@@ -148,6 +148,12 @@ class TenantPreviewView(TenantEditView):
         tenant = self._tenant(request, tenant_id)
         form = TenantQuotaForm(request.GET)
         if not form.is_valid():
+            return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
+        try:
+            tenant_update_check(tenant=tenant, **form.cleaned_data)
+        except ValidationError as error:
+            # What Save would refuse, under the same fields: no shares drawn for it.
+            form.add_service_errors(error)
             return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
         rows = tenant_preview(tenant=tenant, changes=form.cleaned_data)
         return JsonResponse({"tenant": tenant.name, "queues": preview_rows_for(request.user, rows)})

@@ -1,7 +1,7 @@
 """Each tenant's share as the cycle computed it, written next to the queues' usage samples.
 
 Under a hierarchical proportion the core reports every tenant as a parent queue
-(``tenant/<name>``) with its deserved share and allocation; a flat conf reports none, and then
+(``tenant <name>``) with its deserved share and allocation; a flat conf reports none, and then
 nothing is written. Kept per tenant and instant so that use can later be split into what was
 within the tenant's share and what was borrowed.
 """

@@ -49,6 +49,15 @@ def _num(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
+def capability_text(name: str, allocated: float, capability: float) -> str:
+    """``at capability 8/8 GPUs``, or ``capped at 8 GPUs with 5 allocated`` while some of it
+    is left: the share has reached the capability, the allocation has not ("at capability
+    5/8" read as a contradiction)."""
+    if allocated >= capability - 0.1:
+        return f"at capability {amount(name, allocated)}/{amount(name, capability)} {unit(name)}"
+    return f"capped at {describe(name, capability)} with {amount(name, allocated)} allocated"
+
+
 def first_short_dimension(need: Resources, have: Resources, req: Resources) -> str | None:
     """The first resource (GPU first) where ``need`` exceeds ``have`` among those ``req`` asks for."""
     names = [n for n in req.names() if req.get(n) > 0]
@@ -74,6 +83,25 @@ def _free_blocks(ssn: Session, task: Task, name: str, size: float) -> tuple[int,
         others = [value for value in free if value < size - 0.1]
         memo[key] = (holding, amount(name, others[0]) if others else "0")
     return memo[key]
+
+
+def free_now(ssn: Session, task: Task, name: str) -> tuple[float, float]:
+    """(the most of ``name`` one node ``task`` may use has free, the free of all of them
+    together): the largest pod of its kind and the most of it that fit now. Memoised like
+    _free_blocks."""
+    key = (ssn.predicate_signature(task), name)
+    memo: dict[tuple[object, str], tuple[float, float]]
+    memo = ssn.cycle_state.get("reasons.free_now", dict)
+    if key not in memo:
+        free = [n.future_idle().get(name) for n in ssn.node_list if ssn.predicate(task, n) is None]
+        memo[key] = (max(free, default=0.0), sum(free))
+    return memo[key]
+
+
+def free_text(name: str, value: float) -> str:
+    """``8 free GPUs``, ``1 free GPU``, ``4 free cpu``."""
+    text = amount(name, value)
+    return f"{text} free {'GPU' if name == GPU and text == '1' else unit(name)}"
 
 
 def explain_unplaced(ssn: Session, job: Job) -> str:
@@ -116,8 +144,7 @@ def explain_unplaced(ssn: Session, job: Job) -> str:
         label = "gang needs" if job.min_available > 1 else "job needs"
         head = f"{label} {needed} {'pod' if needed == 1 else 'pods'} of {describe(name, size)}"
     sentence = (
-        f"{head}; {holding} {noun} {amount(name, size)} free {unit(name)} "
-        f"(largest other free block: {largest})"
+        f"{head}; {holding} {noun} {free_text(name, size)} (largest other free block: {largest})"
     )
     if holding >= needed:
         # Enough blocks of the main resource: another resource is what is short.

@@ -25,7 +25,7 @@ import math
 import time
 from collections import Counter
 
-from scheduler.core.reasons import amount, describe
+from scheduler.core.reasons import amount, describe, free_now
 from scheduler.core.resources import CPU, GPU, MIN_RESOURCE, PODS, Resources
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Node, Queue, Task
@@ -358,10 +358,21 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:  # noqa: PLR0
         text += f"; {frees}"
     else:
         text += f"; it fits once the running pods of {holder} free {describe(name, short)}"
-    fit_now = _largest_fit(name, left)
-    if fit_now:
-        text += f"; a request of at most {fit_now} would fit now"
-    return text
+    return text + _offer(ssn, pending[0], name, left)
+
+
+def _offer(ssn: Session, task: Task, name: str, left: float) -> str:
+    """``; a request of at most 23 GPUs (8 GPUs per pod at most) would fit now``: what fits
+    the quota left and the nodes, or "" (1 GPU left of a share is no offer while no node the
+    job may use has a whole GPU free)."""
+    largest, together = free_now(ssn, task, name)
+    total = min(left, together)
+    fit_now, per_pod = _largest_fit(name, total), _largest_fit(name, largest)
+    if not (fit_now and per_pod):
+        return ""
+    if largest + MIN_RESOURCE < total:
+        fit_now += f" ({per_pod} per pod at most)"
+    return f"; a request of at most {fit_now} would fit now"
 
 
 def _largest_fit(name: str, left: float) -> str | None:

@@ -27,6 +27,20 @@
     });
   }
 
+  // The occupancy map's detail for a tap as well as a hover: a touch screen has no hover.
+  function cellDetail(node) {
+    if (node.dataset.detail) { return; }
+    node.dataset.detail = "1";
+    var out = document.getElementById("occupancy-detail");
+    function show(event) {
+      var point = (event.points || [])[0];
+      if (!point || !out || point.text === undefined || point.text === "") { return; }
+      out.textContent = point.y + " GPU " + point.x + ": " + point.text;
+    }
+    node.on("plotly_click", show);
+    node.on("plotly_hover", show);
+  }
+
   function draw(id, figure) {
     var node = document.getElementById(id);
     if (!node || !figure) { return; }
@@ -65,6 +79,7 @@
     }
     draw("chart-" + chart, payload.figure);
     if (chart === "tenants") { drillDown(document.getElementById("chart-tenants")); }
+    if (chart === "occupancy") { cellDetail(document.getElementById("chart-occupancy")); }
     if (chart === "occupancy" && payload.free_blocks) {
       Object.keys(payload.free_blocks).forEach(function (size) {
         setText("#free-blocks [data-size='" + size + "']", payload.free_blocks[size]);

@@ -1,7 +1,8 @@
 // The job page keeps itself current: every few seconds it asks /jobs/<id>/live/ for the parts
-// that change (state, reason, placement, preemptions) and swaps in each part whose HTML changed,
-// so a button or link the user is on stays put when nothing moved. It stops once the job has
-// ended (X-Job-Final), pauses while the tab is hidden, and says so when it cannot go on.
+// that change (state, reason, placement, the pods to read logs of, restarts, preemptions) and
+// swaps in each part whose HTML changed, so a button or link the user is on stays put when
+// nothing moved. It stops once the job has ended (X-Job-Final), pauses while the tab is
+// hidden, and says so when it cannot go on.
 // Hand-written rather than htmx: one fetch and a swap by id is all the page needs.
 (function () {
   "use strict";
@@ -24,6 +25,17 @@
     }
   }
 
+  // What the user chose or typed in a part (the log's pod and line count) stays chosen when
+  // the part is swapped for a newer one that still offers it.
+  function keepChoices(from, to) {
+    Array.prototype.forEach.call(from.querySelectorAll("select[name], input[name]"), function (field) {
+      var twin = to.querySelector(field.tagName.toLowerCase() + "[name='" + field.name + "']");
+      if (!twin) { return; }
+      if (field.tagName === "SELECT" && !twin.querySelector("option[value='" + CSS.escape(field.value) + "']")) { return; }
+      twin.value = field.value;
+    });
+  }
+
   function swap(html) {
     var status = document.getElementById("job-status");
     var before = status ? status.textContent : "";
@@ -31,7 +43,9 @@
     Array.prototype.forEach.call(parsed.body.children, function (part) {
       var current = part.id && document.getElementById(part.id);
       if (current && current.outerHTML !== part.outerHTML) {
-        current.replaceWith(document.importNode(part, true));
+        var fresh = document.importNode(part, true);
+        keepChoices(current, fresh);
+        current.replaceWith(fresh);
       }
     });
     announce(before);

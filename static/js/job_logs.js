@@ -1,13 +1,14 @@
 // The job page's log view: asks GET /api/v1/jobs/<id>/logs/ (session auth) for the chosen pod
-// and shows its last lines and how it ended. No inline handlers: the CSP allows static scripts.
+// and shows its last lines and how it ended. The form is a live part of the page (job_live.js
+// swaps it in as pods start), so its submit is listened for on the box around it. No inline
+// handlers: the CSP allows static scripts.
 (function () {
   var box = document.getElementById("job-logs");
   if (!box) { return; }
-  var form = box.querySelector("form");
-  if (!form) { return; }
   var out = box.querySelector("pre");
   var outcome = box.querySelector("[data-outcome]");
   function show(url) {
+    out.hidden = false;
     out.textContent = "loading...";
     fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
       .then(function (response) { return response.json().then(function (body) { return [response.ok, body]; }); })
@@ -25,7 +26,13 @@
       })
       .catch(function () { out.textContent = "the log could not be fetched"; });
   }
-  form.addEventListener("submit", function (event) {
+  // A pod list arriving where there was none: the log box shows what to do.
+  new MutationObserver(function () {
+    if (box.querySelector("form")) { out.hidden = false; }
+  }).observe(box, { childList: true, subtree: true });
+  box.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!form || form.tagName !== "FORM") { return; }
     event.preventDefault();
     var params = new URLSearchParams(new FormData(form));
     show(form.getAttribute("action") + "?" + params.toString());

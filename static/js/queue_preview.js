@@ -71,6 +71,32 @@
     decorate();
   }
 
+  /* The phone's line under the form: the edited row's deserved GPUs now and after. */
+  var summary = document.querySelector("#preview-summary span");
+  function summarize(refused) {
+    if (!summary) { return; }
+    var row = table.querySelector("tr.is-self");
+    if (refused || !row) {
+      summary.textContent = refused ? "Save would refuse these values; see the fields marked." : "";
+      return;
+    }
+    var cells = row.cells;
+    var now = cells[4].textContent;
+    var after = cells[5].textContent.split(" ")[0];
+    summary.textContent = row.dataset.name + " deserves " + now + " GPUs now" +
+      (after === now ? ", the same after the change" : ", " + after + " after the change");
+  }
+  summarize(false);
+
+  /* The After column of values Save would refuse would show a state that cannot be: it
+     reads a dash until the values are valid again. */
+  function withdraw() {
+    Array.prototype.forEach.call(table.querySelectorAll("td.after"), function (td) {
+      td.classList.remove("preview-cell-up", "preview-cell-down");
+      td.textContent = "–";
+    });
+  }
+
   /* The preview view's form errors, under their fields as the Save would show them, so
      "fix the highlighted values" points at something; cleared once the values are valid. */
   function showErrors(errors) {
@@ -79,10 +105,14 @@
       if (field) { field.classList.remove("has-error"); }
       node.remove();
     });
+    var unplaced = [];
     Object.keys(errors).forEach(function (name) {
       var input = form.elements[name];
       var field = input && input.closest && input.closest(".field");
-      if (!field) { return; }
+      if (!field) {
+        errors[name].forEach(function (error) { unplaced.push(error.message); });
+        return;
+      }
       field.classList.add("has-error");
       errors[name].forEach(function (error) {
         var node = document.createElement("div");
@@ -91,6 +121,7 @@
         field.appendChild(node);
       });
     });
+    return unplaced;
   }
 
   function refresh() {
@@ -102,9 +133,16 @@
       .then(function (response) { return response.json().then(function (data) { return [response.ok, data]; }); })
       .then(function (result) {
         if (mine !== sequence) { return; }
-        showErrors(result[0] ? {} : result[1].errors || {});
-        if (!result[0]) { status.textContent = "fix the highlighted values to preview"; return; }
+        var unplaced = showErrors(result[0] ? {} : result[1].errors || {});
+        if (!result[0]) {
+          // Save would refuse these values: no shares are drawn for them.
+          withdraw();
+          summarize(true);
+          status.textContent = unplaced.length ? unplaced.join(" ") : "fix the highlighted values to preview";
+          return;
+        }
         render(result[1].queues);
+        summarize(false);
         status.textContent = "preview updated " + window.Portal.utcTime();
       })
       .catch(function () { status.textContent = "preview unavailable"; });

@@ -8,10 +8,12 @@ pytestmark = needs_chromium
 
 
 def test_the_job_page_follows_the_job_without_a_reload(demo, open_as, monkeypatch):
+    from portal.cluster.models import Node, Placement
     from portal.jobs.models import Job
     from portal.jobs.services import job_submit
     from portal.queues.models import Queue
     from tests.browser.conftest import run_cycle
+    from tests.factories import PlacementFactory
 
     # The submission's own cycle waits: the page is open before the scheduler places the job.
     monkeypatch.setattr("portal.jobs.services.cycle_kick", lambda: None)
@@ -26,12 +28,31 @@ def test_the_job_page_follows_the_job_without_a_reload(demo, open_as, monkeypatc
     assert page.inner_text("#job-status") == "Waiting"
     assert "waiting for the next scheduling cycle" in page.inner_text("#pending-reason")
     assert "Not placed yet" in page.inner_text("#placements")
+    assert "its pods appear here as they start" in page.inner_text("#no-logs")
 
     run_cycle()
     page.wait_for_function(
         "() => /gpu-worker-\\d/.test(document.getElementById('placements').innerText)"
     )
     assert page.inner_text("#job-status") in ("Admitted", "Running")
+    # The logs follow too: the pod is there to choose, and its log is read, without a reload.
+    page.wait_for_selector("#job-log-choice select[name=pod]")
+    assert page.locator("#no-logs").count() == 0
+    page.click("#log-form button[type=submit]")
+    page.wait_for_function(
+        "() => document.querySelector('#job-logs pre').innerText.includes('[simulated] pod')"
+    )
+    # Another pod of the job turns up (listed first, the latest): the pod chosen and the line
+    # count typed stay as they were when the list is swapped in.
+    chosen = page.input_value("#log-form select[name=pod]")
+    page.fill("#log-form input[name=tail]", "50")
+    PlacementFactory(
+        task=job.tasks.get(), node=Node.objects.first(), pod_name="gp-later-0",
+        state=Placement.State.DELETED,
+    )  # fmt: skip
+    page.wait_for_selector("#log-form option[value='gp-later-0']", state="attached")
+    assert page.input_value("#log-form select[name=pod]") == chosen
+    assert page.input_value("#log-form input[name=tail]") == "50"
     announced = page.text_content("#live-announce")
     assert announced in ("Job state: Admitted", "Job state: Running")
     assert page.locator("#pending-reason").count() == 0
@@ -81,7 +102,16 @@ def test_the_job_list_is_a_stack_of_cards_on_a_phone(demo, open_as):
     status = card.locator("td[data-label='Status']")
     assert status.inner_text() == "Never runnable"
     assert status.evaluate("td => getComputedStyle(td, '::before').content") == '"Status"'
-    assert page.evaluate("document.querySelector('header.topbar').offsetHeight") <= 130
+    # A long reason is three lines of the card (the job's page has all of it).
+    reason = card.locator("td[data-label='Reason'] .reason-text")
+    lines = reason.evaluate(
+        "s => s.getBoundingClientRect().height / parseFloat(getComputedStyle(s).lineHeight)"
+    )
+    assert lines <= 3.05
+    assert reason.evaluate("s => s.scrollHeight > s.clientHeight")  # this one is cut
+    assert card.bounding_box()["height"] <= 230
+    # Brand and account, then the links in as few rows as fit: every link in sight.
+    assert page.evaluate("document.querySelector('header.topbar').offsetHeight") <= 140
 
 
 def test_added_roles_get_names_of_their_own_and_the_form_submits(demo, open_as):
@@ -136,3 +166,28 @@ def test_the_submit_and_upload_pages_fit_a_phone(demo, open_as):
     for path, ready in (("/jobs/new/", "#job-submit"), ("/jobs/upload/", "#job-upload")):
         page = open_as("researcher", path, ready, viewport=PHONE)
         assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1
+
+
+def test_a_gpu_memory_job_says_what_it_asked_on_its_page_and_in_the_list(demo, open_as):
+    """10 GiB of GPU memory is a quarter of the demo's smallest card (40 GiB), as the
+    scheduler counts it: never "0 GPUs" with the 10 GiB shown nowhere."""
+    from portal.jobs.models import Job
+    from portal.jobs.services import job_submit
+    from portal.queues.models import Queue
+
+    job = job_submit(
+        submitter=Job.objects.get(name="tokenizer-eval").submitter,
+        queue=Queue.objects.get(name="nlp-train"),
+        name="embed-small",
+        tasks=[{"name": "server", "replicas": 1, "image": "e:1", "gpu_memory_mib": 10240}],
+    )
+    for viewport in (None, PHONE):
+        page = open_as("researcher", f"/jobs/{job.pk}/", "#placements", viewport=viewport)
+        gpus = page.inner_text("#job-gpus")
+        assert gpus.startswith("0.25 (10 GiB GPU memory)")
+        assert "share of a 40 GiB GPU" in gpus
+        role = page.locator("#roles td[data-label='GPUs']").inner_text()
+        assert role == "0.25 (10 GiB GPU memory)"
+        page.goto(page.url.replace(f"/jobs/{job.pk}/", "/jobs/"))
+        row = page.locator("#jobs tbody tr", has_text="embed-small")
+        assert row.locator("td[data-label='GPUs']").inner_text() == "0.25 (10 GiB GPU memory)"

@@ -54,16 +54,37 @@ def test_the_preview_points_at_the_value_it_cannot_use(demo, open_as):
     # Queue names stay on one line in the preview, dashes and all.
     name = page.locator("#preview tr[data-name='nlp-interactive'] .indent")
     assert name.evaluate("span => span.getClientRects().length") == 1  # one line box
+    saved = page.input_value("#id_guarantee_cpu_millis")
     page.fill("#id_guarantee_cpu_millis", "lots")
     page.wait_for_selector("#preview-status:has-text('fix the highlighted values')")
     cpu = page.locator(".field.has-error", has=page.locator("#id_guarantee_cpu_millis"))
     assert "cores" in cpu.locator(".error").inner_text()
     assert page.locator(".field.has-error").count() == 1
-    page.fill("#id_guarantee_cpu_millis", "2")
+    page.fill("#id_guarantee_cpu_millis", saved)
     page.wait_for_selector("#preview-status:has-text('preview updated')")
     assert page.locator(".field.has-error").count() == 0
     # The time reads as every time the server writes: 24-hour, UTC.
     assert page.inner_text("#preview-status").endswith(" UTC")
+
+
+def test_the_preview_shows_what_save_would_refuse_and_draws_no_shares(demo, open_as):
+    from portal.queues.models import Queue
+
+    queue = Queue.objects.get(name="nlp-train")
+    page = open_as("lead", f"/queues/{queue.pk}/edit/", "#preview")
+    page.fill("#id_capability_gpus", "24")
+    page.fill("#id_guarantee_gpus", "30")
+    page.wait_for_selector("#preview-status:has-text('fix the highlighted values')")
+    gpus = page.locator(".field.has-error", has=page.locator("#id_guarantee_gpus"))
+    assert "may not exceed capability (24 GPUs)" in gpus.locator(".error").inner_text()
+    after = page.locator("#preview td.after").all_inner_texts()
+    assert after
+    assert set(after) == {"–"}
+    assert page.locator("#preview .preview-cell-up, #preview .preview-cell-down").count() == 0
+    page.fill("#id_guarantee_gpus", "0")
+    page.wait_for_selector("#preview-status:has-text('preview updated')")
+    assert page.locator(".field.has-error").count() == 0
+    assert "–" not in page.locator("#preview td.after").all_inner_texts()
 
 
 def test_the_quota_form_has_a_row_per_resource(demo, open_as):
@@ -95,3 +116,35 @@ def test_the_preview_shows_the_change_on_a_phone_without_scrolling(demo, open_as
     assert box[0] <= box[1] + 1
     after = page.locator("#preview tr[data-name='nlp-train'] td.after").bounding_box()
     assert after["x"] + after["width"] <= PHONE["width"]
+
+
+def test_on_a_phone_the_preview_of_the_edited_queue_follows_the_fields(demo, open_as):
+    from portal.queues.models import Queue
+
+    queue = Queue.objects.get(name="nlp-train")
+    page = open_as("lead", f"/queues/{queue.pk}/edit/", "#preview", viewport=PHONE)
+    summary = page.locator("#preview-summary")
+    # The table is far below the fields; the edited queue's line is at the screen's foot.
+    assert page.locator("#preview").bounding_box()["y"] > PHONE["height"]
+    page.fill("#id_capability_gpus", "8")
+    page.wait_for_selector("#preview .preview-cell-down")
+    row = page.locator("#preview tr[data-name='nlp-train'] td")
+    now, after = row.nth(4).inner_text(), row.nth(5).inner_text().split(" ")[0]
+    assert summary.inner_text() == (
+        f"Preview: nlp-train deserves {now} GPUs now, {after} after the change"
+    )
+    page.locator("#id_guarantee_gpus").scroll_into_view_if_needed()
+    box = summary.bounding_box()
+    assert box["y"] + box["height"] <= PHONE["height"] + 1
+    assert box["y"] + box["height"] >= PHONE["height"] - 2  # stuck to the foot
+    page.fill("#id_guarantee_gpus", "30")
+    page.wait_for_selector("#preview-summary:has-text('Save would refuse')")
+    page.screenshot(path="/tmp/probe-phone-summary.png")
+
+
+def test_on_a_desktop_the_preview_is_beside_the_form_without_a_summary(demo, open_as):
+    from portal.queues.models import Queue
+
+    queue = Queue.objects.get(name="nlp-train")
+    page = open_as("lead", f"/queues/{queue.pk}/edit/", "#preview")
+    assert not page.locator("#preview-summary").is_visible()

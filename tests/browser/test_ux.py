@@ -61,7 +61,10 @@ def test_a_fresh_demos_dashboard_tells_its_story(demo, open_as):
 
     # Unlimited capability and fractional shares are explained.
     assert "no cap" in _svg_text(page, "quota")
-    assert "pods take whole GPUs" in page.inner_text("#quota-caption")
+    # The demo runs a GPU sharing stack: "pods take whole GPUs" would not be true.
+    caption = page.inner_text("#quota-caption")
+    assert "pods asking for a share of a GPU (0.25) the rest" in caption
+    assert "pods take whole GPUs" not in caption
     # The occupancy map is as tall as its figure: no empty band under it.
     gap = page.evaluate(
         "(() => { const box = document.getElementById('chart-occupancy');"
@@ -69,7 +72,10 @@ def test_a_fresh_demos_dashboard_tells_its_story(demo, open_as):
         ".getBoundingClientRect().height; })()"
     )
     assert abs(gap) < 10
-    assert page.inner_text("#free-blocks [data-label='8']") == "nodes entirely free (8 GPUs)"
+    for size, words in (("8", "entirely free (8 GPUs)"), ("2", "with 2 to 3 free")):
+        count = page.inner_text(f"#free-blocks [data-size='{size}']")
+        noun = "node" if count == "1" else "nodes"  # "1 node", "0 nodes", "2 nodes"
+        assert page.inner_text(f"#free-blocks [data-label='{size}']") == f"{noun} {words}"
     tops = page.evaluate(
         "Array.from(document.querySelectorAll('#free-blocks .stat'))"
         ".map(stat => Math.round(stat.getBoundingClientRect().top))"
@@ -198,16 +204,23 @@ def test_the_queue_preview_shows_each_queue_in_its_dashboard_colour(demo, open_a
 def test_the_phone_navigation_shows_where_you_are(demo, open_as):
     from tests.browser.chromium import PHONE
 
-    page = open_as("admin", "/", "#my-jobs", viewport=PHONE)
-    assert page.evaluate("document.querySelector('.nav').classList.contains('more-right')")
-    page.goto(page.url + "admin-area/preemptions/")
-    page.wait_for_selector("#preemptions")
-    link = page.locator(".nav a.active").bounding_box()
-    assert link is not None
-    assert link["x"] >= 0
-    assert link["x"] + link["width"] <= PHONE["width"]
+    page = open_as("admin", "/admin-area/preemptions/", "#preemptions", viewport=PHONE)
+    # Every one of an admin's links in sight, in rows: nothing scrolls sideways or fades.
+    nav = page.locator(".nav")
+    assert nav.evaluate("n => n.scrollWidth <= n.clientWidth")
+    assert (
+        nav.evaluate("n => n.classList.contains('more-right') || n.classList.contains('more-left')")
+        is False
+    )
+    links = page.locator(".nav a")
+    assert links.count() == 11
+    for box in (links.nth(i).bounding_box() for i in range(links.count())):
+        assert box is not None
+        assert box["x"] >= 0
+        assert box["x"] + box["width"] <= PHONE["width"]
     assert page.inner_text(".nav a.active") == "Preemptions"
-    assert page.evaluate("document.querySelector('.nav').classList.contains('more-left')")
+    # The rows stay short: the page starts within the first screen's top fifth.
+    assert page.locator("h1").bounding_box()["y"] < PHONE["height"] / 5 + 60
 
 
 def test_the_preemption_history_is_cards_on_a_phone(demo, open_as):
@@ -253,6 +266,7 @@ def test_no_list_hides_columns_sideways_on_a_phone(demo, open_as, live_server):
         f"/tenants/{tenant.pk}/",
         "/api/tokens/",
         "/admin-area/preemptions/",
+        "/admin-area/config/",
         "/cluster/nodes/",
         "/usage/",
         "/usage/?group_by=queue",
@@ -282,3 +296,44 @@ def test_the_quota_charts_names_are_whole_on_a_phone(demo, open_as):
     legend = page.locator("#chart-quota .legend").bounding_box()
     lowest_tick = max(tick.bounding_box()["y"] + tick.bounding_box()["height"] for tick in ticks)
     assert legend["y"] >= lowest_tick - 1  # the legend sits under the names
+
+
+def test_a_job_not_yours_is_a_plain_404_on_a_phone(demo, open_as, live_server):
+    from portal.jobs.models import Job
+    from tests.browser.chromium import PHONE
+
+    theirs = Job.objects.get(name="detr-train")  # vision's; the researcher is in nlp only
+    page = open_as("researcher", "/", "#my-jobs", viewport=PHONE)
+    response = page.goto(f"{live_server.url}/jobs/{theirs.pk}/")
+    assert response.status == 404
+    assert page.inner_text("h1") == "404: no such job"
+    assert "No such job, or not yours to see" in page.inner_text("#not-found")
+    assert page.locator("nav.nav").is_visible()  # the portal's own page, with its links
+    assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1
+
+
+def test_the_occupancy_maps_detail_is_a_tap_away_on_a_phone(demo, browser, live_server):
+    """A touch screen has no hover: a tap on a GPU writes what a hover shows under the map,
+    and no caption asks a phone user to hover."""
+    from tests.browser.chromium import PHONE, log_in
+    from tests.browser.conftest import DEMO_PASSWORD
+
+    context = browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True)
+    try:
+        page = context.new_page()
+        page.set_default_timeout(20000)
+        log_in(page, live_server.url, "admin", DEMO_PASSWORD)
+        page.goto(live_server.url + "/dashboards/")
+        page.wait_for_selector(LOADED)
+        assert "hover a cell" not in page.inner_text("main")
+        page.locator("#chart-occupancy").scroll_into_view_if_needed()  # taps are in view
+        grid = page.locator("#chart-occupancy .nsewdrag").first.bounding_box()
+        nodes = page.evaluate("document.getElementById('chart-occupancy').data[0].y")
+        columns = len(page.evaluate("document.getElementById('chart-occupancy').data[0].x"))
+        # The first node's first GPU: the middle of the grid's top-left cell.
+        page.touchscreen.tap(
+            grid["x"] + grid["width"] / columns / 2, grid["y"] + grid["height"] / len(nodes) / 2
+        )
+        page.wait_for_selector(f"#occupancy-detail:has-text('{nodes[0]} GPU 0: ')")
+    finally:
+        context.close()

@@ -99,7 +99,7 @@ class SimulatedBackend:
                 f"{container.get('image')}, runs {run}"
             )
             for item in container.get("env", []):
-                value = item.get("value") if "value" in item else f"<from {item.get('valueFrom')}>"
+                value = item.get("value") if "value" in item else _reference(item.get("valueFrom"))
                 lines.append(f"[simulated]   {item.get('name')}={value}")
         if pod.started_at is not None:
             lines.append(f"[simulated] running since {pod.started_at:%Y-%m-%dT%H:%M:%SZ}")
@@ -310,3 +310,22 @@ def _observed(
         # As the kubelet words an evicted pod or a terminated container (OOMKilled, ...).
         reason=reason or ("Completed" if phase == "Succeeded" else None),
     )
+
+
+# An env value a pod reads from elsewhere, as Kubernetes names its sources (EnvVarSource).
+_REFERENCE_KINDS = {"configMapKeyRef": "ConfigMap", "secretKeyRef": "Secret"}
+
+
+def _reference(value_from: object) -> str:
+    """Where an env value comes from, in words ("(from ConfigMap gp-7-svc, key hosts)"), not
+    the reference's Python text: the simulation does not resolve it."""
+    if isinstance(value_from, dict):
+        for field, kind in _REFERENCE_KINDS.items():
+            ref = value_from.get(field)
+            if isinstance(ref, dict):
+                return f"(from {kind} {ref.get('name', '?')}, key {ref.get('key', '?')})"
+        if isinstance(field_ref := value_from.get("fieldRef"), dict):
+            return f"(from the pod's field {field_ref.get('fieldPath', '?')})"
+        if isinstance(resource := value_from.get("resourceFieldRef"), dict):
+            return f"(from the container's {resource.get('resource', '?')})"
+    return "(from a reference)"

@@ -36,7 +36,7 @@ from typing import Any
 from scheduler.core.hooks import EventHandler
 from scheduler.core.plugins._quota import QueueAttr, account_job, cluster_total, new_attr
 from scheduler.core.plugins._tree import tree_problem
-from scheduler.core.reasons import describe, first_short_dimension
+from scheduler.core.reasons import capability_text, describe, first_short_dimension
 from scheduler.core.resources import (
     CPU,
     INFINITY,
@@ -386,10 +386,8 @@ class CapacityTree:
         future = _res(_add(node.allocated, _dims(task.resreq)))
         name = first_short_dimension(future, _res(node.real), task.resreq) or "gpu"
         where = "" if blocking == queue.name else f"{blocking}, an ancestor of "
-        return (
-            f"{where}queue {queue.name} at capability {describe(name, node.allocated.get(name, 0))}"
-            f" of {describe(name, node.real.get(name, 0.0))}"
-        )
+        allocated, capability = node.allocated.get(name, 0), node.real.get(name, 0.0)
+        return f"{where}queue {queue.name} {capability_text(name, allocated, capability)}"
 
     def share(self, queue_name: str) -> QueueAttr | None:
         node = self.nodes.get(queue_name)

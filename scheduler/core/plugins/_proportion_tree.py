@@ -45,13 +45,12 @@ from scheduler.core.plugins._quota import (
 from scheduler.core.plugins._tree import children_of, effective_parents, paths
 from scheduler.core.plugins.proportion import (
     _gives,
-    _pair,
     admission_reason,
     borrowing_cap,
     explain_share,
     nominal_share,
 )
-from scheduler.core.reasons import describe, first_short_dimension
+from scheduler.core.reasons import capability_text, describe, first_short_dimension
 from scheduler.core.resources import EMPTY, INFINITY, MIN_RESOURCE, Resources, le_named
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue, Task
@@ -444,8 +443,8 @@ class ProportionTree:
             if capped is not None:
                 name, allocated, capability = capped
                 return (
-                    f"queue {queue.name} is in {node}, at capability "
-                    f"{_pair(name, allocated, capability)}"
+                    f"queue {queue.name} is in {node}, "
+                    f"{capability_text(name, allocated, capability)}"
                 )
         node = self._blocking(queue.name, task.resreq, self._completes(task)) or queue.name
         attr = self.attrs[node]

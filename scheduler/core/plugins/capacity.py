@@ -26,7 +26,7 @@ from scheduler.core.plugins._quota import (
     cluster_total,
     new_attr,
 )
-from scheduler.core.reasons import describe, first_short_dimension
+from scheduler.core.reasons import capability_text, describe, first_short_dimension
 from scheduler.core.resources import (
     CPU,
     GPU,
@@ -198,10 +198,8 @@ class CapacityPlugin:
         attr = self.attrs[queue.name]
         future = attr.allocated.add(task.resreq)
         name = first_short_dimension(future, attr.real_capability, task.resreq) or "gpu"
-        return (
-            f"queue {queue.name} at capability {describe(name, attr.allocated.get(name))} of "
-            f"{describe(name, attr.real_capability.get(name))}"
-        )
+        allocated, capability = attr.allocated.get(name), attr.real_capability.get(name)
+        return f"queue {queue.name} {capability_text(name, allocated, capability)}"
 
     def share(self, queue_name: str) -> QueueAttr | None:
         if self.tree is not None:

@@ -32,7 +32,7 @@ from scheduler.core.plugins._quota import (
     cluster_total,
     new_attr,
 )
-from scheduler.core.reasons import describe, first_short_dimension
+from scheduler.core.reasons import capability_text, describe, first_short_dimension
 from scheduler.core.resources import INFINITY, Resources, le_named
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue, Task
@@ -307,7 +307,7 @@ def explain_share(
         return None
     capability = info.capability.get(name)
     if deserved >= capability - 0.1:
-        return f"queue {info.name} at capability {_pair(name, allocated, capability)}"
+        return f"queue {info.name} {capability_text(name, allocated, capability)}"
     limit = info.borrowing_limit.get(name)
     if limit != INFINITY and cap is not None and deserved >= cap.get(name) - 0.1:
         return (
@@ -319,12 +319,6 @@ def explain_share(
         f"queue {info.name} deserves {describe(name, deserved)} and has "
         f"{describe(name, allocated)} allocated"
     )
-
-
-def _pair(name: str, used: float, cap: float) -> str:
-    from scheduler.core.reasons import amount, unit
-
-    return f"{amount(name, used)}/{amount(name, cap)} {unit(name)}"
 
 
 def _gives(allocated: Resources, deserved: Resources) -> bool:

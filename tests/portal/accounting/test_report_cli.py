@@ -31,10 +31,23 @@ def test_report_prints_a_month_per_queue_with_its_total(gpuq):
         "QUEUE", "TENANT", "GPU-HOURS", "WITHIN", "BORROWED", "LOST", "CPU-CORE-HOURS",
     ]  # fmt: skip
     assert [row.split() for row in rows] == [
-        ["nlp-train", "nlp", "15", "10", "5", "2", "40"],
-        ["nlp-dev", "nlp", "4", "1", "3", "0", "0"],
-        ["total", "19", "11", "8", "2", "40"],
+        ["nlp-train", "nlp", "15.0", "10.0", "5.0", "2.0", "40.0"],
+        ["nlp-dev", "nlp", "4.0", "1.0", "3.0", "0.0", "0.0"],
+        ["total", "19.0", "11.0", "8.0", "2.0", "40.0"],
     ]
+
+
+@pytest.mark.parametrize("group_by", ["user", "tenant"])
+def test_report_per_user_or_tenant_has_no_tenant_column(gpuq, group_by):
+    """A user's use spans tenants and a tenant's row is its own name: no empty column."""
+    code, out, _ = gpuq("report", "--group-by", group_by, "--month", "2026-11")
+
+    assert code == 0
+    _, header, *rows = out.splitlines()
+    assert header.split() == [
+        group_by.upper(), "GPU-HOURS", "WITHIN", "BORROWED", "LOST", "CPU-CORE-HOURS",
+    ]  # fmt: skip
+    assert all(len(row.split()) == 6 for row in rows), rows
 
 
 def test_report_json_and_a_bad_month(gpuq):

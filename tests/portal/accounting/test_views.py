@@ -52,3 +52,28 @@ def test_the_current_month_by_default_and_a_future_month_is_refused(staff_client
     assert response.status_code == HTTPStatus.BAD_REQUEST
     assert "2027-02 has not started yet" in response.content.decode()
     assert response.context["rows"] == []
+
+
+def test_every_figure_has_one_decimal(staff_client, nlp_queue):
+    """30.55, 34.404 and 0.0 side by side read as three precisions: the page shows tenths (the
+    CSV and the API keep the thousandths)."""
+    import re
+
+    from portal.accounting.models import LedgerEntry
+    from tests.factories import UserFactory
+    from tests.portal.accounting.conftest import HOUR, NOVEMBER
+
+    LedgerEntry.objects.create(
+        month=NOVEMBER,
+        tenant=nlp_queue.tenant,
+        queue=nlp_queue,
+        user=UserFactory(username="carol"),
+        gpu_milli_seconds_within=int(0.404 * HOUR),
+        gpu_milli_seconds_borrowed=int(0.55 * HOUR),
+    )
+    page = staff_client.get(URL, {"month": "2026-11"}).content.decode()
+    figures = re.findall(r'class="num[^"]*" data-label="[^"]+">([^<]*)<', page)
+    assert figures
+    assert [f for f in figures if not re.fullmatch(r"\d+\.\d", f)] == []
+    # nlp: 5 + 3 + 0.55 GPU-hours borrowed
+    assert '<td class="num" data-label="GPU-h borrowed">8.6</td>' in page

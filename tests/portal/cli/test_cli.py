@@ -87,7 +87,7 @@ def test_submit_from_flags_then_list_why_and_cancel(gpuq, nlp_queue, cluster):
     queue_orders_record(orders={nlp_queue.pk: [job.pk]}, at=job.submitted_at)  # as a cycle
     code, out, _ = gpuq("why", str(job.pk))
     assert code == 0
-    assert "position 1 in queue nlp-train: 0 job(s) ahead" in out
+    assert "position 1 in queue nlp-train: next in line" in out
 
     code, out, _ = gpuq("--json", "cancel", str(job.pk))
     assert code == 0
@@ -141,10 +141,24 @@ def test_why_counts_hidden_jobs(gpuq, nlp_queue, vision, researcher, lead):
     queue_orders_record(orders={nlp_queue.pk: line}, at=target.submitted_at)
     code, out, _ = gpuq("why", str(target.pk))
     assert code == 0
+    assert "position 3 in queue nlp-train: 2 jobs ahead" in out
     assert "ahead" in out
     assert "16" in out
-    assert "plus 1 job(s) of other tenants ahead" in out
+    assert "plus 1 job of another tenant ahead" in out
+    assert "job(s)" not in out
     assert "secret" not in out
+
+
+def test_jobs_and_show_say_what_gpu_memory_was_asked(gpuq, nlp_queue, cluster, researcher):
+    """As the pages: 10 GiB of an 80 GiB card is 0.125 of it, not "0"."""
+    job = JobFactory(queue=nlp_queue, submitter=researcher, name="embed")
+    JobTaskFactory(job=job, name="server", replicas=2, gpus=0, gpu_memory_mib=10240)
+    code, out, _ = gpuq("jobs")
+    assert code == 0
+    (row,) = out.splitlines()[1:]
+    assert "0.25 (20 GiB GPU memory)" in row
+    code, out, _ = gpuq("show", str(job.pk))
+    assert "0.125 (10 GiB GPU memory)" in out.splitlines()[2]  # the server's row
 
 
 def test_tenants_show_quota_and_use(gpuq, nlp, nlp_queue, vision_queue):

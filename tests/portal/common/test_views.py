@@ -71,3 +71,41 @@ def test_staff_home_lists_all_tenants_and_admin_pages(staff_client, nlp_queue, v
 def test_the_start_page_shows_your_jobs_before_the_queues(researcher_client, nlp_queue):
     page = researcher_client.get(reverse("home")).content.decode()
     assert page.index('id="my-jobs"') < page.index('id="my-queues"')
+
+
+@pytest.mark.parametrize(
+    ("path", "subject"),
+    [("/jobs/999999/", "job"), ("/queues/999999/edit/", "queue"), ("/no-such-page/", "page")],
+)
+def test_a_missing_page_says_what_is_missing_or_not_yours(researcher_client, path, subject):
+    response = researcher_client.get(path)
+    assert response.status_code == HTTPStatus.NOT_FOUND
+    body = response.content.decode()
+    assert f"No such {subject}, or not yours to see" in body
+    assert "URLconf" not in body  # never Django's debug page
+
+
+def test_another_tenants_job_is_the_same_404_as_no_job(researcher_client, vision_queue):
+    theirs = JobFactory(queue=vision_queue)
+    response = researcher_client.get(reverse("jobs:job_detail", args=[theirs.pk]))
+    assert response.status_code == HTTPStatus.NOT_FOUND
+    assert "No such job, or not yours to see" in response.content.decode()
+
+
+def test_the_embedded_demo_runs_without_debug_pages():
+    """portal.settings.local: DEBUG off unless DJANGO_DEBUG says otherwise."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_DEBUG", "DATABASE_URL")}
+    env["DJANGO_SETTINGS_MODULE"] = "portal.settings.local"
+    code = "from django.conf import settings; print(settings.DEBUG)"
+    answer = subprocess.run(  # noqa: S603
+        [sys.executable, "-c", f"import django; django.setup(); {code}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert answer.stdout.strip() == "False"

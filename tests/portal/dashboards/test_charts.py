@@ -89,6 +89,11 @@ def test_quota_bars_encode_meanings_by_shape_and_explain_unlimited_and_fractions
         "so up to 6 by its own share"
     )
     assert deserved["text"][1] == "deserves 1 GPU (3% of 32)"
+    shared = charts.quota_bars(rows, colours=COLOURS, cluster_gpus=32, shares=True)
+    assert shared["data"][3]["text"][0] == (
+        "deserves 6.5 GPUs (20% of 32): a weighted share; pods of whole GPUs get up to 6 by "
+        "its own share, pods with a share of a GPU the rest"
+    )
     notes = figure["layout"]["annotations"]
     assert [(note["x"], note["text"]) for note in notes] == [("a", charts.UNLIMITED_NOTE)]
     for trace in (capability, guarantee, deserved):
@@ -146,6 +151,14 @@ def test_free_block_labels_fit_the_node_size():
     assert on_eight[2] == "nodes with 2 to 3 free"
     assert on_eight[1] == "nodes with 1 free"
     assert charts.free_block_labels(16)[8] == "nodes with 8 or more free"
+    # Under its count: "1 node", "0 nodes", "2 nodes".
+    counted = charts.free_block_labels(8, {8: 1, 4: 0, 2: 1, 1: 2})
+    assert counted == {
+        8: "node entirely free (8 GPUs)",
+        4: "nodes with 4 to 7 free",
+        2: "node with 2 to 3 free",
+        1: "nodes with 1 free",
+    }
 
 
 def test_occupancy_heatmap_rows_nodes_columns_gpu_index():

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.test import override_settings
+from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
 from jobspec import gpushare, volcano
@@ -128,7 +128,7 @@ class TestSubmit:
         )
         task = job.tasks.get()
         assert (task.gpus, task.gpu_milli, task.gpu_memory_mib) == (0, 250, 0)
-        assert job.total_gpus == 0.5  # two replicas of a quarter
+        assert job.gpu_ask.number == 0.5  # two replicas of a quarter
         assert task.gpus_requested == 0.25
 
     def test_gpu_memory_alone(self, researcher, nlp_queue, cluster):
@@ -222,6 +222,36 @@ class TestApi:
         listed = api.get("/api/v1/jobs/").json()["results"][0]
         assert listed["gpus"] == 0.5
 
+    def test_gpu_memory_says_what_was_asked_everywhere(self, api, researcher, nlp_queue, cluster):
+        """10 GiB of GPU memory on the cluster's 40 GiB cards is a quarter of one each, as the
+        scheduler counts it: not "0 GPUs" with the 10 GiB shown nowhere."""
+        NodeFactory(name="small-cards", gpu_memory_mib=40960)
+        response = _post(api, gpu_memory_mib=10240)
+        assert response.status_code == 201, response.json()
+        created = response.json()
+        job_id = created["id"]
+        for data in (created, api.get(f"/api/v1/jobs/{job_id}/").json()):
+            assert (data["gpus"], data["gpu_memory_mib"]) == (0.5, 20480)
+            assert data["gpu_request"] == "0.5 (20 GiB GPU memory)"
+            (task,) = data["tasks"]
+            assert (task["gpus"], task["gpu_memory_mib"]) == (0, 10240)  # as submitted
+            assert task["gpu_request"] == "0.25 (10 GiB GPU memory)"
+        listed = api.get("/api/v1/jobs/").json()["results"][0]
+        assert (listed["gpus"], listed["gpu_request"]) == (0.5, "0.5 (20 GiB GPU memory)")
+
+        client = Client()
+        client.force_login(researcher)
+        page = client.get(f"/jobs/{job_id}/").content.decode()
+        assert '<dd id="job-gpus">0.5 (20 GiB GPU memory)<br>' in page
+        assert "GPU memory counts as its share of a 40 GiB GPU" in page
+        assert '<td data-label="GPUs" class="num">0.25 (10 GiB GPU memory)</td>' in page
+        listing = client.get("/jobs/").content.decode()
+        assert '<td data-label="GPUs" class="num">0.5 (20 GiB GPU memory)</td>' in listing
+
+        from portal.jobs.selectors import pending_demand_per_queue
+
+        assert pending_demand_per_queue() == {"nlp-train": 0.5}
+
     def test_whole_gpus_stay_integers(self, api, nlp_queue, cluster):
         response = _post(api, gpus=2)
         assert response.status_code == 201
@@ -232,7 +262,9 @@ class TestApi:
         ("fields", "key", "needle"),
         [
             ({"gpus": 1.5}, "tasks[0].gpus", "more than one GPU"),
-            ({"gpus": -0.5}, "tasks[0].gpus", "greater than or equal to 0"),
+            # The form's words: must not be negative; this asks for -0.5
+            ({"gpus": -0.5}, "tasks[0].gpus", "must not be negative; this asks for -0.5"),
+            ({"gpus": -1}, "tasks[0].gpus", "must not be negative; this asks for -1"),
             ({"gpus": "lots"}, "tasks[0].gpus", "A number of GPUs is required"),
             ({"gpus": True}, "tasks[0].gpus", "A number of GPUs is required"),
             ({"gpus": 0.0001}, "tasks[0].gpus", "at most 3 decimal places"),

@@ -174,6 +174,9 @@ def test_the_position_is_the_schedulers_where_its_job_order_and_the_databases_di
     client.force_login(researcher)
     page = client.get(f"/jobs/{urgent.pk}/").content.decode()
     assert "Position 2 in queue nlp-train: 1 job ahead" in page
+    # One sentence, computed once, for the page, the why endpoint and so the CLI.
+    assert why["position_text"] == "position 2 in queue nlp-train: 1 job ahead"
+    assert first["position_text"] == "position 1 in queue nlp-train: next in line"
 
 
 def test_a_job_no_cycle_has_seen_has_no_position(line, researcher, nlp_queue):

@@ -54,7 +54,7 @@ class TestJobSubmit:
         worker = job.tasks.get(name="worker")
         assert worker.node_selector == {"gpu-model": "H200"}
         assert worker.command == ["python", "train.py"]
-        assert job.total_gpus == 24
+        assert job.gpu_ask.number == 24
 
     def test_optional_task_fields_default(self, researcher, nlp_queue):
         job = job_submit(
@@ -97,6 +97,21 @@ class TestJobSubmit:
         with pytest.raises(ValidationError) as info:
             job_submit(submitter=researcher, queue=nlp_queue, name="x", tasks={"a": 1})
         assert info.value.message_dict == {"tasks": [services.JOB_SUBMIT_TASKS_NOT_A_LIST]}
+
+    def test_one_problem_one_message(self, researcher, nlp_queue):
+        """A 10,000-character name is too long (not also "not a DNS label"); a role's
+        negative replicas are its own error, not the gang size's too."""
+        with pytest.raises(ValidationError) as info:
+            job_submit(
+                submitter=researcher,
+                queue=nlp_queue,
+                name="x" * 10000,
+                tasks=[task(replicas=-1)],
+            )
+        assert info.value.message_dict == {
+            "name": ["Ensure this value has at most 63 characters (it has 10000)."],
+            "tasks[0].replicas": ["Ensure this value is greater than or equal to 1."],
+        }
 
     def test_field_errors_carry_task_paths(self, researcher, nlp_queue):
         with pytest.raises(ValidationError) as info:

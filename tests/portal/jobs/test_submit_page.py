@@ -37,3 +37,18 @@ def test_the_only_role_has_no_remove_box(researcher_client, nlp_queue):
     data |= {"tasks-1-image": "t:1", "tasks-1-gpus": "1"}
     page = researcher_client.post(reverse("jobs:job_submit"), data).content.decode()
     assert page.count('<div class="role-remove">') == 3  # two roles and the template
+
+
+@pytest.mark.parametrize("queue", ["theirs", "closed", "999999", "abc"])
+def test_a_queue_not_on_the_list_says_why(researcher_client, nlp, nlp_queue, vision_queue, queue):
+    """Another tenant's, a closed, an unknown or a malformed queue: not Django's "Select a
+    valid choice"."""
+    from portal.jobs.forms import QUEUE_NOT_OFFERED
+    from portal.queues.models import Queue
+    from tests.factories import QueueFactory
+    from tests.portal.common.pages import job_form_data
+
+    closed = QueueFactory(tenant=nlp, name="nlp-old", state=Queue.State.CLOSED)
+    value = {"theirs": vision_queue.pk, "closed": closed.pk}.get(queue, queue)
+    response = researcher_client.post(reverse("jobs:job_submit"), job_form_data(value))
+    assert response.context["form"].errors["queue"] == [QUEUE_NOT_OFFERED]

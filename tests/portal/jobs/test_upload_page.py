@@ -55,9 +55,39 @@ def test_pasted_yaml_errors_name_the_paste_box(researcher_client, nlp_queue):
     assert "not valid YAML" in response.context["form"].errors["text"][0]
     response = researcher_client.post(UPLOAD, {"text": "- just\n- a list\n"})
     assert response.context["form"].errors["text"] == [
-        "document 1 is not a mapping: each must be a Kubernetes object"
+        "document 1 of the pasted text is not a mapping: each must be a Kubernetes object"
+    ]
+    upload = SimpleUploadedFile("job.yaml", b"- just\n- a list\n")
+    response = researcher_client.post(UPLOAD, {"manifest": upload})
+    assert response.context["form"].errors["manifest"] == [
+        "document 1 of the file is not a mapping: each must be a Kubernetes object"
     ]
     assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        (b"a: [unclosed", "not valid YAML"),  # the form refuses it
+        (b"apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nspec: {}\n", "spec.queue"),
+    ],
+)
+def test_a_failed_upload_keeps_the_files_yaml_in_the_paste_box(
+    researcher_client, nlp_queue, content, error
+):
+    """A browser never refills a file field: the file's text comes back in the paste box, to
+    be fixed there, rather than the file chosen again."""
+    upload = SimpleUploadedFile("job.yaml", content)
+    response = researcher_client.post(UPLOAD, {"manifest": upload})
+    assert response.status_code == HTTPStatus.OK
+    page = response.content.decode()
+    assert error in page
+    assert response.context["form"]["text"].value() == content.decode()
+    assert 'id="upload-kept"' in page
+    # Sent back as it is, from the paste box, it meets the same check, not "not both".
+    response = researcher_client.post(UPLOAD, {"text": content.decode()})
+    assert error in response.content.decode()
+    assert 'id="upload-kept"' not in response.content.decode()
 
 
 def test_a_file_or_a_paste_not_none_and_not_both(researcher_client, nlp_queue):

@@ -81,11 +81,14 @@ def test_job_logs_offer_a_pod_only_once_there_is_one(researcher_client, nlp_queu
     url = reverse("jobs:job_detail", args=[job.pk])
     body = researcher_client.get(url).content.decode()
     assert 'id="no-logs"' in body
-    assert "Show log" not in body
+    assert 'id="log-form"' not in body
     PlacementFactory(task=task, pod_name="bert-1-master-0")
     body = researcher_client.get(url).content.decode()
     assert 'id="no-logs"' not in body
     assert '<option value="bert-1-master-0">' in body
+    # The live part the page swaps in offers the pod too, so no reload is needed.
+    live = researcher_client.get(reverse("jobs:job_live", args=[job.pk])).content.decode()
+    assert '<option value="bert-1-master-0">' in live
 
 
 def test_job_detail_other_tenant_is_404(researcher_client, vision_queue):

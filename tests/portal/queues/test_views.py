@@ -182,6 +182,33 @@ def test_preview_json_invalid_input_is_400(lead_client, nlp_queue, cluster):
     assert "weight" in response.json()["errors"]
 
 
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        # Above its own capability, and (the nlp tenant guarantees 0) above its tenant's.
+        ({"guarantee_gpus": "30", "capability_gpus": "24"}, "may not exceed capability (24"),
+        ({"guarantee_gpus": "6"}, "nlp's queues would guarantee 6 GPUs"),
+    ],
+)
+def test_the_preview_shows_what_save_would_refuse_and_no_shares(
+    lead_client, nlp_queue, cluster, overrides, message
+):
+    url = reverse("queues:queue_preview", args=[nlp_queue.pk])
+    response = lead_client.get(url, _form(nlp_queue, **overrides))
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    body = response.json()
+    assert "queues" not in body
+    (error,) = body["errors"]["guarantee_gpus"]
+    assert message in error["message"]
+    # The same words as Save's, under the same field.
+    saved = lead_client.post(
+        reverse("queues:queue_edit", args=[nlp_queue.pk]), _form(nlp_queue, **overrides)
+    )
+    assert saved.context["form"].errors["guarantee_gpus"] == [error["message"]]
+    nlp_queue.refresh_from_db()
+    assert nlp_queue.guarantee_gpus == 0
+
+
 def test_preview_json_refused_like_the_edit_page(
     researcher_client, lead_client, nlp_queue, vision_queue
 ):

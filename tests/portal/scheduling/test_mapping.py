@@ -11,6 +11,7 @@ from portal.queues import preview as preview_module
 from portal.queues.models import Queue
 from portal.queues.preview import current_demand, queue_preview, tenant_preview
 from portal.scheduling.mapping import capacity_nodes, device_memory_mib
+from portal.tenants.quota import tenant_node_name
 from scheduler.adapters.snapshot import snapshot_build
 from scheduler.core.config import DEFAULT_CONF_TEXT
 from scheduler.core.cycle import run_cycle
@@ -131,7 +132,7 @@ def test_a_tenant_without_queues_is_shown_but_not_sent_to_the_core(world, nlp, m
     )
     rows = {row.name: row for row in shown}
     _assert_same_cluster(snapshots[0], cycle)
-    assert "tenant/quiet" not in {q.name for q in snapshots[0].queues}
+    assert "tenant quiet" not in {q.name for q in snapshots[0].queues}
     quiet = rows["quiet"]
     assert (quiet.guarantee_gpus, quiet.deserved_now, quiet.deserved_after) == (2, 0.0, 0.0)
     assert rows["nlp"].edited
@@ -158,7 +159,7 @@ def test_the_preview_shows_the_shares_the_cycle_computes(world, nlp_queue, visio
     rows = queue_preview(queue=nlp_queue, changes={})
     assert rows
     for row in rows:
-        node = f"tenant/{row.name}" if row.kind == "tenant" else row.name
+        node = tenant_node_name(row.name) if row.kind == "tenant" else row.name
         expected = float(cycle[node].deserved.get("gpu")) if node in cycle else 0.0
         assert row.deserved_now == pytest.approx(expected), node
         assert row.deserved_after == row.deserved_now

@@ -130,6 +130,38 @@ def test_preview_refuses_a_bad_value_with_400(staff_client, nlp):
     assert "weight" in response.json()["errors"]
 
 
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"guarantee_gpus": 6, "capability_gpus": 2}, "may not exceed capability (2"),
+        # Its queue guarantees 4: the tenant may not guarantee less.
+        ({"guarantee_gpus": 3}, "is below the sum of nlp's queue guarantees"),
+        # The cluster has 32 GPUs and vision guarantees 16.
+        ({"guarantee_gpus": 20}, "the tenants' guarantees would be 36 GPUs"),
+    ],
+)
+def test_the_preview_shows_what_save_would_refuse_and_no_shares(
+    staff_client, nlp, vision, nlp_queue, cluster, overrides, message
+):
+    _quota(nlp, guarantee_gpus=8)
+    _quota(vision, guarantee_gpus=16)
+    nlp_queue.guarantee_gpus = 4
+    nlp_queue.save()
+    url = reverse("tenants:tenant_preview", args=[nlp.pk])
+    response = staff_client.get(url, tenant_form_data(nlp, **overrides))
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    body = response.json()
+    assert "queues" not in body
+    (error,) = body["errors"]["guarantee_gpus"]
+    assert message in error["message"]
+    saved = staff_client.post(
+        reverse("tenants:tenant_edit", args=[nlp.pk]), tenant_form_data(nlp, **overrides)
+    )
+    assert saved.context["form"].errors["guarantee_gpus"] == [error["message"]]
+    nlp.refresh_from_db()
+    assert nlp.guarantee_gpus == 8
+
+
 def test_queue_edit_page_shows_the_tenants_quota(lead_client, nlp, nlp_queue, cluster):
     _quota(nlp, guarantee_gpus=12, capability_gpus=20)
     page = lead_client.get(reverse("queues:queue_edit", args=[nlp_queue.pk])).content.decode()

@@ -119,9 +119,10 @@ def test_a_cycle_persists_the_kind_and_that_rescheduling_ran(nlp):
     waits.refresh_from_db()
     assert waits.pending_kind == Job.PendingKind.WAITS
     assert waits.pending_reason == (
-        "job needs 24 GPUs (3 pods x 8); queue nlp-train at capability 1/24 GPUs; 24 GPUs "
+        "job needs 24 GPUs (3 pods x 8); queue nlp-train capped at 24 GPUs with 1 allocated; 24 GPUs "
         "needed at once > 23 left of its capability (24 - 1 allocated): 1 GPU short; it fits "
-        "once the running pods of its queue free 1 GPU; a request of at most 23 GPUs would fit now"
+        "once the running pods of its queue free 1 GPU; a request of at most 23 GPUs (8 GPUs per "
+        "pod at most) would fit now"
     )
     later = scheduling_cycle_run(backend=backend, now=lambda: NOW + timedelta(seconds=5))
     assert not CycleRun.objects.get(pk=later.pk).rescheduling_ran  # 5 s < the 5 min interval

@@ -221,3 +221,53 @@ def test_integrity_error_is_what_the_racing_insert_raises(backend):
     backend.create_pods([desired(1)])
     with pytest.raises(IntegrityError):
         simulated.rows_insert(SimulatedPod, [backend._new_pod(desired(1))])
+
+
+def test_a_simulated_pods_log_names_env_references_in_words():
+    """A value read from a ConfigMap, a Secret or the pod's fields is said as Kubernetes names
+    it, not as the reference's Python text ("<from {'configMapKeyRef': ...}>")."""
+    SimulatedPod.objects.create(
+        name="gp-7-master-0",
+        namespace=NAMESPACE,
+        node_name="gpu-a",
+        spec={
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "train:1",
+                    "env": [
+                        {"name": "PLAIN", "value": "1"},
+                        {
+                            "name": "VC_MASTER_HOSTS",
+                            "valueFrom": {"configMapKeyRef": {"name": "gp-7-svc", "key": "hosts"}},
+                        },
+                        {
+                            "name": "TOKEN",
+                            "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}},
+                        },
+                        {
+                            "name": "POD_IP",
+                            "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},
+                        },
+                        {"name": "ODD", "valueFrom": {"unknownRef": {}}},
+                    ],
+                }
+            ]
+        },
+    )
+    lines = (
+        SimulatedBackend(default_run_seconds=600, now=lambda: NOW)
+        .pod_log("gp-7-master-0", NAMESPACE, tail=50)
+        .lines
+    )
+    env = [
+        line.removeprefix("[simulated]   ") for line in lines if line.startswith("[simulated]   ")
+    ]
+    assert env == [
+        "PLAIN=1",
+        "VC_MASTER_HOSTS=(from ConfigMap gp-7-svc, key hosts)",
+        "TOKEN=(from Secret creds, key token)",
+        "POD_IP=(from the pod's field status.podIP)",
+        "ODD=(from a reference)",
+    ]
+    assert "{" not in "\n".join(lines)

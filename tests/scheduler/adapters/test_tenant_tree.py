@@ -46,9 +46,9 @@ def test_the_seed_conf_sees_tenants_as_parent_queues(nlp, vision, nlp_queue, vis
 
     queues = {q.name: q for q in snapshot_build(now=NOW).snapshot.queues}
 
-    assert queues["nlp-train"].parent == "tenant/nlp"
-    assert queues["vision-train"].parent == "tenant/vision"
-    tenant = queues["tenant/nlp"]
+    assert queues["nlp-train"].parent == "tenant nlp"
+    assert queues["vision-train"].parent == "tenant vision"
+    tenant = queues["tenant nlp"]
     assert (tenant.parent, tenant.weight) == (None, 3)
     assert (tenant.guarantee.get("gpu"), tenant.capability.get("gpu")) == (8, 16)
 
@@ -113,8 +113,8 @@ def test_a_tenant_cap_binds_its_queues_and_its_share_is_recorded(user, nlp, visi
         assert any(
             rule in job.pending_reason
             for rule in (
-                "is in tenant/nlp, at capability 6/6 GPUs;",
-                "; tenant/nlp is capped at 6 GPUs;",
+                "is in tenant nlp, at capability 6/6 GPUs;",
+                "; tenant nlp is capped at 6 GPUs;",
             )
         ), job.pending_reason
     samples = {s.tenant.name: s for s in TenantUsageSample.objects.select_related("tenant")}

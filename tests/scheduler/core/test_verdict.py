@@ -8,7 +8,14 @@ import pytest
 from scheduler.core.config import parse_conf
 from scheduler.core.cycle import run_cycle
 from scheduler.core.types import Snapshot
-from tests.scheduler.core.builders import SEED_TIERS, make_job, make_node, make_queue, make_task
+from tests.scheduler.core.builders import (
+    SEED_TIERS,
+    make_job,
+    make_node,
+    make_queue,
+    make_task,
+    res,
+)
 
 DEMO = [make_node(f"gpu-worker-{i}") for i in range(1, 5)]  # 4 x 8 GPUs
 
@@ -226,3 +233,27 @@ def test_in_the_queue_tree_other_queues_guarantees_do_not_make_never():
         _gang("n", "nlp-dev", 1, 8, 1),
     ]
     assert _run_tree(queues, jobs).pending_kinds.get("n") != "never"
+
+
+@pytest.mark.parametrize(
+    ("others_gpus", "offer"),
+    [
+        (0, "; a request of at most 3 GPUs would fit now"),  # 3 left of the capability
+        (5, "; a request of at most 2 GPUs would fit now"),  # the node has 2 free
+        (7, ""),  # no GPU free on the node: nothing fits now, whatever the quota leaves
+        # Two nodes with 1 GPU free each: 2 GPUs fit, 1 in each pod.
+        (6, "; a request of at most 2 GPUs (1 GPU per pod at most) would fit now"),
+    ],
+)
+def test_what_would_fit_now_fits_the_quota_and_the_nodes(others_gpus, offer):
+    nodes = [make_node("a", used_by_others=res(others_gpus))]
+    if others_gpus == 6:
+        nodes.append(make_node("b", used_by_others=res(7)))
+    running = make_job("mine", "q", [make_task("mine-0", gpu=1, status="Running", node="a")], 0)
+    queues = [make_queue("q", capability={"gpu": 4})]
+    result = _run(nodes, queues, [running, _gang("j", "q", 1, 4, 1)])
+    assert result.pending_kinds["j"] == "waits"
+    reason = result.pending_reasons["j"]
+    assert "4 GPUs needed at once > 3 left of its capability" in reason
+    assert reason.endswith(offer)
+    assert ("would fit now" in reason) == bool(offer)

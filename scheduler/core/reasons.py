@@ -14,6 +14,20 @@ if TYPE_CHECKING:  # type-only: reasons sit below the session and the state
 _GIB = 1024**3
 
 
+ANOTHER_TENANTS_JOB = "a job of another tenant"
+
+
+def job_called(reader: Job, other: Job) -> str:
+    """How a sentence ``reader``'s submitter reads names ``other``: ``job 12`` if it is of the
+    same tenant, else only that it is another tenant's. The portal gives each job its tenant
+    as namespace (portal.scheduling.mapping); reasons and eviction sentences reach the job's
+    submitter and its pods' Events, and tell nothing of other tenants' jobs. Upstream's
+    reasons name no other job at all."""
+    if other.info.namespace == reader.info.namespace:
+        return f"job {other.name}"
+    return ANOTHER_TENANTS_JOB
+
+
 def describe(name: str, value: float) -> str:
     """``8 GPUs``, ``12 cpu``, ``96 GiB memory``, ``3 pods``, ``2 nvidia.com/A100``."""
     if value == math.inf:

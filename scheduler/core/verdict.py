@@ -25,7 +25,7 @@ import math
 import time
 from collections import Counter
 
-from scheduler.core.reasons import amount, describe, free_now
+from scheduler.core.reasons import ANOTHER_TENANTS_JOB, amount, describe, free_now, job_called
 from scheduler.core.resources import CPU, GPU, MIN_RESOURCE, PODS, Resources
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Node, Queue, Task
@@ -354,7 +354,7 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:  # noqa: PLR0
             text += (
                 f"; even with nothing else of {holder} running it needs the {label} {more} higher"
             )
-    elif frees := _queue_frees(ssn, _under(ssn, level), name, short):
+    elif frees := _queue_frees(ssn, job, _under(ssn, level), name, short):
         text += f"; {frees}"
     else:
         text += f"; it fits once the running pods of {holder} free {describe(name, short)}"
@@ -390,7 +390,7 @@ def _under(ssn: Session, level: str) -> frozenset[str]:
     return frozenset(q for q in ssn.queues if level in _path(ssn, q))
 
 
-def _queue_frees(ssn: Session, queues: frozenset[str], name: str, short: float) -> str:
+def _queue_frees(ssn: Session, job: Job, queues: frozenset[str], name: str, short: float) -> str:
     """Running jobs of ``queues`` whose expected ends free ``short`` of ``name``, soonest
     first."""
     holdings = _holdings(ssn, name)
@@ -400,9 +400,23 @@ def _queue_frees(ssn: Session, queues: frozenset[str], name: str, short: float) 
         freed += amount_held
         names.append(other)
         if freed >= short - MIN_RESOURCE:
-            jobs = f"job {names[0]} ends" if len(names) == 1 else f"jobs {', '.join(names)} end"
-            return f"it fits once {jobs} ({_expected(ssn, end)})"
+            return f"it fits once {_jobs_end(ssn, job, names)} ({_expected(ssn, end)})"
     return ""
+
+
+def _called(ssn: Session, job: Job, other: str) -> str:
+    found = ssn.jobs.get(other)
+    return job_called(job, found) if found is not None else ANOTHER_TENANTS_JOB
+
+
+def _jobs_end(ssn: Session, job: Job, names: list[str]) -> str:
+    """``job 12 ends``, ``jobs 12, 14 end``, ``job 12 and 2 jobs of other tenants end``."""
+    own = [name for name in names if _called(ssn, job, name) != ANOTHER_TENANTS_JOB]
+    parts = [f"job {own[0]}" if len(own) == 1 else f"jobs {', '.join(own)}"] if own else []
+    others = len(names) - len(own)
+    if others:
+        parts.append(ANOTHER_TENANTS_JOB if others == 1 else f"{others} jobs of other tenants")
+    return f"{' and '.join(parts)} {'ends' if len(names) == 1 else 'end'}"
 
 
 def _holdings(ssn: Session, name: str) -> dict[str, list[tuple[float, str, float]]]:
@@ -473,9 +487,8 @@ def nodes_conclusion(ssn: Session, job: Job) -> str:
         memo[key] = sorted(set(found))
     for end, host, other in memo[key]:
         if other != job.name:
-            return (
-                f"next to end on a node it may use: job {other} on {host} ({_expected(ssn, end)})"
-            )
+            called = _called(ssn, job, other)
+            return f"next to end on a node it may use: {called} on {host} ({_expected(ssn, end)})"
     return ""
 
 

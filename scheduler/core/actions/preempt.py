@@ -25,6 +25,7 @@ from collections.abc import Callable
 from scheduler.core.actions._queue import PriorityQueue
 from scheduler.core.actions._victims import eviction_units, flatten
 from scheduler.core.actions.allocate import fits_future
+from scheduler.core.reasons import ANOTHER_TENANTS_JOB, job_called
 from scheduler.core.resources import CPU, GPU, GPU_TOLERANCE, MEMORY, MIN_RESOURCE, Resources
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Node, Queue, Task
@@ -223,8 +224,7 @@ def preempt(
                 stmt.evict(
                     victim,
                     "preempt",
-                    f"preempted by {preemptor.name} of higher-priority job {job.name} "
-                    f"in queue {queue.name}",
+                    _preempted_by(ssn, preemptor, job, queue, victim),
                     preemptor,
                 )
         if _fits(ssn, queue, preemptor, node):
@@ -232,6 +232,14 @@ def preempt(
             return True
         stmt.discard(mark)
     return False
+
+
+def _preempted_by(ssn: Session, preemptor: Task, job: Job, queue: Queue, victim: Task) -> str:
+    """The victim's sentence; a preemptor of another tenant is not named (reasons.job_called)."""
+    called = job_called(ssn.jobs[victim.job], job)
+    if called == ANOTHER_TENANTS_JOB:
+        return "preempted by a higher-priority job of another tenant"
+    return f"preempted by {preemptor.name} of higher-priority {called} in queue {queue.name}"
 
 
 def _fits(ssn: Session, queue: Queue, preemptor: Task, node: Node) -> bool:

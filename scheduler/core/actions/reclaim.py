@@ -18,6 +18,7 @@ from scheduler.core.actions._queue import PriorityQueue
 from scheduler.core.actions._victims import eviction_units, flatten
 from scheduler.core.actions.allocate import fits_future
 from scheduler.core.actions.preempt import validate_victims
+from scheduler.core.reasons import ANOTHER_TENANTS_JOB, job_called
 from scheduler.core.resources import GPU, MIN_RESOURCE
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Node, Task
@@ -128,7 +129,7 @@ def execute(ssn: Session) -> None:  # noqa: C901, PLR0912, PLR0915 - upstream re
                     stmt.evict(
                         victim,
                         "reclaim",
-                        _sentence(ssn, task, job.name, queue.name, ssn.jobs[victim.job].queue),
+                        _sentence(ssn, task, job, queue.name, ssn.jobs[victim.job]),
                         task,
                     )
             if not fits_future(task, node) or ssn.predicate(task, node) is not None:
@@ -156,18 +157,25 @@ def _shape_key(ssn: Session, queue: str, task: Task) -> tuple[object, ...]:
     return (queue, task.resreq, ssn.predicate_signature(task))
 
 
-def _sentence(ssn: Session, task: Task, job: str, mine: str, theirs: str) -> str:
+def _sentence(ssn: Session, task: Task, job: Job, mine: str, victim: Job) -> str:
     """Why the victim goes, naming the two queues where their paths part in a hierarchical
-    conf (two tenants, when the queues belong to different ones)."""
-    head = f"reclaimed for {task.name} of job {job}: "
+    conf (two tenants, when the queues belong to different ones). The victim's submitter reads
+    it (its pending reason, its pods' Events): a reclaimer of another tenant is not named,
+    nor is its queue or its side of the tree (reasons.job_called)."""
+    theirs = victim.queue
+    called = job_called(victim, job)
+    own = called != ANOTHER_TENANTS_JOB
+    head = f"reclaimed for {task.name} of {called}: " if own else f"reclaimed for {called}: "
+    mine_text = f"queue {mine}" if own else "its queue"
     if _hierarchical(ssn):
         up, down = _parted(ssn, mine, theirs)
         if up != mine or down != theirs:
+            up_text = up if own else "its side of the queue tree"
             return (
-                f"{head}queue {mine} is in {up}, which is below its deserved share, and queue "
-                f"{theirs} is in {down}, which is above its own"
+                f"{head}{mine_text} is in {up_text}, which is below its deserved share, and "
+                f"queue {theirs} is in {down}, which is above its own"
             )
-    return f"{head}queue {mine} is below its deserved share and queue {theirs} is above its own"
+    return f"{head}{mine_text} is below its deserved share and queue {theirs} is above its own"
 
 
 def _hierarchical(ssn: Session) -> bool:

@@ -257,3 +257,44 @@ def test_what_would_fit_now_fits_the_quota_and_the_nodes(others_gpus, offer):
     assert "4 GPUs needed at once > 3 left of its capability" in reason
     assert reason.endswith(offer)
     assert ("would fit now" in reason) == bool(offer)
+
+
+def test_busy_nodes_name_no_job_of_another_tenant():
+    running = make_job(
+        "r",
+        "other",
+        [
+            make_task(f"r-{i}", gpu=8, status="Running", node=f"gpu-worker-{i + 1}")
+            for i in range(4)
+        ],
+        0,
+        namespace="team-b",
+    )
+    waiting = replace(_gang("j", "q", 1, 8), namespace="team-a")
+    queues = [make_queue("q"), make_queue("other")]
+    result = _run(DEMO, queues, [running, waiting], 0, [("r", 3600.0)])
+    assert result.pending_reasons["j"].endswith(
+        "next to end on a node it may use: a job of another tenant on gpu-worker-1 "
+        "(expected 01:00 UTC)"
+    )
+
+
+def test_a_capability_names_own_jobs_and_counts_other_tenants():
+    # A tree level above two tenants' queues: the jobs that free it are the reader's and
+    # another tenant's; only the reader's is named.
+    mine = make_job(
+        "mine", "q", [make_task("mine-0", gpu=4, status="Running", node="gpu-worker-1")], 0
+    )
+    theirs = make_job(
+        "theirs",
+        "q",
+        [make_task("theirs-0", gpu=4, status="Running", node="gpu-worker-2")],
+        0,
+        namespace="team-b",
+    )
+    queues = [make_queue("q", capability={"gpu": 8})]
+    ends = [("mine", 3600.0), ("theirs", 7200.0)]
+    result = _run(DEMO, queues, [mine, theirs, _gang("j", "q", 1, 8)], 0, ends)
+    assert result.pending_reasons["j"].endswith(
+        "it fits once job mine and a job of another tenant end (expected 02:00 UTC)"
+    ), result.pending_reasons["j"]

@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 from tests.scheduler.core.builders import evicted, make_job, make_node, make_queue, make_task, run
 
 
@@ -88,3 +90,54 @@ def test_preempt_never_evicts_a_pod_for_its_identical_twin():
     ]
     result = run([make_node("n1")], [make_queue("q")], [job], actions="preempt", tiers=tiers)
     assert result.evictions == ()
+
+
+def _reclaim_sentences(reclaimer_namespace):
+    jobs = [replace(job, namespace="alpha-team") for job in _low("alpha", "n1", 8, "a")] + [
+        make_job("b", "beta", [make_task("b0", gpu=2)], 100, namespace=reclaimer_namespace)
+    ]
+    result = run(
+        [make_node("n1")],
+        [make_queue("alpha"), make_queue("beta")],
+        jobs,
+        actions="enqueue, allocate, reclaim",
+    )
+    return {e.reason for e in result.evictions}
+
+
+def test_a_reclaim_names_the_reclaimer_to_its_own_tenant_only():
+    assert _reclaim_sentences("alpha-team") == {
+        "reclaimed for b0 of job b: queue beta is below its deserved share and queue alpha is "
+        "above its own"
+    }
+    # The victim's submitter reads it: another tenant's job, task and queue stay unnamed.
+    assert _reclaim_sentences("beta-team") == {
+        "reclaimed for a job of another tenant: its queue is below its deserved share and "
+        "queue alpha is above its own"
+    }
+
+
+def test_a_preemption_names_the_preemptor_to_its_own_tenant_only():
+    def sentences(namespace):
+        low = make_job(
+            "low",
+            "q",
+            [make_task(f"l{i}", status="Running", node="n1") for i in range(8)],
+            1,
+            priority=1,
+            min_available=1,
+            namespace="team-a",
+        )
+        urgent = make_job(
+            "urgent", "q", [make_task("u0", gpu=2)], 2, priority=100, namespace=namespace
+        )
+        result = run(
+            [make_node("n1")],
+            [make_queue("q")],
+            [low, urgent],
+            actions="enqueue, allocate, preempt",
+        )
+        return {e.reason for e in result.evictions}
+
+    assert sentences("team-a") == {"preempted by u0 of higher-priority job urgent in queue q"}
+    assert sentences("team-b") == {"preempted by a higher-priority job of another tenant"}

@@ -6,9 +6,9 @@ sampled job's estimate is kept until the replay has started it. The error is the
 between its likely start and the replay's first start.
 
 No oracle: the trace's duration of a job that has not finished is never read. A running job's
-end comes from the run times of the jobs that finished before the snapshot (the only history
-the traces have is the queue: ``(queue,)`` keys), given how long it has run; a pending job's
-run time from the same history. The replay itself knows the real durations (it ends jobs at
+end comes from the run times of the jobs that finished before the snapshot and how long the
+running ones have run so far (the only key the traces have is the queue: ``(queue,)``), given
+how long it has run itself; a pending job's run time from the same history. The replay itself knows the real durations (it ends jobs at
 them) but gives this module only the snapshot, the jobs' last starts, and the run time of each
 job once it has finished.
 
@@ -100,12 +100,16 @@ class StartEstimates:
         if not chosen:
             return
         queues = {job.name: job.queue for job in snapshot.jobs}
-        history = RuntimeHistory(self._finished, min_samples=self.min_samples)
+        now = snapshot.now
+        elapsed = {name: now - start for name, start in starts.items()}
+        history = RuntimeHistory(
+            self._finished,
+            [((queues[name],), seconds) for name, seconds in elapsed.items()],
+            min_samples=self.min_samples,
+        )
         ends = {
-            name: history.remaining((queues[name],), elapsed=snapshot.now - start).shifted(
-                snapshot.now
-            )
-            for name, start in starts.items()
+            name: history.remaining((queues[name],), elapsed=seconds).shifted(now)
+            for name, seconds in elapsed.items()
         }
         durations: dict[str, Span] = {
             job.name: history.remaining((job.queue,))
@@ -181,11 +185,12 @@ class StartEstimates:
 
 
 def _accuracy(done: list[tuple[Sample, float]]) -> dict:
-    ours = [abs(s.predicted - actual) for s, actual in done]
-    base = [abs(s.baseline - actual) for s, actual in done]
+    ours = [s.predicted - actual for s, actual in done]
+    base = [s.baseline - actual for s, actual in done]
     ratio = None
-    if ours and percentile(base, 50) > 0:
-        ratio = round(percentile(ours, 50) / percentile(base, 50), 3)
+    ours_abs, base_abs = [abs(v) for v in ours], [abs(v) for v in base]
+    if ours and percentile(base_abs, 50) > 0:
+        ratio = round(percentile(ours_abs, 50) / percentile(base_abs, 50), 3)
     return {
         "estimate": _errors(ours),
         "baseline": _errors(base),
@@ -193,10 +198,19 @@ def _accuracy(done: list[tuple[Sample, float]]) -> dict:
     }
 
 
-def _errors(values: list[float]) -> dict:
-    if not values:
-        return {"median_abs_error_s": None, "p90_abs_error_s": None, "within_30min_share": None}
+def _errors(signed: list[float]) -> dict:
+    """Of predicted - actual: the median and p90 of its size, the share within 30 min, and
+    its median (below 0: too early)."""
+    if not signed:
+        return {
+            "median_abs_error_s": None,
+            "p90_abs_error_s": None,
+            "within_30min_share": None,
+            "median_error_s": None,
+        }
+    values = [abs(v) for v in signed]
     return {
+        "median_error_s": round(percentile(signed, 50), 1),
         "median_abs_error_s": round(percentile(values, 50), 1),
         "p90_abs_error_s": round(percentile(values, 90), 1),
         "within_30min_share": round(sum(v <= WITHIN for v in values) / len(values), 3),

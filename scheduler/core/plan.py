@@ -84,7 +84,7 @@ class PlanLimits:
     horizon: float = DEFAULT_HORIZON
     resolution: float = 60.0
     growth: float = 0.25
-    max_instants: int = 32
+    max_instants: int = 16
 
     def __post_init__(self) -> None:
         for name in ("horizon", "resolution"):
@@ -181,6 +181,7 @@ class _Run:
     starts: dict[str, float]
     until: float
     instants: int
+    last: float = 0.0  # the last instant the core ran at
     # the first instant at which a job whose likely end was unknown had ended (likely run)
     guessed_from: float = math.inf
 
@@ -219,11 +220,10 @@ def _simulate(
     run = _Run(starts={}, until=horizon_end, instants=0)
     while world.waiting and heap and heap[0][0] <= horizon_end:
         if run.instants >= limits.max_instants:
-            run.until = max(run.starts.values(), default=now)
+            run.until = run.last  # jobs started after the last window's ends went unseen
             break
-        first = heap[0][0]
-        window = min(first + max(limits.resolution, limits.growth * (first - now)), horizon_end)
-        at = first
+        window = _window(heap[0][0], now, limits, limits.max_instants - run.instants)
+        at = heap[0][0]
         while heap and heap[0][0] <= window:
             at, name = heapq.heappop(heap)
             world.end(name)
@@ -232,6 +232,7 @@ def _simulate(
         if not world.anything_fits():
             continue
         run.instants += 1
+        run.last = at
         for name in _instant(world, conf, at).started:
             run.starts[name] = at
             span = durations.get(name)
@@ -239,6 +240,18 @@ def _simulate(
                 guessed.add(name)
             heapq.heappush(heap, (at + _value(span, scenario), name))
     return run
+
+
+def _window(first: float, now: float, limits: PlanLimits, left: int) -> float:
+    """The last end the instant after ``first`` takes: within ``resolution`` or ``growth``
+    times the distance from now of ``first``, widened so that ``left`` instants whose windows
+    grow by the same factor reach the horizon (the last one takes every end up to it)."""
+    distance = max(first - now, limits.resolution)
+    reach = (limits.horizon / distance) ** (1 / left) if limits.horizon > distance else 1.0
+    wide = now + distance * reach
+    return min(
+        max(first + limits.resolution, first + limits.growth * distance, wide), now + limits.horizon
+    )
 
 
 def _unknown(span: Span | None) -> bool:

@@ -1,23 +1,27 @@
 """How long a job will run, or how much longer a running one will: a range from the run times
 of the jobs that finished before it.
 
-A history is a list of (key, run time in seconds) of finished jobs. A key is a tuple read from
-its most general part to its most specific: the portal's usage ledger keys a job by
-``(queue, user, image)``, the traces only by ``(queue,)``. A prediction uses the most specific
-prefix of the job's key that holds at least ``min_samples`` run times longer than what the job
-has already run (the empty prefix is every finished job), so a user's own habits count once
-there are enough of them, and a job that has outlived most of its peers is judged by the ones
-that ran longer still. Nothing to go on gives an unknown likely value, never an invented one.
+A history is the (key, run time in seconds) of finished jobs and the (key, seconds run so far)
+of running ones. A key is a tuple read from its most general part to its most specific: the
+portal's usage ledger keys a job by ``(queue, user, image)``, the traces only by ``(queue,)``.
+Run times are estimated as survival data (Kaplan-Meier): a running job counts as one that ran
+at least this long, so the long jobs still running weigh in and the estimate is not biased
+toward the short ones that have already finished.
 
-The range is three quantiles of those run times (by default the 25th, 50th and 75th), less
-what has run already, and bounded by a run-time limit when there is one: the cycle ends a job
-at its limit. Pure: the caller reads the ledger; there is no clock here.
+A prediction uses the most specific prefix of the job's key (the empty prefix is every job)
+with at least ``min_samples`` jobs that ran longer than this one has so far and whose median
+is known, so a user's own habits count once there are enough of them, and a job that has
+outlived most of its peers is judged by the ones that ran longer still. The range is three
+quantiles (by default the 25th, 50th and 75th) of the run time given what has run, less what
+has run, bounded by a run-time limit when there is one (the cycle ends a job at its limit). A
+quantile the data cannot give (the longest jobs still run) is unknown: no likely value, or no
+bound but the limit, never an invented one. Pure: the caller reads the ledger; no clock.
 """
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -63,13 +67,15 @@ class Span:
 
 
 class RuntimeHistory:
-    """Finished jobs' run times indexed by every prefix of their keys."""
+    """Run times of finished jobs, and what running jobs have run so far, indexed by every
+    prefix of their keys."""
 
     __slots__ = ("_by_prefix", "min_samples", "quantiles")
 
     def __init__(
         self,
-        samples: Iterable[tuple[Key, float]],
+        finished: Iterable[tuple[Key, float]],
+        running: Iterable[tuple[Key, float]] = (),
         *,
         min_samples: int = DEFAULT_MIN_SAMPLES,
         quantiles: tuple[float, float, float] = DEFAULT_QUANTILES,
@@ -80,52 +86,75 @@ class RuntimeHistory:
             raise ValueError(f"quantiles: must rise within [0, 1], got {quantiles}")
         self.min_samples = min_samples
         self.quantiles = quantiles
-        by_prefix: dict[Key, list[float]] = {}
-        for key, seconds in samples:
-            if not seconds >= 0 or seconds == math.inf:
-                raise ValueError(f"run time: must be a finite number >= 0, got {seconds}")
-            for size in range(len(key) + 1):
-                by_prefix.setdefault(key[:size], []).append(float(seconds))
-        for values in by_prefix.values():
-            values.sort()
-        self._by_prefix = by_prefix
-
-    def __len__(self) -> int:
-        return len(self._by_prefix.get((), ()))
+        rows: dict[Key, list[tuple[float, bool]]] = {}
+        for name, pairs, ended in (("run time", finished, True), ("elapsed", running, False)):
+            for key, seconds in pairs:
+                if not 0 <= seconds < math.inf:
+                    raise ValueError(f"{name}: must be a finite number >= 0, got {seconds}")
+                for size in range(len(key) + 1):
+                    rows.setdefault(key[:size], []).append((float(seconds), ended))
+        self._by_prefix = {prefix: _Survival(values) for prefix, values in rows.items()}
 
     def remaining(self, key: Key, *, elapsed: float = 0.0, limit: float | None = None) -> Span:
         """Seconds left for a job of ``key`` that has run ``elapsed`` seconds (0: not started),
         within ``limit`` seconds of run time in all when given."""
-        if elapsed < 0:
-            raise ValueError(f"elapsed: must be >= 0, got {elapsed}")
+        if not 0 <= elapsed < math.inf:
+            raise ValueError(f"elapsed: must be a finite number >= 0, got {elapsed}")
         if limit is not None and not limit > 0:
             raise ValueError(f"limit: must be > 0, got {limit}")
         left = math.inf if limit is None else max(limit - elapsed, 0.0)
-        longer = self._longer_than(key, elapsed)
-        if longer is None:
-            return Span.unknown(left)
-        low, likely, high = (min(quantile(longer, q) - elapsed, left) for q in self.quantiles)
-        return Span(max(low, 0.0), max(likely, 0.0), max(high, 0.0))
-
-    def _longer_than(self, key: Key, elapsed: float) -> list[float] | None:
-        """The run times above ``elapsed`` under the most specific prefix of ``key`` with
-        enough of them, or None."""
         for size in range(len(key), -1, -1):
-            values = self._by_prefix.get(key[:size])
-            if values is None:
+            survival = self._by_prefix.get(key[:size])
+            if survival is None or survival.at_risk(elapsed) < self.min_samples:
                 continue
-            above = values[bisect_right(values, elapsed) :]
-            if len(above) >= self.min_samples:
-                return above
-        return None
+            low, likely, high = (survival.quantile_after(elapsed, q) for q in self.quantiles)
+            if likely is None or low is None:
+                continue  # its jobs that ran this long mostly still run: ask a broader key
+            return Span(
+                min(low - elapsed, left),
+                min(likely - elapsed, left),
+                left if high is None else min(high - elapsed, left),
+            )
+        return Span.unknown(left)
 
 
-def quantile(values: list[float], q: float) -> float:
-    """The ``q`` quantile of sorted ``values``, interpolated between neighbours."""
-    position = (len(values) - 1) * q
-    lower = math.floor(position)
-    upper = min(lower + 1, len(values) - 1)
-    return values[lower] + (values[upper] - values[lower]) * (position - lower)
+class _Survival:
+    """Kaplan-Meier estimate of the share of jobs still running after each run time, from
+    finished run times and the censored times of jobs still running (a history of finished
+    jobs alone is too short: the long ones have not finished yet)."""
+
+    __slots__ = ("_observed", "_times", "_falling")
+
+    def __init__(self, rows: list[tuple[float, bool]]):
+        rows.sort()
+        self._observed = [seconds for seconds, _ in rows]
+        self._times: list[float] = []  # distinct run times at which some job finished
+        self._falling: list[float] = []  # minus the share still running after each of them
+        survival, at_risk, index = 1.0, len(rows), 0
+        while index < len(rows):
+            seconds, ended, left = rows[index][0], 0, 0
+            while index < len(rows) and rows[index][0] == seconds:
+                ended += rows[index][1]
+                left += 1
+                index += 1
+            if ended:
+                survival *= 1 - ended / at_risk
+                self._times.append(seconds)
+                self._falling.append(-survival)
+            at_risk -= left
+
+    def at_risk(self, elapsed: float) -> int:
+        """How many jobs ran (or have run so far) longer than ``elapsed``."""
+        return len(self._observed) - bisect_right(self._observed, elapsed)
+
+    def quantile_after(self, elapsed: float, q: float) -> float | None:
+        """The run time by which a share ``q`` of the jobs that outlast ``elapsed`` have
+        finished; None when too many of them still run to say."""
+        first = bisect_right(self._times, elapsed)
+        alive = -self._falling[first - 1] if first else 1.0
+        target = alive * (1 - q) + 1e-12
+        found = bisect_left(self._falling, -target, lo=first)
+        return self._times[found] if found < len(self._times) else None
 
 
-__all__ = ["DEFAULT_QUANTILES", "Key", "RuntimeHistory", "Span", "quantile"]
+__all__ = ["DEFAULT_QUANTILES", "Key", "RuntimeHistory", "Span"]

@@ -262,3 +262,21 @@ def test_every_estimate_is_an_ordered_range_within_the_horizon(seed):
 def test_bad_limits_name_the_field(field, value, message):
     with pytest.raises(ValueError, match=message):
         PlanLimits(**{field: value})
+
+
+def test_with_few_instants_left_windows_widen_to_reach_the_horizon_and_starts_come_late():
+    # Ten ends an hour apart, three instants per run: wider windows, every job still placed
+    # within the horizon, none before the end that freed its node.
+    nodes = [make_node(f"n{i:02d}") for i in range(10)]
+    jobs = [_running(f"a{i:02d}", f"n{i:02d}", created=i) for i in range(10)]
+    jobs += [_gang(f"b{i:02d}", 1, 8, created=10 + i) for i in range(10)]
+    ends = {f"a{i:02d}": Span.exactly(NOW + (i + 1) * HOUR) for i in range(10)}
+    plan = _plan(nodes, jobs, ends=ends, limits=PlanLimits(max_instants=3))
+    exact = _plan(nodes, jobs, ends=ends, limits=PlanLimits(growth=0, max_instants=50))
+    assert plan.until == NOW + 7 * 24 * HOUR
+    assert plan.instants <= 1 + 3 * 3
+    assert [exact.starts[f"b{i:02d}"].likely for i in range(10)] == [
+        NOW + (i + 1) * HOUR for i in range(10)
+    ]
+    for i in range(10):
+        assert plan.starts[f"b{i:02d}"].likely >= NOW + (i + 1) * HOUR

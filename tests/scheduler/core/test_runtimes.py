@@ -1,47 +1,53 @@
-"""Run-time predictions: quantiles of the most specific history with enough samples, of the
-jobs that ran longer than the job has so far, within its run-time limit."""
+"""Run-time predictions: quantiles of the run time (Kaplan-Meier, running jobs as censored)
+under the most specific key with enough jobs that ran longer than this one has so far, within
+its run-time limit."""
 
 import math
 
 import pytest
 
-from scheduler.core.runtimes import RuntimeHistory, Span, quantile
+from scheduler.core.runtimes import RuntimeHistory, Span
 
 
-def _history(**kw):
+def _history(running=(), **kw):
     samples = [(("cv",), float(s)) for s in (100, 200, 300, 400, 500)]
     samples += [(("cv", "ana"), float(s)) for s in (1000, 1100, 1200, 1300, 1400)]
     samples += [(("nlp",), 10_000.0)] * 3
-    return RuntimeHistory(samples, **kw)
+    return RuntimeHistory(samples, running, **kw)
 
 
 def test_the_most_specific_key_with_enough_samples_decides():
     history = _history()
+    # ana's five runs: a quarter had finished by 1100 s, half by 1200, three quarters by 1300
     assert history.remaining(("cv", "ana", "img:1")) == Span(1100, 1200, 1300)
-    # 10 under "cv" in all (five of ana's among them)
-    assert history.remaining(("cv", "bob")) == Span(
-        quantile(sorted([100, 200, 300, 400, 500, 1000, 1100, 1200, 1300, 1400]), 0.25),
-        quantile(sorted([100, 200, 300, 400, 500, 1000, 1100, 1200, 1300, 1400]), 0.5),
-        quantile(sorted([100, 200, 300, 400, 500, 1000, 1100, 1200, 1300, 1400]), 0.75),
-    )
+    # bob has none: the ten runs under "cv"
+    assert history.remaining(("cv", "bob")) == Span(300, 500, 1200)
 
 
 def test_too_few_samples_fall_back_to_the_broader_key():
-    # nlp has 3 samples (< 5): every finished job counts
-    history = _history()
-    everything = sorted([100, 200, 300, 400, 500, 1000, 1100, 1200, 1300, 1400] + [10_000] * 3)
-    assert history.remaining(("nlp",)).likely == quantile(everything, 0.5)
+    # nlp has 3 runs (< 5): all 13 decide; the 7th shortest (1100 s) is where half are done
+    assert _history().remaining(("nlp",)).likely == 1100
 
 
 def test_a_running_job_is_judged_by_the_jobs_that_ran_longer():
-    history = _history()
-    # ana's job has run 1150 s: three of her runs were longer, and still only those three
-    # under "cv" (3 < 5), so every finished job that ran longer decides: those and nlp's
-    span = history.remaining(("cv", "ana"), elapsed=1150)
-    above = [1200.0, 1300.0, 1400.0, 10_000.0, 10_000.0, 10_000.0]
-    assert span == Span(
-        quantile(above, 0.25) - 1150, quantile(above, 0.5) - 1150, quantile(above, 0.75) - 1150
-    )
+    # 1150 s in: three of ana's runs, and still only those under "cv", ran longer (3 < 5), so
+    # all six that did decide: 1200, 1300, 1400 and nlp's three of 10,000 s
+    assert _history().remaining(("cv", "ana"), elapsed=1150) == Span(150, 250, 8850)
+
+
+def test_jobs_still_running_lengthen_what_is_expected():
+    finished = [(("q",), 100.0)] * 5
+    assert RuntimeHistory(finished).remaining(("q",)) == Span(100, 100, 100)
+    # five more have run 1000 s and still run: a quarter of all may run longer than anything
+    # seen finish, so the high end is unknown
+    running = [(("q",), 1000.0)] * 5
+    assert RuntimeHistory(finished, running).remaining(("q",)) == Span(100, 100, math.inf)
+
+
+def test_a_median_hidden_by_jobs_still_running_is_unknown():
+    finished = [(("q",), 100.0)] * 2
+    running = [(("q",), 1000.0)] * 8
+    assert RuntimeHistory(finished, running).remaining(("q",)) == Span(0.0, None, math.inf)
 
 
 def test_a_job_that_outlived_every_sample_has_no_likely_end():
@@ -82,11 +88,16 @@ def test_bad_settings_name_the_field(kwargs, message):
 def test_a_bad_run_time_is_refused(seconds):
     with pytest.raises(ValueError, match="run time: must be a finite number >= 0"):
         RuntimeHistory([(("q",), seconds)])
+    with pytest.raises(ValueError, match="elapsed: must be a finite number >= 0"):
+        RuntimeHistory([], [(("q",), seconds)])
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"elapsed": -1}, "elapsed: must be >= 0"), ({"limit": 0}, "limit: must be > 0")],
+    [
+        ({"elapsed": -1}, "elapsed: must be a finite number >= 0"),
+        ({"limit": 0}, "limit: must be > 0"),
+    ],
 )
 def test_bad_arguments_name_the_field(kwargs, message):
     with pytest.raises(ValueError, match=message):

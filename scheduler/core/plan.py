@@ -84,7 +84,7 @@ class PlanLimits:
     horizon: float = DEFAULT_HORIZON
     resolution: float = 60.0
     growth: float = 0.25
-    max_instants: int = 16
+    max_instants: int = 14
 
     def __post_init__(self) -> None:
         for name in ("horizon", "resolution"):
@@ -197,10 +197,10 @@ def _value(span: Span | None, scenario: Scenario) -> float:
 
 
 def _end_at(span: Span | None, scenario: Scenario, now: float, limits: PlanLimits) -> float:
-    """A running job's end: one already due ends at the first instant after the snapshot."""
-    if span is None:
-        span = Span.unknown().shifted(now)
-    return max(_value(span, scenario), now + limits.resolution)
+    """A running job's end; one already due (overdue, or that may end at once) ends
+    ``resolution`` after the snapshot, the earliest a next cycle would see it gone."""
+    end = _value(span or Span.unknown().shifted(now), scenario)
+    return end if end > now else now + limits.resolution
 
 
 def _simulate(

@@ -18,14 +18,16 @@ was unknown (a job with no estimate anywhere runs until its bound in that run, a
 that follows such an end rests on a guess, so only the range is said); ``latest`` is None when
 the latest run does not start it within reach (``Plan.until``).
 
-Cost. Ends are coalesced: the instant after the snapshot takes every end within
-``resolution`` seconds or ``growth`` times its distance from the snapshot of the first one
-left (whichever is wider), and runs when the last of those has ended: fine near now, coarse
-days ahead, so a job's start may be late by up to that window, never early. An instant where
-no pending pod could fit in the cluster's free resources summed over nodes is skipped without
-running the core (nothing could be placed there). Each run stops after ``max_instants``
-instants; ``Plan.until`` is then the last instant it reached. Every instant builds a session
-from a snapshot, exactly as a cycle does.
+Cost. Ends are coalesced: an instant takes the first end left and every end within
+``resolution`` seconds of it or ``growth`` times its distance from the snapshot, whichever is
+wider, and runs when the last of those has ended: fine near now, coarse days ahead, so a job's
+start may be late by up to that window, never early. Each run has ``max_instants`` instants;
+when ends are dense, windows widen further so that the instants left, growing by one factor,
+reach the horizon (the last takes every end up to it). An instant where no waiting pod could
+fit the cluster's free resources summed over nodes is skipped without running the core
+(nothing could be placed there). So a plan runs the core at most 1 + 3 x ``max_instants``
+times, each time building a session from a snapshot exactly as a cycle does, with the placing
+actions only. Jobs the last instant leaves waiting are "not before ``Plan.until``".
 
 What it cannot know: jobs submitted later (they may take a queue's share or the free room
 first), evictions (preempt and reclaim do not run), jobs cancelled early, nodes coming and
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -161,6 +163,19 @@ def plan_starts(
     until = min(run.until for run in runs.values())
     instants = 1 + sum(run.instants for run in runs.values())
     return Plan(now=now, until=until, starts=estimates, instants=instants)
+
+
+def next_start(plan: Plan, jobs: Iterable[str]) -> StartEstimate | None:
+    """The soonest start among ``jobs`` (a queue's "next start"): by likely start, a job with
+    none after those with one, then by earliest; None when none of them may start."""
+    found = [plan.starts[name] for name in jobs if name in plan.starts]
+    starting = [e for e in found if e.outlook is Outlook.STARTS]
+    if not starting:
+        return None
+    return min(
+        starting,
+        key=lambda e: (e.likely is None, e.likely or 0.0, e.earliest or 0.0, e.latest or math.inf),
+    )
 
 
 def _estimate(name: str, runs: dict[Scenario, _Run]) -> StartEstimate:
@@ -420,5 +435,6 @@ __all__ = [
     "Plan",
     "PlanLimits",
     "StartEstimate",
+    "next_start",
     "plan_starts",
 ]

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from scheduler.core.config import parse_conf
-from scheduler.core.plan import Outlook, PlanLimits, StartEstimate, plan_starts
+from scheduler.core.plan import Outlook, PlanLimits, StartEstimate, next_start, plan_starts
 from scheduler.core.runtimes import Span
 from scheduler.core.types import Snapshot
 from tests.scheduler.core.builders import SEED_TIERS, make_job, make_node, make_queue, make_task
@@ -280,3 +280,22 @@ def test_with_few_instants_left_windows_widen_to_reach_the_horizon_and_starts_co
     ]
     for i in range(10):
         assert plan.starts[f"b{i:02d}"].likely >= NOW + (i + 1) * HOUR
+
+
+def test_a_queues_next_start_is_its_soonest_likely_start():
+    nodes = [make_node("n1"), make_node("n2")]
+    jobs = [
+        _running("a", "n1"),
+        _running("c", "n2"),
+        _gang("b", 1, 8, created=1),
+        _gang("d", 1, 16, created=2),  # never
+    ]
+    ends = {
+        "a": Span.exactly(NOW + 3 * HOUR),
+        "c": Span(NOW + HOUR, NOW + 2 * HOUR, NOW + 5 * HOUR),
+    }
+    plan = _plan(nodes, jobs, ends=ends)
+    assert next_start(plan, ["b", "d"]) == plan.starts["b"]
+    assert plan.starts["b"].likely == NOW + 2 * HOUR
+    assert next_start(plan, ["d"]) is None
+    assert next_start(plan, []) is None

@@ -39,6 +39,7 @@ from scheduler.logs import LogUnavailable, pod_log_read
 
 from . import volcano
 from .access import can_cancel_job
+from .estimates import estimate_fields, job_start_estimate
 from .gpushare import gpus_decimal, gpus_number, milli_asked
 from .limits import host_path_allowed, task_count_check
 from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES, Job
@@ -263,6 +264,16 @@ class JobDetailApi(ApiView):
         finished_at = serializers.DateTimeField(allow_null=True)
         cancelled_at = serializers.DateTimeField(allow_null=True)
         pending_reason_at = serializers.DateTimeField(allow_null=True)
+        estimated_start = serializers.SerializerMethodField(
+            help_text="While the job waits: the likely start of the last plan ahead (null when "
+            "only a range can be said, or none was made)."
+        )
+        estimated_start_range = serializers.SerializerMethodField(
+            help_text='While the job waits: outlook "starts" (between earliest and latest; '
+            'latest null: not bounded within the horizon), "later" (not before until) or '
+            '"never"; the time it was computed and the text the job page shows. Null when '
+            "the job does not wait or no plan has seen it yet."
+        )
         preemption_count = serializers.IntegerField()
         plugins = serializers.DictField(
             child=serializers.ListField(child=serializers.CharField()),
@@ -289,6 +300,27 @@ class JobDetailApi(ApiView):
         @extend_schema_field(EndedPodSerializer(many=True))
         def get_ended_pods(self, job: Job) -> list[dict[str, Any]]:
             return self.EndedPodSerializer(placement_list_ended(job_id=job.pk), many=True).data
+
+        @extend_schema_field(OpenApiTypes.DATETIME)
+        def get_estimated_start(self, job: Job) -> str | None:
+            return _estimate_data(job)["estimated_start"]
+
+        @extend_schema_field(
+            inline_serializer(
+                name="JobEstimatedStartRange",
+                fields={
+                    "outlook": serializers.ChoiceField(choices=["starts", "later", "never"]),
+                    "earliest": serializers.DateTimeField(allow_null=True),
+                    "latest": serializers.DateTimeField(allow_null=True),
+                    "until": serializers.DateTimeField(),
+                    "computed_at": serializers.DateTimeField(),
+                    "text": serializers.CharField(),
+                },
+                allow_null=True,
+            )
+        )
+        def get_estimated_start_range(self, job: Job) -> dict[str, Any] | None:
+            return _estimate_data(job)["estimated_start_range"]
 
         def get_can_cancel(self, job: Job) -> bool:
             user = self.context["request"].user
@@ -326,6 +358,20 @@ class JobDetailApi(ApiView):
 
 # One shared instance formats every timestamp as DRF's DateTimeField does (ISO 8601, `Z`).
 _DATETIME = serializers.DateTimeField()
+
+
+def _estimate_data(job: Job) -> dict[str, Any]:
+    """``estimated_start`` and ``estimated_start_range`` of the job, timestamps formatted."""
+    fields = estimate_fields(job_start_estimate(job))
+    stamp = _DATETIME.to_representation
+    if fields["estimated_start"] is not None:
+        fields["estimated_start"] = stamp(fields["estimated_start"])
+    if (bounds := fields["estimated_start_range"]) is not None:
+        for key in ("earliest", "latest", "until", "computed_at"):
+            bounds[key] = stamp(bounds[key]) if bounds[key] is not None else None
+    return fields
+
+
 _DETAIL_FIELDS = tuple(JobDetailApi.OutputSerializer._declared_fields)
 
 
@@ -363,6 +409,7 @@ def job_detail_data(
         "finished_at": stamp(job.finished_at),
         "cancelled_at": stamp(job.cancelled_at),
         "pending_reason_at": stamp(job.pending_reason_at),
+        **_estimate_data(job),
         "preemption_count": job.preemption_count,
         "plugins": {str(name): [str(arg) for arg in args] for name, args in job.plugins.items()},
         "max_retry": job.max_retry,
@@ -887,6 +934,14 @@ class JobWhyApi(ApiView):
         )
         jobs_ahead = AheadSerializer(many=True)
         hidden_jobs_ahead = serializers.IntegerField()
+        estimated_start = serializers.DateTimeField(
+            allow_null=True, help_text="As in the job's detail: the likely start, or null."
+        )
+        estimated_start_range = serializers.DictField(
+            allow_null=True,
+            help_text="As in the job's detail: outlook, earliest, latest, until, computed_at, "
+            "text.",
+        )
 
     @extend_schema(
         operation_id="jobs_why",
@@ -917,6 +972,15 @@ class JobWhyApi(ApiView):
                         }
                     ],
                     "hidden_jobs_ahead": 1,
+                    "estimated_start": "2025-01-01T14:40:00Z",
+                    "estimated_start_range": {
+                        "outlook": "starts",
+                        "earliest": "2025-01-01T14:10:00Z",
+                        "latest": "2025-01-01T15:30:00Z",
+                        "until": "2025-01-08T12:00:00Z",
+                        "computed_at": "2025-01-01T12:00:00Z",
+                        "text": "likely to start 14:10-15:30 UTC",
+                    },
                 },
             )
         ],
@@ -937,5 +1001,6 @@ class JobWhyApi(ApiView):
             "position": line.position if line else None,
             "jobs_ahead": line.ahead if line else [],
             "hidden_jobs_ahead": line.hidden if line else 0,
+            **_estimate_data(job),
         }
         return Response(self.OutputSerializer(data).data)

@@ -10,6 +10,7 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from portal.cluster.selectors import gpus_allocated_per_queue
+from portal.jobs.estimates import estimate_text, queue_next_starts
 from portal.jobs.gpushare import gpus_number
 from portal.scheduling.selectors import queue_usage_latest
 from portal.tenants.selectors import tenant_quota_summary
@@ -37,7 +38,9 @@ class QueueListView(LoginRequiredMixin, TemplateView):
         # last cycle's usage sample (none before the first cycle).
         allocated = gpus_allocated_per_queue(queue_ids=ids)
         samples = queue_usage_latest(queue_ids=ids)
+        next_starts = queue_next_starts(ids)
         for queue in queues:
+            queue.next_start = estimate_text(next_starts.get(queue.pk))
             queue.editable = can_edit_queue(user, queue)
             sample = samples.get(queue.pk)
             queue.usage = QueueUsage(

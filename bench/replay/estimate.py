@@ -7,8 +7,11 @@ between its likely start and the replay's first start.
 
 No oracle: the trace's duration of a job that has not finished is never read. A running job's
 end comes from the run times of the jobs that finished before the snapshot and how long the
-running ones have run so far (the only key the traces have is the queue: ``(queue,)``), given
-how long it has run itself; a pending job's run time from the same history. The replay itself knows the real durations (it ends jobs at
+running ones have run so far, given how long it has run itself; a pending job's run time from
+the same history. The traces have no user or image: a job is keyed by its queue and its size
+class (its GPUs rounded up to a power of two, known at submission), ``(queue, size)``, the
+queue alone when a size has too few jobs (in ITP the 8-64 GPU jobs run far longer than the
+1-GPU ones, and one queue's run times alone predicted their ends hours early). The replay itself knows the real durations (it ends jobs at
 them) but gives this module only the snapshot, the jobs' last starts, and the run time of each
 job once it has finished.
 
@@ -34,7 +37,7 @@ from scheduler.adapters.collector import collector_paused
 from scheduler.core.config import SchedulerConf
 from scheduler.core.plan import PlanLimits, plan_starts
 from scheduler.core.runtimes import RuntimeHistory, Span
-from scheduler.core.types import Snapshot
+from scheduler.core.types import JobInfo, Snapshot
 
 BASELINE_WINDOW = 86400.0
 WITHIN = 1800.0  # "within ±30 min"
@@ -79,9 +82,10 @@ class StartEstimates:
     _instants: list[int] = field(default_factory=list)
 
     # what the replay reports --------------------------------------------------------------
-    def finished(self, queue: str, runtime: float) -> None:
-        """A job of ``queue`` has finished after running ``runtime`` seconds."""
-        self._finished.append(((queue,), runtime))
+    def finished(self, queue: str, runtime: float, gpus: int) -> None:
+        """A job of ``queue`` and ``gpus`` GPUs has finished after running ``runtime``
+        seconds."""
+        self._finished.append(((queue, size_class(gpus)), runtime))
 
     def started(self, name: str, queue: str, submit: float, at: float) -> None:
         """Job ``name`` of ``queue``, submitted at ``submit``, first started at ``at``."""
@@ -100,19 +104,20 @@ class StartEstimates:
         if not chosen:
             return
         queues = {job.name: job.queue for job in snapshot.jobs}
+        keys = {job.name: (job.queue, size_class(_gpus(job))) for job in snapshot.jobs}
         now = snapshot.now
         elapsed = {name: now - start for name, start in starts.items()}
         history = RuntimeHistory(
             self._finished,
-            [((queues[name],), seconds) for name, seconds in elapsed.items()],
+            [(keys[name], seconds) for name, seconds in elapsed.items()],
             min_samples=self.min_samples,
         )
         ends = {
-            name: history.remaining((queues[name],), elapsed=seconds).shifted(now)
+            name: history.remaining(keys[name], elapsed=seconds).shifted(now)
             for name, seconds in elapsed.items()
         }
         durations: dict[str, Span] = {
-            job.name: history.remaining((job.queue,))
+            job.name: history.remaining(keys[job.name])
             for job in snapshot.jobs
             if job.name not in starts
         }
@@ -182,6 +187,18 @@ class StartEstimates:
             "plan_instants_mean": _mean(self._instants),
         }
         return out
+
+
+def size_class(gpus: float) -> str:
+    """A job's GPUs rounded up to a power of two: "1", "2", "4", "8", "16", ..."""
+    size = 1
+    while size < gpus:
+        size *= 2
+    return str(size)
+
+
+def _gpus(job: JobInfo) -> float:
+    return sum(task.requests.get("gpu") for task in job.tasks)
 
 
 def _accuracy(done: list[tuple[Sample, float]]) -> dict:

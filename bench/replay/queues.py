@@ -313,8 +313,8 @@ class ReplayObserver(Protocol):
     def started(self, name: str, queue: str, submit: float, at: float) -> None:
         """A job first started."""
 
-    def finished(self, queue: str, runtime: float) -> None:
-        """A job finished after ``runtime`` seconds."""
+    def finished(self, queue: str, runtime: float, gpus: int) -> None:
+        """A job of ``gpus`` GPUs finished after ``runtime`` seconds."""
 
 
 @dataclass
@@ -408,7 +408,7 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
                 state[job.queue].running_gpus -= job.gpus
                 del running[name]
                 if observer is not None:
-                    observer.finished(job.queue, job.duration)
+                    observer.finished(job.queue, job.duration, job.gpus)
         account(to - t)
         t = to
 

@@ -2,7 +2,7 @@
 duration), the baseline, and the figures."""
 
 from bench.replay import queues
-from bench.replay.estimate import Sample, StartEstimates
+from bench.replay.estimate import Sample, StartEstimates, size_class
 from scheduler.core.config import parse_conf_text
 
 CONF = parse_conf_text(queues.SHARED_CONF_TEXT)
@@ -76,3 +76,22 @@ def test_the_report_compares_the_likely_start_with_the_actual_one_and_the_baseli
     assert report["likely_missing"] == 1
     assert report["range_coverage"] == round(2 / 3, 3)  # b started after its latest
     assert report["waited"]["samples"] == 2
+
+
+def test_run_times_are_predicted_from_jobs_of_the_same_size_class():
+    # Five 1-GPU jobs of 100 s, five 8-GPU jobs of 1,000 s one after the other; then x (8
+    # GPUs) holds the cluster and y arrives 50 s later. The queue's median run time is 100 s;
+    # the 8-GPU jobs' is 1,000 s, and x is one of them.
+    jobs = [queues.Job(f"s{i}", "vc", i * 10.0, 100.0, 1) for i in range(5)]
+    jobs += [queues.Job(f"l{i}", "vc", 200.0 + i * 1100.0, 1000.0, 8) for i in range(5)]
+    jobs.append(queues.Job("x", "vc", 6000.0, 1000.0, 8))
+    jobs.append(queues.Job("y", "vc", 6050.0, 100.0, 8))
+    observer, _ = _replay(jobs)
+    assert observer._first_start["x"] == 6000.0
+    assert observer.samples["y"].likely == 7000.0
+
+
+def test_size_classes_are_powers_of_two():
+    assert [size_class(g) for g in (0.5, 1, 2, 3, 8, 9, 64)] == [
+        "1", "1", "2", "4", "8", "16", "64"
+    ]  # fmt: skip

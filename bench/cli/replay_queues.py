@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from datetime import date
@@ -14,6 +15,7 @@ from pathlib import Path
 from bench.replay import queues
 from bench.replay.estimate import StartEstimates
 from scheduler.core.config import parse_conf_text
+from scheduler.core.plan import PlanLimits
 
 TRACES = Path("/work/shared/traces")
 # The first three days (1,963 jobs): they start at the trace's start, so no job submitted
@@ -22,6 +24,7 @@ TRACES = Path("/work/shared/traces")
 # (docs/replay/README.md). Helios' whole window is 2017-10-01:2017-11-30.
 DEFAULT_WINDOW = "2017-10-01:2017-10-03"
 DEFAULT_LIMIT = 0
+PLAN_DEFAULTS = PlanLimits()
 
 
 def register(subparsers) -> None:
@@ -77,6 +80,20 @@ def register(subparsers) -> None:
         default=1,
         help="with --estimate, estimate one submission in N (by trace order; default every one)",
     )
+    parser.add_argument(
+        "--plan-max-instants",
+        type=int,
+        default=PLAN_DEFAULTS.max_instants,
+        help="with --estimate, the plan's cost bound: instants per run "
+        f"(default {PLAN_DEFAULTS.max_instants}, as the portal's PLAN_AHEAD_MAX_INSTANTS)",
+    )
+    parser.add_argument(
+        "--plan-growth",
+        type=float,
+        default=PLAN_DEFAULTS.growth,
+        help="with --estimate, how much wider an instant's window grows with its distance "
+        f"from now (default {PLAN_DEFAULTS.growth})",
+    )
     parser.add_argument("--max-cycles", type=int, default=None)
     parser.set_defaults(handler=run)
 
@@ -118,6 +135,10 @@ def _estimate_error(args: argparse.Namespace) -> str | None:
         return "--estimate needs the shared mode in --modes"
     if args.estimate_every < 1:
         return "--estimate-every must be >= 1"
+    if args.plan_max_instants < 1:
+        return "--plan-max-instants must be >= 1"
+    if not 0 <= args.plan_growth < math.inf:
+        return "--plan-growth must be >= 0"
     return None
 
 
@@ -163,7 +184,8 @@ def run(args: argparse.Namespace) -> int:
             observer = None
             if args.estimate and mode == "shared":
                 conf = parse_conf_text(queues.SHARED_CONF_TEXT)
-                observer = StartEstimates(conf, every=args.estimate_every)
+                limits = PlanLimits(max_instants=args.plan_max_instants, growth=args.plan_growth)
+                observer = StartEstimates(conf, every=args.estimate_every, limits=limits)
             result = queues.run_shared(
                 jobs,
                 vcs,

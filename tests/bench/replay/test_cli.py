@@ -71,6 +71,8 @@ def test_replay_openb_on_a_tiny_list(capsys, tmp_path):
         ("--tenants", "-1", "--tenants must be >= 0"),
         ("--modes", "shared,tree", "--modes tree needs --tenants N"),
         ("--estimate-every", "0", "--estimate-every must be >= 1"),
+        ("--plan-max-instants", "0", "--plan-max-instants must be >= 1"),
+        ("--plan-growth", "-0.5", "--plan-growth must be >= 0"),
     ],
 )
 def test_replay_queues_names_the_bad_option(capsys, option, value, error):

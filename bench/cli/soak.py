@@ -28,12 +28,22 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--step", type=float, default=10.0, help="simulated seconds between cycles (10)"
     )
+    parser.add_argument(
+        "--plan-every",
+        type=float,
+        default=300.0,
+        help="simulated seconds between plan-ahead runs (300; 0: none): the report's "
+        "estimated_start compares each job's first estimate with its start",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.hours <= 0 or args.step <= 0:
         print("--hours and --step must be positive", file=sys.stderr)
+        return 2
+    if args.plan_every < 0:
+        print("--plan-every must be >= 0", file=sys.stderr)
         return 2
     conf_text = None
     if args.conf is not None:
@@ -60,7 +70,13 @@ def run(args: argparse.Namespace) -> int:
         call_command("migrate", verbosity=0)
         from bench.soak import soak  # after django.setup(): it imports the models
 
-        report = soak(hours=args.hours, seed=args.seed, step=args.step, conf_text=conf_text)
+        report = soak(
+            hours=args.hours,
+            seed=args.seed,
+            step=args.step,
+            conf_text=conf_text,
+            plan_every=args.plan_every,
+        )
         from django.db import connections
 
         connections.close_all()

@@ -40,13 +40,13 @@ class QueueListView(LoginRequiredMixin, TemplateView):
         samples = queue_usage_latest(queue_ids=ids)
         next_starts = queue_next_starts(ids)
         for queue in queues:
-            queue.next_start = estimate_text(next_starts.get(queue.pk))
             queue.editable = can_edit_queue(user, queue)
             sample = samples.get(queue.pk)
             queue.usage = QueueUsage(
                 allocated=allocated.get(queue.pk, 0),
                 deserved=None if sample is None else sample.gpus_deserved,
                 pending=None if sample is None else gpus_number(sample.gpus_pending * 1000),
+                next_start=estimate_text(next_starts.get(queue.pk)),
             )
         context["queues"] = queues
         context["usage_at"] = max((sample.at for sample in samples.values()), default=None)
@@ -58,6 +58,7 @@ class QueueUsage:
     allocated: int
     deserved: float | None
     pending: int | None
+    next_start: str = ""  # the soonest estimated start among its waiting jobs, in words
 
 
 class QueueEditView(LoginRequiredMixin, View):

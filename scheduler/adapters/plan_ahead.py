@@ -106,9 +106,9 @@ def job_runtimes(
     now = snapshot.now
     facts = _facts([int(job.name) for job in snapshot.jobs])
     running = {
-        job.name: now - facts[job.name].started
+        job.name: now - started
         for job in snapshot.jobs
-        if job.name in facts and facts[job.name].started is not None and _placed(job)
+        if job.name in facts and (started := facts[job.name].started) is not None and _placed(job)
     }
     history = RuntimeHistory(
         _finished(now),
@@ -186,12 +186,14 @@ def _finished(now: float) -> list[tuple[Key, float]]:
         ]
     )
     images = _images([row[0] for row in rows])
+    # The filter leaves no row without both times.
     return [
         (
             (queue, str(submitter), images.get(job_id, "")),
             max((finished - started).total_seconds(), 0.0),
         )
         for job_id, queue, submitter, started, finished in rows
+        if started is not None and finished is not None
     ]
 
 

@@ -301,7 +301,7 @@ class JobDetailApi(ApiView):
         def get_ended_pods(self, job: Job) -> list[dict[str, Any]]:
             return self.EndedPodSerializer(placement_list_ended(job_id=job.pk), many=True).data
 
-        @extend_schema_field(OpenApiTypes.DATETIME)
+        @extend_schema_field(serializers.DateTimeField(allow_null=True))
         def get_estimated_start(self, job: Job) -> str | None:
             return _estimate_data(job)["estimated_start"]
 

@@ -117,10 +117,18 @@ class Clock:
 
 
 def soak(
-    *, hours: float, seed: int, step: float, conf_text: str | None, cluster_faults: bool = False
+    *,
+    hours: float,
+    seed: int,
+    step: float,
+    conf_text: str | None,
+    cluster_faults: bool = False,
+    plan_every: float = 300.0,
 ) -> dict[str, Any]:
     """Run the soak against the configured (empty, migrated) database; the report. With
-    `cluster_faults`, the cluster says no as bench/soak_faults.py tells."""
+    `cluster_faults`, the cluster says no as bench/soak_faults.py tells. Every ``plan_every``
+    simulated seconds (0: never) the plan-ahead task's work runs on the same clock, and each
+    job's first estimate is kept to compare with when it started."""
     from django.core.management import call_command
 
     import portal.jobs.services as job_services
@@ -181,8 +189,7 @@ def soak(
         scheduling_cycle_run(backend=backend, now=clock)
         cycles += 1
         watch.after_cycle(clock, Placement, Node, Job)
-        if faults is not None:
-            faults.after_cycle(clock.now)
+        _after_cycle(watch, faults, clock, now, plan_every)
         clock.now += timedelta(seconds=step)
     report = _report(
         watch=watch, hours=hours, seed=seed, step=step, cycles=cycles, interval=interval,
@@ -191,6 +198,17 @@ def soak(
     if faults is not None:
         faults.into(report, backend, _max_in_window)
     return report
+
+
+def _after_cycle(watch, faults, clock: Clock, now: float, plan_every: float) -> None:
+    """The fault watch's check, and a plan-ahead run when one is due."""
+    from scheduler.adapters.plan_ahead import plan_ahead_run
+
+    if faults is not None:
+        faults.after_cycle(clock.now)
+    if plan_every and now >= watch.next_plan:
+        watch.planned(plan_ahead_run(now=clock.now))
+        watch.next_plan = now + plan_every
 
 
 def _backend(seed: int, clock: Clock, *, cluster_faults: bool):
@@ -283,6 +301,50 @@ class _Watch:
         self.last_placement = 0
         self.used: list[float] = []
         self.ever_never: set[int] = set()
+        # Each job's first estimate: (outlook, earliest, latest or how far the plan looked).
+        self.estimates: dict[int, tuple[str, float | None, float]] = {}
+        self.next_plan = 0.0
+
+    def planned(self, plan) -> None:
+        for name, estimate in plan.starts.items():
+            if int(name) not in self.estimates:
+                latest = estimate.latest if estimate.latest is not None else plan.until
+                self.estimates[int(name)] = (estimate.outlook.value, estimate.earliest, latest)
+
+    def estimate_report(self, step: float) -> dict[str, Any]:
+        """How the first estimate of each job that started compares with its start: within
+        the range (one cycle's step either side: starts happen at cycles, the plan's instants
+        anywhere), and how many started although estimated 'later' or 'never'."""
+        started = {
+            job_id: self.first_bind[job_id].timestamp()
+            for job_id in self.estimates
+            if job_id in self.first_bind
+        }
+        ranged = [
+            (self.estimates[job_id], at)
+            for job_id, at in started.items()
+            if self.estimates[job_id][0] == "starts"
+        ]
+        within = [
+            earliest is not None and earliest - step <= at <= latest + step
+            for (_, earliest, latest), at in ranged
+        ]
+        return {
+            "jobs_estimated": len(self.estimates),
+            "started_with_a_range": len(ranged),
+            "started_within_estimated_range_share": (
+                round(sum(within) / len(within), 3) if within else None
+            ),
+            "started_early": sum(
+                1
+                for (_, earliest, _), at in ranged
+                if earliest is not None and at < earliest - step
+            ),
+            "started_late": sum(1 for (_, _, latest), at in ranged if at > latest + step),
+            "started_though_later_or_never": sum(
+                1 for job_id in started if self.estimates[job_id][0] != "starts"
+            ),
+        }
 
     def after_cycle(self, clock: Clock, Placement, Node, Job) -> None:
         rows = Placement.objects.filter(id__gt=self.last_placement).values_list(
@@ -359,6 +421,7 @@ def _report(
         "gpu_utilisation": round(statistics.fmean(watch.used), 3) if watch.used else 0.0,
         "mean_wait_seconds": round(statistics.fmean(waits), 1) if waits else None,
         "median_wait_seconds": round(statistics.median(waits), 1) if waits else None,
+        "estimated_start": watch.estimate_report(step),
     }
     report["targets"] = {
         "max_rescheduling_evictions_per_job_per_hour <= 1": per_hour <= 1,

@@ -80,3 +80,27 @@ def _kick() -> None:
             scheduling_cycle_run.apply_async(countdown=max(end - now, 0.0))
     except Exception:
         logger.warning("could not queue a scheduling cycle; beat will run one", exc_info=True)
+
+
+PLAN_AHEAD_KEY = "scheduler:plan-ahead"
+
+
+@shared_task(name="scheduler.tasks.plan_ahead_run", ignore_result=True)
+def plan_ahead_run() -> int | None:
+    """Estimate every pending job's start (queue `plan`, its own worker; no cycle lock: it only
+    reads the snapshot and writes the estimates). Returns how many jobs were estimated, or None
+    when another plan is still running."""
+    from django.core.cache import cache
+    from django.utils import timezone
+
+    from scheduler.adapters.plan_ahead import plan_ahead_run as run
+
+    # One plan at a time: a slow one is not doubled by the next beat; the claim expires with
+    # the task's time limit should its worker die.
+    if not cache.add(PLAN_AHEAD_KEY, 1, timeout=plan_ahead_run.app.conf.task_time_limit or 300):
+        logger.info("plan ahead skipped: another plan is running")
+        return None
+    try:
+        return len(run(now=timezone.now()).starts)
+    finally:
+        cache.delete(PLAN_AHEAD_KEY)

@@ -1,16 +1,21 @@
 """``python -m scheduler replay-queues``: isolated FIFO/SJF partitions vs one shared cluster run by
-the core, on the Philly (or ITP) job trace."""
+the core, on the Philly (or ITP) job trace; with ``--estimate``, how well start times estimated
+ahead match the shared run's."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from datetime import date
 from pathlib import Path
 
 from bench.replay import queues
+from bench.replay.estimate import StartEstimates
+from scheduler.core.config import parse_conf_text
+from scheduler.core.plan import PlanLimits
 
 TRACES = Path("/work/shared/traces")
 # The first three days (1,963 jobs): they start at the trace's start, so no job submitted
@@ -19,6 +24,7 @@ TRACES = Path("/work/shared/traces")
 # (docs/replay/README.md). Helios' whole window is 2017-10-01:2017-11-30.
 DEFAULT_WINDOW = "2017-10-01:2017-10-03"
 DEFAULT_LIMIT = 0
+PLAN_DEFAULTS = PlanLimits()
 
 
 def register(subparsers) -> None:
@@ -61,6 +67,33 @@ def register(subparsers) -> None:
         "and the 'tree' mode (tenants as parent queues of a hierarchical proportion)",
     )
     parser.add_argument("--modes", default="fifo,sjf,shared")
+    parser.add_argument(
+        "--estimate",
+        action="store_true",
+        help="shared mode also estimates start times ahead (scheduler.core.plan) at each "
+        "sampled submission and reports their error against the replay's starts and a "
+        "baseline (modes.shared.estimate)",
+    )
+    parser.add_argument(
+        "--estimate-every",
+        type=int,
+        default=1,
+        help="with --estimate, estimate one submission in N (by trace order; default every one)",
+    )
+    parser.add_argument(
+        "--plan-max-instants",
+        type=int,
+        default=PLAN_DEFAULTS.max_instants,
+        help="with --estimate, the plan's cost bound: instants per run "
+        f"(default {PLAN_DEFAULTS.max_instants}, as the portal's PLAN_AHEAD_MAX_INSTANTS)",
+    )
+    parser.add_argument(
+        "--plan-growth",
+        type=float,
+        default=PLAN_DEFAULTS.growth,
+        help="with --estimate, how much wider an instant's window grows with its distance "
+        f"from now (default {PLAN_DEFAULTS.growth})",
+    )
     parser.add_argument("--max-cycles", type=int, default=None)
     parser.set_defaults(handler=run)
 
@@ -94,6 +127,18 @@ def validate(args: argparse.Namespace) -> str | None:
         first = last = None
     if not sep or first is None or last is None or first > last:
         return "--window must be FROM:TO, two dates YYYY-MM-DD with FROM <= TO"
+    return _estimate_error(args)
+
+
+def _estimate_error(args: argparse.Namespace) -> str | None:
+    if args.estimate and "shared" not in args.modes.split(","):
+        return "--estimate needs the shared mode in --modes"
+    if args.estimate_every < 1:
+        return "--estimate-every must be >= 1"
+    if args.plan_max_instants < 1:
+        return "--plan-max-instants must be >= 1"
+    if not 0 <= args.plan_growth < math.inf:
+        return "--plan-growth must be >= 0"
     return None
 
 
@@ -136,6 +181,11 @@ def run(args: argparse.Namespace) -> int:
         if mode in ("fifo", "sjf"):
             result = queues.run_isolated(jobs, vcs, mode, tenants)
         else:
+            observer = None
+            if args.estimate and mode == "shared":
+                conf = parse_conf_text(queues.SHARED_CONF_TEXT)
+                limits = PlanLimits(max_instants=args.plan_max_instants, growth=args.plan_growth)
+                observer = StartEstimates(conf, every=args.estimate_every, limits=limits)
             result = queues.run_shared(
                 jobs,
                 vcs,
@@ -144,7 +194,10 @@ def run(args: argparse.Namespace) -> int:
                 args.max_cycles,
                 tenants=tenants,
                 tree=mode == "tree",
+                observer=observer,
             )
+            if observer is not None:
+                result["estimate"] = observer.report()
         result["mode_seconds"] = round(time.perf_counter() - started, 1)
         out["modes"][mode] = result
         print(f"{mode}: {result['mode_seconds']} s", file=sys.stderr)

@@ -34,12 +34,22 @@ def register(subparsers) -> None:
         help="the simulated cluster refuses pods (quota 403s, kubelet refusals, image pulls, "
         "init containers), seeded (bench/soak_faults.py)",
     )
+    parser.add_argument(
+        "--plan-every",
+        type=float,
+        default=300.0,
+        help="simulated seconds between plan-ahead runs (300; 0: none): the report's "
+        "estimated_start compares each job's first estimate with its start",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.hours <= 0 or args.step <= 0:
         print("--hours and --step must be positive", file=sys.stderr)
+        return 2
+    if args.plan_every < 0:
+        print("--plan-every must be >= 0", file=sys.stderr)
         return 2
     conf_text = None
     if args.conf is not None:
@@ -72,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
             step=args.step,
             conf_text=conf_text,
             cluster_faults=args.cluster_faults,
+            plan_every=args.plan_every,
         )
         from django.db import connections
 

@@ -26,9 +26,11 @@ import csv
 import heapq
 import math
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Protocol
 
 from scheduler.adapters.gc_pause import run_cycle_paused
 from scheduler.core.config import parse_conf_text
@@ -295,6 +297,26 @@ class SharedStats:
     max_shortfall: dict = field(default_factory=dict)
 
 
+class ReplayObserver(Protocol):
+    """What a shared run tells an observer, and nothing more: never the duration of a job that
+    has not finished."""
+
+    def arrived(
+        self,
+        snapshot: Snapshot,
+        arrivals: Iterable[tuple[int, str, float]],
+        starts: Mapping[str, float],
+    ) -> None:
+        """A cycle at ``snapshot.now`` sees these (trace index, job, submit) first;
+        ``starts`` are the running jobs' last starts."""
+
+    def started(self, name: str, queue: str, submit: float, at: float) -> None:
+        """A job first started."""
+
+    def finished(self, queue: str, runtime: float, gpus: int) -> None:
+        """A job of ``gpus`` GPUs finished after ``runtime`` seconds."""
+
+
 @dataclass
 class QueueState:
     """What the harness knows of one queue: GPUs of running jobs, and the pending jobs the
@@ -316,9 +338,11 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
     max_cycles: int | None = None,
     tenants: dict[str, str] | None = None,
     tree: bool = False,
+    observer: ReplayObserver | None = None,
 ) -> dict:
     """``tenants`` (VC -> tenant) adds per-tenant figures; ``tree`` also makes the tenants
-    parent queues of a hierarchical proportion (tree mode)."""
+    parent queues of a hierarchical proportion (tree mode); ``observer`` is told what happens
+    (bench.replay.estimate)."""
     jobs = [_copy(j) for j in jobs]
     total_gpus = sum(vcs.values())
     nodes = tuple(
@@ -383,6 +407,8 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
                 t = end
                 state[job.queue].running_gpus -= job.gpus
                 del running[name]
+                if observer is not None:
+                    observer.finished(job.queue, job.duration, job.gpus)
         account(to - t)
         t = to
 
@@ -405,10 +431,15 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
         if last_cycle is not None:
             t_next = max(t_next, last_cycle + step)
         advance(t_next)
+        arrived = []
         while i < len(arrivals) and arrivals[i].submit <= t:
             pending[arrivals[i].name] = arrivals[i]
+            arrived.append((i, arrivals[i].name, arrivals[i].submit))
             i += 1
         snapshot = _snapshot(nodes, queues, pending, running, by_name, phases, t)
+        if observer is not None and arrived:
+            starts = {name: by_name[name].start for name in running}
+            observer.arrived(snapshot, arrived, starts)
         started = time.perf_counter()
         result = run_cycle_paused(snapshot, conf)
         stats.cycle_seconds.append(time.perf_counter() - started)
@@ -439,6 +470,8 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
             job.start = t
             if job.first_start is None:
                 job.first_start = t
+                if observer is not None:
+                    observer.started(name, job.queue, job.submit, t)
             job.end = t + job.duration
             state[job.queue].running_gpus += job.gpus
             heapq.heappush(finish, (job.end, name))

@@ -325,6 +325,11 @@ def run(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:  # no
             print(f"reason: {why['pending_reason']}", file=out)
         if why["position"] is not None:
             print(why["position_text"], file=out)
+        if (estimate := why.get("estimated_start_range")) is not None:
+            print(
+                f"start: {estimate['text']} (estimated {_clock(estimate['computed_at'])} UTC)",
+                file=out,
+            )
         if why["jobs_ahead"]:
             print(
                 table(
@@ -498,3 +503,8 @@ def main(
         print(f"error: {error}", file=err)
         return EXIT_UNREACHABLE
     return EXIT_OK
+
+
+def _clock(stamp: str) -> str:
+    """An API timestamp (ISO 8601) as YYYY-MM-DD HH:MM:SS."""
+    return stamp[:19].replace("T", " ")

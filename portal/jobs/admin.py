@@ -1,6 +1,8 @@
 from django.contrib import admin
 
-from .models import Job, JobTask
+from portal.common.admin import ReadOnlyAdminMixin
+
+from .models import Job, JobTask, StartEstimate
 
 
 class JobTaskInline(admin.TabularInline):
@@ -35,3 +37,13 @@ class JobTaskAdmin(admin.ModelAdmin):
     list_filter = ["job__queue"]
     search_fields = ["job__name", "name", "image"]
     autocomplete_fields = ["job"]
+
+
+@admin.register(StartEstimate)
+class StartEstimateAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Each waiting job's estimated start from the last plan ahead (the plan task's to write)."""
+
+    list_display = ["job", "outlook", "earliest", "likely", "latest", "computed_at"]
+    list_filter = ["outlook"]
+    search_fields = ["job__name"]
+    readonly_fields = ["job", "outlook", "earliest", "likely", "latest", "until", "computed_at"]

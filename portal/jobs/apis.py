@@ -44,7 +44,7 @@ from portal.tenants.access import visible_tenants
 from .access import can_cancel_job
 from .dry_run import job_render
 from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES, Job
-from .presentation import job_detail_data, job_url
+from .presentation import estimate_data, job_detail_data, job_url
 from .selectors import (
     job_get,
     job_gpu_asks,
@@ -286,6 +286,16 @@ class JobDetailApi(ApiView):
         finished_at = serializers.DateTimeField(allow_null=True)
         cancelled_at = serializers.DateTimeField(allow_null=True)
         pending_reason_at = serializers.DateTimeField(allow_null=True)
+        estimated_start = serializers.SerializerMethodField(
+            help_text="While the job waits: the likely start of the last plan ahead (null when "
+            "only a range can be said, or none was made)."
+        )
+        estimated_start_range = serializers.SerializerMethodField(
+            help_text='While the job waits: outlook "starts" (between earliest and latest; '
+            'latest null: not bounded within the horizon), "later" (not before until) or '
+            '"never"; the time it was computed and the text the job page shows. Null when '
+            "the job does not wait or no plan has seen it yet."
+        )
         preemption_count = serializers.IntegerField()
         plugins = serializers.DictField(
             child=serializers.ListField(child=serializers.CharField()),
@@ -312,6 +322,27 @@ class JobDetailApi(ApiView):
         @extend_schema_field(EndedPodSerializer(many=True))
         def get_ended_pods(self, job: Job) -> list[dict[str, Any]]:
             return self.EndedPodSerializer(placement_list_ended(job_id=job.pk), many=True).data
+
+        @extend_schema_field(serializers.DateTimeField(allow_null=True))
+        def get_estimated_start(self, job: Job) -> str | None:
+            return estimate_data(job)["estimated_start"]
+
+        @extend_schema_field(
+            inline_serializer(
+                name="JobEstimatedStartRange",
+                fields={
+                    "outlook": serializers.ChoiceField(choices=["starts", "later", "never"]),
+                    "earliest": serializers.DateTimeField(allow_null=True),
+                    "latest": serializers.DateTimeField(allow_null=True),
+                    "until": serializers.DateTimeField(),
+                    "computed_at": serializers.DateTimeField(),
+                    "text": serializers.CharField(),
+                },
+                allow_null=True,
+            )
+        )
+        def get_estimated_start_range(self, job: Job) -> dict[str, Any] | None:
+            return estimate_data(job)["estimated_start_range"]
 
         def get_can_cancel(self, job: Job) -> bool:
             user = self.context["request"].user
@@ -829,6 +860,14 @@ class JobWhyApi(ApiView):
         )
         jobs_ahead = AheadSerializer(many=True)
         hidden_jobs_ahead = serializers.IntegerField()
+        estimated_start = serializers.DateTimeField(
+            allow_null=True, help_text="As in the job's detail: the likely start, or null."
+        )
+        estimated_start_range = serializers.DictField(
+            allow_null=True,
+            help_text="As in the job's detail: outlook, earliest, latest, until, computed_at, "
+            "text.",
+        )
 
     @extend_schema(
         operation_id="jobs_why",
@@ -861,6 +900,15 @@ class JobWhyApi(ApiView):
                         }
                     ],
                     "hidden_jobs_ahead": 1,
+                    "estimated_start": "2025-01-01T14:40:00Z",
+                    "estimated_start_range": {
+                        "outlook": "starts",
+                        "earliest": "2025-01-01T14:10:00Z",
+                        "latest": "2025-01-01T15:30:00Z",
+                        "until": "2025-01-08T12:00:00Z",
+                        "computed_at": "2025-01-01T12:00:00Z",
+                        "text": "likely to start 14:10-15:30 UTC",
+                    },
                 },
             )
         ],
@@ -884,5 +932,6 @@ class JobWhyApi(ApiView):
             ),
             "jobs_ahead": line.ahead if line else [],
             "hidden_jobs_ahead": line.hidden if line else 0,
+            **estimate_data(job),
         }
         return Response(self.OutputSerializer(data).data)

@@ -214,3 +214,34 @@ class TenantPodDelta(models.Model):
 
     def __str__(self) -> str:
         return f"tenant {self.tenant_id}: {self.replicas:+} replicas, {self.placed:+} placed"
+
+
+class StartEstimate(models.Model):
+    """When a pending job is estimated to start, from the last plan-ahead run (a forward
+    simulation of the scheduler on a copy of the cycle's snapshot, scheduler.core.plan).
+
+    One row per job pending in that snapshot; each run rewrites them all
+    (portal.jobs.estimates.start_estimates_record, their only writer). ``likely`` is null when
+    only a range can be said (a run time nobody could estimate comes first); ``latest`` is
+    null when even the latest case does not start the job before ``until``."""
+
+    class Outlook(models.TextChoices):
+        # The values of scheduler.core.plan.Outlook.
+        STARTS = "starts", "Starts within the horizon"
+        LATER = "later", "Not within the horizon"
+        NEVER = "never", "Can never run as submitted"
+
+    job = models.OneToOneField(
+        Job, on_delete=models.CASCADE, primary_key=True, related_name="start_estimate"
+    )
+    outlook = models.CharField(max_length=8, choices=Outlook.choices)
+    earliest = models.DateTimeField(null=True, blank=True)
+    likely = models.DateTimeField(null=True, blank=True)
+    latest = models.DateTimeField(null=True, blank=True)
+    # How far the plan looked (the snapshot's time plus the horizon, unless its cost bound
+    # stopped it sooner): "not within" is said up to this time.
+    until = models.DateTimeField()
+    computed_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.job_id}: {self.outlook}"

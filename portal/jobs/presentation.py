@@ -8,6 +8,7 @@ from django.urls import reverse
 from rest_framework import serializers
 
 from .access import can_cancel_job
+from .estimates import estimate_fields, job_start_estimate
 from .models import Job
 from .selectors import job_gpu_asks
 
@@ -22,6 +23,17 @@ _DATETIME = serializers.DateTimeField()
 
 def _stamp(at: datetime | None) -> str | None:
     return None if at is None else _DATETIME.to_representation(at)
+
+
+def estimate_data(job: Job) -> dict[str, Any]:
+    """``estimated_start`` and ``estimated_start_range`` of the job, timestamps formatted."""
+    fields = estimate_fields(job_start_estimate(job))
+    if fields["estimated_start"] is not None:
+        fields["estimated_start"] = _stamp(fields["estimated_start"])
+    if (bounds := fields["estimated_start_range"]) is not None:
+        for key in ("earliest", "latest", "until", "computed_at"):
+            bounds[key] = _stamp(bounds[key])
+    return fields
 
 
 def job_detail_data(
@@ -61,6 +73,7 @@ def job_detail_data(
         "finished_at": _stamp(job.finished_at),
         "cancelled_at": _stamp(job.cancelled_at),
         "pending_reason_at": _stamp(job.pending_reason_at),
+        **estimate_data(job),
         "preemption_count": job.preemption_count,
         "plugins": {str(name): [str(arg) for arg in args] for name, args in job.plugins.items()},
         "max_retry": job.max_retry,

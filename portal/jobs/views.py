@@ -25,6 +25,7 @@ from portal.scheduling.selectors import preemption_event_list_for_job
 from portal.tenants.access import RoleRequiredMixin
 
 from .access import can_cancel_job, can_release_job, readable_preemptions, visible_job_ids
+from .estimates import estimate_text, estimate_texts, job_start_estimate
 from .forms import JobSubmitForm, JobUploadForm, TaskFormSet, submit_errors_apply
 from .lifecycle import Event, allows
 from .models import Job
@@ -78,6 +79,9 @@ class JobListView(LoginRequiredMixin, TemplateView):
         page = LargeTablePaginator(_job_list_columns(jobs), JOB_LIST_PAGE_SIZE).get_page(
             params.get("page")
         )
+        starts = estimate_texts(page.object_list)
+        for job in page.object_list:
+            job.start_text = starts.get(job.pk, "")
         query = params.copy()
         query.pop("page", None)
         context.update(
@@ -173,6 +177,7 @@ def _job_page(request: HttpRequest, job_id: int) -> dict[str, Any]:
         if field != "cancelled_at" or job.cancelled_at
     ]
     preemptions = list(preemption_event_list_for_job(job_id=job.pk)[:100])
+    start_estimate = job_start_estimate(job)
     return {
         "job": job,
         "state": state,
@@ -188,6 +193,8 @@ def _job_page(request: HttpRequest, job_id: int) -> dict[str, Any]:
         ),
         "timeline": timeline,
         "position": _position_text(job, state),
+        "start_estimate": start_estimate,
+        "start_text": estimate_text(start_estimate),
         "can_cancel": can_cancel_job(request.user, job) and not job.is_terminal,
         "can_release": allows(job.status, Event.RELEASE) and can_release_job(request.user, job),
         "plugins": sorted((job.plugins or {}).items()),

@@ -11,6 +11,7 @@ from django.views.generic import TemplateView
 
 from jobspec.gpushare import gpus_number
 from portal.cluster.selectors import gpus_allocated_per_queue
+from portal.jobs.estimates import estimate_text, queue_next_starts
 from portal.scheduling.selectors import queue_usage_latest
 from portal.tenants.selectors import tenant_quota_summary
 
@@ -37,6 +38,7 @@ class QueueListView(LoginRequiredMixin, TemplateView):
         # last cycle's usage sample (none before the first cycle).
         allocated = gpus_allocated_per_queue(queue_ids=ids)
         samples = queue_usage_latest(queue_ids=ids)
+        next_starts = queue_next_starts(ids)
         for queue in queues:
             queue.editable = can_edit_queue(user, queue)
             sample = samples.get(queue.pk)
@@ -44,6 +46,7 @@ class QueueListView(LoginRequiredMixin, TemplateView):
                 allocated=allocated.get(queue.pk, 0),
                 deserved=None if sample is None else sample.gpus_deserved,
                 pending=None if sample is None else gpus_number(sample.gpus_pending * 1000),
+                next_start=estimate_text(next_starts.get(queue.pk)),
             )
         context["queues"] = queues
         context["usage_at"] = max((sample.at for sample in samples.values()), default=None)
@@ -55,6 +58,7 @@ class QueueUsage:
     allocated: int
     deserved: float | None
     pending: int | None
+    next_start: str = ""  # the soonest estimated start among its waiting jobs, in words
 
 
 class QueueEditView(LoginRequiredMixin, View):

@@ -240,6 +240,13 @@ EVICTION_GRACE_SECONDS = env.int("EVICTION_GRACE_SECONDS", default=30)
 # How long a finished job pod stays on the cluster after it ended, so its log can still be read
 # (the job page, GET /api/v1/jobs/{id}/logs/, `kubectl logs`); 0 deletes it at once.
 FINISHED_POD_RETENTION_SECONDS = env.int("FINISHED_POD_RETENTION_SECONDS", default=3600)
+# Plan ahead (scheduler/adapters/plan_ahead.py, docs/design/plan-ahead.md): every this many
+# seconds a task on queue `plan` estimates each pending job's start by running the scheduler
+# forward on a copy of the cycle's snapshot, up to the horizon; the instants bound its cost
+# (the core runs at most 1 + 3 x that many times per plan).
+PLAN_AHEAD_SECONDS = env.float("PLAN_AHEAD_SECONDS", default=60.0)
+PLAN_AHEAD_HORIZON_SECONDS = env.float("PLAN_AHEAD_HORIZON_SECONDS", default=7 * 86400.0)
+PLAN_AHEAD_MAX_INSTANTS = env.int("PLAN_AHEAD_MAX_INSTANTS", default=14)
 # Dashboards read one usage sample per queue per this many seconds.
 USAGE_SAMPLE_SECONDS = env.int("USAGE_SAMPLE_SECONDS", default=60)
 
@@ -300,7 +307,11 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # The cycle runs on its own queue, consumed by one single-process worker (--pool solo -Q cycle,
 # or -Q celery,cycle when one worker does everything): that process keeps the cluster's watch
 # cache between cycles, which prefork children would each hold and each refill.
-CELERY_TASK_ROUTES = {"scheduler.tasks.scheduling_cycle_run": {"queue": "cycle"}}
+# Plan ahead runs on queue `plan`, in a worker of its own, so a plan never delays a cycle.
+CELERY_TASK_ROUTES = {
+    "scheduler.tasks.scheduling_cycle_run": {"queue": "cycle"},
+    "scheduler.tasks.plan_ahead_run": {"queue": "plan"},
+}
 CELERY_BEAT_SCHEDULE = {
     "scheduling-cycle": {
         "task": "scheduler.tasks.scheduling_cycle_run",
@@ -312,6 +323,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "portal.ops.tasks.retention_run",
         "schedule": RETENTION_INTERVAL_SECONDS,
         "options": {"expires": RETENTION_INTERVAL_SECONDS},
+    },
+    "plan-ahead": {
+        "task": "scheduler.tasks.plan_ahead_run",
+        "schedule": PLAN_AHEAD_SECONDS,
+        # A plan that could not start in time is superseded by the next one.
+        "options": {"expires": PLAN_AHEAD_SECONDS},
     },
 }
 

@@ -59,6 +59,7 @@ from portal.jobs.delays import (
     held_pods,
     run_of,
 )
+from portal.jobs.estimates import EstimateRow, start_estimates_record
 from portal.jobs.lifecycle import WAITING, Event, IllegalTransition, Transition, allows, transition
 from portal.jobs.limits import gpu_sharing, job_limits, start_backoff
 from portal.jobs.models import Job, JobTask
@@ -148,6 +149,8 @@ __all__ = [
     "IllegalTransition",
     "Job",
     "JobTask",
+    "EstimateRow",
+    "start_estimates_record",
     "tenant_pod_deltas_fold",
     "Transition",
     "allows",

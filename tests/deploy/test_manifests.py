@@ -88,6 +88,7 @@ def test_the_kustomization_installs_every_manifest_but_the_secret(documents):
         "gpu-portal-web",
         "gpu-portal-worker",
         "gpu-portal-cycle-worker",
+        "gpu-portal-plan-worker",
         "gpu-portal-beat",
     }
     for doc in documents:
@@ -133,13 +134,20 @@ def test_one_beat_and_the_default_queue_workers(documents):
     assert worker[worker.index("-Q") + 1] == "celery"
 
 
+def test_plan_ahead_runs_in_a_worker_of_its_own_without_cluster_credentials(documents):
+    pod = deployments(documents)["gpu-portal-plan-worker"]["spec"]["template"]["spec"]
+    command = pod["containers"][0]["command"]
+    assert command[command.index("-Q") + 1] == "plan"
+    assert pod["automountServiceAccountToken"] is False
+
+
 def test_probes_ask_the_paths_and_ports_the_processes_answer(documents):
     found = deployments(documents)
     web = found["gpu-portal-web"]["spec"]["template"]["spec"]["containers"][0]
     assert web["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert web["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert {p["name"]: p["containerPort"] for p in web["ports"]} == {"http": 8000}
-    for name in ("gpu-portal-worker", "gpu-portal-cycle-worker"):
+    for name in ("gpu-portal-worker", "gpu-portal-cycle-worker", "gpu-portal-plan-worker"):
         container = found[name]["spec"]["template"]["spec"]["containers"][0]
         env = {item["name"]: item["value"] for item in container["env"]}
         ports = {p["name"]: p["containerPort"] for p in container["ports"]}
@@ -167,7 +175,12 @@ def test_the_workers_and_beat_run_the_command_lines_ci_runs_from_the_compose_fil
         if "command" in service
     }
     found = deployments(documents)
-    for name in ("gpu-portal-worker", "gpu-portal-cycle-worker", "gpu-portal-beat"):
+    for name in (
+        "gpu-portal-worker",
+        "gpu-portal-cycle-worker",
+        "gpu-portal-plan-worker",
+        "gpu-portal-beat",
+    ):
         command = tuple(found[name]["spec"]["template"]["spec"]["containers"][0]["command"])
         assert command in compose_commands, name
     web = found["gpu-portal-web"]["spec"]["template"]["spec"]["containers"][0]["command"]

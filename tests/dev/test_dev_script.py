@@ -45,14 +45,18 @@ def free_port() -> int:
 
 
 def assert_no_worker_left(var_dir: Path) -> None:
-    pattern = f"--schedule {var_dir}/celerybeat-schedule"
-    deadline = time.monotonic() + 15
-    while processes(pattern) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    left = processes(pattern)
-    for pid in left:  # do not leave them to the next test either
-        os.kill(pid, signal.SIGKILL)
-    assert left == []
+    """Neither the worker with beat nor the plan-ahead worker is left."""
+    for pattern in (
+        f"--schedule {var_dir}/celerybeat-schedule",
+        f"--pidfile {var_dir}/celery-plan.pid",
+    ):
+        deadline = time.monotonic() + 15
+        while processes(pattern) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = processes(pattern)
+        for pid in left:  # do not leave them to the next test either
+            os.kill(pid, signal.SIGKILL)
+        assert left == [], pattern
 
 
 @pytest.mark.slow
@@ -92,6 +96,7 @@ def test_dev_run_stops_its_worker_when_the_web_server_is_killed(tmp_path):
             assert time.monotonic() < deadline, "the web server never started"
             time.sleep(0.5)
         assert processes(f"--schedule {tmp_path}/celerybeat-schedule")  # the worker is up
+        assert processes(f"--pidfile {tmp_path}/celery-plan.pid")  # and the plan worker
         for pid in web:
             os.kill(pid, signal.SIGTERM)
         dev.wait(timeout=60)

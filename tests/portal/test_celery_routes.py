@@ -16,8 +16,9 @@ def _queue(task_name: str) -> str:
     return app.amqp.router.route({}, task_name)["queue"].name
 
 
-def test_the_cycle_has_a_queue_of_its_own_and_the_rest_use_the_default():
+def test_the_cycle_and_plan_ahead_have_queues_of_their_own_and_the_rest_use_the_default():
     assert _queue("scheduler.tasks.scheduling_cycle_run") == "cycle"
+    assert _queue("scheduler.tasks.plan_ahead_run") == "plan"
     assert _queue("portal.ops.tasks.retention_run") == "celery"
 
 

@@ -39,6 +39,12 @@ def test_a_short_soak_meets_the_targets_without_touching_the_portal_database(tmp
     assert report["jobs"]["submitted"] > 10
     assert report["jobs"].get("succeeded", 0) > 0
     assert report["never_runnable_waiting"] > 0
+    # Plan ahead ran on the same clock: jobs were estimated, and the share that started within
+    # their first estimate's range is reported.
+    estimated = report["estimated_start"]
+    assert estimated["jobs_estimated"] > 0
+    assert estimated["started_with_a_range"] > 0
+    assert 0 <= estimated["started_within_estimated_range_share"] <= 1
     assert list(var.iterdir()) == []
 
 
@@ -78,3 +84,14 @@ def test_a_soak_under_cluster_faults_backs_off_within_the_bound_and_never_leaves
     # Faults were injected, and the jobs kept them as failed start attempts.
     assert sum(faults["faults_injected"].values()) > 0
     assert sum(faults["start_failures"].values()) > 0
+
+
+def test_a_negative_plan_interval_is_refused():
+    run = subprocess.run(
+        [sys.executable, "-m", "scheduler", "soak", "--plan-every", "-1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (run.returncode, run.stderr.strip()) == (2, "--plan-every must be >= 0")

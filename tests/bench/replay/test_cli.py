@@ -70,6 +70,9 @@ def test_replay_openb_on_a_tiny_list(capsys, tmp_path):
         ("--window", "2017-13-01:2017-10-13", "--window must be FROM:TO"),
         ("--tenants", "-1", "--tenants must be >= 0"),
         ("--modes", "shared,tree", "--modes tree needs --tenants N"),
+        ("--estimate-every", "0", "--estimate-every must be >= 1"),
+        ("--plan-max-instants", "0", "--plan-max-instants must be >= 1"),
+        ("--plan-growth", "-0.5", "--plan-growth must be >= 0"),
     ],
 )
 def test_replay_queues_names_the_bad_option(capsys, option, value, error):
@@ -77,3 +80,8 @@ def test_replay_queues_names_the_bad_option(capsys, option, value, error):
     captured = capsys.readouterr()
     assert error in captured.err
     assert captured.out == ""
+
+
+def test_replay_queues_estimates_only_in_the_shared_mode(capsys):
+    assert main(["replay-queues", "--modes", "fifo,sjf", "--estimate"]) == 2
+    assert "--estimate needs the shared mode in --modes" in capsys.readouterr().err

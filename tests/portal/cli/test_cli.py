@@ -5,12 +5,13 @@ import io
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from portal.cli.main import main
-from portal.jobs.models import Job
+from portal.jobs.models import Job, StartEstimate
 from portal.queues.services import queue_orders_record
 from tests.factories import (
     JobFactory,
@@ -189,6 +190,23 @@ def test_why_prints_the_state_and_the_kind(gpuq, nlp_queue, researcher):
         f"reason: {reason}",
     ]
     assert "position" not in out
+
+
+def test_why_prints_the_estimated_start(gpuq, nlp_queue, researcher):
+    job = JobFactory(queue=nlp_queue, submitter=researcher, name="waits")
+    computed = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    StartEstimate.objects.create(
+        job=job,
+        outlook="starts",
+        earliest=computed + timedelta(hours=2, minutes=10),
+        likely=None,
+        latest=computed + timedelta(hours=3, minutes=30),
+        until=computed + timedelta(days=7),
+        computed_at=computed,
+    )
+    code, out, _ = gpuq("why", str(job.pk))
+    assert code == 0
+    assert "start: may start 14:10-15:30 UTC (estimated 2026-12-01 12:00:00 UTC)" in out
 
 
 def test_queues_show_shares(gpuq, nlp_queue, vision_queue):

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .job_plugins import plugins_parse
+from .names import STR_NUL, nul_paths  # noqa: F401 (STR_NUL re-exported)
 from .podtemplate import pod_template_parse
 from .policies import policies_parse
 from .quantity import BAD_QUANTITY, NEGATIVE_QUANTITY, parse_quantity  # noqa: F401 (re-exported)
@@ -35,8 +36,6 @@ API_VERSION = "batch.volcano.sh/v1alpha1"
 KIND = "Job"
 PRIORITY_ANNOTATION = "priority"
 DURATION_ANNOTATION = "gpuq/expected-duration-seconds"
-# PostgreSQL's text and jsonb cannot hold U+0000: such a value would fail at INSERT (a 500).
-STR_NUL = "must not contain NUL characters (\\0)"
 
 REQUIRED = "this field is required"
 NOT_A_MAPPING = "must be a mapping"
@@ -223,7 +222,7 @@ def volcano_job_parse(  # noqa: C901, PLR0912 - one branch per field of a Volcan
     c = _Collector()
     if not isinstance(data, dict):
         raise ManifestError({"body": ["a Volcano Job manifest must be a mapping"]})
-    for path in _nul_paths(data):
+    for path in nul_paths(data):
         c.add(path, STR_NUL)
     if data.get("apiVersion") != API_VERSION:
         c.add("apiVersion", WRONG_API_VERSION)
@@ -307,30 +306,6 @@ def volcano_job_parse(  # noqa: C901, PLR0912 - one branch per field of a Volcan
         max_retry=spec.get("maxRetry"),
         ttl_seconds_after_finished=spec.get("ttlSecondsAfterFinished"),
     )
-
-
-def _nul_paths(data: Any) -> list[str]:
-    """Paths of every string (key or value) holding U+0000, which PostgreSQL cannot store.
-
-    Iterative: an API body may be nested about as deep as the JSON parser's recursion allows.
-    """
-    found: list[str] = []
-    stack: list[tuple[str, Any]] = [("", data)]
-    while stack:
-        path, value = stack.pop()
-        if isinstance(value, str):
-            if "\x00" in value:
-                found.append(path or "body")
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                name = str(key).replace("\x00", "\\0")
-                child = f"{path}.{name}" if path else name
-                if isinstance(key, str) and "\x00" in key:
-                    found.append(child)
-                stack.append((child, item))
-        elif isinstance(value, list):
-            stack.extend((f"{path}[{index}]", item) for index, item in enumerate(value))
-    return sorted(found)
 
 
 def _task_parse(

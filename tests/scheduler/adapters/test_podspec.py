@@ -93,7 +93,13 @@ def test_pod_manifest_carries_every_part_of_the_template():
         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}
     ]
     assert spec["imagePullSecrets"] == [{"name": "registry"}]
-    assert spec["securityContext"] == {"runAsUser": 1000}
+    # With the defaults of the pod security level (baseline): a confined seccomp profile, and
+    # no service-account token.
+    assert spec["securityContext"] == {
+        "runAsUser": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert spec["automountServiceAccountToken"] is False
     assert spec["priorityClassName"] == "training"
     assert spec["tolerations"] == [
         {"key": "mars-tech.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -118,6 +124,8 @@ def test_a_task_without_template_gets_one_container_from_its_fields():
                 },
             }
         ],
+        "automountServiceAccountToken": False,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
     }
 
 

@@ -151,6 +151,15 @@ def manifest_path(service_path: str) -> str:
     return _JOB_FIELD_PATHS.get(service_path, service_path)
 
 
+def manifest_errors(errors: dict[str, list[str]]) -> dict[str, list[str]]:
+    """`job_submit`'s errors keyed by the manifest's paths; two service paths may name one
+    manifest field (a task's tolerations, stated in its template), their messages joined."""
+    paths: dict[str, list[str]] = {}
+    for key, messages in errors.items():
+        paths.setdefault(manifest_path(key), []).extend(messages)
+    return paths
+
+
 class _Collector:
     def __init__(self) -> None:
         self.errors: dict[str, list[str]] = {}

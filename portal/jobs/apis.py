@@ -19,6 +19,7 @@ from rest_framework.response import Response
 
 from jobspec import volcano
 from jobspec.gpushare import gpus_decimal
+from jobspec.tenancy import TenantPolicy
 from portal.api.base import (
     ApiSerializer,
     ApiView,
@@ -35,6 +36,7 @@ from portal.cluster.selectors import placement_list_active, placement_list_ended
 from portal.common import units
 from portal.common.ids import parse_id
 from portal.jobs.limits import task_count_check
+from portal.jobs.policy import job_policy
 from portal.queues.access import visible_queue_get
 from portal.queues.selectors import QUEUE_NOT_FOUND, queue_lookup
 from portal.scheduling.facade import LogUnavailable, pod_log_read
@@ -591,6 +593,12 @@ def _queue_tenant(request: Request, queue: str) -> str | None:
     return found.tenant.name if found is not None else None
 
 
+def _queue_policy(request: Request, queue: str) -> TenantPolicy | None:
+    """What jobs of `queue` may do on the cluster, if the caller may see it."""
+    found = visible_queue_get(request.user, name=queue)
+    return job_policy(tenant=found.tenant, queue=found) if found is not None else None
+
+
 class JobRenderApi(ApiView):
     """Dry run: every Kubernetes object the portal would create for a Volcano Job manifest
     (JSON or YAML), as `python -m portal.jobs.render` prints them; nothing is stored, the
@@ -622,7 +630,11 @@ class JobRenderApi(ApiView):
     def post(self, request: Request) -> Response:
         if not volcano.is_volcano_manifest(request.data):
             raise serializers.ValidationError({"body": [RENDER_NEEDS_MANIFEST]})
-        rendered = job_render(request.data, tenant_of=lambda name: _queue_tenant(request, name))
+        rendered = job_render(
+            request.data,
+            tenant_of=lambda name: _queue_tenant(request, name),
+            policy_of=lambda name: _queue_policy(request, name),
+        )
         if rendered.errors:
             raise serializers.ValidationError(rendered.errors)
         return Response({"objects": rendered.objects, "warnings": rendered.warnings})

@@ -24,9 +24,12 @@ from kubernetes import client
 from jobspec.job_plugins import JobShape
 from jobspec.labels import pod_name
 from jobspec.pods import desired_pod, plugin_objects, pod_object
-from jobspec.volcano import ManifestError, manifest_path, volcano_job_parse
+from jobspec.podsecurity import DEFAULT_LEVEL
+from jobspec.tenancy import TenantPolicy
+from jobspec.volcano import ManifestError, manifest_errors, volcano_job_parse
 from portal.cluster.namespaces import job_namespace
 from portal.jobs.limits import host_path_allowed, job_limits, task_count_check
+from portal.jobs.policy import offline_policy
 
 from .models import JobTask
 from .services import job_build
@@ -60,20 +63,28 @@ def job_render(
     *,
     namespace: str | None = None,
     tenant_of: Callable[[str], str | None] | None = None,
+    security_level: str = DEFAULT_LEVEL,
+    policy_of: Callable[[str], TenantPolicy | None] | None = None,
 ) -> Rendered:
     """The objects for manifest `data` (parsed YAML/JSON), or the errors by manifest path.
     They go to `namespace` if given, else where the job of the queue's tenant would
-    (portal.cluster.namespaces; `tenant_of(queue)` names it, None when not known)."""
+    (portal.cluster.namespaces; `tenant_of(queue)` names it, None when not known). The job is
+    checked against, and its pods get the defaults of, the queue's tenant's cluster policy
+    (`policy_of(queue)`, portal.jobs.policy.job_policy) when known, else the defaults at pod
+    security level `security_level` with no admin's allowance (offline_policy)."""
     try:
         spec = volcano_job_parse(
             data, too_many_tasks=task_count_check(), allow_host_path=host_path_allowed()
         )
     except ManifestError as error:
         return Rendered(errors=error.errors)
-    job, tasks, errors = job_build(**spec.job_fields(), limits=job_limits())
-    if errors:
-        return Rendered(errors={manifest_path(key): value for key, value in errors.items()})
     tenant = tenant_of(spec.queue) if tenant_of is not None else None
+    policy = policy_of(spec.queue) if policy_of is not None else None
+    if policy is None:
+        policy = offline_policy(level=security_level, tenant=tenant)
+    job, tasks, errors = job_build(**spec.job_fields(), limits=job_limits(), policy=policy)
+    if errors:
+        return Rendered(errors=manifest_errors(errors))
     warnings = [QUEUE_NOT_CHECKED.format(queue=spec.queue)]
     if namespace is None:
         namespace = job_namespace(tenant) if tenant else settings.KUBERNETES_NAMESPACE
@@ -116,6 +127,7 @@ def job_render(
                 plugins=job.plugins,
                 shape=shape,
                 instance=instance,
+                security_level=policy.level,
             )
             pod = pod_object(
                 desired, settings.GPU_RESOURCE_NAMES, settings.KUBERNETES_SCHEDULER_NAME

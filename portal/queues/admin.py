@@ -1,8 +1,11 @@
 from django.contrib import admin
+from django.db.models import Model
 
 from portal.common.admin import ReadOnlyAdminMixin, SafeAutocompleteMixin
+from portal.tenants.admin import ClusterPolicyAdminMixin
 
 from .models import Queue, QueueChange, QueueOrder
+from .services import QUEUE_POLICY_FIELDS, queue_policy_update
 
 
 class QueueChangeInline(admin.TabularInline):
@@ -16,8 +19,12 @@ class QueueChangeInline(admin.TabularInline):
 
 
 @admin.register(Queue)
-class QueueAdmin(SafeAutocompleteMixin, admin.ModelAdmin):
-    """Read-mostly: edits belong in the portal (queue_update writes the audit rows)."""
+class QueueAdmin(ClusterPolicyAdminMixin, SafeAutocompleteMixin, admin.ModelAdmin):
+    """Read-mostly: edits belong in the portal (queue_update writes the audit rows); the
+    taints and priority classes a queue's jobs may use beyond its tenant's are a site admin's
+    to set here (queue_policy_update)."""
+
+    policy_fields = QUEUE_POLICY_FIELDS
 
     list_display = [
         "name",
@@ -34,6 +41,9 @@ class QueueAdmin(SafeAutocompleteMixin, admin.ModelAdmin):
     search_fields = ["name", "tenant__name"]
     autocomplete_fields = ["tenant"]
     inlines = [QueueChangeInline]
+
+    def policy_update(self, obj: Model, actor: object, changes: dict) -> list[int]:
+        return queue_policy_update(queue=obj, actor=actor, **changes)
 
 
 @admin.register(QueueChange)

@@ -6,6 +6,7 @@ the hierarchical proportion (docs/design/hierarchical-proportion.md), named ``te
 it can never clash with a queue (names are DNS labels, which have no slash).
 """
 
+import json
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -129,6 +130,8 @@ def as_text(value: Any) -> str:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, list | dict):  # the cluster policy's lists
+        return json.dumps(value, sort_keys=True)
     return str(value)
 
 

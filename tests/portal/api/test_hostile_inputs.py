@@ -314,7 +314,7 @@ def test_submit_with_unicode_everywhere_else_is_fine(world, api_for):
             {
                 "name": "worker",
                 "replicas": 1,
-                "image": "registry.example/模型:latest",
+                "image": "registry.example/model:latest",
                 "command": ["python", "-c", "print('héllo ✓')"],
                 "env": {"GREETING": "こんにちは"},
             }
@@ -323,6 +323,17 @@ def test_submit_with_unicode_everywhere_else_is_fine(world, api_for):
     response = api_for("researcher").post("/api/v1/jobs/", body, format="json")
     assert response.status_code == HTTPStatus.CREATED
     assert response.json()["tasks"][0]["env"] == {"GREETING": "こんにちは"}
+
+
+def test_an_image_no_kubelet_can_pull_is_400_naming_the_field(world, api_for):
+    """A reference outside the image grammar (github.com/distribution/reference) would be
+    accepted by the API server and fail every pod with InvalidImageName."""
+    task = {"name": "worker", "replicas": 1, "image": "registry.example/模型:latest"}
+    response = api_for("researcher").post(
+        "/api/v1/jobs/", job_body(world["nlp_queue"], tasks=[task]), format="json"
+    )
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    assert "image reference" in response.json()["errors"]["tasks[0].image"][0]
 
 
 NEWLINE_NAMES = ["nl-name\n", "nl-name\r\n", "nl-name\u2028", "nl-name\x85"]

@@ -112,10 +112,12 @@ def test_what_the_portal_cannot_run_is_an_error_naming_the_field(name, path):
 
 
 @override_settings(JOB_ALLOW_HOST_PATH=True)
-def test_paddlepaddle_renders_where_host_paths_are_allowed():
-    rendered = job_render(
-        _load("integrations-paddlepaddle-ctr-paddlepaddle-on-volcano.yaml", queue="q")
-    )
+def test_paddlepaddle_renders_where_host_paths_are_allowed_at_level_privileged():
+    manifest = _load("integrations-paddlepaddle-ctr-paddlepaddle-on-volcano.yaml", queue="q")
+    refused = job_render(manifest)
+    path = "spec.tasks[0].template.spec.volumes[0].hostPath"
+    assert "pod security level baseline" in refused.errors[path][0]
+    rendered = job_render(manifest, security_level="privileged")
     assert rendered.errors == {}
     pods = [o for o in rendered.objects if o["kind"] == "Pod"]
     assert len(pods) == 4  # 2 pservers + 2 trainers

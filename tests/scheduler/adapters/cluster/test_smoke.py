@@ -21,7 +21,7 @@ def test_watching_the_portals_objects_is_said_when_allowed(cluster):
     said: list[str] = []
     watches_check(_backend(cluster), said.append)
     assert said == [
-        "watched: the portal's ConfigMaps, Services, NetworkPolicies, Secrets in gpu-vision"
+        "watched: the portal's ConfigMaps, Services, NetworkPolicies in gpu-vision"
     ]
 
 

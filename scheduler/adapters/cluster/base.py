@@ -144,6 +144,11 @@ class ClusterBackend(Protocol):
         """Namespaces that refused this backend's lists (403: the portal's Roles are not there)."""
         ...
 
+    def namespace_labels(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
+        """The labels of each of `names` that exists (its pod-security.kubernetes.io/enforce
+        level among them)."""
+        ...
+
     def pod_log(self, name: str, namespace: str, tail: int) -> PodLog:
         """The last `tail` lines of the pod's main container and how it ended."""
         ...

@@ -287,6 +287,20 @@ class KubernetesBackend:
         }
         return wanted - usable
 
+    def namespace_labels(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
+        """The labels of each of `names` that exists: one list of namespaces (the ClusterRole's
+        grant), for the configuration check's comparison with the tenants' pod security
+        levels."""
+        wanted = set(names)
+        if not wanted:
+            return {}
+        items = self._list_all("list namespaces", self.core_v1.list_namespace)
+        return {
+            item.metadata.name: dict(item.metadata.labels or {})
+            for item in items
+            if item.metadata.name in wanted
+        }
+
     def namespaces_refusing(self) -> set[str]:
         """Namespaces that refused this backend's lists of the portal's objects (403): its
         Roles are not there, so nothing of a job could be made there either."""

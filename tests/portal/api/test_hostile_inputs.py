@@ -101,6 +101,31 @@ JOB_BODIES = [
         _task(node_selector={"gpu-model": "v" * 64}),
         {"tasks[0].node_selector"},
     ),
+    # What the API server would refuse at pod creation (jobspec.names).
+    ("env name with =", _task(env={"A=B": "1"}), {"tasks[0].env"}),
+    ("env name empty", _task(env={"": "1"}), {"tasks[0].env"}),
+    ("image with a space and a newline", _task(image="trainer: 1\nevil"), {"tasks[0].image"}),
+    (
+        "selector key not a label key",
+        _task(node_selector={"bad key!": "v"}),
+        {"tasks[0].node_selector"},
+    ),
+    (
+        "tolerationSeconds beyond int64",
+        _task(
+            tolerations=[
+                {
+                    "key": "nvidia.com/gpu",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 2**63,
+                }
+            ]
+        ),
+        {"tasks[0].tolerations"},
+    ),  # fmt: skip
+    ("NUL in a command", _task(command=["python", "a\x00b"]), {"tasks[0].command[1]"}),
+    ("NUL in the name", _job(name="a\x00b"), {"name"}),
     ("priority 10**12", _job(priority=10**12), {"priority"}),
     ("duration 10**9 s", _job(expected_duration_seconds=10**9), {"expected_duration_seconds"}),
     ("min_available 2**40", _job(min_available=2**40), {"min_available"}),

@@ -17,6 +17,7 @@ from django.test import override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from jobspec.names import STR_NUL
 from portal.jobs.models import Job, JobTask
 from portal.jobs.render import main as render_main
 from tests.portal.common.pages import job_form_data
@@ -348,5 +349,7 @@ def test_a_manifest_with_nul_is_400_naming_the_field(api, nlp_queue):
     manifest["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["args"] = ["a\x00b"]
     response = api.post("/api/v1/jobs/", manifest, format="json")
     assert response.status_code == HTTPStatus.BAD_REQUEST
-    assert any("\x00" not in key for key in response.json()["errors"])
+    assert response.json()["errors"] == {
+        f"{TASK}spec.containers[0].args[0]": [STR_NUL],
+    }
     _nothing_stored()

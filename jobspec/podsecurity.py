@@ -72,6 +72,12 @@ Problem = tuple[str, str]  # (path, what is wrong)
 Check = Callable[[Mapping[str, Any], Mapping[str, Any]], Iterator[Problem]]
 
 
+def template_section(template: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """The template's `spec` or `metadata`, empty when it has none that is a mapping."""
+    value = template.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
 def level_rank(level: str) -> int:
     """0 for privileged, 1 baseline, 2 restricted: a higher level allows less."""
     return LEVELS.index(level)
@@ -285,8 +291,7 @@ def pod_security_errors(
     passes, what the template says against them is refused."""
     if level not in LEVELS:
         raise ValueError(f"unknown pod security level {level!r}")
-    spec = template.get("spec") if isinstance(template.get("spec"), Mapping) else {}
-    meta = template.get("metadata") if isinstance(template.get("metadata"), Mapping) else {}
+    spec, meta = template_section(template, "spec"), template_section(template, "metadata")
     secured = secured_spec(spec, level)
     if level == PRIVILEGED:
         return {}

@@ -33,7 +33,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .podsecurity import DEFAULT_LEVEL, pod_security_errors
+from .podsecurity import DEFAULT_LEVEL, pod_security_errors, template_section
 from .tolerations import tolerations_text
 
 PORTAL_PREFIX = "gp-"
@@ -135,13 +135,12 @@ def task_policy_errors(
 def _template_problems(
     template: Mapping[str, Any], policy: TenantPolicy
 ) -> Iterator[tuple[str, str]]:
-    spec = template.get("spec") if isinstance(template.get("spec"), Mapping) else {}
-    meta = template.get("metadata") if isinstance(template.get("metadata"), Mapping) else {}
+    spec, meta = template_section(template, "spec"), template_section(template, "metadata")
     for path, name in references(spec):
         if (message := reference_error(name, policy)) is not None:
             yield path, message
-    name = spec.get("priorityClassName")
-    if isinstance(name, str) and (message := priority_class_error(name, policy)) is not None:
+    priority = spec.get("priorityClassName")
+    if isinstance(priority, str) and (message := priority_class_error(priority, policy)):
         yield "spec.priorityClassName", message
     for key in sorted(meta.get("annotations") or {}):
         if (message := annotation_error(key, policy.annotations)) is not None:

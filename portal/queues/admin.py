@@ -1,5 +1,6 @@
+from typing import Any
+
 from django.contrib import admin
-from django.db.models import Model
 
 from portal.common.admin import ReadOnlyAdminMixin, SafeAutocompleteMixin
 from portal.tenants.admin import ClusterPolicyAdminMixin
@@ -42,7 +43,7 @@ class QueueAdmin(ClusterPolicyAdminMixin, SafeAutocompleteMixin, admin.ModelAdmi
     autocomplete_fields = ["tenant"]
     inlines = [QueueChangeInline]
 
-    def policy_update(self, obj: Model, actor: object, changes: dict) -> list[int]:
+    def policy_update(self, obj: Any, actor: Any, changes: dict) -> list[int]:
         return queue_policy_update(queue=obj, actor=actor, **changes)
 
 

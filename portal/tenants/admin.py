@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.contrib import admin, messages
 from django.db.models import Model
 from django.forms import ModelForm
@@ -18,13 +20,13 @@ class ClusterPolicyAdminMixin:
 
     policy_fields: tuple[str, ...] = ()
 
-    def policy_update(self, obj: Model, actor: object, changes: dict) -> list[int]:
+    def policy_update(self, obj: Any, actor: Any, changes: dict) -> list[int]:
         raise NotImplementedError
 
     def save_model(self, request: HttpRequest, obj: Model, form: ModelForm, change: bool) -> None:
         changes = {f: form.cleaned_data[f] for f in self.policy_fields if f in form.changed_data}
         if change and changes:
-            stored = type(obj).objects.get(pk=obj.pk)
+            stored = type(obj)._default_manager.get(pk=obj.pk)
             for field in changes:
                 setattr(obj, field, getattr(stored, field))
         super().save_model(request, obj, form, change)  # type: ignore[misc]
@@ -64,7 +66,7 @@ class TenantAdmin(ClusterPolicyAdminMixin, admin.ModelAdmin):
     readonly_fields = list(QUOTA_FIELDS)
     inlines = [MembershipInline]
 
-    def policy_update(self, obj: Model, actor: object, changes: dict) -> list[int]:
+    def policy_update(self, obj: Any, actor: Any, changes: dict) -> list[int]:
         return tenant_policy_update(tenant=obj, actor=actor, **changes)
 
 

@@ -763,10 +763,10 @@ class KubernetesBackend:
                         if under != (obj.namespace, obj.name)
                     }
                 deleted.append(f"{kind} {obj.namespace}/{obj.name}")
-        for obj in wanted:
-            meta = obj["metadata"]
-            key = (obj["kind"], meta["namespace"], meta["name"])
-            if obj["kind"] not in OBJECT_KINDS:
+        for manifest in wanted:
+            meta = manifest["metadata"]
+            key = (manifest["kind"], meta["namespace"], meta["name"])
+            if manifest["kind"] not in OBJECT_KINDS:
                 continue  # not listed (Secrets): whether it is missing cannot be seen
             if key in present or meta["namespace"] not in set(namespaces) - refused:
                 continue
@@ -776,7 +776,7 @@ class KubernetesBackend:
             present.add(key)
             self._objects_made.pop(key, None)
             owner = self._ensure_owner(job_id, meta["namespace"])
-            self._ensure_object(with_owner(obj, owner), owner["name"])
+            self._ensure_object(with_owner(manifest, owner), owner["name"])
         return deleted
 
     def _delete_object(

@@ -20,9 +20,7 @@ def _backend(cluster) -> KubernetesBackend:
 def test_watching_the_portals_objects_is_said_when_allowed(cluster):
     said: list[str] = []
     watches_check(_backend(cluster), said.append)
-    assert said == [
-        "watched: the portal's ConfigMaps, Services, NetworkPolicies in gpu-vision"
-    ]
+    assert said == ["watched: the portal's ConfigMaps, Services, NetworkPolicies in gpu-vision"]
 
 
 def test_a_refused_watch_is_a_warning_naming_the_kinds(cluster):

@@ -23,6 +23,7 @@ from jobspec.labels import (
     replica_annotations,
     replica_labels,
 )
+from jobspec.podsecurity import DEFAULT_LEVEL
 from jobspec.podspec import pod_spec_body, pod_template_annotations, pod_template_labels
 
 # The job's expected duration, for the simulated cluster, which runs the pod that long.
@@ -54,6 +55,8 @@ class DesiredPod:
     # the objects its job needs before its pods start (Service, ConfigMap, NetworkPolicy).
     additions: dict = field(default_factory=dict)
     job_objects: tuple = ()
+    # The tenant's pod security level: the defaults every pod gets (jobspec.podsecurity).
+    security_level: str = DEFAULT_LEVEL
 
 
 def desired_pod(
@@ -82,6 +85,7 @@ def desired_pod(
     shape: JobShape | None,
     instance: str,
     job_objects: tuple = (),
+    security_level: str = DEFAULT_LEVEL,
 ) -> DesiredPod:
     """One replica's pod from its job's and task's values, marked as `instance`'s."""
     additions: dict = {}
@@ -115,6 +119,7 @@ def desired_pod(
         min_available=min_available,
         additions=additions,
         job_objects=job_objects,
+        security_level=security_level,
     )
 
 

@@ -6,7 +6,9 @@ Kubernetes backend sends it and the dry-run render prints it. A pod whose task h
 gets one container built from the task's fields; a template (jobspec.podtemplate, already
 checked) is copied with one change: GPU resources are asked under the name the chosen node
 advertises (`nvidia.com/gpu` on one node, `mars-tech.com/gpu` on another), so a template
-written for one vendor runs on the other.
+written for one vendor runs on the other. Either way the pod gets the defaults of its tenant's
+pod security level (jobspec.podsecurity): no service-account token, seccomp RuntimeDefault,
+and under `restricted` no root and no capabilities.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobspec.labels import JOB_ID
+from jobspec.podsecurity import secured_spec
 
 if TYPE_CHECKING:
     from jobspec.pods import DesiredPod
@@ -35,14 +38,18 @@ _POD_KEYS = (
     "nodeSelector",
     "priorityClassName",
     "terminationGracePeriodSeconds",
+    "automountServiceAccountToken",
     "hostname",
     "subdomain",
 )
 
 
 def pod_spec_body(desired: DesiredPod, gpu_resource_names: Iterable[str]) -> dict[str, Any]:
-    """The pod spec without nodeName and tolerations, as the API server reads it (camelCase)."""
-    return with_additions(_body(desired, frozenset(gpu_resource_names)), desired.additions)
+    """The pod spec without nodeName and tolerations, as the API server reads it (camelCase),
+    with the defaults of the tenant's pod security level (no service-account token, seccomp
+    RuntimeDefault, and restricted's: jobspec.podsecurity.secured_spec)."""
+    body = with_additions(_body(desired, frozenset(gpu_resource_names)), desired.additions)
+    return secured_spec(body, desired.security_level)
 
 
 def _body(desired: DesiredPod, gpu_names: frozenset[str]) -> dict[str, Any]:

@@ -32,6 +32,16 @@ from .gpushare import (
     is_gpu_count_name,
     share_from_resources,
 )
+from .names import (
+    SUBDOMAIN_MAX,
+    SUBDOMAIN_RE,
+    annotation_key_error,
+    annotations_size_error,
+    env_name_error,
+    image_error,
+    label_key_error,
+    label_value_error,
+)
 from .quantity import parse_quantity
 
 CONTAINERS_MAX = 16  # app containers, and separately init containers, per pod
@@ -94,12 +104,21 @@ UNSUPPORTED_WHY = {
     "schedulerName": "the portal's scheduler places every job pod",
     "hostname": "the portal names each pod's host (see the svc plugin)",
     "subdomain": "the portal names each job's subdomain (see the svc plugin)",
-    "privileged": "privileged containers are not allowed",
+    "projected": (
+        "a projected volume can carry a service-account token; mount secret and configMap "
+        "volumes instead"
+    ),
 }
+GPU_SHARE_IN_TWO = (
+    "a share of one GPU is one container's: {containers} all ask for one (each would be "
+    "given the whole share); ask for it in one container"
+)
+PROFILE_TYPES = ("RuntimeDefault", "Localhost", "Unconfined")
+LOCALHOST_PROFILE_NEEDED = "localhostProfile is required with type Localhost, and only then"
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-_OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
-_ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]{0,252}")
+# A DNS subdomain of at most 253 characters (jobspec.names), the rule for object names.
+_OBJECT_NAME = re.compile(rf"(?=.{{1,{SUBDOMAIN_MAX}}}\Z)(?:{SUBDOMAIN_RE.pattern})")
 _NATIVE = ("cpu", "memory", "ephemeral-storage")
 _FIELD_PATHS = (
     "metadata.name",
@@ -248,14 +267,7 @@ def pod_template_parse(raw: Any, *, allow_host_path: bool, prefix: str = "") -> 
     if top is None:
         return ParsedTemplate({}, summary, w.errors)
     if top.get("metadata") is not None:
-        meta = w.mapping(top["metadata"], "metadata", ("name", "labels", "annotations"))
-        if meta is not None:
-            kept: dict[str, Any] = {}
-            # metadata.name is Volcano's pod name prefix: the portal's pod names are id-based.
-            _put(kept, "labels", w.string_map(meta.get("labels"), "metadata.labels"))
-            _put(kept, "annotations", w.string_map(meta.get("annotations"), "metadata.annotations"))
-            if kept:
-                out["metadata"] = kept
+        _put(out, "metadata", _metadata(w, top["metadata"]))
     if top.get("spec") is None:
         w.add("spec", REQUIRED)
         return ParsedTemplate({}, summary, w.errors)
@@ -274,6 +286,7 @@ def pod_template_parse(raw: Any, *, allow_host_path: bool, prefix: str = "") -> 
             "restartPolicy",
             "terminationGracePeriodSeconds",
             "tolerations",
+            "automountServiceAccountToken",
         ),
     )
     if spec is None:
@@ -306,6 +319,8 @@ def pod_template_parse(raw: Any, *, allow_host_path: bool, prefix: str = "") -> 
                 secrets.append({"name": name})
     _put(pod, "imagePullSecrets", secrets or None)
     _put(pod, "securityContext", _pod_security(w, spec.get("securityContext")))
+    _put(pod, "automountServiceAccountToken", w.boolean(
+        spec.get("automountServiceAccountToken"), "spec.automountServiceAccountToken"))  # fmt: skip
     selector = w.string_map(spec.get("nodeSelector"), "spec.nodeSelector")
     _put(pod, "nodeSelector", selector or None)
     _put(pod, "affinity", affinity_parse(w, spec.get("affinity"), "spec.affinity"))
@@ -365,8 +380,11 @@ def _containers(
                 w.add(f"{cpath}.name", DUPLICATE_NAME.format(name=name))
             names.add(name)
             container["name"] = name
-        _put(container, "image", w.string(spec.get("image"), f"{cpath}.image", required=True,
-                                          max_chars=500))  # fmt: skip
+        image = w.string(spec.get("image"), f"{cpath}.image", required=True, max_chars=500)
+        if image is not None and (refusal := image_error(image)) is not None:
+            w.add(f"{cpath}.image", refusal)
+            image = None
+        _put(container, "image", image)
         _put(container, "command", w.string_list(spec.get("command"), f"{cpath}.command"))
         _put(container, "args", w.string_list(spec.get("args"), f"{cpath}.args"))
         _put(container, "workingDir", w.string(spec.get("workingDir"), f"{cpath}.workingDir"))
@@ -403,8 +421,10 @@ def _env(w: _Walk, raw: Any, path: str) -> list[dict[str, Any]]:
         spec = w.mapping(item, ipath, ("name", "value", "valueFrom"))
         if spec is None:
             continue
-        name = w.string(spec.get("name"), f"{ipath}.name", required=True, pattern=_ENV_NAME,
-                        message="must be an environment variable name")  # fmt: skip
+        name = w.string(spec.get("name"), f"{ipath}.name", required=True, max_chars=NAME_MAX)
+        if name is not None and (refusal := env_name_error(name)) is not None:
+            w.add(f"{ipath}.name", refusal)
+            name = None
         if name is not None and name in seen:
             w.add(f"{ipath}.name", f"environment variable {name} is set twice")
         has_value, has_from = "value" in spec, spec.get("valueFrom") is not None
@@ -519,7 +539,11 @@ def _env_from(w: _Walk, raw: Any, path: str) -> list[dict[str, Any]]:
         ref: dict[str, Any] = {"name": name}
         _put(ref, "optional", w.boolean(ref_spec.get("optional"), f"{kpath}.optional"))
         entry: dict[str, Any] = {kind: ref}
-        _put(entry, "prefix", w.string(spec.get("prefix"), f"{ipath}.prefix", max_chars=NAME_MAX))
+        env_prefix = w.string(spec.get("prefix"), f"{ipath}.prefix", max_chars=NAME_MAX)
+        if env_prefix and (refusal := env_name_error(env_prefix)) is not None:
+            w.add(f"{ipath}.prefix", refusal)
+            continue
+        _put(entry, "prefix", env_prefix)
         result.append(entry)
     return result
 
@@ -753,7 +777,7 @@ def _pod_security(w: _Walk, raw: Any) -> dict[str, Any] | None:
         return None
     path = "spec.securityContext"
     spec = w.mapping(raw, path, ("runAsUser", "runAsGroup", "runAsNonRoot", "fsGroup",
-                                 "supplementalGroups"))  # fmt: skip
+                                 "supplementalGroups", "seccompProfile", "appArmorProfile"))  # fmt: skip
     if spec is None:
         return None
     out: dict[str, Any] = {}
@@ -765,21 +789,26 @@ def _pod_security(w: _Walk, raw: Any) -> dict[str, Any] | None:
         w.integer(g, f"{path}.supplementalGroups[{i}]", 0, 2**31 - 1) for i, g in enumerate(groups)
     ]
     _put(out, "supplementalGroups", [g for g in checked if g is not None] or None)
+    for key in ("seccompProfile", "appArmorProfile"):
+        _put(out, key, _profile(w, spec.get(key), f"{path}.{key}"))
     return out or None
 
 
 def _container_security(w: _Walk, raw: Any, path: str) -> dict[str, Any] | None:
+    """What a container may say of its security; whether the tenant's pod security level
+    allows it is jobspec.podsecurity's to say (privileged, capabilities, root, profiles)."""
     if raw is None:
         return None
     spec = w.mapping(raw, path, ("runAsUser", "runAsGroup", "runAsNonRoot",
                                  "readOnlyRootFilesystem", "allowPrivilegeEscalation",
-                                 "capabilities"))  # fmt: skip
+                                 "capabilities", "privileged", "seccompProfile",
+                                 "appArmorProfile"))  # fmt: skip
     if spec is None:
         return None
     out: dict[str, Any] = {}
     for key in ("runAsUser", "runAsGroup"):
         _put(out, key, w.integer(spec.get(key), f"{path}.{key}", 0, 2**31 - 1))
-    for key in ("runAsNonRoot", "readOnlyRootFilesystem", "allowPrivilegeEscalation"):
+    for key in ("runAsNonRoot", "readOnlyRootFilesystem", "allowPrivilegeEscalation", "privileged"):
         _put(out, key, w.boolean(spec.get(key), f"{path}.{key}"))
     if spec.get("capabilities") is not None:
         caps = w.mapping(spec["capabilities"], f"{path}.capabilities", ("add", "drop"))
@@ -789,7 +818,60 @@ def _container_security(w: _Walk, raw: Any, path: str) -> dict[str, Any] | None:
                 _put(kept, key, w.string_list(caps.get(key), f"{path}.capabilities.{key}"))
             if kept:
                 out["capabilities"] = kept
+    for key in ("seccompProfile", "appArmorProfile"):
+        _put(out, key, _profile(w, spec.get(key), f"{path}.{key}"))
     return out or None
+
+
+def _profile(w: _Walk, raw: Any, path: str) -> dict[str, Any] | None:
+    """A seccomp or AppArmor profile: a type, and a localhostProfile with Localhost only
+    (the API server's validateSeccompProfileField / validateAppArmorProfileField)."""
+    if raw is None:
+        return None
+    spec = w.mapping(raw, path, ("type", "localhostProfile"))
+    if spec is None:
+        return None
+    kind = w.string(spec.get("type"), f"{path}.type", required=True)
+    if kind is None:
+        return None
+    if kind not in PROFILE_TYPES:
+        w.add(f"{path}.type", NOT_ONE_OF.format(choices=", ".join(PROFILE_TYPES)))
+        return None
+    local = w.string(spec.get("localhostProfile"), f"{path}.localhostProfile", max_chars=NAME_MAX)
+    if (kind == "Localhost") != bool(local):
+        w.add(f"{path}.localhostProfile", LOCALHOST_PROFILE_NEEDED)
+        return None
+    return {"type": kind, **({"localhostProfile": local} if local else {})}
+
+
+def _metadata(w: _Walk, raw: Any) -> dict[str, Any] | None:
+    meta = w.mapping(raw, "metadata", ("name", "labels", "annotations"))
+    if meta is None:
+        return None
+    kept: dict[str, Any] = {}
+    # metadata.name is Volcano's pod name prefix: the portal's pod names are id-based.
+    _put(kept, "labels", _labels(w, meta.get("labels")))
+    _put(kept, "annotations", _annotations(w, meta.get("annotations")))
+    return kept or None
+
+
+def _labels(w: _Walk, raw: Any) -> dict[str, str] | None:
+    """The pod's labels, keys and values as Kubernetes takes them (jobspec.names)."""
+    labels = w.string_map(raw, "metadata.labels")
+    for key, value in (labels or {}).items():
+        if refusal := label_key_error(key) or label_value_error(value):
+            w.add(f"metadata.labels.{key}", refusal)
+    return labels
+
+
+def _annotations(w: _Walk, raw: Any) -> dict[str, str] | None:
+    annotations = w.string_map(raw, "metadata.annotations")
+    for key in annotations or {}:
+        if (refusal := annotation_key_error(key)) is not None:
+            w.add(f"metadata.annotations.{key}", refusal)
+    if annotations and (refusal := annotations_size_error(annotations)) is not None:
+        w.add("metadata.annotations", refusal)
+    return annotations
 
 
 def _sum_resources(
@@ -799,6 +881,13 @@ def _sum_resources(
     app = [_container_amounts(w, c, f"spec.containers[{i}]") for i, c in enumerate(containers)]
     starts = [_container_amounts(w, c, f"spec.initContainers[{i}]") for i, c in enumerate(init)]
     names = {name for _, name in app + starts if name}
+    sharing = [
+        c.get("name", "?")
+        for (amounts, _), c in zip(app + starts, containers + init)
+        if amounts.get("gpu_milli") or amounts.get("gpu_memory_mib")
+    ]
+    if len(sharing) > 1:
+        w.add("spec", GPU_SHARE_IN_TWO.format(containers=", ".join(sharing)))
     if len(names) > 1:
         w.add("spec", GPU_TWO_NAMES.format(names=", ".join(sorted(names))))
     summary.gpu_resource = min(names) if names else None

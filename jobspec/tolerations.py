@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .names import int64_error, label_key_error, label_value_error
+
 OPERATORS = ("Exists", "Equal")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
@@ -37,15 +39,12 @@ EMPTY_KEY_NEEDS_EXISTS = "{path}.operator: must be Exists when the key is empty 
 EXISTS_TAKES_NO_VALUE = "{path}.value: must be empty with operator Exists"
 SECONDS_NEED_NO_EXECUTE = "{path}.tolerationSeconds: only allowed with effect NoExecute"
 SECONDS_NOT_INT = "{path}.tolerationSeconds: must be an integer"
+SECONDS_NOT_INT64 = "{path}.tolerationSeconds: {message}"
 LINE_INVALID = (
     "line {line}: {text!r} is not key[=value][:effect], e.g. "
     "nvidia.com/gpu:NoSchedule or dedicated=ml:NoExecute"
 )
 
-_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_KEY = re.compile(rf"({_DNS_SUBDOMAIN}/)?{_NAME}")
-_VALUE = re.compile(rf"({_NAME})?")
 _LINE = re.compile(r"^(?P<key>[^=:\s]*)(=(?P<value>[^:\s]*))?(:(?P<effect>\w+))?$")
 
 
@@ -76,18 +75,20 @@ def _item_errors(item: Any, path: str) -> list[str]:
         errors.append(BAD_OPERATOR.format(path=path, value=operator))
     if effect and effect not in EFFECTS:
         errors.append(BAD_EFFECT.format(path=path))
-    if key and (len(key) > 317 or not _KEY.fullmatch(key)):
+    if key and label_key_error(key):
         errors.append(BAD_KEY.format(path=path))
     if not key and operator != "Exists":
         errors.append(EMPTY_KEY_NEEDS_EXISTS.format(path=path))
     if operator == "Exists" and value:
         errors.append(EXISTS_TAKES_NO_VALUE.format(path=path))
-    elif value and not _VALUE.fullmatch(value):
+    elif value and label_value_error(value):
         errors.append(BAD_VALUE.format(path=path))
     if "tolerationSeconds" in item:
         seconds = item["tolerationSeconds"]
         if not isinstance(seconds, int) or isinstance(seconds, bool):
             errors.append(SECONDS_NOT_INT.format(path=path))
+        elif message := int64_error(seconds):
+            errors.append(SECONDS_NOT_INT64.format(path=path, message=message))
         if effect != "NoExecute":
             errors.append(SECONDS_NEED_NO_EXECUTE.format(path=path))
     return errors

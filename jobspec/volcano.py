@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .job_plugins import plugins_parse
+from .names import STR_NUL, nul_paths  # noqa: F401 (STR_NUL re-exported)
 from .podtemplate import pod_template_parse
 from .policies import duration_seconds, policies_parse
 from .quantity import BAD_QUANTITY, NEGATIVE_QUANTITY, parse_quantity  # noqa: F401 (re-exported)
@@ -42,8 +43,6 @@ API_VERSION = "batch.volcano.sh/v1alpha1"
 KIND = "Job"
 PRIORITY_ANNOTATION = "priority"
 DURATION_ANNOTATION = "gpuq/expected-duration-seconds"
-# PostgreSQL's text and jsonb cannot hold U+0000: such a value would fail at INSERT (a 500).
-STR_NUL = "must not contain NUL characters (\\0)"
 # apiserver's names.SimpleNameGenerator (k8s.io/apiserver/pkg/storage/names/generate.go):
 # the prefix cut to 58 characters, then 5 characters of utilrand's alphabet.
 GENERATED_PREFIX_MAX = 58
@@ -252,6 +251,18 @@ def documents_split(documents: Sequence[Any]) -> Documents:
     return Documents(jobs=jobs, skipped=skipped)
 
 
+def manifest_errors(
+    errors: dict[str, list[str]], path_of: Callable[[str], str] = manifest_path
+) -> dict[str, list[str]]:
+    """`job_submit`'s errors keyed by the manifest's paths (`path_of`: a spec's own, which
+    knows its generateName); two service paths may name one manifest field (a task's
+    tolerations, stated in its template), their messages joined."""
+    paths: dict[str, list[str]] = {}
+    for key, messages in errors.items():
+        paths.setdefault(path_of(key), []).extend(messages)
+    return paths
+
+
 class _Collector:
     def __init__(self) -> None:
         self.errors: dict[str, list[str]] = {}
@@ -324,7 +335,7 @@ def volcano_job_parse(
     c = _Collector()
     if not isinstance(data, dict):
         raise ManifestError({"body": ["a Volcano Job manifest must be a mapping"]})
-    for path in _nul_paths(data):
+    for path in nul_paths(data):
         c.add(path, STR_NUL)
     if data.get("apiVersion") != API_VERSION:
         c.add("apiVersion", WRONG_API_VERSION)
@@ -479,30 +490,6 @@ def _min_available(
         f"spec.minAvailable is not given: {total}, the tasks' minAvailable (or replicas) summed"
     )
     return total
-
-
-def _nul_paths(data: Any) -> list[str]:
-    """Paths of every string (key or value) holding U+0000, which PostgreSQL cannot store.
-
-    Iterative: an API body may be nested about as deep as the JSON parser's recursion allows.
-    """
-    found: list[str] = []
-    stack: list[tuple[str, Any]] = [("", data)]
-    while stack:
-        path, value = stack.pop()
-        if isinstance(value, str):
-            if "\x00" in value:
-                found.append(path or "body")
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                name = str(key).replace("\x00", "\\0")
-                child = f"{path}.{name}" if path else name
-                if isinstance(key, str) and "\x00" in key:
-                    found.append(child)
-                stack.append((child, item))
-        elif isinstance(value, list):
-            stack.extend((f"{path}[{index}]", item) for index, item in enumerate(value))
-    return sorted(found)
 
 
 def _task_parse(

@@ -12,8 +12,15 @@ class SchedulerShellConfig(AppConfig):
 
     def ready(self) -> None:
         # The shell's modules import the portal's models: they load once every app has.
+        from scheduler.adapters.namespaces import namespace_labels_read
         from scheduler.adapters.pod_logs import pod_log_read
         from scheduler.adapters.portal_port import SchedulerShell, facade_connect
         from scheduler.tasks import scheduling_cycle_kick
 
-        facade_connect(SchedulerShell(cycle_kick=scheduling_cycle_kick, pod_log_read=pod_log_read))
+        facade_connect(
+            SchedulerShell(
+                cycle_kick=scheduling_cycle_kick,
+                pod_log_read=pod_log_read,
+                namespace_labels_read=namespace_labels_read,
+            )
+        )

@@ -9,7 +9,12 @@ deletes a running job's objects: new jobs follow the new rule, running ones end 
 started.
 
 The portal never creates namespaces (that would need cluster-wide rights on them); a cluster
-admin does, with the Role the portal needs there (`python -m portal.cluster.rbac_for_tenant`).
+admin does, with the Role the portal needs there and the `pod-security.kubernetes.io/enforce`
+label at the tenant's pod security level (`python -m portal.cluster.rbac_for_tenant`), so the
+API server refuses a pod the portal should not have let through. In a shared namespace the label
+can only be the least restrictive of its tenants' levels, and the tenants are not isolated from
+each other on the cluster: the configuration check (`/readyz?check=config`) and the admin's
+tenant page say so, and the check compares the labels with the levels.
 """
 
 from __future__ import annotations
@@ -18,11 +23,23 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from jobspec.labels import tenant_namespace
+from jobspec.podsecurity import ENFORCE_LABEL, least_restrictive
 
 NAMESPACE_MISSING = (
     "namespace {namespace} does not exist; ask the cluster admin to create it "
     "(python -m portal.cluster.rbac_for_tenant {tenant} | kubectl apply -f -)"
 )
+SHARED_NAMESPACE = (
+    "KUBERNETES_NAMESPACE_PER_TENANT is off on a Kubernetes cluster: tenants are not isolated "
+    "on the cluster (every tenant's pods run in namespace {namespace}, with its Secrets, "
+    "ConfigMaps and volume claims, under the least restrictive of their pod security levels). "
+    "Turn it on and create each tenant's namespace (deploy/README-kubernetes.md)"
+)
+LEVEL_DRIFT = (
+    "namespace {namespace} enforces pod security level {found}, but {expected_of} is "
+    "{expected}: kubectl label namespace {namespace} {label}={expected} --overwrite"
+)
+NO_LEVEL = "none (no {label} label: privileged)"
 NAMESPACE_FORBIDDEN = (
     "the portal may not work in namespace {namespace} (its Roles are not there); ask the "
     "cluster admin to apply them (python -m portal.cluster.rbac_for_tenant {tenant} | "
@@ -91,3 +108,45 @@ def namespace_settings_check(**kwargs: object) -> list:
     except ValueError as error:
         return [checks.Error(str(error), id="cluster.E001")]
     return []
+
+
+def namespace_levels() -> dict[str, tuple[str, str]]:
+    """namespace -> (the pod security level its label should enforce, whose level that is) for
+    the jobs namespaces of the current rule: each tenant's its level; the shared one the least
+    restrictive of every tenant's, so that none of their pods is refused."""
+    from portal.tenants.models import Tenant
+
+    rows = list(Tenant.objects.order_by("name").values_list("name", "security_level"))
+    if settings.KUBERNETES_NAMESPACE_PER_TENANT:
+        return {job_namespace(name): (level, f"tenant {name}'s level") for name, level in rows}
+    level = least_restrictive([level for _, level in rows])
+    return {settings.KUBERNETES_NAMESPACE: (level, "the least restrictive of its tenants' levels")}
+
+
+def level_drift(
+    expected: dict[str, tuple[str, str]], labels: dict[str, dict[str, str]]
+) -> list[str]:
+    """A warning, with the command that mends it, for each namespace in `labels` (those that
+    exist) whose enforce label differs from the level `expected` of it."""
+    warnings = []
+    for namespace, (level, whose) in sorted(expected.items()):
+        if namespace not in labels:
+            continue  # missing: namespaces_hold says so to the jobs that wait for it
+        found = labels[namespace].get(ENFORCE_LABEL)
+        if found == level:
+            continue
+        warnings.append(
+            LEVEL_DRIFT.format(
+                namespace=namespace,
+                found=found or NO_LEVEL.format(label=ENFORCE_LABEL),
+                expected_of=whose,
+                expected=level,
+                label=ENFORCE_LABEL,
+            )
+        )
+    return warnings
+
+
+def shared_on_cluster() -> bool:
+    """A real cluster whose tenants share one namespace (the setting's default)."""
+    return settings.CLUSTER_BACKEND == "kubernetes" and not settings.KUBERNETES_NAMESPACE_PER_TENANT

@@ -1,7 +1,9 @@
 """`python -m portal.cluster.rbac_for_tenant TENANT [TENANT ...] | --all`: print, as YAML, the
 Namespace, Roles and RoleBindings a cluster admin applies for each tenant's jobs namespace
-(deploy/tenant-namespace.yaml with the name the portal uses filled in), ready for
-`kubectl apply -f -`. Reads the tenants and the namespace settings; touches no cluster."""
+(deploy/tenant-namespace.yaml with the name the portal uses and the tenant's pod security level
+filled in: the namespace's `pod-security.kubernetes.io/enforce` label), ready for
+`kubectl apply -f -`. Reads the tenants and the namespace settings; touches no cluster. Rerun it
+when a tenant's level changes."""
 
 from __future__ import annotations
 
@@ -11,12 +13,15 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from jobspec.podsecurity import DEFAULT_LEVEL
+
 TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "tenant-namespace.yaml"
 PLACEHOLDER = "NAMESPACE"
+LEVEL_PLACEHOLDER = "LEVEL"
 
 
-def tenant_manifests(namespace: str) -> list[dict]:
-    """The template's documents for `namespace`."""
+def tenant_manifests(namespace: str, level: str = DEFAULT_LEVEL) -> list[dict]:
+    """The template's documents for `namespace`, enforcing pod security level `level`."""
     import yaml
 
     documents = [doc for doc in yaml.safe_load_all(TEMPLATE.read_text()) if doc]
@@ -24,6 +29,8 @@ def tenant_manifests(namespace: str) -> list[dict]:
         meta = doc["metadata"]
         if doc["kind"] == "Namespace":
             meta["name"] = namespace
+            labels = meta["labels"]
+            labels.update({k: level for k, v in labels.items() if v == LEVEL_PLACEHOLDER})
         else:
             meta["namespace"] = namespace
     return documents
@@ -47,7 +54,7 @@ def main(
     import yaml
     from django.conf import settings
 
-    from portal.cluster.namespaces import job_namespace
+    from portal.cluster.namespaces import job_namespace, namespace_levels
     from portal.tenants.models import Tenant
 
     known = set(Tenant.objects.values_list("name", flat=True))
@@ -62,9 +69,11 @@ def main(
             f"{settings.KUBERNETES_NAMESPACE}, which deploy/rbac.yaml sets up",
             file=err,
         )
+    levels = namespace_levels()
     documents = []
     for namespace in sorted({job_namespace(name) for name in names}):
-        documents += tenant_manifests(namespace)
+        level, _whose = levels.get(namespace, (DEFAULT_LEVEL, ""))
+        documents += tenant_manifests(namespace, level)
     yaml.safe_dump_all(documents, out, sort_keys=False, default_flow_style=False)
     return 0
 

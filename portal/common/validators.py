@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 
 from django.core.exceptions import ValidationError
 
-from jobspec.volcano import STR_NUL
+from jobspec.names import STR_NUL
 
 # Matched with fullmatch: `$` would also accept a trailing newline ("name\n").
 DNS_LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")

@@ -20,6 +20,7 @@ from rest_framework.response import Response
 from jobspec import volcano
 from jobspec.gpushare import gpus_decimal
 from jobspec.limits import gpus_number_error
+from jobspec.tenancy import TenantPolicy
 from portal.api.base import (
     ApiSerializer,
     ApiView,
@@ -36,6 +37,7 @@ from portal.cluster.selectors import placement_list_active, placement_list_ended
 from portal.common import units
 from portal.common.ids import parse_id
 from portal.jobs.limits import task_count_check
+from portal.jobs.policy import job_policy
 from portal.queues.access import visible_queue_get
 from portal.queues.selectors import QUEUE_NOT_FOUND, queue_default, queue_lookup
 from portal.scheduling.facade import LogUnavailable, pod_log_read
@@ -678,6 +680,12 @@ def _queue_tenant(request: Request, queue: str) -> str | None:
     return found.tenant.name if found is not None else None
 
 
+def _queue_policy(request: Request, queue: str) -> TenantPolicy | None:
+    """What jobs of `queue` may do on the cluster, if the caller may see it."""
+    found = visible_queue_get(request.user, name=queue)
+    return job_policy(tenant=found.tenant, queue=found) if found is not None else None
+
+
 class JobRenderApi(ApiView):
     """Dry run: every Kubernetes object the portal would create for a Volcano Job manifest
     (JSON or YAML), as `python -m portal.jobs.render` prints them; nothing is stored, the
@@ -715,7 +723,10 @@ class JobRenderApi(ApiView):
         if not (isinstance(spec, dict) and spec.get("queue")):
             default = queue_default(user=request.user)
         rendered = job_render(
-            data, tenant_of=lambda name: _queue_tenant(request, name), default_queue=default
+            data,
+            tenant_of=lambda name: _queue_tenant(request, name),
+            policy_of=lambda name: _queue_policy(request, name),
+            default_queue=default,
         )
         if rendered.errors:
             raise serializers.ValidationError(rendered.errors)

@@ -27,15 +27,19 @@ from kubernetes import client
 from jobspec.job_plugins import JobShape
 from jobspec.labels import pod_name
 from jobspec.pods import desired_pod, plugin_objects, pod_object
+from jobspec.podsecurity import DEFAULT_LEVEL
+from jobspec.tenancy import TenantPolicy
 from jobspec.volcano import (
     GENERATED_SUFFIX_LENGTH,
     ManifestError,
     generated_name,
+    manifest_errors,
     spec_warnings,
     volcano_job_parse,
 )
 from portal.cluster.namespaces import job_namespace
 from portal.jobs.limits import host_path_allowed, job_limits, task_count_check
+from portal.jobs.policy import offline_policy
 from portal.queues.selectors import VOLCANO_DEFAULT_QUEUE, DefaultQueue
 
 from .models import JobTask
@@ -83,11 +87,17 @@ def job_render(
     namespace: str | None = None,
     tenant_of: Callable[[str], str | None] | None = None,
     default_queue: DefaultQueue | None = None,
+    security_level: str = DEFAULT_LEVEL,
+    policy_of: Callable[[str], TenantPolicy | None] | None = None,
 ) -> Rendered:
     """The objects for manifest `data` (parsed YAML/JSON), or the errors by manifest path.
     They go to `namespace` if given, else where the job of the queue's tenant would
     (portal.cluster.namespaces; `tenant_of(queue)` names it, None when not known).
-    `default_queue`: where the caller's manifests without spec.queue go (None: not known)."""
+    `default_queue`: where the caller's manifests without spec.queue go (None: not known).
+    The job is checked against, and its pods get the defaults of, the queue's tenant's
+    cluster policy (`policy_of(queue)`, portal.jobs.policy.job_policy) when known, else the
+    defaults at pod security level `security_level` with no admin's allowance
+    (offline_policy)."""
     try:
         spec = volcano_job_parse(
             data, too_many_tasks=task_count_check(), allow_host_path=host_path_allowed()
@@ -97,11 +107,14 @@ def job_render(
     name = None
     if spec.generate_name is not None:
         name = generated_name(spec.generate_name, RENDER_NAME_SUFFIX)
-    job, tasks, errors = job_build(**spec.job_fields(name=name), limits=job_limits())
-    if errors:
-        return Rendered(errors={spec.path_of(key): value for key, value in errors.items()})
     queue, warnings = _queue(spec.queue, default_queue)
     tenant = tenant_of(queue) if tenant_of is not None else None
+    policy = policy_of(queue) if policy_of is not None else None
+    if policy is None:
+        policy = offline_policy(level=security_level, tenant=tenant)
+    job, tasks, errors = job_build(**spec.job_fields(name=name), limits=job_limits(), policy=policy)
+    if errors:
+        return Rendered(errors=manifest_errors(errors, spec.path_of))
     warnings.append(QUEUE_NOT_CHECKED.format(queue=queue))
     if namespace is None:
         namespace = job_namespace(tenant) if tenant else settings.KUBERNETES_NAMESPACE
@@ -144,6 +157,7 @@ def job_render(
                 plugins=job.plugins,
                 shape=shape,
                 instance=instance,
+                security_level=policy.level,
             )
             pod = pod_object(
                 desired, settings.GPU_RESOURCE_NAMES, settings.KUBERNETES_SCHEDULER_NAME

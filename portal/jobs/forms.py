@@ -212,7 +212,8 @@ class TaskForm(forms.Form):
                 "name": data["name"],
                 "replicas": data["replicas"],
                 "pod_template": data["pod_template"],
-                "tolerations": data["tolerations"],
+                # Beside a template only if given: a template states its own.
+                **({"tolerations": data["tolerations"]} if data["tolerations"] else {}),
             }
         return {
             "name": data["name"],

@@ -13,7 +13,12 @@ from portal.common.validators import (
     validate_str_dict,
     validate_str_list,
 )
-from portal.jobs.validators import validate_tolerations
+from portal.jobs.validators import (
+    validate_env_names,
+    validate_image,
+    validate_node_selector,
+    validate_tolerations,
+)
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
 
@@ -144,9 +149,11 @@ class JobTask(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="tasks")
     name = models.CharField(max_length=NAME_MAX_CHARS, validators=[validate_dns_label])
     replicas = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
-    image = models.CharField(max_length=IMAGE_MAX_CHARS)
+    image = models.CharField(max_length=IMAGE_MAX_CHARS, validators=[validate_image])
     command = models.JSONField(default=list, blank=True, validators=[validate_str_list])
-    env = models.JSONField(default=dict, blank=True, validators=[validate_str_dict])
+    env = models.JSONField(
+        default=dict, blank=True, validators=[validate_str_dict, validate_env_names]
+    )
     # Whole GPUs per pod, or a share of one device (jobspec.gpushare): thousandths of its
     # compute and/or MiB of its memory. Never both; jobspec.limits says why not.
     gpus = models.PositiveIntegerField(default=0)
@@ -154,7 +161,9 @@ class JobTask(models.Model):
     gpu_memory_mib = models.PositiveIntegerField(default=0)
     cpu_millis = models.PositiveBigIntegerField(default=TASK_DEFAULT_CPU_MILLIS)
     memory_bytes = models.PositiveBigIntegerField(default=TASK_DEFAULT_MEMORY_BYTES)
-    node_selector = models.JSONField(default=dict, blank=True, validators=[validate_str_dict])
+    node_selector = models.JSONField(
+        default=dict, blank=True, validators=[validate_str_dict, validate_node_selector]
+    )
     # Kubernetes tolerations of the task's pods (items with the API's field names).
     tolerations = models.JSONField(default=list, blank=True, validators=[validate_tolerations])
     # The task's pod template (jobspec.podtemplate, normalised; `valueFrom` stays a

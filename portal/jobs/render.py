@@ -1,8 +1,11 @@
-"""`python -m portal.jobs.render FILE.yaml [--namespace NS | --tenant NAME]`: print, as YAML
-documents, every Kubernetes object the portal would create for a Volcano Job manifest (pods
-without a node, the job's Secret, Service, ConfigMap and NetworkPolicy), or the errors naming the
-manifest's fields and exit 1. Offline: no database, no cluster (see portal.jobs.dry_run).
-`-` reads stdin. --tenant puts them in that tenant's namespace (a namespace per tenant).
+"""`python -m portal.jobs.render FILE.yaml [--namespace NS | --tenant NAME] [--security-level
+LEVEL]`: print, as YAML documents, every Kubernetes object the portal would create for a Volcano
+Job manifest (pods without a node, the job's Secret, Service, ConfigMap and NetworkPolicy), or
+the errors naming the manifest's fields and exit 1. Offline: no database, no cluster (see portal.jobs.dry_run).
+`-` reads stdin. --tenant puts them in that tenant's namespace (a namespace per tenant) and,
+in a shared one, checks the names it gives objects against the tenant's prefix. The pods are
+checked and rendered at the default pod security level, baseline, unless --security-level
+names another (a tenant's level is its admins' to set).
 A file of several documents renders each Volcano Job in it, as the upload page submits each,
 and names every other kind it skips (a PriorityClass, a Queue, ...); one without a Job exits 1."""
 
@@ -12,6 +15,8 @@ import argparse
 import os
 import sys
 from typing import TextIO
+
+from jobspec.podsecurity import DEFAULT_LEVEL, LEVELS
 
 
 def main(
@@ -23,6 +28,12 @@ def main(
     into.add_argument("--namespace", help="the namespace to render into (default: the portal's)")
     into.add_argument(
         "--tenant", help="the queue's tenant: its namespace, with a namespace per tenant"
+    )
+    parser.add_argument(
+        "--security-level",
+        choices=LEVELS,
+        default=DEFAULT_LEVEL,
+        help=f"the tenant's pod security level (default: {DEFAULT_LEVEL})",
     )
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.local")
@@ -53,7 +64,12 @@ def main(
     objects = []
     for number, data in split.jobs:
         where = split.where(number)  # several documents: each is named in what is said of it
-        rendered = job_render(data, namespace=args.namespace, tenant_of=lambda _queue: args.tenant)
+        rendered = job_render(
+            data,
+            namespace=args.namespace,
+            tenant_of=lambda _queue: args.tenant,
+            security_level=args.security_level,
+        )
         for warning in rendered.warnings:
             print(f"warning: {where}{warning}", file=err)
         for path, messages in rendered.errors.items():

@@ -19,8 +19,10 @@ from jobspec.limits import (
     task_gpu_errors,
     task_limit_errors,
 )
+from jobspec.names import STR_NUL, nul_paths
 from jobspec.podtemplate import pod_template_parse
 from jobspec.policies import DEFAULT_MAX_RETRY, policies_parse
+from jobspec.tenancy import TenantPolicy, task_policy_errors
 from jobspec.volcano import (
     GENERATED_ALPHABET,
     GENERATED_SUFFIX_LENGTH,
@@ -28,6 +30,7 @@ from jobspec.volcano import (
     VolcanoJobSpec,
     documents_split,
     generated_name,
+    manifest_errors,
     spec_warnings,
     volcano_job_parse,
 )
@@ -39,6 +42,7 @@ from portal.jobs.limits import (
     start_backoff,
     task_count_check,
 )
+from portal.jobs.policy import job_policy
 from portal.queues.access import can_submit_to
 from portal.queues.models import Queue
 from portal.queues.selectors import QUEUE_NOT_FOUND, queue_default, queue_lookup
@@ -47,7 +51,7 @@ from portal.tenants.models import Tenant
 
 from .access import can_cancel_job, can_release_job
 from .backoff import Attempt, attempts_of, attempts_with, capped, failed_reason, waiting_reason
-from .lifecycle import Event, IllegalTransition, allows, transition
+from .lifecycle import SCHEDULED, Event, IllegalTransition, allows, transition
 from .models import Job, JobTask
 from .selectors import tenant_pending_pods
 
@@ -101,14 +105,28 @@ JOB_QUARANTINED = (
 JOB_RELEASE_FORBIDDEN = "Only a site admin may release a job from quarantine."
 JOB_RELEASE_NOT_QUARANTINED = "the job is {status}, not quarantined"
 JOB_RELEASED = "released from quarantine by {actor}; waiting for the next scheduling cycle"
+JOB_POLICY_HELD = (
+    "quarantined: this job asks for what tenant {tenant}'s jobs may not do on the cluster "
+    "({problems}); the scheduler leaves it alone until a site admin releases it. Cancel it and "
+    "submit a corrected job, or ask a site admin to change the tenant's cluster policy (its pod "
+    "security level, the taints and priority classes it may use) and release it."
+)
+JOB_RELEASE_POLICY = (
+    "the job still asks for what tenant {tenant}'s jobs may not do on the cluster ({problems}): "
+    "change the tenant's cluster policy first, or cancel the job"
+)
+POLICY_PROBLEMS_CHARS = 700
 QUARANTINE_ERROR_CHARS = 300
 JOB_START_REFUSED = "the cluster refused the job's pods, so none of them runs: {error}"
 JOB_START_RETRYING = "pods not started yet, retrying: {error}"
 JOB_START_REASON_CHARS = 1000
 
 
-def _task_instances(*, tasks: Any, limits: JobLimits) -> tuple[list[JobTask], dict[str, list[str]]]:
-    """Build unsaved JobTasks from dicts; errors are keyed `tasks[<i>].<field>`.
+def _task_instances(
+    *, tasks: Any, limits: JobLimits, policy: TenantPolicy
+) -> tuple[list[JobTask], dict[str, list[str]]]:
+    """Build unsaved JobTasks from dicts; errors are keyed `tasks[<i>].<field>`. Each is
+    checked against the tenant's cluster policy too (jobspec.tenancy, jobspec.podsecurity).
 
     `gpus` may be a fraction of one GPU (0.25, a Decimal, a float or its text): it is stored
     as `gpu_milli`; a task may also give `gpu_milli` and `gpu_memory_mib` itself."""
@@ -121,7 +139,7 @@ def _task_instances(*, tasks: Any, limits: JobLimits) -> tuple[list[JobTask], di
         return [], {"tasks": [too_many]}
     instances: list[JobTask] = []
     names: set[str] = set()
-    gpu_check = _GpuCheck(sharing=gpu_sharing())
+    checks = _TaskChecks(limits=limits, policy=policy, gpu_check=_GpuCheck(sharing=gpu_sharing()))
     for index, spec in enumerate(tasks):
         path = f"tasks[{index}]"
         if not isinstance(spec, dict):
@@ -144,18 +162,12 @@ def _task_instances(*, tasks: Any, limits: JobLimits) -> tuple[list[JobTask], di
         if template is not None and template != {}:
             for key, messages in _template_applied(task, spec, template, path).items():
                 errors.setdefault(key, []).extend(messages)
-        over = task_limit_errors(task, limits=limits, prefix=f"{path}.")
-        gpu_check.add(over, task=task, gpus_error=gpus_error, prefix=f"{path}.")
-        try:
-            # A field over its limit has its message already (the column's own range, if
-            # any, would only say the same less clearly).
-            # A template's summary fields were checked as parts of the template.
-            derived = TEMPLATE_SUMMARY_FIELDS if task.pod_template else ()
-            task.full_clean(exclude=["job", *derived, *(key.rsplit(".", 1)[1] for key in over)])
-        except ValidationError as error:
-            for key, messages in prefix_errors(error, f"{path}.").items():
-                errors.setdefault(key, []).extend(messages)
-        for key, messages in over.items():
+        # Tolerations a template stated are refused where they were written (the YAML pane).
+        spec_of = template.get("spec") if isinstance(template, dict) else None
+        stated = isinstance(spec_of, dict) and "tolerations" in spec_of
+        for key, messages in checks.errors(
+            task, gpus_error=gpus_error, path=path, in_template=stated
+        ).items():
             errors.setdefault(key, []).extend(messages)
         if isinstance(task.name, str) and task.name:
             if task.name in names:
@@ -271,6 +283,49 @@ def largest_device_mib() -> int:
     return Node.objects.aggregate(largest=Max("gpu_memory_mib"))["largest"] or 0
 
 
+@dataclass(frozen=True)
+class _TaskChecks:
+    """The rules one built task is held to: the limits, its model's fields, the GPU rules and
+    the tenant's cluster policy."""
+
+    limits: JobLimits
+    policy: TenantPolicy
+    gpu_check: _GpuCheck
+
+    def errors(
+        self, task: JobTask, *, gpus_error: str | None, path: str, in_template: bool = False
+    ) -> dict[str, list[str]]:
+        """Every fault of `task`, keyed `<path>.<field>`; `in_template`: its tolerations are
+        its template's, so the policy's refusal of them is keyed under the template."""
+        errors: dict[str, list[str]] = {}
+        over = task_limit_errors(task, limits=self.limits, prefix=f"{path}.")
+        self.gpu_check.add(over, task=task, gpus_error=gpus_error, prefix=f"{path}.")
+        try:
+            # A field over its limit has its message already (the column's own range, if
+            # any, would only say the same less clearly).
+            # A template's summary fields were checked as parts of the template.
+            derived = TEMPLATE_SUMMARY_FIELDS if task.pod_template else ()
+            task.full_clean(exclude=["job", *derived, *(key.rsplit(".", 1)[1] for key in over)])
+        except ValidationError as error:
+            for key, messages in prefix_errors(error, f"{path}.").items():
+                errors.setdefault(key, []).extend(messages)
+        refused = task_policy_errors(
+            template=task.pod_template,
+            tolerations=task.tolerations,
+            policy=self.policy,
+            prefix=f"{path}.",
+        )
+        tolerations = refused.pop(f"{path}.tolerations", None)
+        if tolerations and f"{path}.tolerations" not in errors:  # malformed: said already
+            where = (
+                f"{path}.pod_template.spec.tolerations" if in_template else f"{path}.tolerations"
+            )
+            refused[where] = tolerations
+        for key, messages in (*over.items(), *refused.items()):
+            errors.setdefault(key, []).extend(messages)
+        return errors
+
+
 def job_build(
     *,
     name: str,
@@ -283,15 +338,21 @@ def job_build(
     max_retry: Any = None,
     ttl_seconds_after_finished: Any = None,
     limits: JobLimits,
+    policy: TenantPolicy,
     tenant: Tenant | None = None,
     queue: Queue | None = None,
     submitter: AbstractBaseUser | None = None,
 ) -> tuple[Job, list[JobTask], dict[str, list[str]]]:
     """The unsaved job and tasks `job_submit` would store, and every fault of them keyed by
     field path; no query (relations left out are not checked: the dry-run render, offline,
-    has none). Everything but who may submit where and the tenant's pending-pods cap."""
+    has none). Everything but who may submit where and the tenant's pending-pods cap;
+    `policy` is what the tenant's jobs may do on the cluster (portal.jobs.policy)."""
     errors: dict[str, list[str]] = {}
-    task_instances, task_errors = _task_instances(tasks=tasks, limits=limits)
+    for path in nul_paths({"name": name, "tasks": tasks, "plugins": plugins, "policies": policies}):
+        errors.setdefault(path, []).append(STR_NUL)
+    if errors:  # nothing else is worth saying of a value no column can store
+        return Job(name=""), [], errors
+    task_instances, task_errors = _task_instances(tasks=tasks, limits=limits, policy=policy)
     errors.update(task_errors)
     over = job_limit_errors(
         replicas=[task.replicas for task in task_instances],
@@ -416,6 +477,7 @@ def job_submit(
         max_retry=max_retry,
         ttl_seconds_after_finished=ttl_seconds_after_finished,
         limits=limits,
+        policy=job_policy(tenant=queue.tenant, queue=queue),
         tenant=queue.tenant,
         queue=queue,
         submitter=submitter,
@@ -487,7 +549,7 @@ def job_submit_manifest(*, submitter: AbstractBaseUser, manifest: Any) -> Manife
     try:
         job = job_submit(submitter=submitter, queue=queue, **spec.job_fields(name=name))
     except ValidationError as error:
-        paths = {spec.path_of(key): messages for key, messages in error.message_dict.items()}
+        paths = manifest_errors(error.message_dict, spec.path_of)
         raise ValidationError(paths) from error
     return ManifestSubmission(
         job=job, ignored=spec.ignored, warnings=[*said, *spec_warnings(spec, name=name)]
@@ -613,6 +675,13 @@ def job_quarantine(
     the quarantined job, or None when there is nothing to do: the job is gone, finished,
     cancelled or already quarantined.
     """
+    reason = JOB_QUARANTINED.format(phase=phase, error=error[:QUARANTINE_ERROR_CHARS])
+    return _quarantined(job_id=job_id, reason=reason, at=at)
+
+
+def _quarantined(*, job_id: int, reason: str, at: datetime | None) -> Job | None:
+    """Quarantine the job with `reason` and release its pods; None if it cannot be (gone,
+    finished, cancelled or quarantined already)."""
     from portal.cluster.models import Placement
 
     with transaction.atomic():
@@ -620,7 +689,6 @@ def job_quarantine(
         if job is None or not allows(job.status, Event.QUARANTINE):
             return None
         at = at or timezone.now()
-        reason = JOB_QUARANTINED.format(phase=phase, error=error[:QUARANTINE_ERROR_CHARS])
         # Not validated: the job's stored data may be what broke the cycle (a value stored
         # before a limit or a validator existed); only the status fields are written.
         job = _transition(
@@ -717,6 +785,10 @@ def job_quarantine_release(*, job: Job, actor: AbstractBaseUser) -> Job:
     job = _locked(job)
     if not allows(job.status, Event.RELEASE):
         raise ValidationError({"status": JOB_RELEASE_NOT_QUARANTINED.format(status=job.status)})
+    if problems := job_policy_problems(job):
+        raise ValidationError(
+            {"status": JOB_RELEASE_POLICY.format(tenant=job.tenant.name, problems=problems)}
+        )
     at = timezone.now()
     job = _transition(
         job=job,
@@ -727,3 +799,48 @@ def job_quarantine_release(*, job: Job, actor: AbstractBaseUser) -> Job:
     )
     cycle_kick()
     return job
+
+
+def job_policy_problems(job: Job, *, tenant_names: list[str] | None = None) -> str:
+    """What a stored job asks for that its tenant's cluster policy now refuses, in one line
+    ("" when nothing): jobs stored before a rule existed, or before an admin narrowed the
+    tenant's policy."""
+    policy = job_policy(tenant=job.tenant, queue=job.queue, tenant_names=tenant_names)
+    errors: dict[str, list[str]] = {}
+    for index, task in enumerate(job.tasks.all()):
+        errors |= task_policy_errors(
+            template=task.pod_template,
+            tolerations=task.tolerations,
+            policy=policy,
+            prefix=f"tasks[{index}].",
+        )
+    text = "; ".join(
+        f"{key}: {message}" for key, messages in errors.items() for message in messages
+    )
+    if len(text) > POLICY_PROBLEMS_CHARS:
+        text = text[: POLICY_PROBLEMS_CHARS - 1].rstrip() + "…"
+    return text
+
+
+def jobs_policy_hold(
+    *, tenant_ids: list[int] | None = None, queue_ids: list[int] | None = None
+) -> list[int]:
+    """Quarantine every job of these tenants (or queues; None and None: every job) that the
+    scheduler still works on and that its tenant's cluster policy refuses, its reason saying
+    what to change; the ids of those held. Called when an admin narrows a policy and once for
+    the jobs stored before the policy existed (migration jobs 0016). Nothing is deleted."""
+    jobs = Job.objects.filter(status__in=sorted(SCHEDULED)).select_related("tenant", "queue")
+    if tenant_ids is not None:
+        jobs = jobs.filter(tenant_id__in=tenant_ids)
+    if queue_ids is not None:
+        jobs = jobs.filter(queue_id__in=queue_ids)
+    names = list(Tenant.objects.values_list("name", flat=True))
+    held = []
+    for job in jobs.prefetch_related("tasks").order_by("id").iterator(chunk_size=500):
+        problems = job_policy_problems(job, tenant_names=names)
+        if not problems:
+            continue
+        reason = JOB_POLICY_HELD.format(tenant=job.tenant.name, problems=problems)
+        if _quarantined(job_id=job.pk, reason=reason, at=None) is not None:
+            held.append(job.pk)
+    return held

@@ -57,10 +57,13 @@ def readyz(request: HttpRequest) -> HttpResponse:
     if "cycle" in request.GET.getlist("check"):
         checks["cycle"] = health.cycle_check(now=timezone.now())
     failed = {name: reason for name, reason in checks.items() if reason is not None}
-    payload = {
+    payload: dict = {
         "status": "unavailable" if failed else "ok",
         "checks": {name: reason or "ok" for name, reason in checks.items()},
     }
+    if "config" in request.GET.getlist("check"):
+        # Warnings: the web serves its pages all the same.
+        payload["warnings"] = {"config": health.config_warnings()}
     return _json(payload, 503 if failed else 200)
 
 

@@ -1,8 +1,12 @@
+from typing import Any
+
 from django.contrib import admin
 
 from portal.common.admin import ReadOnlyAdminMixin, SafeAutocompleteMixin
+from portal.tenants.admin import ClusterPolicyAdminMixin
 
 from .models import Queue, QueueChange, QueueOrder
+from .services import QUEUE_POLICY_FIELDS, queue_policy_update
 
 
 class QueueChangeInline(admin.TabularInline):
@@ -16,8 +20,12 @@ class QueueChangeInline(admin.TabularInline):
 
 
 @admin.register(Queue)
-class QueueAdmin(SafeAutocompleteMixin, admin.ModelAdmin):
-    """Read-mostly: edits belong in the portal (queue_update writes the audit rows)."""
+class QueueAdmin(ClusterPolicyAdminMixin, SafeAutocompleteMixin, admin.ModelAdmin):
+    """Read-mostly: edits belong in the portal (queue_update writes the audit rows); the
+    taints and priority classes a queue's jobs may use beyond its tenant's are a site admin's
+    to set here (queue_policy_update)."""
+
+    policy_fields = QUEUE_POLICY_FIELDS
 
     list_display = [
         "name",
@@ -34,6 +42,9 @@ class QueueAdmin(SafeAutocompleteMixin, admin.ModelAdmin):
     search_fields = ["name", "tenant__name"]
     autocomplete_fields = ["tenant"]
     inlines = [QueueChangeInline]
+
+    def policy_update(self, obj: Any, actor: Any, changes: dict) -> list[int]:
+        return queue_policy_update(queue=obj, actor=actor, **changes)
 
 
 @admin.register(QueueChange)

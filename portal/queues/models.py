@@ -7,7 +7,7 @@ from django.db import models
 
 from portal.common.models import BaseModel
 from portal.common.validators import validate_dns_label
-from portal.tenants.models import Tenant
+from portal.tenants.models import ClusterAllowances, Tenant
 from portal.tenants.quota import (  # noqa: F401 - the queue's names for the shared rules
     GUARANTEE_ABOVE_CAPABILITY,
     RESOURCES,
@@ -18,7 +18,7 @@ from portal.tenants.quota import (  # noqa: F401 - the queue's names for the sha
 )
 
 
-class Queue(QuotaFields, BaseModel):
+class Queue(QuotaFields, ClusterAllowances, BaseModel):
     """A tenant's share of the cluster (Volcano proportion semantics + a borrowing limit), split
     from its tenant's quota by the tenant's leads."""
 

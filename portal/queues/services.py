@@ -9,11 +9,13 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection, transaction
 from django.db.models import F
 
+from portal.common.access import is_site_admin
 from portal.common.ids import parse_id
 from portal.jobs.models import Job
 from portal.tenants.models import Membership, Tenant
 from portal.tenants.quota import QUOTA_FIELDS, changes_record
 from portal.tenants.services import (  # noqa: F401 - FIELD_NOT_EDITABLE: the same refusal
+    CLUSTER_POLICY_FORBIDDEN,
     FIELD_NOT_EDITABLE,
     check_queue_guarantees_fit_tenant,
     tenant_locked,
@@ -141,6 +143,40 @@ def _refuse_unknown(changes: dict[str, Any]) -> None:
     unknown = {field: FIELD_NOT_EDITABLE for field in changes if field not in EDITABLE_FIELDS}
     if unknown:
         raise ValidationError(unknown)
+
+
+QUEUE_POLICY_FIELDS = ("allowed_tolerations", "allowed_priority_classes")
+
+
+@transaction.atomic
+def queue_policy_update(
+    *, queue: Queue, actor: AbstractBaseUser | None, **changes: Any
+) -> list[int]:
+    """Change the taints and priority classes a queue's jobs may use besides its tenant's:
+    site admins only (a lead splits the quota, not the cluster's trust). Audited; the queue's
+    jobs the new policy refuses are quarantined (portal.jobs.services.jobs_policy_hold).
+    Returns their ids."""
+    from portal.jobs.services import jobs_policy_hold
+
+    unknown = {field: FIELD_NOT_EDITABLE for field in changes if field not in QUEUE_POLICY_FIELDS}
+    if unknown:
+        raise ValidationError(unknown)
+    if actor is not None and not is_site_admin(actor):
+        raise PermissionDenied(CLUSTER_POLICY_FORBIDDEN)
+    tenant_locked(queue.tenant_id)
+    queue = _queue_locked(queue.pk)
+    before = {field: getattr(queue, field) for field in QUEUE_POLICY_FIELDS}
+    for field, value in changes.items():
+        setattr(queue, field, value)
+    queue.full_clean()
+    changed = [field for field in QUEUE_POLICY_FIELDS if getattr(queue, field) != before[field]]
+    if not changed:
+        return []
+    queue.save(update_fields=[*changed, "updated_at"])
+    changes_record(
+        model=QueueChange, owner="queue", row=queue, before=before, fields=changed, actor=actor
+    )
+    return jobs_policy_hold(queue_ids=[queue.pk])
 
 
 def _queue_locked(pk: int) -> Queue:

@@ -1,4 +1,5 @@
-"""The scheduler, as the portal calls it: kick a cycle after a commit, read a pod's log.
+"""The scheduler, as the portal calls it: kick a cycle after a commit, read a pod's log, read
+the labels of the jobs' namespaces.
 
 The scheduler's shell (the `scheduler` app: its Celery tasks and adapters) is above the portal:
 it reads and writes the portal's rows through its port (scheduler.adapters.portal_port). So the
@@ -42,6 +43,10 @@ class LogUnavailable(Exception):
     """The cluster could not be asked for the log (unreachable, refused)."""
 
 
+class ClusterUnavailable(Exception):
+    """The cluster could not be asked (unreachable, refused)."""
+
+
 @dataclass(frozen=True, slots=True)
 class SchedulerShell:
     # Queue a scheduling cycle once the current transaction commits.
@@ -49,6 +54,9 @@ class SchedulerShell:
     # pod_log_read(pod_name=, tail=): the pod's last `tail` lines; LogUnavailable when the
     # cluster cannot be asked.
     pod_log_read: Callable[..., PodLog]
+    # namespace_labels_read(names=): {namespace: its labels} of those that exist;
+    # ClusterUnavailable when the cluster cannot be asked.
+    namespace_labels_read: Callable[..., dict[str, dict[str, str]]]
 
 
 _shell: SchedulerShell | None = None
@@ -68,6 +76,12 @@ def cycle_kick() -> None:
 def pod_log_read(*, pod_name: str, tail: int) -> PodLog:
     """The last `tail` lines of `pod_name` and how it ended; LogUnavailable saying why not."""
     return _connected().pod_log_read(pod_name=pod_name, tail=tail)
+
+
+def namespace_labels_read(*, names: list[str]) -> dict[str, dict[str, str]]:
+    """The labels of each of the namespaces `names` that exists; ClusterUnavailable saying why
+    the cluster could not be asked."""
+    return _connected().namespace_labels_read(names=names)
 
 
 def _connected() -> SchedulerShell:

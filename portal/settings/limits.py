@@ -29,5 +29,14 @@ JOB_MAX_ENV_VARS = _int("JOB_MAX_ENV_VARS", 128)
 JOB_MAX_ENV_CHARS = _int("JOB_MAX_ENV_CHARS", 32 * 1024)
 
 # Whether a job's pod template may mount a directory of the node (hostPath volume). Off: a
-# tenant's pod could otherwise read or write any file of the node it lands on.
+# tenant's pod could otherwise read or write any file of the node it lands on. On, it is
+# honoured only for tenants whose pod security level is privileged (jobspec.podsecurity).
 JOB_ALLOW_HOST_PATH = os.environ.get("JOB_ALLOW_HOST_PATH", "").lower() in ("1", "true", "yes")
+# Annotation keys (or prefixes ending in "/") under kubernetes.io and k8s.io that a job's pod
+# template may set, comma-separated, e.g. kubectl.kubernetes.io/default-container. Keys under
+# hami.io, volcano.sh and gpuportal.io are never a template's (jobspec.tenancy).
+JOB_ANNOTATIONS_ALLOWED = tuple(
+    item.strip()
+    for item in os.environ.get("JOB_ANNOTATIONS_ALLOWED", "").split(",")
+    if item.strip()
+)

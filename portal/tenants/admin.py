@@ -1,9 +1,44 @@
-from django.contrib import admin
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import Model
+from django.forms import ModelForm
+from django.http import HttpRequest
 
 from portal.common.admin import SafeAutocompleteMixin
 
 from .models import Membership, Tenant, TenantChange, TenantUsageSample
 from .quota import QUOTA_FIELDS
+from .services import POLICY_FIELDS, tenant_policy_update
+
+POLICY_HELD = "{count} job(s) of {owner} quarantined: the new policy refuses them (ids {ids})."
+
+
+class ClusterPolicyAdminMixin:
+    """An admin page whose cluster policy fields change through their service (audited, and
+    the jobs the new policy refuses quarantined), not by a plain save."""
+
+    policy_fields: tuple[str, ...] = ()
+
+    def policy_update(self, obj: Any, actor: Any, changes: dict) -> list[int]:
+        raise NotImplementedError
+
+    def save_model(self, request: HttpRequest, obj: Model, form: ModelForm, change: bool) -> None:
+        changes = {f: form.cleaned_data[f] for f in self.policy_fields if f in form.changed_data}
+        if change and changes:
+            stored = type(obj)._default_manager.get(pk=obj.pk)
+            for field in changes:
+                setattr(obj, field, getattr(stored, field))
+        super().save_model(request, obj, form, change)  # type: ignore[misc]
+        if change and changes:
+            held = self.policy_update(obj, request.user, changes)
+            if held:
+                ids = ", ".join(map(str, held))
+                self.message_user(  # type: ignore[attr-defined]
+                    request,
+                    POLICY_HELD.format(count=len(held), owner=obj, ids=ids),
+                    messages.WARNING,
+                )
 
 
 class MembershipInline(SafeAutocompleteMixin, admin.TabularInline):
@@ -13,15 +48,26 @@ class MembershipInline(SafeAutocompleteMixin, admin.TabularInline):
 
 
 @admin.register(Tenant)
-class TenantAdmin(admin.ModelAdmin):
-    """Names and members here; the quota is edited in the portal (tenant_update checks it
-    against the queues and the cluster and writes the audit rows, listed under Tenant
-    changes)."""
+class TenantAdmin(ClusterPolicyAdminMixin, admin.ModelAdmin):
+    """Names, members and the cluster policy here (its changes go through
+    tenant_policy_update); the quota is edited in the portal (tenant_update checks it against
+    the queues and the cluster and writes the audit rows, listed under Tenant changes)."""
 
-    list_display = ["name", "display_name", "weight", "guarantee_gpus", "capability_gpus"]
+    policy_fields = POLICY_FIELDS
+    list_display = [
+        "name",
+        "display_name",
+        "security_level",
+        "weight",
+        "guarantee_gpus",
+        "capability_gpus",
+    ]
     search_fields = ["name", "display_name"]
     readonly_fields = list(QUOTA_FIELDS)
     inlines = [MembershipInline]
+
+    def policy_update(self, obj: Any, actor: Any, changes: dict) -> list[int]:
+        return tenant_policy_update(tenant=obj, actor=actor, **changes)
 
 
 @admin.register(Membership)

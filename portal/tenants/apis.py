@@ -88,6 +88,11 @@ class TenantOutputSerializer(QuotaOutputFields):
     name = serializers.CharField()
     display_name = serializers.CharField()
     namespace = serializers.SerializerMethodField()
+    security_level = serializers.ChoiceField(
+        choices=Tenant.SecurityLevel.choices,
+        help_text="The Pod Security Standards level its jobs' pods are held to (site admins "
+        "set it): the portal refuses at submit what it forbids, naming the field.",
+    )
     role = serializers.SerializerMethodField()
     queues = serializers.SerializerMethodField()
     queues_guarantee_gpus = serializers.SerializerMethodField()
@@ -137,6 +142,7 @@ TENANT_EXAMPLE = {
     "name": "nlp",
     "display_name": "Natural language processing",
     "namespace": "gpu-jobs",
+    "security_level": "baseline",
     "weight": 2,
     "reclaimable": True,
     "guarantee_gpus": 12,

@@ -2,15 +2,43 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from jobspec.podsecurity import BASELINE, PRIVILEGED, RESTRICTED
 from portal.common.models import BaseModel
 from portal.common.validators import validate_dns_label
+from portal.jobs.validators import validate_priority_class_names, validate_tolerations
 
 from .quota import QuotaChangeFields, QuotaFields
 
 
-class Tenant(QuotaFields, BaseModel):
+class ClusterAllowances(models.Model):
+    """What a site admin lets a tenant's (or a queue's) jobs do on the cluster beyond the
+    default (jobspec.tenancy): taints they may tolerate, priority classes they may use. Both
+    lists add to each other: a queue's job may use the tenant's and the queue's."""
+
+    # Kubernetes tolerations (the API's field names) that cover what a job may tolerate,
+    # beyond the GPU resource names' NoSchedule taints. `{"operator": "Exists"}`: any taint.
+    allowed_tolerations = models.JSONField(
+        default=list, blank=True, validators=[validate_tolerations]
+    )
+    # PriorityClass names; empty: any but system-*.
+    allowed_priority_classes = models.JSONField(
+        default=list, blank=True, validators=[validate_priority_class_names]
+    )
+
+    class Meta:
+        abstract = True
+
+
+class Tenant(QuotaFields, ClusterAllowances, BaseModel):
     """A team that owns queues: its quota is set by site admins and split among its queues by
     its leads. Members are researchers or leads."""
+
+    class SecurityLevel(models.TextChoices):
+        """Kubernetes Pod Security Standards levels (jobspec.podsecurity)."""
+
+        BASELINE = BASELINE, "baseline"
+        RESTRICTED = RESTRICTED, "restricted"
+        PRIVILEGED = PRIVILEGED, "privileged"
 
     name = models.CharField(max_length=63, unique=True, validators=[validate_dns_label])
     display_name = models.CharField(max_length=200, blank=True)
@@ -18,6 +46,11 @@ class Tenant(QuotaFields, BaseModel):
     # membership names their own (portal.queues.selectors.queue_default); a lead sets it.
     default_queue = models.ForeignKey(
         "queues.Queue", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # What its jobs' pods may do to their node: checked at submit, and by the namespace's
+    # pod-security.kubernetes.io/enforce label. Set by site admins.
+    security_level = models.CharField(
+        max_length=16, choices=SecurityLevel.choices, default=SecurityLevel.BASELINE
     )
 
     class Meta:

@@ -7,6 +7,7 @@ it can never clash with a queue (names are DNS labels, which have no space) and 
 in a pending reason.
 """
 
+import json
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -132,6 +133,8 @@ def as_text(value: Any) -> str:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, list | dict):  # the cluster policy's lists
+        return json.dumps(value, sort_keys=True)
     return str(value)
 
 

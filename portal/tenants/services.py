@@ -8,6 +8,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection, transaction
 from django.db.models import F
 
+from portal.common.access import is_site_admin
 from portal.common.services import model_update
 
 from .access import can_edit_tenant
@@ -27,6 +28,10 @@ TENANT_BELOW_QUEUES = "{field}: {value} is below the sum of {tenant}'s queue gua
 QUEUES_ABOVE_TENANT = (
     "{field}: {tenant}'s queues would guarantee {total} ({parts}) but tenant {tenant} "
     "guarantees {limit}"
+)
+POLICY_FIELDS = ("security_level", "allowed_tolerations", "allowed_priority_classes")
+CLUSTER_POLICY_FORBIDDEN = (
+    "Only a site admin may change what a tenant's or a queue's jobs may do on the cluster."
 )
 TENANTS_ABOVE_CLUSTER = (
     "{field}: the tenants' guarantees would be {total} ({parts}) but the cluster has {capacity}"
@@ -95,6 +100,37 @@ def _tenant_changes_apply(*, tenant: Tenant, changes: dict[str, Any], lock: bool
     tenant.full_clean()
     _check_queues_fit_tenant(tenant=tenant, previous=previous)
     check_tenant_guarantees_fit_cluster(tenant=tenant, previous=previous, lock=lock)
+
+
+@transaction.atomic
+def tenant_policy_update(
+    *, tenant: Tenant, actor: AbstractBaseUser | None, **changes: Any
+) -> list[int]:
+    """Change what a tenant's jobs may do on the cluster (its pod security level, the taints
+    and priority classes its admins allow): site admins only (`actor=None` is the system).
+    Each field that changes gets a TenantChange row; the tenant's jobs the new policy refuses
+    are quarantined, saying what to change (portal.jobs.services.jobs_policy_hold). Returns
+    their ids."""
+    from portal.jobs.services import jobs_policy_hold
+
+    unknown = {field: FIELD_NOT_EDITABLE for field in changes if field not in POLICY_FIELDS}
+    if unknown:
+        raise ValidationError(unknown)
+    if actor is not None and not is_site_admin(actor):
+        raise PermissionDenied(CLUSTER_POLICY_FORBIDDEN)
+    tenant = tenant_locked(tenant.pk)
+    before = {field: getattr(tenant, field) for field in POLICY_FIELDS}
+    for field, value in changes.items():
+        setattr(tenant, field, value)
+    tenant.full_clean()
+    changed = [field for field in POLICY_FIELDS if getattr(tenant, field) != before[field]]
+    if not changed:
+        return []
+    tenant.save(update_fields=[*changed, "updated_at"])
+    changes_record(
+        model=TenantChange, owner="tenant", row=tenant, before=before, fields=changed, actor=actor
+    )
+    return jobs_policy_hold(tenant_ids=[tenant.pk])
 
 
 def tenant_locked(pk: int) -> Tenant:

@@ -9,10 +9,13 @@ from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views import View
 from django.views.generic import TemplateView
 
-from portal.cluster.namespaces import job_namespace
+from jobspec.tolerations import tolerations_text
+from portal.cluster.namespaces import SHARED_NAMESPACE, job_namespace, shared_on_cluster
+from portal.common.access import is_site_admin
 from portal.queues.access import can_edit_queue, can_manage_queues_of
 from portal.queues.preview import preview_rows_for, tenant_preview
 from portal.queues.selectors import queue_list, tenant_defaults
@@ -33,6 +36,58 @@ from .services import TENANT_EDIT_FORBIDDEN, tenant_update, tenant_update_check
 TENANT_SAVED = "Tenant {name} saved."
 DEFAULT_QUEUE_SAVED = "Default queue of {whom}: {queue}."
 TENANT_UNCHANGED = "Nothing changed."
+# What each pod security level (jobspec.podsecurity) means for a tenant's jobs.
+LEVEL_TEXT = {
+    "baseline": (
+        "its pods may not be privileged, add capabilities beyond the container runtime's "
+        "default set, mount a node's directory or run unconfined by seccomp or AppArmor "
+        "(Kubernetes' Pod Security Standards). The portal refuses such a job at submit, naming "
+        "the field, and the namespace's pod-security label refuses such a pod. Pods mount no "
+        "service-account token and run with seccomp RuntimeDefault."
+    ),
+    "restricted": (
+        "baseline, and its pods run as a non-root user with every capability dropped and no "
+        "privilege escalation (the portal sets these in every pod). Images that run as root "
+        "fail to start under it: vLLM, many NGC containers, sshd for the mpi and ssh plugins."
+    ),
+    "privileged": (
+        "its pods may do anything a pod can, to the node too (privileged containers, host "
+        "paths where JOB_ALLOW_HOST_PATH allows them, a service-account token): a site "
+        "admin's explicit choice for a tenant it trusts with its nodes."
+    ),
+}
+ANY_BUT_SYSTEM = "any but the cluster's own (system-*)"
+
+
+def cluster_policy_context(user: Any, tenant: Tenant, queues: list[Any]) -> dict[str, Any]:
+    """What the tenant's jobs may do on the cluster, as its pages show it; for a site admin,
+    where to change it and, on a real cluster whose tenants share a namespace, the warning."""
+    admin = is_site_admin(user)
+    gpu_taints = [f"{name}:NoSchedule" for name in settings.GPU_RESOURCE_NAMES]
+    return {
+        "level": tenant.security_level,
+        "level_text": LEVEL_TEXT[tenant.security_level],
+        "tolerations": gpu_taints + _taints(tenant.allowed_tolerations),
+        "priority_classes": ", ".join(tenant.allowed_priority_classes) or ANY_BUT_SYSTEM,
+        "queues": [
+            {
+                "name": q.name,
+                "text": "; ".join(_taints(q.allowed_tolerations) + q.allowed_priority_classes),
+            }
+            for q in queues
+            if q.allowed_tolerations or q.allowed_priority_classes
+        ],
+        "admin_url": reverse("admin:tenants_tenant_change", args=[tenant.pk]) if admin else "",
+        "shared_warning": (
+            SHARED_NAMESPACE.format(namespace=settings.KUBERNETES_NAMESPACE)
+            if admin and shared_on_cluster()
+            else ""
+        ),
+    }
+
+
+def _taints(tolerations: list[dict]) -> list[str]:
+    return [line for line in tolerations_text(tolerations).splitlines() if line]
 
 
 class TenantListView(LoginRequiredMixin, TemplateView):
@@ -67,6 +122,7 @@ class TenantDetailView(LoginRequiredMixin, View):
             "namespace_per_tenant": settings.KUBERNETES_NAMESPACE_PER_TENANT,
             "defaults": tenant_defaults(user=request.user, tenant_id=tenant.pk),
             "can_set_defaults": can_manage_queues_of(request.user, tenant),
+            "policy": cluster_policy_context(request.user, tenant, queues),
         }
         return render(request, self.template_name, context)
 
@@ -112,6 +168,9 @@ class TenantEditView(LoginRequiredMixin, View):
             "form": form,
             "changes": tenant_change_list(tenant=tenant),
             "preview": preview_rows_for(request.user, tenant_preview(tenant=tenant, changes={})),
+            "policy": cluster_policy_context(
+                request.user, tenant, list(queue_list(user=request.user, tenant_id=tenant.pk))
+            ),
         }
         return render(request, self.template_name, context)
 

@@ -54,11 +54,14 @@ COLUMNS = (
     "node__gpu_memory_mib",
     "node__gpu_uuids",
     "namespace",
+    # the defaults its pods get (jobspec.podsecurity)
+    "job__tenant__security_level",
 )
 _JOB_ID, _JOB_NAME = COLUMNS.index("job_id"), COLUMNS.index("job__name")
 _PLUGINS = COLUMNS.index("job__plugins")
 _SHARE = _PLUGINS + 1
 _NAMESPACE = COLUMNS.index("namespace")
+_LEVEL = COLUMNS.index("job__tenant__security_level")
 
 
 def desired_pods(
@@ -229,6 +232,7 @@ def _desired(
         shape=shape,
         instance=settings.KUBERNETES_INSTANCE,
         job_objects=objects,
+        security_level=row[_LEVEL],
     )
     share = _gpu_share(row, node_name)
     return pod if share is None else with_gpu_share(pod, share, gpu_resource=gpu_resource)

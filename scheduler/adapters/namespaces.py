@@ -23,12 +23,14 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 
+from scheduler.adapters.backends import backend_from_settings
 from scheduler.adapters.bulk import rows_update
 from scheduler.adapters.cluster.base import ClusterBackend, ClusterError, RefusedClusterError
 from scheduler.adapters.portal_port import (
     NAMESPACE_FORBIDDEN,
     NAMESPACE_MISSING,
     WAITING,
+    ClusterUnavailable,
     Event,
     IllegalTransition,
     Job,
@@ -118,3 +120,13 @@ def job_requeue_namespace_missing(*, job_id: int, namespace: str, at: datetime) 
             job_id=job_id, state__in=[Placement.State.BOUND, Placement.State.RUNNING]
         ).update(state=Placement.State.RELEASING, updated_at=at)
     return job
+
+
+def namespace_labels_read(*, names: list[str]) -> dict[str, dict[str, str]]:
+    """The labels of the namespaces `names` that exist, for the portal's configuration check
+    (portal.scheduling.facade.namespace_labels_read): from the configured backend, without
+    the cycle's watch cache; ClusterUnavailable when the cluster cannot be asked."""
+    try:
+        return backend_from_settings(watch_cache=False).namespace_labels(names)
+    except ClusterError as error:
+        raise ClusterUnavailable(str(error)) from error

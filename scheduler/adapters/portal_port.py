@@ -73,7 +73,12 @@ from portal.jobs.services import (
 from portal.ops.retention import finished_pods_kept, ttl_jobs_kept
 from portal.queues.models import Queue
 from portal.queues.services import queue_orders_record
-from portal.scheduling.facade import LogUnavailable, SchedulerShell, facade_connect
+from portal.scheduling.facade import (
+    ClusterUnavailable,
+    LogUnavailable,
+    SchedulerShell,
+    facade_connect,
+)
 from portal.scheduling.mapping import (
     JOB_COLUMNS,
     PLACEMENT_COLUMNS,
@@ -185,6 +190,7 @@ __all__ = [
     "EpochSeconds",
     "JobRow",
     "LogUnavailable",
+    "ClusterUnavailable",
     "PendingReplica",
     "PlacementRow",
     "PreemptionEvent",

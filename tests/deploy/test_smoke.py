@@ -78,7 +78,7 @@ def test_the_smoke_script_places_evicts_and_cleans_up_a_gang(kubeconfig):
         lines[4],
     )
     assert lines[5:] == [
-        "smoke: watched: the portal's ConfigMaps, Services, NetworkPolicies, Secrets in gpu-jobs",
+        "smoke: watched: the portal's ConfigMaps, Services, NetworkPolicies in gpu-jobs",
         "smoke: OK",
     ]
 

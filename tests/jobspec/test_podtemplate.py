@@ -140,8 +140,25 @@ BAD = [
     ("spec/hostNetwork", True, "spec.hostNetwork", "not supported"),
     ("spec/restartPolicy", "Always", "spec.restartPolicy", "Never, OnFailure"),
     ("spec/containers/0/livenessProbe", {}, f"{C0}.livenessProbe", "unknown"),
-    ("spec/containers/0/securityContext", {"privileged": True}, f"{C0}.securityContext.privileged",
-     "not allowed"),
+    # The API server's rules (jobspec.names): whether a pod security level allows what a
+    # container says of its security is jobspec.podsecurity's.
+    ("spec/containers/0/image", "trainer 1\n", f"{C0}.image", "image reference"),
+    ("spec/containers/0/image", "Ghcr.io/Example/Trainer:1", f"{C0}.image", "image reference"),
+    ("spec/containers/0/env/0/name", "A=B", f"{C0}.env[0].name", "environment variable name"),
+    ("spec/containers/0/env/0/name", "..x", f"{C0}.env[0].name", "environment variable name"),
+    ("spec/containers/0/envFrom", [{"configMapRef": {"name": "cfg"}, "prefix": "1=2"}],
+     f"{C0}.envFrom[0].prefix", "environment variable name"),
+    ("metadata", {"labels": {"bad key!": "x"}}, "metadata.labels.bad key!", "label key"),
+    ("metadata", {"labels": {"team": "a b"}}, "metadata.labels.team", "label value"),
+    ("metadata", {"annotations": {"-bad/x": "y"}}, "metadata.annotations.-bad/x", "label key"),
+    ("metadata", {"annotations": {"big": "x" * 300_000}}, "metadata.annotations", "256 KiB"),
+    ("spec/volumes/1", {"name": "token", "projected": {"sources": []}}, "spec.volumes[1].projected",
+     "service-account token"),
+    ("spec/containers/0/securityContext", {"seccompProfile": {"type": "Loose"}},
+     f"{C0}.securityContext.seccompProfile.type", "must be one of"),
+    ("spec/securityContext", {"seccompProfile": {"type": "Localhost"}},
+     "spec.securityContext.seccompProfile.localhostProfile", "required with type Localhost"),
+    ("spec/imagePullSecrets", [{"name": "a..b"}], "spec.imagePullSecrets[0].name", "object name"),
     ("spec/containers/0/env/0", {"name": "A", "value": "1", "valueFrom": {}}, f"{C0}.env[0]",
      "exactly one"),
     ("spec/containers/0/volumeMounts/0/mountPath", "dev/shm", f"{C0}.volumeMounts[0].mountPath",
@@ -205,3 +222,17 @@ def test_a_normalised_template_parses_to_itself():
 
 def test_the_limits_of_a_template_are_the_fixed_ones_named_in_the_module():
     assert podtemplate.CONTAINERS_MAX == 16
+
+
+def test_a_share_of_one_gpu_is_one_containers():
+    """Each container stating a share would be given the whole share on the card (the
+    sharing stacks read each container's), while the pod is booked for one."""
+    share = {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 20480}}
+    template = {"spec": {"containers": [
+        {"name": "main", "image": "x", "resources": share},
+        {"name": "sidecar", "image": "x", "resources": share},
+    ]}}  # fmt: skip
+    errors = _parse(template).errors
+    assert any("one container's" in m and "main, sidecar" in m for m in errors["spec"]), errors
+    template["spec"]["containers"][1]["resources"] = {"limits": {"cpu": "1"}}
+    assert _parse(template).errors == {}

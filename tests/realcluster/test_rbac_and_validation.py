@@ -15,6 +15,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from jobspec.podsecurity import BASELINE, ENFORCE_LABEL, PRIVILEGED
 from jobspec.volcano import documents_split
 from portal.jobs.dry_run import job_render
 from tests.factories import NodeFactory
@@ -55,6 +56,7 @@ def test_every_grant_of_deploy_rbac_is_allowed_by_the_servers_authorizer(admin, 
     ("what", "call"),
     [
         ("get a Secret", lambda api: api.read_namespaced_secret("anything", NAMESPACE)),
+        ("list the jobs namespace's Secrets", lambda api: api.list_namespaced_secret(NAMESPACE)),
         ("patch a node", lambda api: api.patch_node("anything", {"metadata": {"labels": {"a": "b"}}})),
         ("list Secrets cluster-wide", lambda api: api.list_secret_for_all_namespaces()),
         ("delete a pod outside the jobs namespace", lambda api: api.delete_namespaced_pod("x", "default")),
@@ -179,3 +181,33 @@ def test_form_jobs_pods_pass_the_servers_validation(portal_api, label):
     assert result.objects
     for obj in result.objects:
         dry_run_create(portal_api.api_client, obj)
+
+
+def test_the_jobs_namespace_enforces_the_baseline_pod_security_level(admin, portal_rbac):
+    labels = admin.read_namespace(NAMESPACE).metadata.labels or {}
+    assert labels.get(ENFORCE_LABEL) == BASELINE
+
+
+PRIVILEGED_POD_SETTINGS = {
+    "privileged container": {"privileged": True},
+    "SYS_ADMIN": {"capabilities": {"add": ["SYS_ADMIN"]}},
+}
+
+
+@pytest.mark.parametrize("label", sorted(PRIVILEGED_POD_SETTINGS))
+def test_a_pod_the_portal_let_through_is_refused_by_pod_security_admission(portal_api, label):
+    """The second line: a pod the portal's own check passed (here rendered at level
+    privileged, as if the check had been bypassed) is refused by the API server in a
+    namespace labelled baseline, as the portal's portal.jobs checks refuse it at submit."""
+    manifest = form_manifest(label, {})
+    container = manifest["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
+    container["securityContext"] = PRIVILEGED_POD_SETTINGS[label]
+    assert job_render(manifest, namespace=NAMESPACE).errors, "the portal refuses it itself"
+    result = job_render(manifest, namespace=NAMESPACE, security_level=PRIVILEGED)
+    assert result.errors == {}, result.errors
+    pods = [obj for obj in result.objects if obj["kind"] == "Pod"]
+    assert pods
+    with pytest.raises(ApiException) as refused:
+        dry_run_create(portal_api.api_client, pods[0])
+    assert refused.value.status == 403
+    assert 'violates PodSecurity "baseline:latest"' in refused.value.body

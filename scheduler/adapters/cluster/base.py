@@ -121,7 +121,8 @@ class ClusterBackend(Protocol):
     # rows (Kubernetes), or those rows themselves (the simulated cluster, whose inventory they are).
     lists_cluster_nodes: bool
     # Whether it makes a job's objects besides its pods (the owner object, the plugins'
-    # Services, ConfigMaps, NetworkPolicies and Secrets), which the reconcile sweeps.
+    # Services, ConfigMaps, NetworkPolicies and Secrets), which the reconcile sweeps (but the
+    # Secrets, which go with their owner object).
     makes_job_objects: bool
     # The watch cache the backend reads from, kept from cycle to cycle (None: it lists the
     # cluster): what the cycle last wrote from its reads is remembered per source.
@@ -146,6 +147,11 @@ class ClusterBackend(Protocol):
 
     def namespaces_refusing(self) -> set[str]:
         """Namespaces that refused this backend's lists (403: the portal's Roles are not there)."""
+        ...
+
+    def namespace_labels(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
+        """The labels of each of `names` that exists (its pod-security.kubernetes.io/enforce
+        level among them)."""
         ...
 
     def pod_log(self, name: str, namespace: str, tail: int) -> PodLog:
@@ -173,9 +179,10 @@ class ClusterBackend(Protocol):
     def sweep_job_objects(
         self, keep: set[tuple[str, str, str]], wanted: Sequence[dict[str, Any]] = ()
     ) -> list[str]:
-        """Delete the job objects (owner objects, the plugins' Services, ConfigMaps,
-        NetworkPolicies and Secrets) not in `keep` (kind, namespace, name), make again each of
-        `wanted` that someone deleted; returns "Kind namespace/name" of each deleted."""
+        """Delete the job objects (owner objects, the plugins' Services, ConfigMaps and
+        NetworkPolicies; Secrets go with their owner) not in `keep` (kind, namespace, name),
+        make again each of `wanted` that someone deleted; returns "Kind namespace/name" of
+        each deleted."""
         ...
 
     def create_pods(self, pods: Sequence[DesiredPod]) -> list[Exception | None]:

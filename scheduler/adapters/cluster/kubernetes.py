@@ -62,7 +62,7 @@ from scheduler.adapters.cluster.owner import (
     with_owner,
 )
 from scheduler.adapters.cluster.sshkeys import with_key_pair
-from scheduler.adapters.cluster.watch_cache import JobObject, object_listers
+from scheduler.adapters.cluster.watch_cache import OBJECT_KINDS, JobObject, object_listers
 
 if TYPE_CHECKING:
     from scheduler.adapters.cluster.watch_cache import ClusterCache
@@ -288,6 +288,20 @@ class KubernetesBackend:
         }
         return wanted - usable
 
+    def namespace_labels(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
+        """The labels of each of `names` that exists: one list of namespaces (the ClusterRole's
+        grant), for the configuration check's comparison with the tenants' pod security
+        levels."""
+        wanted = set(names)
+        if not wanted:
+            return {}
+        items = self._list_all("list namespaces", self.core_v1.list_namespace)
+        return {
+            item.metadata.name: dict(item.metadata.labels or {})
+            for item in items
+            if item.metadata.name in wanted
+        }
+
     def namespaces_refusing(self) -> set[str]:
         """Namespaces that refused this backend's lists of the portal's objects (403): its
         Roles are not there, so nothing of a job could be made there either."""
@@ -372,8 +386,8 @@ class KubernetesBackend:
     def _job_objects(
         self, kind: str, namespace: str | None = None, *, from_api: bool = False
     ) -> list[JobObject]:
-        """This instance's objects of `kind` (ConfigMap, Service, NetworkPolicy, Secret): from
-        the watch cache when it keeps them, else listed by label."""
+        """This instance's objects of `kind` (one of OBJECT_KINDS): from the watch cache when
+        it keeps them, else listed by label."""
         namespace = namespace or self.namespace
         if self.cache is not None and not from_api:
             cached = self.cache.job_objects(kind, namespace)
@@ -703,18 +717,23 @@ class KubernetesBackend:
         self, keep: set[tuple[str, str, str]], wanted: Sequence[dict[str, Any]] = ()
     ) -> list[str]:
         """Delete the portal's job objects (owner objects, the svc plugin's ConfigMaps, Services
-        and NetworkPolicies, the ssh plugin's Secrets, by this instance's labels) that no desired pod needs any more: the
+        and NetworkPolicies, by this instance's labels) that no desired pod needs any more: the
         job ended or waits; then make again each of `wanted` (the desired pods' job objects,
         wire shape) that is missing because someone deleted it. `keep` holds (kind, namespace,
         name); returns "Kind namespace/name" of each deleted. An object another instance (or
-        nobody) owns is never touched."""
+        nobody) owns is never touched.
+
+        The ssh plugin's Secrets are neither listed nor deleted: the worker has no read on
+        Secrets (RBAC cannot narrow a list to the portal's own, and every other Secret of the
+        namespace would be readable). Each is owned by its job's owner object, so the garbage
+        collector deletes it with the owner; one someone deletes behind the portal's back is
+        made again when its job is placed anew (its pods fail to start without it)."""
         networking = client.NetworkingV1Api(self.core_v1.api_client)
         # Owners (ConfigMaps) last: objects made before owner objects existed have none, so
         # the garbage collector would not take them.
         kinds = (
             ("Service", self.core_v1.delete_namespaced_service),
             ("NetworkPolicy", networking.delete_namespaced_network_policy),
-            ("Secret", self.core_v1.delete_namespaced_secret),
             ("ConfigMap", self.core_v1.delete_namespaced_config_map),
         )
         deleted = []
@@ -737,10 +756,19 @@ class KubernetesBackend:
                 self._objects_made.pop(obj.key, None)
                 if obj.is_owner:  # the portal deleted it, not someone else
                     self._owners.pop((obj.namespace, obj.name), None)
+                    # Its dependents (the Secrets this cache never lists among them) go
+                    # with it: made again when the job is placed anew.
+                    self._objects_made = {
+                        made: under
+                        for made, under in self._objects_made.items()
+                        if under != (obj.namespace, obj.name)
+                    }
                 deleted.append(f"{kind} {obj.namespace}/{obj.name}")
-        for obj in wanted:
-            meta = obj["metadata"]
-            key = (obj["kind"], meta["namespace"], meta["name"])
+        for manifest in wanted:
+            meta = manifest["metadata"]
+            key = (manifest["kind"], meta["namespace"], meta["name"])
+            if manifest["kind"] not in OBJECT_KINDS:
+                continue  # not listed (Secrets): whether it is missing cannot be seen
             if key in present or meta["namespace"] not in set(namespaces) - refused:
                 continue
             job_id = (meta.get("labels") or {}).get(JOB_ID)
@@ -749,7 +777,7 @@ class KubernetesBackend:
             present.add(key)
             self._objects_made.pop(key, None)
             owner = self._ensure_owner(job_id, meta["namespace"])
-            self._ensure_object(with_owner(obj, owner), owner["name"])
+            self._ensure_object(with_owner(manifest, owner), owner["name"])
         return deleted
 
     def _delete_object(

@@ -71,6 +71,10 @@ class SimulatedBackend:
     def namespaces_refusing(self) -> set[str]:
         return set()
 
+    def namespace_labels(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
+        """The simulation's namespaces carry no labels: nothing admits or refuses its pods."""
+        return {}
+
     def create_pod(self, pod: DesiredPod) -> None:
         existing = SimulatedPod.objects.filter(name=pod.name, namespace=pod.namespace).first()
         if existing is not None:

@@ -16,7 +16,7 @@ like an unreachable API server) when the watch has not heard from the server for
 `max_staleness` seconds, so a cycle never decides on a picture it cannot vouch for.
 
 Given the jobs namespaces (`object_namespaces`), the cache also keeps the portal's job objects
-there (ConfigMaps, Services, NetworkPolicies, Secrets carrying `object_selector`'s labels): only
+there (ConfigMaps, Services, NetworkPolicies carrying `object_selector`'s labels): only
 their identity (kind, namespace, name, uid, labels), which is all the reconcile's sweep and the owner
 bookkeeping read. The portal's own creates and deletes are noted at once (`object_made`,
 `object_deleting`), as client-go's MutationCache overlays an informer, so the next cycle neither
@@ -62,7 +62,7 @@ DEFAULT_WATCH_SECONDS = 50
 DEFAULT_MAX_STALENESS = 90.0
 REFUSED_MAX_DELAY = 60.0
 DEFAULT_UNWATCH_AFTER = 600.0
-# Connections the cache's pool keeps for reuse: one per reflector (nodes, pods, four kinds per
+# Connections the cache's pool keeps for reuse: one per reflector (nodes, pods, three kinds per
 # jobs namespace) up to 250 namespaces. A cap, not an allocation: more are opened if needed.
 WATCH_POOL_SIZE = 1024
 DEFAULT_SYNC_TIMEOUT = 60.0
@@ -119,7 +119,9 @@ class JobObject:
         return self.kind == "ConfigMap" and self.labels.get(OWNER) == "true"
 
 
-OBJECT_KINDS = ("ConfigMap", "Service", "NetworkPolicy", "Secret")
+# The ssh plugin's Secrets are not among them: the worker has no read on Secrets (see
+# KubernetesBackend.sweep_job_objects).
+OBJECT_KINDS = ("ConfigMap", "Service", "NetworkPolicy")
 
 
 @dataclass
@@ -359,7 +361,6 @@ class ClusterCache:
             apply=self._apply_pod,
             **common,
         )
-        # A Secret's data (the ssh plugin's keys) is dropped with the rest of the object.
         self._listers = object_listers(core_v1)
         self._object_selector = object_selector
         self.unwatch_after = unwatch_after
@@ -405,7 +406,7 @@ class ClusterCache:
         return tuple(sorted({namespace for _kind, namespace in self._object_reflector}))
 
     def keeps_objects(self, namespace: str) -> bool:
-        # A namespace's four kinds are watched and let go together.
+        # A namespace's kinds are watched and let go together.
         return (OBJECT_KINDS[0], namespace) in self._object_reflector
 
     def watch_namespaces(self, namespaces: Iterable[str]) -> None:
@@ -413,12 +414,12 @@ class ClusterCache:
         for each new one (started at once if the cache runs; read from the API until its first
         list), and the reflectors of each one that left retired, with what they kept. With a
         namespace per tenant the set grows with the tenants; fixed at construction, every
-        tenant's objects were listed from the API by every cycle, four lists per tenant.
+        tenant's objects were listed from the API by every cycle, three lists per tenant.
         A namespace is let go once it has gone unnamed for `unwatch_after` seconds: the set a
         cycle names can differ from call to call (the namespaces of pods the cycle has just
         listed), and a watch dropped and made again lists everything again.
         A cache without an `object_selector` keeps no job objects (it would watch every team's
-        ConfigMaps and Secrets there)."""
+        ConfigMaps there)."""
         wanted = set(namespaces) if self._object_selector else set()
         now = self.clock()
         with self._reflectors_lock:
@@ -816,13 +817,12 @@ def object_listers(core_v1: client.CoreV1Api) -> dict[str, Callable[..., Any]]:
         "ConfigMap": core_v1.list_namespaced_config_map,
         "Service": core_v1.list_namespaced_service,
         "NetworkPolicy": networking.list_namespaced_network_policy,
-        "Secret": core_v1.list_namespaced_secret,
     }
 
 
 def _connections_of_its_own(core_v1: client.CoreV1Api) -> client.CoreV1Api:
     """The same API server and credentials, in a connection pool of the cache's own. Each
-    reflector holds a connection for its watch (with a namespace per tenant, four per tenant):
+    reflector holds a connection for its watch (with a namespace per tenant, three per tenant):
     in the cycle's pool (its size 5 per core by default) they crowded out the cycle's requests,
     and every watch that ended had its connection discarded ("Connection pool is full") and
     a new one, with its TLS handshake, made for the next."""

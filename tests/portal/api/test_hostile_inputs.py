@@ -101,6 +101,31 @@ JOB_BODIES = [
         _task(node_selector={"gpu-model": "v" * 64}),
         {"tasks[0].node_selector"},
     ),
+    # What the API server would refuse at pod creation (jobspec.names).
+    ("env name with =", _task(env={"A=B": "1"}), {"tasks[0].env"}),
+    ("env name empty", _task(env={"": "1"}), {"tasks[0].env"}),
+    ("image with a space and a newline", _task(image="trainer: 1\nevil"), {"tasks[0].image"}),
+    (
+        "selector key not a label key",
+        _task(node_selector={"bad key!": "v"}),
+        {"tasks[0].node_selector"},
+    ),
+    (
+        "tolerationSeconds beyond int64",
+        _task(
+            tolerations=[
+                {
+                    "key": "nvidia.com/gpu",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 2**63,
+                }
+            ]
+        ),
+        {"tasks[0].tolerations"},
+    ),  # fmt: skip
+    ("NUL in a command", _task(command=["python", "a\x00b"]), {"tasks[0].command[1]"}),
+    ("NUL in the name", _job(name="a\x00b"), {"name"}),
     ("priority 10**12", _job(priority=10**12), {"priority"}),
     ("duration 10**9 s", _job(expected_duration_seconds=10**9), {"expected_duration_seconds"}),
     ("min_available 2**40", _job(min_available=2**40), {"min_available"}),
@@ -314,7 +339,7 @@ def test_submit_with_unicode_everywhere_else_is_fine(world, api_for):
             {
                 "name": "worker",
                 "replicas": 1,
-                "image": "registry.example/模型:latest",
+                "image": "registry.example/model:latest",
                 "command": ["python", "-c", "print('héllo ✓')"],
                 "env": {"GREETING": "こんにちは"},
             }
@@ -323,6 +348,17 @@ def test_submit_with_unicode_everywhere_else_is_fine(world, api_for):
     response = api_for("researcher").post("/api/v1/jobs/", body, format="json")
     assert response.status_code == HTTPStatus.CREATED
     assert response.json()["tasks"][0]["env"] == {"GREETING": "こんにちは"}
+
+
+def test_an_image_no_kubelet_can_pull_is_400_naming_the_field(world, api_for):
+    """A reference outside the image grammar (github.com/distribution/reference) would be
+    accepted by the API server and fail every pod with InvalidImageName."""
+    task = {"name": "worker", "replicas": 1, "image": "registry.example/模型:latest"}
+    response = api_for("researcher").post(
+        "/api/v1/jobs/", job_body(world["nlp_queue"], tasks=[task]), format="json"
+    )
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    assert "image reference" in response.json()["errors"]["tasks[0].image"][0]
 
 
 NEWLINE_NAMES = ["nl-name\n", "nl-name\r\n", "nl-name\u2028", "nl-name\x85"]

@@ -125,6 +125,28 @@ def test_over_limit_job_is_refused_with_the_messages_of_every_entry_point(gpuq, 
     assert not Job.objects.exists()
 
 
+def test_a_hostile_pod_template_is_refused_naming_the_field_and_the_level(
+    gpuq, nlp_queue, tmp_path
+):
+    """The template tests/portal/jobs/test_cluster_policy_entry_points.py drives through the
+    other entry points: root with SYS_ADMIN, tolerating every taint."""
+    path = tmp_path / "evil.yaml"
+    path.write_text(
+        MANIFEST.replace(
+            "            - image: trainer:1\n",
+            "            - image: trainer:1\n"
+            "              securityContext: {capabilities: {add: [SYS_ADMIN]}}\n",
+        ).replace("        spec:\n", "        spec:\n          tolerations: [{operator: Exists}]\n")
+    )
+    code, _, err = gpuq("submit", "-f", str(path))
+    assert code == 1
+    template = "spec.tasks[0].template.spec."
+    assert f"{template}containers[0].securityContext.capabilities.add: may not add SYS_ADMIN" in err
+    assert "at pod security level baseline" in err
+    assert f"{template}tolerations: [0] * (tolerates every taint" in err
+    assert not Job.objects.exists()
+
+
 def test_foreign_job_is_not_found(gpuq, vision_queue, outsider):
     job = JobFactory(queue=vision_queue, submitter=outsider)
     code, _, err = gpuq("cancel", str(job.pk))

@@ -10,8 +10,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jobspec.labels import tenant_namespace
+from jobspec.podsecurity import ENFORCE_LABEL
 from portal.cluster.models import Placement, SimulatedPod
-from portal.cluster.namespaces import job_namespace, job_namespaces, placing_namespaces
+from portal.cluster.namespaces import (
+    job_namespace,
+    job_namespaces,
+    level_drift,
+    namespace_levels,
+    placing_namespaces,
+)
 from portal.tenants.models import Membership
 from scheduler.adapters.cluster.simulated import SimulatedBackend
 from scheduler.adapters.desired import desired_pods
@@ -165,3 +172,46 @@ def test_a_bad_prefix_is_reported_at_start_by_the_system_checks():
     assert len(errors) == 1
     assert "KUBERNETES_NAMESPACE_PREFIX" in errors[0].msg
     assert not [e for e in run_checks() if e.id == "cluster.E001"]
+
+
+@pytest.mark.django_db
+def test_each_tenants_namespace_should_enforce_its_level():
+    TenantFactory(name="vision", security_level="restricted")
+    TenantFactory(name="nlp")
+    with override_settings(**PER_TENANT):
+        assert namespace_levels() == {
+            "gpu-nlp": ("baseline", "tenant nlp's level"),
+            "gpu-vision": ("restricted", "tenant vision's level"),
+        }
+
+
+@pytest.mark.django_db
+def test_a_shared_namespace_should_enforce_the_least_restrictive_level():
+    TenantFactory(name="vision", security_level="restricted")
+    TenantFactory(name="nlp")
+    assert namespace_levels() == {
+        "gpu-jobs": ("baseline", "the least restrictive of its tenants' levels")
+    }
+
+
+def test_a_label_that_drifted_is_a_warning_with_the_command_that_mends_it():
+    expected = {
+        "gpu-nlp": ("baseline", "tenant nlp's level"),
+        "gpu-vision": ("restricted", "tenant vision's level"),
+        "gpu-hpc": ("baseline", "tenant hpc's level"),
+        "gpu-absent": ("baseline", "tenant absent's level"),
+    }
+    labels = {
+        "gpu-nlp": {ENFORCE_LABEL: "baseline"},
+        "gpu-vision": {ENFORCE_LABEL: "privileged"},
+        "gpu-hpc": {"team": "hpc"},
+    }
+    assert level_drift(expected, labels) == [
+        "namespace gpu-hpc enforces pod security level none (no "
+        "pod-security.kubernetes.io/enforce label: privileged), but tenant hpc's level is "
+        "baseline: kubectl label namespace gpu-hpc pod-security.kubernetes.io/enforce=baseline "
+        "--overwrite",
+        "namespace gpu-vision enforces pod security level privileged, but tenant vision's level "
+        "is restricted: kubectl label namespace gpu-vision "
+        "pod-security.kubernetes.io/enforce=restricted --overwrite",
+    ]

@@ -9,6 +9,7 @@ import pytest
 import yaml
 from django.test import override_settings
 
+from jobspec.podsecurity import ENFORCE_LABEL
 from portal.cluster.rbac_for_tenant import TEMPLATE, main, tenant_manifests
 from tests.factories import TenantFactory
 
@@ -54,11 +55,13 @@ def test_the_template_names_its_namespace_only_by_the_placeholder():
         if doc["kind"] != "Namespace"
     } == {"NAMESPACE"}
     assert "gpu-jobs" not in text
+    (namespace,) = [doc for doc in documents if doc["kind"] == "Namespace"]
+    assert namespace["metadata"]["labels"][ENFORCE_LABEL] == "LEVEL"
 
 
 @pytest.mark.django_db
 def test_it_prints_the_namespace_and_grants_of_each_tenant_named():
-    TenantFactory(name="vision")
+    TenantFactory(name="vision", security_level="restricted")
     TenantFactory(name="nlp")
     out = io.StringIO()
     with override_settings(**PER_TENANT):
@@ -72,6 +75,7 @@ def test_it_prints_the_namespace_and_grants_of_each_tenant_named():
         ("RoleBinding", "gpu-vision"),
     ]
     assert documents[0]["metadata"]["name"] == "gpu-vision"
+    assert documents[0]["metadata"]["labels"][ENFORCE_LABEL] == "restricted"
     for document in documents:
         kubernetes_validate.validate(document, "1.31.0", strict=True)
 
@@ -79,11 +83,11 @@ def test_it_prints_the_namespace_and_grants_of_each_tenant_named():
     with override_settings(**PER_TENANT):
         assert main(["--all"], out=out) == 0
     namespaces = [
-        doc["metadata"]["name"]
+        (doc["metadata"]["name"], doc["metadata"]["labels"][ENFORCE_LABEL])
         for doc in yaml.safe_load_all(out.getvalue())
         if doc["kind"] == "Namespace"
     ]
-    assert namespaces == ["gpu-nlp", "gpu-vision"]
+    assert namespaces == [("gpu-nlp", "baseline"), ("gpu-vision", "restricted")]
 
 
 @pytest.mark.django_db
@@ -96,12 +100,12 @@ def test_an_unknown_tenant_is_an_error_naming_it_and_prints_nothing():
 
 
 @pytest.mark.django_db
-def test_with_one_shared_namespace_it_says_so():
-    TenantFactory(name="vision")
+def test_with_one_shared_namespace_it_says_so_at_the_least_restrictive_level_of_all():
+    TenantFactory(name="vision", security_level="restricted")
+    TenantFactory(name="hpc", security_level="privileged")
     out, err = io.StringIO(), io.StringIO()
     assert main(["vision"], out=out, err=err) == 0
     assert "KUBERNETES_NAMESPACE_PER_TENANT is off" in err.getvalue()
-    assert {doc["metadata"].get("namespace") for doc in yaml.safe_load_all(out.getvalue())} == {
-        None,
-        "gpu-jobs",
-    }
+    documents = list(yaml.safe_load_all(out.getvalue()))
+    assert {doc["metadata"].get("namespace") for doc in documents} == {None, "gpu-jobs"}
+    assert documents[0]["metadata"]["labels"][ENFORCE_LABEL] == "privileged"

@@ -18,7 +18,7 @@ spec:
       image: trainer:2
       args: [--epochs, "3"]
       env:
-        - {name: HF_TOKEN, valueFrom: {secretKeyRef: {name: hf, key: token}}}
+        - {name: HF_TOKEN, valueFrom: {secretKeyRef: {name: nlp-hf, key: token}}}
       resources: {limits: {nvidia.com/gpu: 2, cpu: "8", memory: 32Gi}}
       volumeMounts: [{name: shm, mountPath: /dev/shm}]
     - {name: sidecar, image: exporter:1}

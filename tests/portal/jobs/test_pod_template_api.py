@@ -10,6 +10,7 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from portal.jobs.models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES, Job, JobTask
+from portal.tenants.models import Tenant
 
 pytestmark = pytest.mark.django_db
 
@@ -35,7 +36,7 @@ MANIFEST = {
                                     {
                                         "name": "HF_TOKEN",
                                         "valueFrom": {
-                                            "secretKeyRef": {"name": "hf", "key": "token"}
+                                            "secretKeyRef": {"name": "nlp-hf", "key": "token"}
                                         },
                                     }
                                 ],
@@ -183,7 +184,12 @@ def test_bad_templates_are_a_400_naming_the_field_and_nothing_is_written(
 
 
 @override_settings(JOB_ALLOW_HOST_PATH=True)
-def test_host_path_is_taken_when_an_admin_allows_it(api, nlp_queue):
+def test_host_path_is_taken_when_an_admin_allows_it_for_a_privileged_tenant(api, nlp_queue):
+    refused = _post_manifest(api, _bad(_host_path))
+    assert refused.status_code == HTTPStatus.BAD_REQUEST
+    message = refused.json()["errors"][f"{T0}.volumes[1].hostPath"][0]
+    assert "pod security level baseline" in message
+    Tenant.objects.filter(pk=nlp_queue.tenant_id).update(security_level="privileged")
     response = _post_manifest(api, _bad(_host_path))
     assert response.status_code == HTTPStatus.CREATED, response.json()
     volumes = JobTask.objects.get().pod_template["spec"]["volumes"]

@@ -127,8 +127,12 @@ def test_what_the_portal_cannot_run_is_an_error_naming_the_field():
 
 
 @override_settings(JOB_ALLOW_HOST_PATH=True)
-def test_paddlepaddle_renders_where_host_paths_are_allowed():
-    rendered = job_render(_load(PADDLE))
+def test_paddlepaddle_renders_where_host_paths_are_allowed_at_level_privileged():
+    manifest = _load(PADDLE)
+    refused = job_render(manifest)
+    path = "spec.tasks[0].template.spec.volumes[0].hostPath"
+    assert "pod security level baseline" in refused.errors[path][0]
+    rendered = job_render(manifest, security_level="privileged")
     assert rendered.errors == {}
     pods = [o for o in rendered.objects if o["kind"] == "Pod"]
     assert len(pods) == 4  # 2 pservers + 2 trainers
@@ -435,8 +439,23 @@ OUTCOMES = {
     "docs/user-guide/how_to_use_numa_aware/example-2.yaml": ("pods", 1, []),
     "docs/user-guide/how_to_use_pytorch_plugin/example-1.yaml": ("pods", 3, []),
     "docs/user-guide/how_to_use_ray_plugin/example-1.yaml": ("pods", 3, []),
-    "docs/user-guide/how_to_use_resource_strategy_fit_plugin/example-1.yaml": ("pods", 2, []),
-    "docs/user-guide/how_to_use_resource_strategy_fit_plugin/example-2.yaml": ("pods", 3, []),
+    # Pod annotations under volcano.sh are the portal's and the sharing stack's (jobspec.tenancy).
+    "docs/user-guide/how_to_use_resource_strategy_fit_plugin/example-1.yaml": (
+        "refused",
+        {
+            "spec.tasks[0].template.metadata.annotations.volcano.sh/resource-strategy-weight": (
+                "keys under volcano.sh are the portal's"
+            )
+        },
+    ),
+    "docs/user-guide/how_to_use_resource_strategy_fit_plugin/example-2.yaml": (
+        "refused",
+        {
+            "spec.tasks[0].template.metadata.annotations.volcano.sh/resource-strategy-weight": (
+                "keys under volcano.sh are the portal's"
+            )
+        },
+    ),
     "docs/user-guide/how_to_use_ssh_plugin/example-1.yaml": ("pods", 3, []),
     "docs/user-guide/how_to_use_svc_plugin/example-1.yaml": ("pods", 3, []),
     "docs/user-guide/how_to_use_vnpu/example-1.yaml": (
@@ -445,7 +464,6 @@ OUTCOMES = {
             f"{TEMPLATE.format(0)}.containers[0].resources.limits.huawei.com/npu-core": (
                 "unknown resource"
             ),
-            f"{TEMPLATE.format(0)}.containers[0].securityContext.privileged": "privileged",
         },
     ),
     "example/MindSpore-example/mindspore_cpu/mindspore-cpu.yaml": ("pods", 8, []),

@@ -1,3 +1,5 @@
+import importlib
+
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection, transaction
@@ -15,7 +17,7 @@ from portal.jobs.services import (
     job_submit,
 )
 from portal.queues.models import Queue
-from tests.factories import JobFactory, PlacementFactory
+from tests.factories import JobFactory, JobTaskFactory, PlacementFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -463,3 +465,78 @@ class TestJobQuarantine:
     def test_its_owner_may_cancel_it(self, researcher, nlp_queue):
         job = JobFactory(queue=nlp_queue, submitter=researcher, status=Job.Status.QUARANTINED)
         assert job_cancel(job=job, actor=researcher).status == Job.Status.CANCELLED
+
+
+ROOT_WITH_SYS_ADMIN = {
+    "spec": {
+        "containers": [
+            {
+                "name": "trainer",
+                "image": "trainer:1",
+                "securityContext": {"runAsUser": 0, "capabilities": {"add": ["SYS_ADMIN"]}},
+            }
+        ]
+    }
+}
+
+
+def _stored_job(queue, template=None, tolerations=(), status=Job.Status.PENDING):
+    """A job stored as it was before the policy existed (no check on the way in)."""
+    job = JobFactory(queue=queue, status=status)
+    JobTaskFactory(job=job, pod_template=template or {}, tolerations=list(tolerations))
+    return job
+
+
+class TestClusterPolicyHold:
+    """A job the tenant's cluster policy refuses (stored before it, or before an admin
+    narrowed it) is quarantined with what to change, never deleted; its release waits for a
+    policy that allows it."""
+
+    def test_a_job_the_policy_refuses_is_quarantined_saying_what_to_change(self, nlp_queue):
+        refused = _stored_job(nlp_queue, template=ROOT_WITH_SYS_ADMIN)
+        running = PlacementFactory(task=refused.tasks.get(), state=Placement.State.RUNNING)
+        fine = _stored_job(
+            nlp_queue,
+            tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        )
+        assert services.jobs_policy_hold(tenant_ids=[nlp_queue.tenant_id]) == [refused.pk]
+        refused.refresh_from_db()
+        assert refused.status == Job.Status.QUARANTINED
+        assert "tenant nlp's jobs may not do on the cluster" in refused.pending_reason
+        assert "tasks[0].pod_template.spec.containers[0].securityContext.capabilities.add" in (
+            refused.pending_reason
+        )
+        assert "may not add SYS_ADMIN" in refused.pending_reason
+        running.refresh_from_db()
+        assert running.state == Placement.State.RELEASING
+        assert Job.objects.get(pk=fine.pk).status == Job.Status.PENDING
+
+    def test_tolerating_every_taint_is_held_and_released_once_an_admin_lists_it(
+        self, nlp_queue, staff
+    ):
+        job = _stored_job(nlp_queue, tolerations=[{"operator": "Exists"}])
+        assert services.jobs_policy_hold(queue_ids=[nlp_queue.pk]) == [job.pk]
+        job.refresh_from_db()
+        with pytest.raises(ValidationError) as info:
+            job_quarantine_release(job=job, actor=staff)
+        assert "tolerates every taint" in info.value.message_dict["status"][0]
+        nlp_queue.allowed_tolerations = [{"operator": "Exists"}]
+        nlp_queue.save()
+        assert job_quarantine_release(job=job, actor=staff).status == Job.Status.PENDING
+
+    def test_finished_jobs_are_left_alone(self, nlp_queue):
+        job = _stored_job(nlp_queue, template=ROOT_WITH_SYS_ADMIN, status=Job.Status.SUCCEEDED)
+        assert services.jobs_policy_hold() == []
+        assert Job.objects.get(pk=job.pk).status == Job.Status.SUCCEEDED
+
+    def test_the_migration_holds_the_jobs_stored_before_the_policy(self, nlp_queue):
+        from django.apps import apps
+
+        migration = importlib.import_module(
+            "portal.jobs.migrations.0016_hold_jobs_the_cluster_policy_refuses"
+        )
+        refused = _stored_job(nlp_queue, template=ROOT_WITH_SYS_ADMIN)
+        fine = _stored_job(nlp_queue)
+        migration.hold(apps, None)
+        assert Job.objects.get(pk=refused.pk).status == Job.Status.QUARANTINED
+        assert Job.objects.get(pk=fine.pk).status == Job.Status.PENDING

@@ -10,7 +10,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from portal import celery_app
+from portal.scheduling.facade import ClusterUnavailable
 from portal.scheduling.models import CycleRun
+from tests.factories import TenantFactory
 from tests.scheduler.conftest import free_port
 
 pytestmark = pytest.mark.django_db
@@ -103,3 +105,52 @@ def test_no_cycle_yet_fails_the_cycle_check(client):
     response = client.get("/readyz?check=cycle")
     assert response.status_code == 503
     assert response.json()["checks"]["cycle"] == "no scheduling cycle has finished yet"
+
+
+def test_readyz_config_has_no_warnings_on_the_simulated_cluster(client):
+    response = client.get("/readyz?check=config")
+    assert response.status_code == 200
+    assert response.json()["warnings"] == {"config": []}
+
+
+@override_settings(CLUSTER_BACKEND="kubernetes")
+def test_readyz_config_warns_of_a_shared_namespace_and_drifted_labels_but_stays_ready(
+    client, monkeypatch
+):
+    TenantFactory(name="nlp", security_level="restricted")
+    asked = []
+
+    def labels(*, names):
+        asked.append(names)
+        return {"gpu-jobs": {"pod-security.kubernetes.io/enforce": "privileged"}}
+
+    monkeypatch.setattr("portal.scheduling.facade.namespace_labels_read", labels)
+    response = client.get("/readyz?check=config")
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"
+    shared, drift = response.json()["warnings"]["config"]
+    assert "tenants are not isolated on the cluster" in shared
+    assert asked == [["gpu-jobs"]]
+    assert drift.endswith(
+        "kubectl label namespace gpu-jobs pod-security.kubernetes.io/enforce=restricted --overwrite"
+    )
+
+
+@override_settings(
+    CLUSTER_BACKEND="kubernetes",
+    KUBERNETES_NAMESPACE_PER_TENANT=True,
+    KUBERNETES_NAMESPACE_PREFIX="gpu-",
+)
+def test_readyz_config_says_when_the_labels_cannot_be_read(client, monkeypatch):
+    TenantFactory(name="nlp")
+
+    def unreachable(*, names):
+        raise ClusterUnavailable("connection refused")
+
+    monkeypatch.setattr("portal.scheduling.facade.namespace_labels_read", unreachable)
+    response = client.get("/readyz?check=config")
+    assert response.status_code == 200
+    assert response.json()["warnings"]["config"] == [
+        "the jobs namespaces' pod security labels could not be compared with the tenants' "
+        "levels: connection refused"
+    ]

@@ -7,7 +7,7 @@ from portal.queues import services
 from portal.queues.models import Queue, QueueChange, QueueOrder
 from portal.queues.selectors import queue_order_job_ids
 from portal.queues.services import queue_create, queue_delete, queue_orders_record, queue_update
-from tests.factories import JobFactory, QueueFactory
+from tests.factories import JobFactory, JobTaskFactory, QueueFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -268,3 +268,31 @@ class TestQueueOrdersRecord:
         queue_orders_record(orders={nlp_queue.pk: ids}, at=timezone.now())
         assert QueueOrder.objects.count() == 1
         assert queue_order_job_ids(queue_id=nlp_queue.pk).tolist() == ids
+
+
+class TestQueuePolicyUpdate:
+    """The taints and priority classes a queue's jobs may use besides its tenant's: a site
+    admin's to set, audited; narrowing them quarantines the queue's jobs they refuse."""
+
+    def test_a_lead_may_not_widen_them(self, nlp_queue, lead):
+        with pytest.raises(PermissionDenied):
+            services.queue_policy_update(
+                queue=nlp_queue, actor=lead, allowed_tolerations=[{"operator": "Exists"}]
+            )
+        assert Queue.objects.get(pk=nlp_queue.pk).allowed_tolerations == []
+
+    def test_the_quota_is_not_changed_here(self, nlp_queue, staff):
+        with pytest.raises(ValidationError) as info:
+            services.queue_policy_update(queue=nlp_queue, actor=staff, weight=5)
+        assert "weight" in info.value.message_dict
+
+    def test_narrowing_quarantines_the_jobs_it_refuses(self, nlp_queue, staff):
+        dedicated = {"key": "dedicated", "operator": "Exists"}
+        services.queue_policy_update(queue=nlp_queue, actor=staff, allowed_tolerations=[dedicated])
+        job = JobFactory(queue=nlp_queue)
+        JobTaskFactory(job=job, tolerations=[dedicated])
+        held = services.queue_policy_update(queue=nlp_queue, actor=staff, allowed_tolerations=[])
+        assert held == [job.pk]
+        assert Job.objects.get(pk=job.pk).status == Job.Status.QUARANTINED
+        fields = list(QueueChange.objects.filter(queue=nlp_queue).values_list("field", flat=True))
+        assert fields == ["allowed_tolerations", "allowed_tolerations"]

@@ -48,6 +48,7 @@ def _body(member, **changes):
     body = {
         "name": "fuzzed",
         "display_name": "Fuzzed",
+        "security_level": "baseline",
         "memberships-TOTAL_FORMS": "1",
         "memberships-INITIAL_FORMS": "0",
         "memberships-MIN_NUM_FORMS": "0",

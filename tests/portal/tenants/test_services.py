@@ -1,17 +1,19 @@
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 
-from portal.tenants.models import Membership
+from portal.jobs.models import Job
+from portal.tenants.models import Membership, TenantChange
 from portal.tenants.services import (
     membership_delete,
     membership_set,
     tenant_create,
     tenant_get_or_create,
+    tenant_policy_update,
     user_create,
     user_password_set,
 )
-from tests.factories import TenantFactory, UserFactory
+from tests.factories import JobFactory, JobTaskFactory, TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -79,3 +81,72 @@ def test_user_password_set_refuses_a_weak_password_and_keeps_the_old_one():
     assert list(error.value.message_dict) == ["password"]
     user.refresh_from_db()
     assert user.check_password("s3cret-pass")
+
+
+class TestTenantPolicyUpdate:
+    """What a tenant's jobs may do on the cluster is a site admin's to change: audited, and
+    the jobs the narrower policy refuses are quarantined."""
+
+    def test_only_a_site_admin_changes_it(self, nlp, lead):
+        with pytest.raises(PermissionDenied):
+            tenant_policy_update(tenant=nlp, actor=lead, security_level="privileged")
+        nlp.refresh_from_db()
+        assert nlp.security_level == "baseline"
+
+    def test_each_change_is_audited(self, nlp, staff):
+        tenant_policy_update(
+            tenant=nlp,
+            actor=staff,
+            security_level="restricted",
+            allowed_priority_classes=["batch-low"],
+        )
+        nlp.refresh_from_db()
+        assert (nlp.security_level, nlp.allowed_priority_classes) == ("restricted", ["batch-low"])
+        rows = {
+            (c.field, c.old_value, c.new_value) for c in TenantChange.objects.filter(tenant=nlp)
+        }
+        assert rows == {
+            ("security_level", "baseline", "restricted"),
+            ("allowed_priority_classes", "[]", '["batch-low"]'),
+        }
+
+    @pytest.mark.parametrize(
+        ("field", "value"),
+        [
+            ("security_level", "root"),
+            ("allowed_priority_classes", ["Not A Name"]),
+            ("allowed_tolerations", [{"operator": "Maybe"}]),
+        ],
+    )
+    def test_a_bad_value_is_refused_naming_the_field(self, nlp, staff, field, value):
+        with pytest.raises(ValidationError) as info:
+            tenant_policy_update(tenant=nlp, actor=staff, **{field: value})
+        assert field in info.value.message_dict
+        assert not TenantChange.objects.exists()
+
+    def test_the_quota_is_not_changed_here(self, nlp, staff):
+        with pytest.raises(ValidationError) as info:
+            tenant_policy_update(tenant=nlp, actor=staff, weight=9)
+        assert "weight" in info.value.message_dict
+
+    def test_a_stricter_level_quarantines_the_jobs_it_refuses(self, nlp, nlp_queue, staff):
+        job = JobFactory(queue=nlp_queue)
+        JobTaskFactory(
+            job=job,
+            pod_template={"spec": {"containers": [{"name": "c", "image": "trainer:1"}]}},
+        )
+        assert tenant_policy_update(tenant=nlp, actor=staff, security_level="baseline") == []
+        held = tenant_policy_update(tenant=nlp, actor=staff, security_level="restricted")
+        assert held == []  # the portal sets what restricted needs; nothing asked otherwise
+        task = job.tasks.get()
+        task.pod_template["spec"]["containers"][0]["securityContext"] = {"runAsUser": 0}
+        task.save()
+        tenant_policy_update(tenant=nlp, actor=staff, security_level="baseline")
+        assert tenant_policy_update(tenant=nlp, actor=staff, security_level="restricted") == [
+            job.pk
+        ]
+        job.refresh_from_db()
+        assert job.status == Job.Status.QUARANTINED
+        assert "runAsUser: may not be 0 (root) at pod security level restricted" in (
+            job.pending_reason
+        )

@@ -4,6 +4,7 @@ of every tenant's and queue's share and the audit trail."""
 from http import HTTPStatus
 
 import pytest
+from django.test import override_settings
 from django.urls import reverse
 
 from portal.tenants.models import TenantChange
@@ -167,3 +168,33 @@ def test_queue_edit_page_shows_the_tenants_quota(lead_client, nlp, nlp_queue, cl
     page = lead_client.get(reverse("queues:queue_edit", args=[nlp_queue.pk])).content.decode()
     assert "guarantees 12 GPUs, of which its queues guarantee 0" in page
     assert "all its queues together are capped at 20" in page
+
+
+def test_the_tenant_page_says_what_its_jobs_may_do_on_the_cluster(
+    researcher_client, nlp, nlp_queue
+):
+    _quota(nlp, security_level="restricted", allowed_priority_classes=["batch-low"])
+    nlp_queue.allowed_tolerations = [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]
+    nlp_queue.save()
+    body = researcher_client.get(reverse("tenants:tenant_detail", args=[nlp.pk])).content.decode()
+    section = body[body.index('id="cluster-policy"') :]
+    assert "<strong>restricted</strong>" in section
+    assert "fail to start under it: vLLM, many NGC containers, sshd" in section
+    assert "nvidia.com/gpu:NoSchedule" in section
+    assert "batch-low" in section
+    assert "Queue nlp-train adds: dedicated=ml:NoSchedule" in section
+    assert "/admin/" not in section  # a researcher is not told where to change it
+
+
+@override_settings(CLUSTER_BACKEND="kubernetes")
+def test_a_site_admin_is_warned_of_a_shared_namespace_on_a_real_cluster(
+    staff_client, researcher_client, nlp
+):
+    url = reverse("tenants:tenant_detail", args=[nlp.pk])
+    page = staff_client.get(url).content.decode()
+    assert 'id="shared-namespace-warning"' in page
+    assert "tenants are not isolated on the cluster" in page
+    assert reverse("admin:tenants_tenant_change", args=[nlp.pk]) in page
+    assert "shared-namespace-warning" not in researcher_client.get(url).content.decode()
+    with override_settings(KUBERNETES_NAMESPACE_PER_TENANT=True):
+        assert "shared-namespace-warning" not in staff_client.get(url).content.decode()

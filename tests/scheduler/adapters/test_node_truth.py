@@ -127,6 +127,25 @@ def test_tainted_nodes_are_avoided_unless_tolerated(cluster, run, user, nlp_queu
     assert {"operator": "Exists"} in pod["spec"]["tolerations"]
 
 
+def test_a_node_selector_naming_a_tainted_node_leaves_the_job_pending(
+    cluster, run, user, nlp_queue
+):
+    """Selecting a control-plane node by its label is no way onto it: its taint still needs
+    a toleration, which a tenant's jobs have only by a site admin's list (jobspec.tenancy)."""
+    role = "node-role.kubernetes.io/control-plane"
+    cluster.add_node(
+        "cp", {"cpu": "64", "memory": "256Gi"}, labels={role: ""}, taints=[CONTROL_PLANE]
+    )
+    cluster.add_node("small", {"cpu": "64", "memory": "256Gi"})
+    pinned = submit_job(user, nlp_queue, "pinned", gpus=0)
+    pinned.tasks.update(node_selector={role: ""})
+
+    run()
+
+    assert placed_on(pinned) == []
+    assert Job.objects.get(pk=pinned.pk).status == Job.Status.PENDING
+
+
 def test_not_ready_and_deleted_nodes_are_no_capacity(cluster, run, user, nlp_queue):
     cluster.add_node("down", GPU_NODE, ready=False, taints=[NOT_READY])
     cluster.add_node("gpu-a", GPU_NODE)

@@ -93,7 +93,13 @@ def test_pod_manifest_carries_every_part_of_the_template():
         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}
     ]
     assert spec["imagePullSecrets"] == [{"name": "registry"}]
-    assert spec["securityContext"] == {"runAsUser": 1000}
+    # With the defaults of the pod security level (baseline): a confined seccomp profile, and
+    # no service-account token.
+    assert spec["securityContext"] == {
+        "runAsUser": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert spec["automountServiceAccountToken"] is False
     assert spec["priorityClassName"] == "training"
     assert spec["tolerations"] == [
         {"key": "mars-tech.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -118,6 +124,8 @@ def test_a_task_without_template_gets_one_container_from_its_fields():
                 },
             }
         ],
+        "automountServiceAccountToken": False,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
     }
 
 
@@ -127,3 +135,18 @@ def test_desired_pods_carry_the_tasks_template():
     PlacementFactory(task=task, state=Placement.State.BOUND)
     (pod,) = desired_pods(gpu_resource_of={})
     assert pod.template == TEMPLATE
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("level", ["baseline", "restricted", "privileged"])
+def test_the_cycles_pods_get_the_defaults_of_their_tenants_level(level):
+    """What the cycle creates is what the dry run shows: the tenant's level decides."""
+    task = JobTaskFactory(pod_template=TEMPLATE, gpus=4, job__queue__tenant__security_level=level)
+    PlacementFactory(task=task, state=Placement.State.BOUND)
+    (pod,) = desired_pods(gpu_resource_of={})
+    assert pod.security_level == level
+    spec = pod_spec_body(pod, GPU_RESOURCE_NAMES)
+    # Every level's defaults (a privileged tenant's template may state otherwise).
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert spec["securityContext"].get("runAsNonRoot") is (True if level == "restricted" else None)

@@ -164,8 +164,11 @@ def test_the_verbs_the_portal_calls_are_the_verbs_deploy_rbac_grants(
     }
 
 
-def test_the_web_account_reads_a_pods_log_and_nothing_else(cluster, backend):
-    """The logs API runs in the web process, under its own account (gpu-portal-web)."""
+def test_the_web_account_reads_a_pods_log_and_the_namespaces_labels_and_nothing_else(
+    cluster, backend
+):
+    """The logs API and the configuration check run in the web process, under its own account
+    (gpu-portal-web)."""
     cluster.add_node("gpu-a", GPU_NODE)
     pod = DesiredPod(
         name="gp-7-worker-0",
@@ -183,6 +186,7 @@ def test_the_web_account_reads_a_pods_log_and_nothing_else(cluster, backend):
     before = cluster.on_loop(lambda: len(cluster.handler._requests))
 
     backend.pod_log(pod.name, JOBS_NAMESPACE, tail=10)
+    backend.namespace_labels([JOBS_NAMESPACE])  # portal.ops.health.config_warnings
 
     requests = cluster.on_loop(lambda: list(cluster.handler._requests))
     calls = called_from(requests[before:])

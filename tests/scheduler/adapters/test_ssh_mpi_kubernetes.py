@@ -1,7 +1,8 @@
 """A 2-pod MPI job on the emulated API server, whole cycles: the ssh plugin's Secret exists
 before the pods with a key pair the reconcile generated (and that the portal's database does
 not hold), every pod mounts it at /root/.ssh, the master's pod has MPI_HOST naming the worker,
-and once the job ends the sweep deletes the Secret with the job's other objects."""
+and once the job ends the Secret goes with the job's owner object; the worker never reads a
+Secret."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from portal.tenants.models import Membership
 from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
 from scheduler.adapters.orchestrator import scheduling_cycle_run
 from tests.factories import MembershipFactory, UserFactory
-from tests.scheduler.adapters.test_job_objects_cache import eventually, fresh_backend
+from tests.scheduler.adapters.test_job_objects_cache import fresh_backend
 
 pytestmark = pytest.mark.django_db
 NAMESPACE = "gpu-jobs"
@@ -34,11 +35,11 @@ def _secrets(cluster) -> dict:
     return cluster.on_loop(lambda: dict(cluster.store.table("secrets")))
 
 
-def _lists(cluster) -> int:
+def _reads(cluster) -> int:
+    """Lists, watches and gets of Secrets."""
     return sum(
-        1
-        for r in cluster.requests(kmock.action.LIST, SECRETS)
-        if r.params.get("watch") != "true" and r.action != kmock.action.WATCH
+        len(cluster.requests(action, SECRETS))
+        for action in (kmock.action.LIST, kmock.action.WATCH, kmock.action.FETCH)
     )
 
 
@@ -105,7 +106,9 @@ def test_a_two_pod_mpi_job_gets_its_secret_the_mounts_and_mpi_host(cluster, mpi_
     assert len(cluster.requests(kmock.action.CREATE, SECRETS)) == 1  # one key pair per job
 
 
-def test_the_sweep_deletes_the_secret_once_the_job_ended(cluster, kube_cycle, mpi_job):
+def test_the_secret_goes_with_its_owner_once_the_job_ended(cluster, kube_cycle, mpi_job):
+    """The garbage collector deletes it with the job's owner object: the worker neither
+    lists nor deletes Secrets (it has no read on them)."""
     user, job = mpi_job
     assert (NAMESPACE, f"gp-{job.pk}-ssh") in _secrets(cluster)
     job_cancel(job=job, actor=user)
@@ -115,24 +118,37 @@ def test_the_sweep_deletes_the_secret_once_the_job_ended(cluster, kube_cycle, mp
     cluster.advance(60)
     kube_cycle()
     assert _secrets(cluster) == {}
-    deletes = [r.name for r in cluster.requests(kmock.action.DELETE, SECRETS)]
-    assert deletes == [f"gp-{job.pk}-ssh"]
+    assert cluster.requests(kmock.action.DELETE, SECRETS) == []
+    assert _reads(cluster) == 0
 
 
-def test_a_secret_someone_deletes_is_made_again_with_new_keys(cluster, kube_cycle, mpi_job):
-    _, job = mpi_job
+def test_a_secret_someone_deletes_is_not_seen_and_the_next_job_gets_keys_of_its_own(
+    cluster, kube_cycle, mpi_job
+):
+    user, job = mpi_job
     key = (NAMESPACE, f"gp-{job.pk}-ssh")
     before = _secrets(cluster)[key]["data"]["id_rsa"]
     cluster.on_loop(lambda: cluster.store.delete("secrets", *key))
     kube_cycle()
-    assert _secrets(cluster)[key]["data"]["id_rsa"] != before
+    assert key not in _secrets(cluster)  # not seen: the worker cannot read Secrets
+    # Its pods run on without it (its keys are mounted); a new job gets a Secret of its own.
+    job_cancel(job=job, actor=user)
+    kube_cycle()
+    cluster.advance(60)
+    kube_cycle()
+    again = job_submit(submitter=user, queue=job.queue, name="again",
+                       tasks=[_task("master"), _task("worker")], plugins={"mpi": []})  # fmt: skip
+    kube_cycle()
+    made = _secrets(cluster)[(NAMESPACE, f"gp-{again.pk}-ssh")]["data"]["id_rsa"]
+    assert made != before
+    assert _reads(cluster) == 0
 
 
 def test_with_the_watch_cache_a_new_backend_each_cycle_makes_no_second_key_pair(
     cluster, backend, nlp, nlp_queue
 ):
-    """The cycle worker's shape: a fresh backend per cycle over one cache, which keeps the
-    Secret's identity (not its data), so the Secret is neither made again nor listed."""
+    """The cycle worker's shape: a fresh backend per cycle over one cache. The Secret is made
+    once, with its job's pods, and never listed or watched."""
     cache = ClusterCache(
         backend.core_v1, manifests_translation(backend.instance), watch_seconds=5,
         sync_timeout=10, object_namespaces=(NAMESPACE,),
@@ -145,15 +161,11 @@ def test_with_the_watch_cache_a_new_backend_each_cycle_makes_no_second_key_pair(
         job = job_submit(submitter=user, queue=nlp_queue, name="hello",
                          tasks=[_task("master"), _task("worker")], plugins={"mpi": []})  # fmt: skip
         scheduling_cycle_run(backend=fresh_backend(cluster, cache))
-        name = f"gp-{job.pk}-ssh"
-        eventually(lambda: [o.name for o in cache.job_objects("Secret", NAMESPACE)] == [name])
-        cached = cache.job_object("Secret", NAMESPACE, name)
-        assert not hasattr(cached, "data")
-        lists = _lists(cluster)
+        assert (NAMESPACE, f"gp-{job.pk}-ssh") in _secrets(cluster)
         for _ in range(3):
             cluster.advance(5)
             scheduling_cycle_run(backend=fresh_backend(cluster, cache))
         assert len(cluster.requests(kmock.action.CREATE, SECRETS)) == 1
-        assert _lists(cluster) == lists
+        assert _reads(cluster) == 0
     finally:
         cache.stop()

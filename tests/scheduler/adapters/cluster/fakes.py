@@ -36,6 +36,9 @@ class EmptyCluster(ClusterBackend):
     def namespaces_refusing(self) -> set[str]:
         return set()
 
+    def namespace_labels(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
+        return {}
+
     def pod_log(self, name: str, namespace: str, tail: int) -> PodLog:
         return PodLog(pod=name, lines=[])
 

@@ -20,19 +20,17 @@ def _backend(cluster) -> KubernetesBackend:
 def test_watching_the_portals_objects_is_said_when_allowed(cluster):
     said: list[str] = []
     watches_check(_backend(cluster), said.append)
-    assert said == [
-        "watched: the portal's ConfigMaps, Services, NetworkPolicies, Secrets in gpu-vision"
-    ]
+    assert said == ["watched: the portal's ConfigMaps, Services, NetworkPolicies in gpu-vision"]
 
 
 def test_a_refused_watch_is_a_warning_naming_the_kinds(cluster):
     refused = kmock.KubernetesError(status=403, reason="Forbidden", message="watch forbidden")
-    for resource in ("v1/configmaps", "v1/secrets"):
+    for resource in ("v1/configmaps", "v1/services"):
         cluster.fail_next(kmock.action.WATCH, refused, times=5, resource=kmock.resource(resource))
     said: list[str] = []
     watches_check(_backend(cluster), said.append)
     (line,) = said
     assert line.startswith(
-        "warning: watching ConfigMaps, Secrets in gpu-vision is refused (403), so the cycle "
+        "warning: watching ConfigMaps, Services in gpu-vision is refused (403), so the cycle "
         "lists them every time instead"
     )

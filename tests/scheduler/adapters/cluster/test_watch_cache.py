@@ -377,9 +377,9 @@ def objects_cache(cluster):
         object_selector=labels.owned_selector("gpuportal"),
     )
     cache.nodes()  # started and listed
-    # Every watch open (pods, nodes and the four object kinds): stall_watches() silences only
+    # Every watch open (pods, nodes and the three object kinds): stall_watches() silences only
     # the open ones, so a test that stalls before a watch opened would still get its events.
-    eventually(lambda: _assert(cluster.watch_count() == 6))
+    eventually(lambda: _assert(cluster.watch_count() == 5))
     yield cache
     cache.stop()
 
@@ -506,17 +506,17 @@ def test_namespaces_are_watched_from_when_they_are_named_and_forgotten_when_they
         made["metadata"]["uid"]
     ]
     assert objects_cache.object_namespaces == (NS, tenant)
-    eventually(lambda: _assert(cluster.watch_count() == 10))  # four more watches
+    eventually(lambda: _assert(cluster.watch_count() == 8))  # three more watches
 
     retiring = [t for r, t in objects_cache._threads.items() if r.what.endswith(tenant)]
-    assert len(retiring) == 4
+    assert len(retiring) == 3
     objects_cache.watch_namespaces({NS})  # unnamed once: kept for unwatch_after
     assert objects_cache.object_namespaces == (NS, tenant)
     objects_cache.unwatch_after = 0
     objects_cache.watch_namespaces({NS})
     assert objects_cache.job_objects("ConfigMap", tenant) is None
     assert objects_cache.object_namespaces == (NS,)
-    eventually(lambda: _assert(cluster.watch_count() == 6))
+    eventually(lambda: _assert(cluster.watch_count() == 5))
     eventually(lambda: _assert(not any(thread.is_alive() for thread in retiring)))
     assert config_maps(objects_cache) == {}  # the jobs namespace is still kept
 
@@ -558,7 +558,7 @@ def test_a_refused_list_is_logged_once_however_often_it_is_retried(caplog):
 def test_watches_in_many_namespaces_use_a_pool_of_their_own(cluster, caplog):
     seed(cluster)
     backend = make_backend(cluster)
-    namespaces = [f"gpu-tenant-{index}" for index in range(10)]  # 42 watches
+    namespaces = [f"gpu-tenant-{index}" for index in range(10)]  # 32 watches
     cache = ClusterCache(
         backend.core_v1,
         manifests_translation(),
@@ -568,7 +568,7 @@ def test_watches_in_many_namespaces_use_a_pool_of_their_own(cluster, caplog):
     )
     with caplog.at_level("WARNING", logger="urllib3.connectionpool"):
         cache.nodes()
-        eventually(lambda: _assert(cluster.watch_count() == 42))
+        eventually(lambda: _assert(cluster.watch_count() == 32))
         cache.stop()  # every watch's connection comes back at once
     # In the cycle's pool (5 per core) all but 10 on 2 cores were thrown away, each with a warning.
     assert [r.getMessage() for r in caplog.records] == []

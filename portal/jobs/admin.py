@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from portal.common.admin import ReadOnlyAdminMixin
 
-from .models import Job, JobTask, StartEstimate
+from .models import Job, JobTask, StartEstimate, TenantPodDelta
 
 
 class JobTaskInline(admin.TabularInline):
@@ -47,3 +47,11 @@ class StartEstimateAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ["outlook"]
     search_fields = ["job__name"]
     readonly_fields = ["job", "outlook", "earliest", "likely", "latest", "until", "computed_at"]
+
+
+@admin.register(TenantPodDelta)
+class TenantPodDeltaAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The tenants' pending-pod counts as the database keeps them (portal.jobs.pod_count)."""
+
+    list_display = ["tenant", "replicas", "placed"]
+    readonly_fields = ["tenant", "replicas", "placed"]

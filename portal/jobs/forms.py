@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
+from django.http import QueryDict
 
 from jobspec.limits import (
     DURATION_MAX_SECONDS,
@@ -366,8 +367,10 @@ class JobUploadForm(forms.Form):
         empty); whether it was put there."""
         if self.file_text is None or (self.data.get("text") or "").strip():
             return False
-        self.data = self.data.copy()
-        self.data["text"] = self.file_text
+        data = QueryDict(mutable=True)
+        data.update(self.data)
+        data["text"] = self.file_text
+        self.data = data
         return True
 
     def clean_text(self) -> str | None:
@@ -379,7 +382,8 @@ class JobUploadForm(forms.Form):
         return text
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if self.errors:
             return data
         given = [field for field in ("manifest", "text") if data.get(field) is not None]

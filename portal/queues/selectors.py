@@ -86,7 +86,9 @@ def queue_default(*, user: AbstractBaseUser | AnonymousUser) -> DefaultQueue:
         return _the_one(own, DEFAULT_OF_MEMBER, "you have a default queue in several tenants")
     if rows:
         return _the_one(
-            {t for _, t in rows}, DEFAULT_OF_TENANT, "several of your tenants have a default queue"
+            {t for _, t in rows if t is not None},
+            DEFAULT_OF_TENANT,
+            "several of your tenants have a default queue",
         )
     queue = queue_lookup(user=user, ref=VOLCANO_DEFAULT_QUEUE)
     if queue is not None:
@@ -94,7 +96,7 @@ def queue_default(*, user: AbstractBaseUser | AnonymousUser) -> DefaultQueue:
     return DefaultQueue(None, error=NO_DEFAULT_QUEUE)
 
 
-def _the_one(queue_ids: set[int | None], why: str, what: str) -> DefaultQueue:
+def _the_one(queue_ids: set[int], why: str, what: str) -> DefaultQueue:
     queues = list(Queue.objects.filter(pk__in=queue_ids).select_related("tenant").order_by("name"))
     if len(queues) != 1:
         names = ", ".join(queue.name for queue in queues)
@@ -113,10 +115,10 @@ class TenantDefaults:
 
 def tenant_defaults(*, user: AbstractBaseUser | AnonymousUser, tenant_id: int) -> TenantDefaults:
     tenant = tenant_get(user=user, tenant_id=tenant_id)
-    default = Queue.objects.filter(pk=tenant.default_queue_id).values_list("name", flat=True)
+    default = Queue.objects.filter(pk__in=[tenant.default_queue_id]).values_list("name", flat=True)
     members = Membership.objects.filter(tenant=tenant).order_by("user__username")
     if not can_manage_queues_of(user, tenant):
-        members = members.filter(user_id=user.pk)
+        members = members.filter(user__pk__in=[user.pk])
     return TenantDefaults(
         tenant=default.first(),
         members=dict(members.values_list("user__username", "default_queue__name")),

@@ -4,7 +4,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection, transaction
 from django.db.models import F
@@ -240,7 +240,7 @@ def queue_default_set(
     *,
     tenant: Tenant,
     queue: str | None,
-    actor: AbstractBaseUser | None,
+    actor: AbstractBaseUser | AnonymousUser | None,
     username: str | None = None,
 ) -> Queue | None:
     """Set (None: clear) the queue where a Volcano manifest without spec.queue goes: the

@@ -190,7 +190,7 @@ class TenantListApi(ApiView):
     def get(self, request: Request) -> Response:
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(_tenants(request), request, view=self)
-        serializer = self.OutputSerializer(page, many=True, context=_context(request, page))
+        serializer = self.OutputSerializer(page, many=True, context=_context(request, page or []))
         return paginator.get_paginated_response(serializer.data)
 
 

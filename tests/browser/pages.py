@@ -95,6 +95,7 @@ NOT_PAGES = {
     "logout": "POST only",
     "jobs:job_cancel": "POST only",
     "jobs:job_release": "POST only (a quarantined job's release button, site admins)",
+    "tenants:tenant_default_queue": "POST only (the tenant page's default-queue form)",
     "jobs:job_sample": "the upload page's sample manifest, a YAML download",
     "jobs:job_live": "the job page's changing parts, swapped into it every few seconds",
     "queues:queue_preview": "JSON for the queue edit page",

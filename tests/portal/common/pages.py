@@ -224,6 +224,16 @@ PAGES = [
         | {"guarantee_cpu_millis": "0", "guarantee_memory_bytes": "0"},
         get=TENANT_EDIT,
     ),
+    # A lead (or staff) sets where manifests without spec.queue go; a researcher may not.
+    Page(
+        "tenants:tenant_default_queue",
+        "",
+        kwargs={"tenant_id": "alpha"},
+        get=per_role(NOT_ALLOWED),
+        post=per_role(MISSING, a_researcher=FORBIDDEN)
+        | roles(redirect("tenants:tenant_detail"), ("a_lead", "staff")),
+        post_body="default_queue_form",
+    ),
     Page("scheduling:preemption_list", "", get=staff_only(OK)),
     Page("scheduling:preemption_csv", "", get=staff_only(OK)),
     Page(
@@ -456,6 +466,7 @@ BODIES = {
     "tenant_form": lambda world: tenant_form_data(world["alpha"]),
     "conf_form": lambda world: {"text": VALID_CONF_TEXT, "comment": "matrix", "activate": "on"},
     "token_form": lambda world: {"name": "matrix", "expires_in_days": "30"},
+    "default_queue_form": lambda world: {"queue": world["a_queue"].name},
 }
 
 
@@ -484,6 +495,7 @@ def db_fingerprint() -> tuple:
         tuple(Queue.objects.order_by("pk").values_list("weight", flat=True)),
         TenantChange.objects.count(),
         tuple(Tenant.objects.order_by("pk").values_list("weight", flat=True)),
+        tuple(Tenant.objects.order_by("pk").values_list("default_queue_id", flat=True)),
     )
 
 

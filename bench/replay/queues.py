@@ -289,6 +289,9 @@ class SharedStats:
     jain_time: float = 0.0
     busy_gpu_seconds: float = 0.0
     peak_gpus_in_use: int = 0
+    # GPUs that waiting jobs would fit on idle nodes, as of the last cycle, and its integral
+    fitting_idle_gpus: int = 0
+    idle_gpu_seconds_while_fitting_job_waits: float = 0.0
     demand_seconds: dict = field(default_factory=dict)
     below_guarantee_seconds: dict = field(default_factory=dict)
     starved_seconds: dict = field(default_factory=dict)
@@ -442,6 +445,7 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
             job.end = t + job.duration
             state[job.queue].running_gpus += job.gpus
             heapq.heappush(finish, (job.end, name))
+        stats.fitting_idle_gpus = fitting_idle_gpus(len(nodes), running, pending, by_name)
         for vc, qs in state.items():
             share = result.queues.get(vc)
             qs.deserved = share.deserved.get("gpu") if share is not None else None
@@ -460,6 +464,9 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
     span = (max((j.end or t) for j in jobs) - min(j.submit for j in jobs)) if jobs else 0.0
     out = job_metrics(jobs)
     out["gpu_utilisation"] = round(stats.busy_gpu_seconds / (total_gpus * span), 4) if span else 0
+    out["idle_gpu_seconds_while_fitting_job_waits"] = round(
+        stats.idle_gpu_seconds_while_fitting_job_waits
+    )
     out["peak_gpus_in_use"] = stats.peak_gpus_in_use
     out["cluster_gpus"] = total_gpus
     out["jain_satisfaction"] = (
@@ -490,6 +497,28 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
     out["wall_seconds"] = round(time.perf_counter() - wall, 1)
     out["stopped_early"] = bool(pending or any(j.end is None for j in jobs))
     return out
+
+
+def fitting_idle_gpus(
+    node_count: int,
+    running: dict[str, dict[str, str]],
+    pending: dict[str, Job],
+    by_name: dict[str, Job],
+) -> int:
+    """GPUs of the waiting jobs that would fit the idle GPUs now, taken in submission order, each
+    gang placed consolidated on what the ones before it left: what waiting work could hold."""
+    used: dict[str, int] = {}
+    for name, tasks in running.items():
+        for task, gpus in _tasks(by_name[name]):
+            node = tasks.get(task)
+            if node is not None:
+                used[node] = used.get(node, 0) + gpus
+    free = [GPUS_PER_NODE - used.get(f"n{i:03d}", 0) for i in range(node_count)]
+    fitting = 0
+    for job in sorted(pending.values(), key=lambda j: (j.submit, j.name)):
+        if place_consolidated(free, job.pods()) is not None:
+            fitting += job.gpus
+    return fitting
 
 
 def _guarantee_entry(stats: SharedStats, key: str, jobs: list[Job], gpus: int, guarantee: int):
@@ -544,6 +573,7 @@ def _account(stats: SharedStats, state: dict[str, QueueState], dt: float) -> Non
         return
     in_use = sum(qs.running_gpus for qs in state.values())
     stats.busy_gpu_seconds += in_use * dt
+    stats.idle_gpu_seconds_while_fitting_job_waits += stats.fitting_idle_gpus * dt
     stats.peak_gpus_in_use = max(stats.peak_gpus_in_use, in_use)
     anyone_waits = any(qs.pending_gpus for qs in state.values())
     ratios = []

@@ -227,6 +227,14 @@ def number_arg(arguments: dict[str, Any], key: str, default: float) -> float:
     return value
 
 
+def bool_arg(arguments: dict[str, Any], key: str, default: bool) -> bool:
+    """A true/false plugin argument; anything else is an error naming the key."""
+    value = arguments.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(key, f"expected true or false, got {value!r}")
+    return value
+
+
 def int_arg(arguments: dict[str, Any], key: str, default: int) -> int:
     value = number_arg(arguments, key, default)
     if isinstance(value, float) and not math.isfinite(value):

@@ -36,6 +36,8 @@ def open_session(snapshot: Snapshot, conf: SchedulerConf) -> Session:
             plugin = PLUGINS[option.name].build(option.arguments)
             ssn.plugins[option.name] = plugin
             plugin.on_session_open(ssn)
+    for step in ssn.open_steps:
+        step()
     return ssn
 
 

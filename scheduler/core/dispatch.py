@@ -398,6 +398,18 @@ class Dispatch(HookRegistry):
                 return False
         return True
 
+    def lends(self) -> bool:
+        """Does an enabled quota plugin lend idle capacity past a queue's share?"""
+        return any(d.lend is not None for d in self.allocatable_fns.declarations)
+
+    def lendable(self, queue: Queue, task: Task) -> bool:
+        """``allocatable`` with each lending plugin's own check in place of its share."""
+        hook = self.allocatable_fns
+        for fn, declared in zip(hook.enabled, hook.declarations, strict=True):
+            if not (declared.lend or fn)(queue, task):
+                return False
+        return True
+
     def preemptive(self, queue: Queue, task: Task) -> bool:
         return all(fn(queue, task) for fn in self.preemptive_fns.enabled)
 

@@ -83,6 +83,9 @@ class Declared:
     lasting: PredicateFn | None = None
     # allocatable: the sentence saying why the queue refused the task
     explain: ExplainFn | None = None
+    # allocatable: the check that lends idle capacity past the queue's share, within its hard
+    # limits (None: the plugin lends nothing; its allocatable check stands)
+    lend: QueueTaskValidateFn | None = None
     # preemptable: the verdict depends on the preemptor's job itself, not only on its
     # request and priority (drf compares the job's dominant share with each victim's)
     by_preemptor_job: bool = False

@@ -62,6 +62,23 @@ def never_reason(ssn: Session, job: Job) -> str | None:
     return memo[key]
 
 
+def never_runnable(ssn: Session) -> frozenset[str]:
+    """The jobs with pods waiting that can never run as submitted: the demand a quota plugin
+    leaves out of its queues' requests (a share they can never use is taken from queues that
+    could). Asked once every plugin has opened (the predicates decide too), worked out once
+    per session; the sentences are the ones the cycle's reasons give."""
+
+    def work_out() -> frozenset[str]:
+        return frozenset(
+            job.name
+            for job in ssn.jobs.values()
+            if job.counts.get(TaskStatus.PENDING) and never_reason(ssn, job) is not None
+        )
+
+    found: frozenset[str] = ssn.cycle_state.get("verdict.never_runnable", work_out)
+    return found
+
+
 def _never(ssn: Session, job: Job, queue: Queue, tasks: list[Task], need: int) -> str | None:
     lead = _lead(job)
     if not queue.info.is_open:
@@ -478,6 +495,7 @@ def position(job: Job, ahead: int) -> str:
 __all__ = [
     "NEVER_PREFIX",
     "never_reason",
+    "never_runnable",
     "nodes_conclusion",
     "position",
     "quota_conclusion",

@@ -34,7 +34,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.core.hooks import EventHandler
-from scheduler.core.plugins._quota import QueueAttr, account_job, cluster_total, new_attr
+from scheduler.core.plugins._quota import (
+    QueueAttr,
+    account_job,
+    cluster_total,
+    demand_exclusions,
+    exclude_never_runnable,
+    new_attr,
+)
 from scheduler.core.plugins._tree import tree_problem
 from scheduler.core.reasons import describe, first_short_dimension
 from scheduler.core.resources import (
@@ -48,7 +55,7 @@ from scheduler.core.resources import (
 )
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue, Task
-from scheduler.core.types import QueueInfo, Vote
+from scheduler.core.types import QueueInfo, TaskStatus, Vote
 
 ROOT = "root"
 RECLAIM_LEVEL = "ancestorReclaimLevel"
@@ -97,6 +104,7 @@ class CapacityTree:
         level = arguments.get(RECLAIM_LEVEL, 0)
         valid = isinstance(level, int | float) and not isinstance(level, bool)
         self.level = int(level) if valid and level > 0 else 0
+        self.exclude_never = exclude_never_runnable(arguments)
         self.cluster = cluster_total(ssn)
         self.nodes: dict[str, Node] = {
             name: Node(
@@ -183,8 +191,25 @@ class CapacityTree:
         for child in children:
             self._check(child)
 
+    def _settle(self) -> None:
+        """Leave the jobs that can never run out of the requests (``excludeNeverRunnable``,
+        default true; our departure). The request decides nothing in capacity: it is what the
+        queues report."""
+        for name in sorted(demand_exclusions(self.ssn, self.exclude_never)):
+            job = self.ssn.jobs[name]
+            node = self.nodes.get(job.queue)
+            if node is None:
+                continue
+            pending = Resources()
+            for task in job.tasks.values():
+                if task.status is TaskStatus.PENDING:
+                    pending = pending.add(task.resreq)
+            for target in (node, *(self.nodes[a] for a in node.ancestors)):
+                target.request = _sub(target.request, _dims(pending))
+
     def register(self) -> None:
         ssn = self.ssn
+        ssn.add_open_step(self._settle)
         ssn.add_queue_order_fn(self.name, self.queue_order)
         ssn.add_victim_queue_order_fn(self.name, self.victim_queue_order)
         ssn.add_allocatable_fn(self.name, self.allocatable, explain=self.explain)

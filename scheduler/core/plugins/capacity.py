@@ -24,6 +24,8 @@ from scheduler.core.plugins._quota import (
     account_job,
     admission_shortfall,
     cluster_total,
+    demand_exclusions,
+    exclude_never_runnable,
     new_attr,
 )
 from scheduler.core.reasons import describe, first_short_dimension
@@ -78,16 +80,12 @@ class CapacityPlugin:
         for queue in ssn.queues.values():
             guarantees = guarantees.add(queue.info.guarantee)
         self.attrs: dict[str, QueueAttr] = {name: new_attr(q) for name, q in ssn.queues.items()}
-        for job in ssn.jobs.values():
-            attr = self.attrs.get(job.queue)
-            if attr is not None:
-                account_job(attr, job)
+        ssn.add_open_step(self._settle)
         for attr in self.attrs.values():
             real = self.cluster.exceeded_part(guarantees).add(attr.guarantee)
             attr.real_capability = real.min_dimension(attr.capability)
             stated = attr.queue.info.deserved or Resources()
             attr.deserved = deserved_share(stated, attr.real_capability, attr.guarantee)
-            attr.update_share()
 
         ssn.add_queue_order_fn(self.name, self.queue_order)
         ssn.add_allocatable_fn(self.name, self.allocatable, explain=self.explain)
@@ -96,6 +94,19 @@ class CapacityPlugin:
         ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
         ssn.add_job_enqueued_fn(self.name, self.enqueued)
         ssn.add_event_handler(EventHandler(self._on_allocate, self._on_deallocate))
+
+    def _settle(self) -> None:
+        """The queues' figures once every plugin has opened. The request decides nothing here
+        (deserved shares are stated); it is what the queue reports, without the jobs that can
+        never run unless ``excludeNeverRunnable`` is false."""
+        ssn = self.ssn
+        left_out = demand_exclusions(ssn, exclude_never_runnable(self.arguments))
+        for job in ssn.jobs.values():
+            attr = self.attrs.get(job.queue)
+            if attr is not None:
+                account_job(attr, job, demand=job.name not in left_out)
+        for attr in self.attrs.values():
+            attr.update_share()
 
     # hooks --------------------------------------------------------------------------------------
     def queue_order(self, left: Queue, right: Queue) -> int:

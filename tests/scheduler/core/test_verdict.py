@@ -133,7 +133,9 @@ def test_a_deserved_share_waits_and_does_the_arithmetic():
     queues = [make_queue("nlp-interactive", weight=1), make_queue("vision", weight=7)]
     jobs = [
         _gang("tok", "nlp-interactive", 1, 4, 2),
-        _gang("vis", "vision", 5, 8, 1),  # asks 40: keeps its weight's share in demand
+        # ask 48 between them, each able to run: vision keeps its weight's share in demand
+        _gang("vis", "vision", 3, 8, 1),
+        _gang("vis-2", "vision", 3, 8, 1),
     ]
     result = _run(nodes, queues, jobs)
     assert result.pending_kinds["tok"] == "waits"

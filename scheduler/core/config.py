@@ -91,6 +91,8 @@ tiers:
 - plugins:
   - name: proportion
     enableHierarchy: true
+    arguments:
+      lendIdle: true
   - name: binpack
     arguments:
       binpack.weight: 10

@@ -400,13 +400,24 @@ class Dispatch(HookRegistry):
 
     def lends(self) -> bool:
         """Does an enabled quota plugin lend idle capacity past a queue's share?"""
-        return any(d.lend is not None for d in self.allocatable_fns.declarations)
+        return any(d.lends for d in self.allocatable_fns.declarations)
 
     def lendable(self, queue: Queue, task: Task) -> bool:
-        """``allocatable`` with each lending plugin's own check in place of its share."""
+        """``allocatable`` with each lending plugin's hard limits in place of its share."""
         hook = self.allocatable_fns
         for fn, declared in zip(hook.enabled, hook.declarations, strict=True):
-            if not (declared.lend or fn)(queue, task):
+            within = declared.within_limits if declared.lends else None
+            if not (within(queue, task.resreq) if within is not None else fn(queue, task)):
+                return False
+        return True
+
+    def within_limits(self, queue: Queue, request: Resources) -> bool:
+        """May ``queue`` grow by ``request`` within every quota plugin's hard limits (its
+        share aside)? Plugins that declare no limits apart from their share do not object."""
+        hook = self.allocatable_fns
+        for declared in hook.declarations:
+            within = declared.within_limits
+            if within is not None and not within(queue, request):
                 return False
         return True
 

@@ -25,6 +25,7 @@ from scheduler.core.hooks import (
     NodeOrderFn,
     OrderHook,
     PredicateFn,
+    QueueRequestFn,
     QueueShares,
     QueueTaskValidateFn,
     QueueValidateFn,
@@ -155,11 +156,15 @@ class HookRegistry:
         fn: QueueTaskValidateFn,
         *,
         explain: ExplainFn | None = None,
-        lend: QueueTaskValidateFn | None = None,
+        within_limits: QueueRequestFn | None = None,
+        lends: bool = False,
     ) -> None:
-        """``explain``: the sentence saying why the queue refused the task. ``lend``: the
-        check that replaces ``fn`` when allocate lends idle capacity (``Session.lendable``)."""
-        self.allocatable_fns.add(plugin, fn, Declared(explain=explain, lend=lend))
+        """``explain``: the sentence saying why the queue refused the task. ``within_limits``:
+        may the queue grow by a request within its hard limits, past its share; with
+        ``lends`` allocate lends idle capacity up to them (``Session.lendable``)."""
+        self.allocatable_fns.add(
+            plugin, fn, Declared(explain=explain, within_limits=within_limits, lends=lends)
+        )
 
     def add_preemptive_fn(self, plugin: str, fn: QueueTaskValidateFn) -> None:
         self.preemptive_fns.add(plugin, fn)

@@ -25,8 +25,9 @@ import math
 import time
 from collections import Counter
 
+from scheduler.core.devices import devices_fit
 from scheduler.core.reasons import amount, describe
-from scheduler.core.resources import CPU, GPU, MIN_RESOURCE, PODS, Resources
+from scheduler.core.resources import CPU, GPU, GPU_TOLERANCE, MIN_RESOURCE, PODS, Resources
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Node, Queue, Task
 from scheduler.core.types import ALLOCATED_STATUSES, TaskStatus
@@ -60,23 +61,6 @@ def never_reason(ssn: Session, job: Job) -> str | None:
     if key not in memo:
         memo[key] = _never(ssn, job, ssn.queues[job.queue], tasks, need)
     return memo[key]
-
-
-def never_runnable(ssn: Session) -> frozenset[str]:
-    """The jobs with pods waiting that can never run as submitted: the demand a quota plugin
-    leaves out of its queues' requests (a share they can never use is taken from queues that
-    could). Asked once every plugin has opened (the predicates decide too), worked out once
-    per session; the sentences are the ones the cycle's reasons give."""
-
-    def work_out() -> frozenset[str]:
-        return frozenset(
-            job.name
-            for job in ssn.jobs.values()
-            if job.counts.get(TaskStatus.PENDING) and never_reason(ssn, job) is not None
-        )
-
-    found: frozenset[str] = ssn.cycle_state.get("verdict.never_runnable", work_out)
-    return found
 
 
 def _never(ssn: Session, job: Job, queue: Queue, tasks: list[Task], need: int) -> str | None:
@@ -485,6 +469,226 @@ def nodes_conclusion(ssn: Session, job: Job) -> str:
     return ""
 
 
+# work conservation --------------------------------------------------------------------------
+def idle_gpus(ssn: Session) -> float:
+    """GPUs idle at the end of the cycle on the nodes that take pods (cordoned ones do not)."""
+
+    def work_out() -> list[float]:
+        return [sum(n.idle.get(GPU) for n in ssn.node_list if not n.info.unschedulable)]
+
+    found: list[float] = ssn.cycle_state.get("verdict.idle_gpus", work_out)
+    return found[0]
+
+
+def _needed(ssn: Session, job: Job) -> list[Task]:
+    """The pending pods the job needs placed next, in task order: what its gang still lacks
+    for ``min_available`` (one elastic pod once it runs)."""
+    pending = ssn.sorted_tasks(
+        [t for t in job.tasks.values() if t.status is TaskStatus.PENDING and not t.best_effort]
+    )
+    if job.ready_task_num() >= job.min_available:
+        needed = 1
+    else:
+        needed = job.min_available - job.ready_task_num() - job.waiting_task_num()
+    return pending[: min(max(needed, 1), len(pending))]
+
+
+def fits_idle_now(ssn: Session, job: Job) -> bool:
+    """Would the pods the job needs next fit the idle resources together, now (first fit in
+    node order, predicates passing)? Fractional GPUs count as the fraction they ask, per card.
+    Memoised per shape of those pods for the session (read at close, when nothing moves)."""
+    pods = _needed(ssn, job)
+    if not pods or idle_gpus(ssn) < sum(t.resreq.get(GPU) for t in pods) - GPU_TOLERANCE:
+        return False
+    key = tuple((t.resreq, t.gpu, ssn.predicate_signature(t)) for t in pods)
+    memo: dict[tuple[object, ...], bool] = ssn.cycle_state.get("verdict.fits_idle", dict)
+    if key not in memo:
+        memo[key] = _first_fit(ssn, pods)
+    return memo[key]
+
+
+def _first_fit(ssn: Session, pods: list[Task]) -> bool:
+    left: dict[str, Resources] = {}
+    for task in pods:
+        for node in ssn.node_list:
+            if node.info.unschedulable:
+                continue
+            room = left.get(node.name, node.idle)
+            if not task.resreq.less_equal(room):
+                continue
+            if task.gpu is not None and not devices_fit(task.gpu, node.devices, False):
+                continue
+            if ssn.predicate(task, node) is not None:
+                continue
+            left[node.name] = room.sub(task.resreq)
+            break
+        else:
+            return False
+    return True
+
+
+def idle_note(ssn: Session, job: Job) -> str:
+    """For a job its quota holds back though it would fit the idle GPUs now: the idle GPUs,
+    the rule that holds it, and whether the conf lends them. ``""`` otherwise."""
+    memo: dict[str, str] = ssn.cycle_state.get("verdict.idle_note", dict)
+    if job.name not in memo:
+        memo[job.name] = _idle_note(ssn, job)
+    return memo[job.name]
+
+
+def _idle_note(ssn: Session, job: Job) -> str:
+    queue = ssn.queues.get(job.queue)
+    if job.quota_task is None or queue is None or queue.children:
+        return ""
+    if not fits_idle_now(ssn, job):
+        return ""
+    head = f"GPUs idle: {amount(GPU, idle_gpus(ssn))}, enough for it now"
+    request = Resources()
+    for task in _needed(ssn, job):
+        request = request.add(task.resreq)
+    if not ssn.within_limits(queue, request):
+        return (
+            f"{head}, but beyond what queue {job.queue} may hold (its capability, borrowing "
+            "limit, or what other queues' guarantees keep for them)"
+        )
+    if ssn.lends():
+        return f"{head}; held back by the deserved share of queue {job.queue} until idle capacity is lent to it (lendIdle), which the next cycle tries again"
+    return (
+        f"{head}; held back only by the deserved share of queue {job.queue} (this conf lends no "
+        "idle capacity: proportion's lendIdle is off)"
+    )
+
+
+# reclaim that waits ---------------------------------------------------------------------------
+def reclaim_note(ssn: Session, job: Job) -> str:
+    """For a job the nodes hold back while its queue is below its share and another queue is
+    above its own: why reclaim takes nothing for it, and what releases it. ``""`` when no queue
+    is above its share (nothing to reclaim) or the job's own queue is."""
+    memo: dict[str, str] = ssn.cycle_state.get("verdict.reclaim_note", dict)
+    if job.name not in memo:
+        memo[job.name] = _reclaim_note(ssn, job)
+    return memo[job.name]
+
+
+def _reclaim_note(ssn: Session, job: Job) -> str:
+    queue = ssn.queues.get(job.queue)
+    pods = _needed(ssn, job)
+    if queue is None or not pods or ssn.overused(queue):
+        return ""
+    over = _overused_holders(ssn, job.queue)
+    if not over:
+        return ""
+    task = max(pods, key=lambda t: (t.resreq.get(GPU), t.resreq.get(CPU)))
+    other, held, share = over[0]
+    head = (
+        f"queue {other} holds {describe(GPU, held)} against a deserved share of "
+        f"{amount(GPU, share)}, but reclaim takes nothing from it for this job: "
+    )
+    why = _reclaim_block(ssn, job, task, other)
+    ends = _queue_frees(ssn, frozenset({other}), GPU, task.resreq.get(GPU))
+    return f"{head}{why}; {ends or f'it starts when running pods of queue {other} end'}"
+
+
+def _overused_holders(ssn: Session, mine: str) -> list[tuple[str, float, float]]:
+    """(queue, GPUs held, deserved GPUs) of the leaf queues above their share, most above
+    first."""
+    rows = []
+    for name, queue in ssn.queues.items():
+        if name == mine or queue.children or not ssn.overused(queue):
+            continue
+        attr = ssn.queue_share(name)
+        if attr is None:
+            continue
+        held, share = attr.allocated.get(GPU), attr.deserved.get(GPU)
+        if held > share + GPU_TOLERANCE:
+            rows.append((held - share, name, held, share))
+    rows.sort(key=lambda row: (-row[0], row[1]))
+    return [(name, held, share) for _, name, held, share in rows]
+
+
+def _reclaim_block(ssn: Session, job: Job, task: Task, other: str) -> str:
+    """The first rule, in the order reclaim applies them, that leaves ``other``'s pods where
+    they are for ``task``."""
+    if "reclaim" not in ssn.conf.actions:
+        return "no reclaim action is configured"
+    owner = ssn.queues[other]
+    if not owner.info.reclaimable:
+        return f"queue {other} is not reclaimable"
+    running = [t for t in _running(ssn).get(other, ()) if t.info.preemptable]
+    if not running:
+        return f"none of queue {other}'s running pods may be preempted"
+    if not ssn.preemptive(ssn.queues[job.queue], task):
+        return f"queue {job.queue} would go above its own deserved share"
+    victims = ssn.reclaimable(task, running)
+    if victims:
+        return _gang_or_room(ssn, task, victims)
+    attr = ssn.queue_share(other)
+    if attr is not None and not any(
+        attr.guarantee.less_equal(attr.allocated.sub(t.resreq), missing=0) for t in running
+    ):
+        return (
+            f"taking any of its pods would leave it below its guarantee of "
+            f"{describe(GPU, attr.guarantee.get(GPU))}"
+        )
+    return (
+        f"the quota allows none of its pods as victims (in a queue tree, {job.queue}'s side is "
+        "not below its deserved share where the two queues' paths part)"
+    )
+
+
+def _running(ssn: Session) -> dict[str, list[Task]]:
+    """Per queue, its Running pods (read at close; built once)."""
+
+    def work_out() -> dict[str, list[Task]]:
+        out: dict[str, list[Task]] = {}
+        for job in ssn.jobs.values():
+            for task in job.tasks.values():
+                if task.status is TaskStatus.RUNNING:
+                    out.setdefault(job.queue, []).append(task)
+        return out
+
+    found: dict[str, list[Task]] = ssn.cycle_state.get("verdict.running", work_out)
+    return found
+
+
+def _gang_or_room(ssn: Session, task: Task, victims: list[Task]) -> str:
+    from scheduler.core.actions._victims import eviction_units
+
+    by_node: dict[str, list[Task]] = {}
+    for victim in victims:
+        if victim.node is not None:
+            by_node.setdefault(victim.node, []).append(victim)
+    need = task.resreq.get(GPU)
+    for host, here in sorted(by_node.items()):
+        node = ssn.nodes.get(host)
+        if node is None:
+            continue
+        units = eviction_units(ssn, ssn.victim_order(here, task))
+        freed = sum(t.resreq.get(GPU) for unit in units for t in unit)
+        if node.future_idle().get(GPU) + freed >= need - GPU_TOLERANCE and units:
+            return f"reclaim could make room on {host}; it tries again next cycle"
+    gangs = sorted(
+        {
+            v.job
+            for v in victims
+            if ssn.jobs[v.job].ready_task_num() <= ssn.jobs[v.job].min_available
+        }
+    )
+    if gangs:
+        gang = ssn.jobs[gangs[0]]
+        held = sum(t.resreq.get(GPU) for t in gang.tasks.values() if t.status in ALLOCATED_STATUSES)
+        hosts = {t.node for t in gang.tasks.values() if t.status in ALLOCATED_STATUSES}
+        return (
+            f"the pods that would make room belong to gang {gang.name} ({describe(GPU, held)} on "
+            f"{len(hosts)} {'node' if len(hosts) == 1 else 'nodes'}), and reclaim evicts a gang "
+            f"only whole, from the one node it makes room on for a pod of {describe(GPU, need)}"
+        )
+    return (
+        f"no node where its pods and the idle GPUs together would hold a pod of "
+        f"{describe(GPU, need)}"
+    )
+
+
 def position(job: Job, ahead: int) -> str:
     if not ahead:
         return ""
@@ -494,8 +698,11 @@ def position(job: Job, ahead: int) -> str:
 
 __all__ = [
     "NEVER_PREFIX",
+    "fits_idle_now",
+    "idle_gpus",
+    "idle_note",
+    "reclaim_note",
     "never_reason",
-    "never_runnable",
     "nodes_conclusion",
     "position",
     "quota_conclusion",

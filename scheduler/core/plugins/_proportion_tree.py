@@ -255,7 +255,8 @@ class ProportionTree:
             self.name,
             self.allocatable,
             explain=self.explain,
-            lend=self.lendable if lend_idle else None,
+            within_limits=self.within_limits,
+            lends=lend_idle,
         )
         ssn.add_preemptive_fn(self.name, self.preemptive)
         ssn.add_reclaimable_fn(self.name, self.reclaimable)
@@ -304,15 +305,15 @@ class ProportionTree:
             found = answers[key] = (version, self._blocking(queue.name, task.resreq, True) is None)
         return found[1]
 
-    def lendable(self, queue: Queue, task: Task) -> bool:
-        """``lendIdle``: past the deserved shares, within the real capability of the queue and
-        of every ancestor (capabilities, borrowing caps, what siblings' guarantee floors
-        leave)."""
+    def within_limits(self, queue: Queue, request: Resources) -> bool:
+        """May the queue grow by ``request`` within its hard limits, the shares aside: the real
+        capability of the queue and of every ancestor (capabilities, borrowing caps, what
+        siblings' guarantee floors leave). What ``lendIdle`` lends up to."""
         if queue.children or not queue.info.is_open:
             return False
         for node in self.paths[queue.name]:
             attr = self.attrs.get(node)
-            if attr is not None and not _within(attr.allocated, task.resreq, attr.real_capability):
+            if attr is not None and not _within(attr.allocated, request, attr.real_capability):
                 return False
         return True
 

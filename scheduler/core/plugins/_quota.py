@@ -100,12 +100,23 @@ def exclude_never_runnable(arguments: dict[str, Any]) -> bool:
 
 
 def demand_exclusions(ssn: Session, exclude: bool) -> frozenset[str]:
-    """The jobs to leave out of the requests (none when the argument is off)."""
-    if not exclude:
+    """The jobs with pods waiting to leave out of the requests: those the session's verdict
+    finds can never run as submitted (none when the argument is off). Asked once every plugin
+    has opened (the predicates decide too); worked out once per session, and the verdict's
+    memo serves the reasons at close."""
+    judge = ssn.never_judge
+    if not exclude or judge is None:
         return frozenset()
-    from scheduler.core.verdict import never_runnable
 
-    return never_runnable(ssn)
+    def work_out() -> frozenset[str]:
+        return frozenset(
+            job.name
+            for job in ssn.jobs.values()
+            if job.counts.get(TaskStatus.PENDING) and judge(job) is not None
+        )
+
+    found: frozenset[str] = ssn.cycle_state.get("quota.never_runnable", work_out)
+    return found
 
 
 def admission_shortfall(attr: QueueAttr, minimum: Resources) -> tuple[str, Resources] | None:

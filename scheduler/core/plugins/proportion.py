@@ -168,7 +168,8 @@ class ProportionPlugin:
             self.name,
             self.allocatable,
             explain=self.explain,
-            lend=self.lendable if self.lend_idle else None,
+            within_limits=self.within_limits,
+            lends=self.lend_idle,
         )
         ssn.add_preemptive_fn(self.name, self.allocatable)
         ssn.add_reclaimable_fn(self.name, self.reclaimable)
@@ -220,13 +221,14 @@ class ProportionPlugin:
                 return False
         return True
 
-    def lendable(self, queue: Queue, task: Task) -> bool:
-        """``lendIdle``: past the deserved share, within the real capability (capability,
-        borrowing cap, the cluster less other queues' guarantees)."""
+    def within_limits(self, queue: Queue, request: Resources) -> bool:
+        """May the queue grow by ``request`` within its hard limits, its share aside: the real
+        capability (capability, borrowing cap, the cluster less other queues' guarantees).
+        What ``lendIdle`` lends up to."""
         if not queue.info.is_open:
             return False
         attr = self.attrs.get(queue.name)
-        return attr is None or _within(attr.allocated, task.resreq, attr.real_capability)
+        return attr is None or _within(attr.allocated, request, attr.real_capability)
 
     def _may_give(self, attr: QueueAttr) -> bool:
         """Can this queue, as allocated now, give pods up: is it above its deserved share?

@@ -144,7 +144,9 @@ def test_a_deserved_share_waits_and_does_the_arithmetic():
         "4 GPUs needed at once > 3.5 left of its deserved share (3.5 - 0 allocated): 0.5 GPUs "
         "short; even with nothing else of its queue running it needs a deserved share of 4, "
         "0.5 GPUs more than now, which comes as other queues' demand falls; a request of at "
-        "most 3 GPUs would fit now"
+        "most 3 GPUs would fit now; GPUs idle: 4, enough for it now; held back only by the "
+        "deserved share of queue nlp-interactive (this conf lends no idle capacity: "
+        "proportion's lendIdle is off)"
     )
 
 
@@ -158,7 +160,8 @@ def test_a_queue_at_its_capability_says_which_running_job_frees_it():
     assert result.pending_reasons["j"] == (
         "job needs 4 GPUs; queue q at capability 8/8 GPUs; 4 GPUs needed at once > 0 left of "
         "its capability (8 - 8 allocated): 4 GPUs short; it fits once job llama ends "
-        "(expected 02:05 UTC)"
+        "(expected 02:05 UTC); GPUs idle: 24, enough for it now, but beyond what queue q may "
+        "hold (its capability, borrowing limit, or what other queues' guarantees keep for them)"
     )
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from scheduler.core.resources import CPU, GPU, MEMORY, PODS, Resources
+from scheduler.core.resources import CPU, GPU, MEMORY, PODS, Resources, tolerance
 
 if TYPE_CHECKING:  # type-only: reasons sit below the session and the state
     from scheduler.core.session import Session
-    from scheduler.core.state import Job, Task
+    from scheduler.core.state import Job, Node, Task
 
 _GIB = 1024**3
 
@@ -54,7 +54,7 @@ def first_short_dimension(need: Resources, have: Resources, req: Resources) -> s
     names = [n for n in req.names() if req.get(n) > 0]
     names.sort(key=lambda n: (n != GPU, n == PODS, n))
     for name in names:
-        if need.get(name) > have.get(name) + 0.1:
+        if need.get(name) > have.get(name) + tolerance(name):
             return str(name)
     return None
 
@@ -69,11 +69,22 @@ def _free_blocks(ssn: Session, task: Task, name: str, size: float) -> tuple[int,
     memo = ssn.cycle_state.get("reasons.free_blocks", dict)
     if key not in memo:
         usable = [n for n in ssn.node_list if ssn.predicate(task, n) is None]
-        free = sorted((n.future_idle().get(name) for n in usable), reverse=True)
-        holding = sum(1 for value in free if value >= size - 0.1)
-        others = [value for value in free if value < size - 0.1]
+        # A share of a card needs that much on one card, not in sum over the node's cards.
+        free = sorted((_free_of(n, task, name) for n in usable), reverse=True)
+        holding = sum(1 for value in free if value >= size - tolerance(name))
+        others = [value for value in free if value < size - tolerance(name)]
         memo[key] = (holding, amount(name, others[0]) if others else "0")
     return memo[key]
+
+
+def _free_of(node: Node, task: Task, name: str) -> float:
+    """What the node has free of ``name`` for ``task`` once releasing pods leave: for a share
+    of a card, the most any one card has left."""
+    value = node.future_idle().get(name)
+    need = task.gpu
+    if name != GPU or need is None or not need.shared or node.devices is None:
+        return value
+    return min(value, node.devices.largest_share(future_only=True))
 
 
 def explain_unplaced(ssn: Session, job: Job) -> str:
@@ -126,7 +137,9 @@ def explain_unplaced(ssn: Session, job: Job) -> str:
             for n in request.names()
             if request.get(n) > 0
             and n != name
-            and not any(nd.future_idle().get(n) >= request.get(n) - 0.1 for nd in ssn.node_list)
+            and not any(
+                nd.future_idle().get(n) >= request.get(n) - tolerance(n) for nd in ssn.node_list
+            )
         ]
         if short:
             sentence += f", but no node has {describe(short[0], request.get(short[0]))} free"

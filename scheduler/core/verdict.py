@@ -27,7 +27,14 @@ from collections import Counter
 
 from scheduler.core.devices import devices_fit
 from scheduler.core.reasons import amount, describe
-from scheduler.core.resources import CPU, GPU, GPU_TOLERANCE, MIN_RESOURCE, PODS, Resources
+from scheduler.core.resources import (
+    CPU,
+    GPU,
+    GPU_TOLERANCE,
+    PODS,
+    Resources,
+    tolerance,
+)
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Node, Queue, Task
 from scheduler.core.types import ALLOCATED_STATUSES, TaskStatus
@@ -165,7 +172,7 @@ def _too_big(request: Resources, nodes: list[Node]) -> tuple[str, float]:
     """The resource (GPUs first) no node holds, with the largest allocatable of it."""
     for name in _dimensions(request):
         largest = max(node.allocatable.get(name) for node in nodes)
-        if request.get(name) > largest + MIN_RESOURCE:
+        if request.get(name) > largest + tolerance(name):
             return name, largest
     return GPU, 0.0
 
@@ -208,7 +215,7 @@ def _packing_sentence(
     for node in usable.values():
         room = room.add(node.allocatable)
     for name in _dimensions(gang):
-        if gang.get(name) > room.get(name) + MIN_RESOURCE:
+        if gang.get(name) > room.get(name) + tolerance(name):
             return (
                 f"{NEVER_PREFIX}its gang needs {describe(name, gang.get(name))} at once and "
                 f"the nodes it may use have {describe(name, room.get(name))} in all; lower the "
@@ -248,7 +255,7 @@ def _quota_never(ssn: Session, queue: Queue, gang: Resources, need: int, lead: s
         # all its queues).
         for level in _path(ssn, queue.name):
             cap = ssn.queues[level].info.capability.get(name)
-            if wanted > cap + MIN_RESOURCE:
+            if wanted > cap + tolerance(name):
                 owner = (
                     f"queue {queue.name}'s capability is"
                     if level == queue.name
@@ -264,7 +271,7 @@ def _quota_never(ssn: Session, queue: Queue, gang: Resources, need: int, lead: s
             # guarantee holds back only what its queue asks for): not a "never" limit.
             continue
         ceiling = max(attr.real_capability.get(name), attr.guarantee.get(name))
-        if wanted > ceiling + MIN_RESOURCE:
+        if wanted > ceiling + tolerance(name):
             return (
                 f"{NEVER_PREFIX}its gang needs {describe(name, wanted)} at once and queue "
                 f"{queue.name} may hold at most {describe(name, ceiling)} (the cluster less "
@@ -317,8 +324,8 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:  # noqa: PLR0
                 continue
             share = above.deserved.get(name)
             left_here = share - above.allocated.get(name)
-            if want > left_here + MIN_RESOURCE:
-                capped = share >= ssn.queues[node].info.capability.get(name) - MIN_RESOURCE
+            if want > left_here + tolerance(name):
+                capped = share >= ssn.queues[node].info.capability.get(name) - tolerance(name)
                 ranked.append((round(left_here, 6), not capped, depth, node, above))
         if ranked:
             _, _, _, level, attr = min(ranked, key=lambda row: row[:3])
@@ -328,11 +335,11 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:  # noqa: PLR0
     allocated = attr.allocated.get(name)
     left = max(bound - allocated, 0.0)
     short = want - left
-    if short < MIN_RESOURCE:
+    if short < tolerance(name):
         return ""  # another resource binds; the plugin's sentence names it
     label = (
         "capability"
-        if bound >= ssn.queues[level].info.capability.get(name) - MIN_RESOURCE
+        if bound >= ssn.queues[level].info.capability.get(name) - tolerance(name)
         else ("deserved share" if shares.binds_deserved else "real capability")
     )
     whose = "its" if level == queue.name else f"{level}'s"
@@ -342,7 +349,7 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:  # noqa: PLR0
         f"{describe(name, short)} short"
     )
     holder = "its queue" if level == queue.name else level
-    if want > bound + MIN_RESOURCE:
+    if want > bound + tolerance(name):
         # Even an idle queue would not hold it: only a larger share lets it start.
         more = describe(name, want - bound)
         if label == "deserved share":
@@ -359,14 +366,18 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:  # noqa: PLR0
         text += f"; {frees}"
     else:
         text += f"; it fits once the running pods of {holder} free {describe(name, short)}"
-    fit_now = _largest_fit(name, left)
+    fit_now = _largest_fit(name, left, want)
     if fit_now:
         text += f"; a request of at most {fit_now} would fit now"
     return text
 
 
-def _largest_fit(name: str, left: float) -> str | None:
+def _largest_fit(name: str, left: float, want: float) -> str | None:
     if name == GPU:
+        if want < 1:
+            # a share of a card: the share that fits, as the nodes page shows it (0.75)
+            share = math.floor(left * 100 + 1e-9) / 100
+            return describe(GPU, share) if share > 0 else None
         whole = math.floor(left + 1e-9)
         return describe(GPU, whole) if whole >= 1 else None
     if name == CPU:
@@ -389,7 +400,7 @@ def _queue_frees(ssn: Session, queues: frozenset[str], name: str, short: float) 
     for end, other, amount_held in rows:
         freed += amount_held
         names.append(other)
-        if freed >= short - MIN_RESOURCE:
+        if freed >= short - tolerance(name):
             jobs = f"job {names[0]} ends" if len(names) == 1 else f"jobs {', '.join(names)} end"
             return f"it fits once {jobs} ({_expected(ssn, end)})"
     return ""
@@ -452,7 +463,7 @@ def nodes_conclusion(ssn: Session, job: Job) -> str:
     if key not in memo:
         found = []
         for node in ssn.node_list:
-            if node.allocatable.get(name) < biggest.resreq.get(name) - MIN_RESOURCE:
+            if node.allocatable.get(name) < biggest.resreq.get(name) - tolerance(name):
                 continue
             if ssn.predicate(biggest, node) is not None:
                 continue

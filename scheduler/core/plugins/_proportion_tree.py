@@ -54,7 +54,7 @@ from scheduler.core.plugins.proportion import (
     nominal_share,
 )
 from scheduler.core.reasons import describe, first_short_dimension
-from scheduler.core.resources import EMPTY, INFINITY, MIN_RESOURCE, Resources, le_named
+from scheduler.core.resources import EMPTY, INFINITY, MIN_RESOURCE, Resources, le_named, tolerance
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue, Task
 from scheduler.core.types import QueueInfo, TaskStatus, Vote
@@ -494,7 +494,7 @@ class ProportionTree:
         future = attr.allocated.add(task.resreq)
         name = first_short_dimension(future, attr.deserved, task.resreq) or "gpu"
         deserved, allocated = attr.deserved.get(name), attr.allocated.get(name)
-        if deserved >= self.cluster.get(name) - 0.1:
+        if deserved >= self.cluster.get(name) - tolerance(name):
             return None
         return (
             f"queue {queue.name} is in {node}, which deserves {describe(name, deserved)} and "
@@ -512,7 +512,7 @@ class ProportionTree:
         short = short or "gpu"
         for node in reversed(capped):
             capability = self.ssn.queues[node].info.capability.get(short)
-            if self.attrs[node].deserved.get(short) >= capability - 0.1:
+            if self.attrs[node].deserved.get(short) >= capability - tolerance(short):
                 return f"{node} is capped at {describe(short, capability)}"
         return None
 

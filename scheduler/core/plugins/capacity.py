@@ -50,6 +50,7 @@ PLUGIN_NAME = "capacity"
 
 
 def build(arguments: dict[str, Any]) -> CapacityPlugin:
+    exclude_never_runnable(arguments)  # refused here, by name, when it is not true or false
     return CapacityPlugin(arguments)
 
 

@@ -36,7 +36,7 @@ from scheduler.core.plugins._quota import (
     new_attr,
 )
 from scheduler.core.reasons import describe, first_short_dimension
-from scheduler.core.resources import INFINITY, Resources, le_named
+from scheduler.core.resources import INFINITY, Resources, le_named, tolerance
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue, Task
 from scheduler.core.types import QueueInfo, Vote
@@ -339,13 +339,13 @@ def explain_share(
     future = attr.allocated.add(task.resreq)
     name = first_short_dimension(future, attr.deserved, task.resreq) or "gpu"
     deserved, allocated = attr.deserved.get(name), attr.allocated.get(name)
-    if deserved >= cluster.get(name) - 0.1:
+    if deserved >= cluster.get(name) - tolerance(name):
         return None
     capability = info.capability.get(name)
-    if deserved >= capability - 0.1:
+    if deserved >= capability - tolerance(name):
         return f"queue {info.name} at capability {_pair(name, allocated, capability)}"
     limit = info.borrowing_limit.get(name)
-    if limit != INFINITY and cap is not None and deserved >= cap.get(name) - 0.1:
+    if limit != INFINITY and cap is not None and deserved >= cap.get(name) - tolerance(name):
         return (
             f"queue {info.name} may borrow at most {describe(name, limit)} above its "
             f"nominal share: it deserves {describe(name, deserved)} and has "

@@ -3,7 +3,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from .access import visible_jobs
@@ -44,10 +44,12 @@ def job_get(*, user: AbstractBaseUser | AnonymousUser, job_id: int) -> Job:
 # --- pages and dashboards -------------------------------------------------------------------
 
 
-def pending_demand_per_queue() -> dict[str, int | float]:
+def pending_demand_per_queue(*, never_runnable: bool = False) -> dict[str, int | float]:
     """GPUs asked by pending jobs, per queue name, fractions counted exactly (one aggregate
     query, grouped by queue id: no join to the queues over every task; names attached
-    afterwards)."""
+    afterwards). The demand the scheduler can meet by default: jobs the last cycle found can
+    never run as submitted are left out, as the quota plugins leave them out of a queue's
+    request; ``never_runnable`` gives theirs alone, to list apart."""
     from django.db.models import F, FloatField, Sum
     from django.db.models.functions import Cast
 
@@ -55,9 +57,11 @@ def pending_demand_per_queue() -> dict[str, int | float]:
 
     from .models import JobTask
 
+    tasks = JobTask.objects.filter(job__status=Job.Status.PENDING)
+    never = Q(job__pending_kind=Job.PendingKind.NEVER)
+    tasks = tasks.filter(never) if never_runnable else tasks.exclude(never)
     rows = (
-        JobTask.objects.filter(job__status=Job.Status.PENDING)
-        .values("job__queue_id")
+        tasks.values("job__queue_id")
         # In floating point: whatever a stored job holds, the product and the sum cannot
         # overflow the database's integers (SQLite's SUM raises, PostgreSQL's int4 too).
         .annotate(

@@ -94,6 +94,7 @@ def _queue_metrics() -> Iterator[Metric]:
     allocated = gpus_allocated_per_queue()
     deserved = usage_latest_deserved()
     pending = pending_demand_per_queue()
+    never = pending_demand_per_queue(never_runnable=True)
     jobs = selectors.job_counts_per_queue()
     labels = ["queue_name", "tenant"]
     families = {
@@ -107,7 +108,16 @@ def _queue_metrics() -> Iterator[Metric]:
         "capability": _gauge(
             "queue_capability_gpus", "Hard cap on the queue's GPUs (absent: no cap).", labels
         ),
-        "pending": _gauge("queue_pending_gpus", "GPUs asked by the queue's pending jobs.", labels),
+        "pending": _gauge(
+            "queue_pending_gpus",
+            "GPUs asked by the queue's pending jobs that can run (see queue_never_runnable_gpus).",
+            labels,
+        ),
+        "never_runnable": _gauge(
+            "queue_never_runnable_gpus",
+            "GPUs asked by the queue's pending jobs that can never run as submitted.",
+            labels,
+        ),
         "weight": _gauge("queue_weight", "The queue's weight.", labels),
         "overused": _gauge("queue_overused", "1 when allocated exceeds deserved.", labels),
     }
@@ -118,7 +128,7 @@ def _queue_metrics() -> Iterator[Metric]:
             f"Sum of queue_{key}_gpus over the tenant's queues.",
             tenant_labels,
         )
-        for key in ("allocated", "deserved", "guarantee", "pending")
+        for key in ("allocated", "deserved", "guarantee", "pending", "never_runnable")
     }
     by_tenant: dict[str, dict[str, float]] = {}
     job_family = _gauge("jobs", "Jobs by queue and status.", [*labels, "status"])
@@ -128,6 +138,7 @@ def _queue_metrics() -> Iterator[Metric]:
             "deserved": deserved.get(queue.id, 0.0),
             "guarantee": queue.guarantee_gpus,
             "pending": pending.get(queue.name, 0),
+            "never_runnable": never.get(queue.name, 0),
         }
         key = [queue.name, queue.tenant]
         for field, value in values.items():

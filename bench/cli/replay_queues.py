@@ -61,6 +61,12 @@ def register(subparsers) -> None:
         "and the 'tree' mode (tenants as parent queues of a hierarchical proportion)",
     )
     parser.add_argument("--modes", default="fifo,sjf,shared")
+    parser.add_argument(
+        "--lend-idle",
+        action="store_true",
+        help="shared and tree modes: proportion lends idle capacity past a queue's share "
+        "(lendIdle, as the seed conf)",
+    )
     parser.add_argument("--max-cycles", type=int, default=None)
     parser.set_defaults(handler=run)
 
@@ -126,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         "jobs": len(jobs),
         "queues_gpus": vcs,
         "step_s": args.step,
+        "lend_idle": args.lend_idle,
         "modes": {},
     }
     tenants = queues.group_tenants(vcs, args.tenants) if args.tenants else None
@@ -144,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
                 args.max_cycles,
                 tenants=tenants,
                 tree=mode == "tree",
+                lend_idle=args.lend_idle,
             )
         result["mode_seconds"] = round(time.perf_counter() - started, 1)
         out["modes"][mode] = result

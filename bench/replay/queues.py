@@ -68,6 +68,16 @@ TREE_CONF_TEXT = SHARED_CONF_TEXT.replace(
 )
 
 
+def conf_text(*, tree: bool, lend_idle: bool) -> str:
+    """The shared (or tree) conf, with proportion's lendIdle when asked."""
+    text = TREE_CONF_TEXT if tree else SHARED_CONF_TEXT
+    if lend_idle:
+        text = text.replace(
+            "  - name: binpack\n", "    arguments:\n      lendIdle: true\n  - name: binpack\n"
+        )
+    return text
+
+
 @dataclass
 class Job:
     name: str
@@ -319,9 +329,11 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
     max_cycles: int | None = None,
     tenants: dict[str, str] | None = None,
     tree: bool = False,
+    lend_idle: bool = False,
 ) -> dict:
     """``tenants`` (VC -> tenant) adds per-tenant figures; ``tree`` also makes the tenants
-    parent queues of a hierarchical proportion (tree mode)."""
+    parent queues of a hierarchical proportion (tree mode); ``lend_idle`` turns on
+    proportion's lendIdle (idle capacity lent past a queue's share, as the seed conf does)."""
     jobs = [_copy(j) for j in jobs]
     total_gpus = sum(vcs.values())
     nodes = tuple(
@@ -354,7 +366,7 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
             )
             for t, vcs_of in members.items()
         )
-    conf = parse_conf_text(TREE_CONF_TEXT if tree else SHARED_CONF_TEXT)
+    conf = parse_conf_text(conf_text(tree=tree, lend_idle=lend_idle))
     arrivals = sorted(jobs, key=lambda j: j.submit)
     by_name = {j.name: j for j in jobs}
     pending: dict[str, Job] = {}

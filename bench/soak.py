@@ -14,7 +14,9 @@ says so; no evicted pod is placed back on the node it left within the rescheduli
 "Never" is checked against an independent oracle written from DESIGN.md's quota model (pod
 sizes against node sizes, selectors against labels when the conf runs the predicates plugin,
 the gang against the cluster, the queue's capability and what the guarantees and borrowing
-limit leave it), not against the core's code.
+limit leave it), not against the core's code. Also reported: the GPU-seconds during which
+waiting jobs would have fit the idle capacity (``IdleOracle``, from the rows too), the GPU
+utilisation and the evictions per hour.
 """
 
 from __future__ import annotations

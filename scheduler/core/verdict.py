@@ -595,26 +595,36 @@ def _reclaim_note(ssn: Session, job: Job) -> str:
         f"queue {other} holds {describe(GPU, held)} against a deserved share of "
         f"{amount(GPU, share)}, but reclaim takes nothing from it for this job: "
     )
-    why = _reclaim_block(ssn, job, task, other)
+    # The block depends on the two queues and the pod, not on which job of a queue asks.
+    key = (job.queue, other, task.resreq, task.priority, ssn.predicate_signature(task))
+    blocks: dict[tuple[object, ...], str] = ssn.cycle_state.get("verdict.reclaim_block", dict)
+    if key not in blocks:
+        blocks[key] = _reclaim_block(ssn, job, task, other)
+    why = blocks[key]
     ends = _queue_frees(ssn, frozenset({other}), GPU, task.resreq.get(GPU))
     return f"{head}{why}; {ends or f'it starts when running pods of queue {other} end'}"
 
 
 def _overused_holders(ssn: Session, mine: str) -> list[tuple[str, float, float]]:
-    """(queue, GPUs held, deserved GPUs) of the leaf queues above their share, most above
-    first."""
-    rows = []
-    for name, queue in ssn.queues.items():
-        if name == mine or queue.children or not ssn.overused(queue):
-            continue
-        attr = ssn.queue_share(name)
-        if attr is None:
-            continue
-        held, share = attr.allocated.get(GPU), attr.deserved.get(GPU)
-        if held > share + GPU_TOLERANCE:
-            rows.append((held - share, name, held, share))
-    rows.sort(key=lambda row: (-row[0], row[1]))
-    return [(name, held, share) for _, name, held, share in rows]
+    """(queue, GPUs held, deserved GPUs) of the leaf queues other than ``mine`` above their
+    share, most above first (worked out once per session, at close)."""
+
+    def work_out() -> list[tuple[str, float, float]]:
+        rows = []
+        for name, queue in ssn.queues.items():
+            if queue.children or not ssn.overused(queue):
+                continue
+            attr = ssn.queue_share(name)
+            if attr is None:
+                continue
+            held, share = attr.allocated.get(GPU), attr.deserved.get(GPU)
+            if held > share + GPU_TOLERANCE:
+                rows.append((held - share, name, held, share))
+        rows.sort(key=lambda row: (-row[0], row[1]))
+        return [(name, held, share) for _, name, held, share in rows]
+
+    found: list[tuple[str, float, float]] = ssn.cycle_state.get("verdict.overused", work_out)
+    return [row for row in found if row[0] != mine]
 
 
 def _reclaim_block(ssn: Session, job: Job, task: Task, other: str) -> str:

@@ -29,6 +29,10 @@ and queue order compares tenants first (priority, then share), then queues. Over
 on the leaf alone: a queue whose tenant is at its share may still take back its part from a
 sibling. Jobs in a queue that has children never run.
 
+Demand leaves out jobs that can never run as submitted, and ``lendIdle`` lends idle capacity
+within every level's real capability, as in the flat plugin (docs/design/
+scheduling-guarantees.md).
+
 With no parent anywhere this is exactly the flat plugin (which then runs instead).
 """
 

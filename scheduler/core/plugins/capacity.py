@@ -9,7 +9,9 @@ every ancestor's); a queue may reclaim while under deserved on some resource it 
 victims come from queues above deserved on a resource the victim uses and the share states, or
 whose share states none of the resources the victim uses, never below their guarantee; a
 closed queue admits, allocates and reclaims nothing. Capacity
-registers no Overused hook, as upstream. With ``enableHierarchy`` the upstream hierarchical
+registers no Overused hook, as upstream. Our departure (docs/design/scheduling-guarantees.md):
+``excludeNeverRunnable`` (default true) leaves jobs that can never run as submitted out of the
+request a queue reports; upstream's request decides nothing here either. With ``enableHierarchy`` the upstream hierarchical
 mode runs instead (scheduler/core/plugins/_capacity_tree.py), ``ancestorReclaimLevel``
 included.
 """

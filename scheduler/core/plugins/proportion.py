@@ -14,6 +14,15 @@ Our extension (DESIGN.md, Kueue's borrowing limit): a queue with ``borrowing_lim
 capped at nominal + borrowing_limit, where nominal = cluster * weight / (sum of weights of open
 queues), or its guarantee if larger. Names the limit leaves out are unlimited.
 
+Our departure (docs/design/scheduling-guarantees.md), argument ``excludeNeverRunnable``
+(default true): a job that can never run as submitted adds nothing to its queue's request, so
+the share it could never use goes to queues that can (upstream adds every pending task).
+
+Our extension (same record), argument ``lendIdle`` (default false, upstream; true in the seed
+conf): idle capacity no job within its share can use is lent to jobs their share alone holds
+back, within the queue's real capability (``within_limits``; the lending is allocate's
+``lend_idle``); a lent pod leaves its queue above its share, where reclaim finds it.
+
 Our departure (docs/design/hierarchical-proportion.md): with ``enableHierarchy: true`` and a
 queue tree (``parent``), weights divide each parent's deserved share among its children
 (scheduler/core/plugins/_proportion_tree.py). Upstream's proportion ignores the flag and stays

@@ -413,7 +413,8 @@ class Dispatch(HookRegistry):
 
     def within_limits(self, queue: Queue, request: Resources) -> bool:
         """May ``queue`` grow by ``request`` within every quota plugin's hard limits (its
-        share aside)? Plugins that declare no limits apart from their share do not object."""
+        share aside)? Plugins that declare no limits apart from their share do not object; one
+        whose allocatable check is all hard limits (capacity) declares that check."""
         hook = self.allocatable_fns
         for declared in hook.declarations:
             within = declared.within_limits

@@ -563,7 +563,12 @@ def _idle_note(ssn: Session, job: Job) -> str:
             "limit, or what other queues' guarantees keep for them)"
         )
     if ssn.lends():
-        return f"{head}; held back by the deserved share of queue {job.queue} until idle capacity is lent to it (lendIdle), which the next cycle tries again"
+        # Allocate lends on its own node order and only to admitted jobs: this one was not
+        # reached this cycle, and the next one tries again.
+        return (
+            f"{head}; held back by the deserved share of queue {job.queue} until idle capacity "
+            "is lent to it (lendIdle), which the next cycle tries again"
+        )
     return (
         f"{head}; held back only by the deserved share of queue {job.queue} (this conf lends no "
         "idle capacity: proportion's lendIdle is off)"

@@ -212,7 +212,10 @@ class CapacityTree:
         ssn.add_open_step(self._settle)
         ssn.add_queue_order_fn(self.name, self.queue_order)
         ssn.add_victim_queue_order_fn(self.name, self.victim_queue_order)
-        ssn.add_allocatable_fn(self.name, self.allocatable, explain=self.explain)
+        # Allocatable is the real capability of the queue and its ancestors, a hard limit.
+        ssn.add_allocatable_fn(
+            self.name, self.allocatable, explain=self.explain, within_limits=self.within_limits
+        )
         ssn.add_preemptive_fn(self.name, self.preemptive)
         ssn.add_reclaimable_fn(self.name, self.reclaimable)
         ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
@@ -246,14 +249,17 @@ class CapacityTree:
 
     # allocation ---------------------------------------------------------------------------------
     def allocatable(self, queue: Queue, task: Task) -> bool:
+        return self.within_limits(queue, task.resreq)
+
+    def within_limits(self, queue: Queue, request: Resources) -> bool:
         if not queue.info.is_open or not self.ready or queue.children:
             return False
-        return self._blocking(queue.name, task) is None
+        return self._blocking(queue.name, request) is None
 
-    def _blocking(self, name: str, task: Task) -> str | None:
+    def _blocking(self, name: str, resreq: Resources) -> str | None:
         """checkQueueAllocatableHierarchically: the queue itself, then its ancestors upwards."""
         node = self.nodes[name]
-        request = _dims(task.resreq)
+        request = _dims(resreq)
         for check in (name, *reversed(node.ancestors)):
             target = self.nodes[check]
             if not _fits_within(_add(target.allocated, request), target.real, request):
@@ -406,7 +412,7 @@ class CapacityTree:
             return "the capacity plugin's queue hierarchy is invalid (root queue, parents or jobs)"
         if queue.children:
             return f"queue {queue.name} has child queues; jobs must go to a leaf queue"
-        blocking = self._blocking(queue.name, task) or queue.name
+        blocking = self._blocking(queue.name, task.resreq) or queue.name
         node = self.nodes[blocking]
         future = _res(_add(node.allocated, _dims(task.resreq)))
         name = first_short_dimension(future, _res(node.real), task.resreq) or "gpu"

@@ -91,7 +91,11 @@ class CapacityPlugin:
             attr.deserved = deserved_share(stated, attr.real_capability, attr.guarantee)
 
         ssn.add_queue_order_fn(self.name, self.queue_order)
-        ssn.add_allocatable_fn(self.name, self.allocatable, explain=self.explain)
+        # Its allocatable check is the real capability, a hard limit: what it refuses is
+        # never held back by a share alone (the work-conservation note says so).
+        ssn.add_allocatable_fn(
+            self.name, self.allocatable, explain=self.explain, within_limits=self.within_limits
+        )
         ssn.add_preemptive_fn(self.name, self.preemptive)
         ssn.add_reclaimable_fn(self.name, self.reclaimable)
         ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
@@ -120,11 +124,14 @@ class CapacityPlugin:
         return -1 if ls < rs else (1 if ls > rs else 0)
 
     def allocatable(self, queue: Queue, task: Task) -> bool:
+        return self.within_limits(queue, task.resreq)
+
+    def within_limits(self, queue: Queue, request: Resources) -> bool:
         if not queue.info.is_open:
             return False
         attr = self.attrs[queue.name]
-        future = attr.allocated.add(task.resreq)
-        return future.less_equal_with_dimension(attr.real_capability, task.resreq)
+        future = attr.allocated.add(request)
+        return future.less_equal_with_dimension(attr.real_capability, request)
 
     def preemptive(self, queue: Queue, task: Task) -> bool:
         """Open, within the real capability, and under deserved on some requested resource."""

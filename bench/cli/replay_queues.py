@@ -62,10 +62,11 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--modes", default="fifo,sjf,shared")
     parser.add_argument(
-        "--lend-idle",
+        "--work-conserving",
         action="store_true",
-        help="shared and tree modes: proportion lends idle capacity past a queue's share "
-        "(lendIdle, as the seed conf)",
+        help="shared and tree modes: proportion as the seed conf runs it, lending idle capacity "
+        "past a queue's share (lendIdle) and leaving jobs that can never run out of demand "
+        "(excludeNeverRunnable); without it, upstream's proportion",
     )
     parser.add_argument("--max-cycles", type=int, default=None)
     parser.set_defaults(handler=run)
@@ -132,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         "jobs": len(jobs),
         "queues_gpus": vcs,
         "step_s": args.step,
-        "lend_idle": args.lend_idle,
+        "work_conserving": args.work_conserving,
         "modes": {},
     }
     tenants = queues.group_tenants(vcs, args.tenants) if args.tenants else None
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
                 args.max_cycles,
                 tenants=tenants,
                 tree=mode == "tree",
-                lend_idle=args.lend_idle,
+                work_conserving=args.work_conserving,
             )
         result["mode_seconds"] = round(time.perf_counter() - started, 1)
         out["modes"][mode] = result

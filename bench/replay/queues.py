@@ -68,14 +68,18 @@ TREE_CONF_TEXT = SHARED_CONF_TEXT.replace(
 )
 
 
-def conf_text(*, tree: bool, lend_idle: bool) -> str:
-    """The shared (or tree) conf, with proportion's lendIdle when asked."""
+def conf_text(*, tree: bool, work_conserving: bool) -> str:
+    """The shared (or tree) conf. Its proportion is upstream's (every pending job in demand, a
+    queue held at its deserved share) unless ``work_conserving``: then as the seed conf runs
+    it, lending idle capacity past a share (``lendIdle``) and leaving jobs that can never run
+    out of demand (``excludeNeverRunnable``)."""
     text = TREE_CONF_TEXT if tree else SHARED_CONF_TEXT
-    if lend_idle:
-        text = text.replace(
-            "  - name: binpack\n", "    arguments:\n      lendIdle: true\n  - name: binpack\n"
-        )
-    return text
+    switches = "true" if work_conserving else "false"
+    return text.replace(
+        "  - name: binpack\n",
+        f"    arguments:\n      lendIdle: {switches}\n      excludeNeverRunnable: {switches}\n"
+        "  - name: binpack\n",
+    )
 
 
 @dataclass
@@ -329,11 +333,11 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
     max_cycles: int | None = None,
     tenants: dict[str, str] | None = None,
     tree: bool = False,
-    lend_idle: bool = False,
+    work_conserving: bool = False,
 ) -> dict:
     """``tenants`` (VC -> tenant) adds per-tenant figures; ``tree`` also makes the tenants
-    parent queues of a hierarchical proportion (tree mode); ``lend_idle`` turns on
-    proportion's lendIdle (idle capacity lent past a queue's share, as the seed conf does)."""
+    parent queues of a hierarchical proportion (tree mode); ``work_conserving`` runs proportion
+    as the seed conf does (``conf_text``)."""
     jobs = [_copy(j) for j in jobs]
     total_gpus = sum(vcs.values())
     nodes = tuple(
@@ -344,6 +348,12 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
         for i in range(total_gpus // GPUS_PER_NODE)
     )
     guarantees = {vc: int(gpus * guarantee_fraction) for vc, gpus in vcs.items()}
+    # The most a queue may hold (flat proportion's real capability: the cluster less the other
+    # queues' guarantees), for the idle figure; in the tree a guarantee holds back only what
+    # its queue asks for, so there is no such fixed limit.
+    ceilings = (
+        None if tree else {vc: total_gpus - sum(guarantees.values()) + guarantees[vc] for vc in vcs}
+    )
     tenants = tenants or {}
     tree = tree and bool(tenants)
     queues = tuple(
@@ -366,7 +376,7 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
             )
             for t, vcs_of in members.items()
         )
-    conf = parse_conf_text(conf_text(tree=tree, lend_idle=lend_idle))
+    conf = parse_conf_text(conf_text(tree=tree, work_conserving=work_conserving))
     arrivals = sorted(jobs, key=lambda j: j.submit)
     by_name = {j.name: j for j in jobs}
     pending: dict[str, Job] = {}
@@ -457,7 +467,14 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
             job.end = t + job.duration
             state[job.queue].running_gpus += job.gpus
             heapq.heappush(finish, (job.end, name))
-        stats.fitting_idle_gpus = fitting_idle_gpus(len(nodes), running, pending, by_name)
+        stats.fitting_idle_gpus = fitting_idle_gpus(
+            len(nodes),
+            running,
+            pending,
+            by_name,
+            ceilings,
+            {vc: qs.running_gpus for vc, qs in state.items()},
+        )
         for vc, qs in state.items():
             share = result.queues.get(vc)
             qs.deserved = share.deserved.get("gpu") if share is not None else None
@@ -516,9 +533,13 @@ def fitting_idle_gpus(
     running: dict[str, dict[str, str]],
     pending: dict[str, Job],
     by_name: dict[str, Job],
+    ceilings: dict[str, float] | None = None,
+    held: dict[str, int] | None = None,
 ) -> int:
-    """GPUs of the waiting jobs that would fit the idle GPUs now, taken in submission order, each
-    gang placed consolidated on what the ones before it left: what waiting work could hold."""
+    """GPUs of the waiting jobs that would fit the idle GPUs now: taken in submission order,
+    each gang placed consolidated on what the ones before it left, and only within its queue's
+    ceiling (``ceilings``, a hard limit, against the GPUs the queue ``held`` and what the jobs
+    before it took): what waiting work could hold at once."""
     used: dict[str, int] = {}
     for name, tasks in running.items():
         for task, gpus in _tasks(by_name[name]):
@@ -526,10 +547,16 @@ def fitting_idle_gpus(
             if node is not None:
                 used[node] = used.get(node, 0) + gpus
     free = [GPUS_PER_NODE - used.get(f"n{i:03d}", 0) for i in range(node_count)]
+    taken = dict(held or {})
     fitting = 0
     for job in sorted(pending.values(), key=lambda j: (j.submit, j.name)):
-        if place_consolidated(free, job.pods()) is not None:
-            fitting += job.gpus
+        ceiling = (ceilings or {}).get(job.queue)
+        if ceiling is not None and taken.get(job.queue, 0) + job.gpus > ceiling:
+            continue
+        if place_consolidated(free, job.pods()) is None:  # takes the nodes from free
+            continue
+        taken[job.queue] = taken.get(job.queue, 0) + job.gpus
+        fitting += job.gpus
     return fitting
 
 

@@ -17,6 +17,10 @@ the gang against the cluster, the queue's capability and what the guarantees and
 limit leave it), not against the core's code. Also reported: the GPU-seconds during which
 waiting jobs would have fit the idle capacity (``IdleOracle``, from the rows too), the GPU
 utilisation and the evictions per hour.
+
+``--before-after`` runs the day twice, once with the quota plugins' idle-capacity departures
+off (``switches_off``: upstream's demand and shares) and once as the conf states them, and
+``compare`` sets the two reports side by side against the targets for those departures.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import yaml
 
 START = datetime(2026, 1, 5, 0, 0, tzinfo=UTC)  # a Monday; any fixed instant keeps runs equal
 HOUR = 3600.0
@@ -623,3 +629,53 @@ class IdleOracle:
         weight = sum(q.weight for q in siblings)
         share = self._tenant_nominal(queue.tenant) * queue.weight / weight if weight else 0.0
         return max(share, queue.guarantee_gpus or 0) + queue.borrowing_limit_gpus
+
+
+# The quota plugins' arguments that keep idle GPUs from waiting work, at upstream's values.
+UPSTREAM_SWITCHES = {
+    "proportion": {"lendIdle": False, "excludeNeverRunnable": False},
+    "capacity": {"excludeNeverRunnable": False},
+}
+IDLE_TARGET = 0.05  # the idle figure after: at most this fraction of the figure before
+
+
+def switches_off(conf_text: str) -> str:
+    """The conf with ``UPSTREAM_SWITCHES`` set on the plugins it names, everything else as it
+    is: what the day would look like without the departures, the "before" of a comparison."""
+    data = yaml.safe_load(conf_text)
+    for tier in data.get("tiers") or []:
+        for plugin in tier.get("plugins") or []:
+            off = UPSTREAM_SWITCHES.get(plugin.get("name"))
+            if off is not None:
+                plugin["arguments"] = {**(plugin.get("arguments") or {}), **off}
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def compare(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The two reports' work-conservation figures side by side, and the targets: the idle
+    figure at most ``IDLE_TARGET`` of what it was, utilisation not lower, no more evictions per
+    hour (each leg's own targets count too)."""
+    keys = (
+        "idle_gpu_seconds_while_fitting_job_waits",
+        "gpu_utilisation",
+        "evictions_per_hour",
+        "mean_wait_seconds",
+        "jobs_fitting_idle_gpus_longer_than_two_cycles",
+        "of_which_reason_names_the_rule",
+    )
+    out: dict[str, Any] = {key: {"before": before[key], "after": after[key]} for key in keys}
+    idle_before = before["idle_gpu_seconds_while_fitting_job_waits"]
+    idle_after = after["idle_gpu_seconds_while_fitting_job_waits"]
+    out["idle_after_over_before"] = round(idle_after / idle_before, 4) if idle_before else None
+    out["targets"] = {
+        f"idle_gpu_seconds_while_fitting_job_waits after <= {IDLE_TARGET:g} x before": (
+            idle_after <= IDLE_TARGET * idle_before
+        ),
+        "gpu_utilisation after >= before": after["gpu_utilisation"] >= before["gpu_utilisation"],
+        "evictions_per_hour after <= before": (
+            after["evictions_per_hour"] <= before["evictions_per_hour"]
+        ),
+        "each run meets its own targets": before["targets_met"] and after["targets_met"],
+    }
+    out["targets_met"] = all(out["targets"].values())
+    return out

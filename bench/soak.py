@@ -14,7 +14,13 @@ says so; no evicted pod is placed back on the node it left within the rescheduli
 "Never" is checked against an independent oracle written from DESIGN.md's quota model (pod
 sizes against node sizes, selectors against labels when the conf runs the predicates plugin,
 the gang against the cluster, the queue's capability and what the guarantees and borrowing
-limit leave it), not against the core's code.
+limit leave it), not against the core's code. Also reported: the GPU-seconds during which
+waiting jobs would have fit the idle capacity (``IdleOracle``, from the rows too), the GPU
+utilisation and the evictions per hour.
+
+``--before-after`` runs the day twice, once with the quota plugins' idle-capacity departures
+off (``switches_off``: upstream's demand and shares) and once as the conf states them, and
+``compare`` sets the two reports side by side against the targets for those departures.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import yaml
 
 START = datetime(2026, 1, 5, 0, 0, tzinfo=UTC)  # a Monday; any fixed instant keeps runs equal
 HOUR = 3600.0
@@ -301,6 +309,11 @@ class _Watch:
         self.last_placement = 0
         self.used: list[float] = []
         self.ever_never: set[int] = set()
+        self.idle_fitting_gpus: list[float] = []  # per cycle: GPUs waiting jobs could use now
+        self.fitting_streak: dict[int, int] = {}  # job -> cycles in a row it fitted and waited
+        self.longest_fitting_wait: dict[int, int] = {}
+        self.fitting_reasons: dict[int, str] = {}  # job -> its reason when its streak was longest
+        self.never_oracle: _NeverOracle | None = None
         # Each job's first estimate: (outlook, earliest, latest or how far the plan looked).
         self.estimates: dict[int, tuple[str, float | None, float]] = {}
         self.next_plan = 0.0
@@ -362,6 +375,16 @@ class _Watch:
         self.ever_never.update(
             Job.objects.filter(pending_kind=Job.PendingKind.NEVER).values_list("id", flat=True)
         )
+        if self.never_oracle is None:
+            self.never_oracle = _NeverOracle(**_conf_facts())
+        fitting = IdleOracle().fitting_jobs(self.never_oracle)
+        self.idle_fitting_gpus.append(sum(gpus for _, gpus, _ in fitting))
+        streak = {job: self.fitting_streak.get(job, 0) + 1 for job, _, _ in fitting}
+        for job, _, reason in fitting:
+            if streak[job] > self.longest_fitting_wait.get(job, 0):
+                self.longest_fitting_wait[job] = streak[job]
+                self.fitting_reasons[job] = reason
+        self.fitting_streak = streak
 
 
 def _report(
@@ -399,6 +422,8 @@ def _report(
     missed = [job.pk for job in waiting if oracle.never(job) and job.pending_kind != "never"]
     wrongly = [job.pk for job in waiting if not oracle.never(job) and job.pending_kind == "never"]
     ran_after_never = sorted(pk for pk in watch.ever_never if pk in watch.first_bind)
+    slow = [job for job, cycles in watch.longest_fitting_wait.items() if cycles > 2]
+    named = [job for job in slow if _names_a_rule(watch.fitting_reasons[job])]
     waits = [
         (watch.first_bind[pk] - submitted).total_seconds()
         for pk, submitted in watch.submitted.items()
@@ -419,6 +444,10 @@ def _report(
         "never_reason_but_runnable": len(wrongly) + len(ran_after_never),
         "never_runnable_waiting": len([1 for job in waiting if oracle.never(job)]),
         "gpu_utilisation": round(statistics.fmean(watch.used), 3) if watch.used else 0.0,
+        "idle_gpu_seconds_while_fitting_job_waits": round(sum(watch.idle_fitting_gpus) * step),
+        "evictions_per_hour": round(len(events) / hours, 2),
+        "jobs_fitting_idle_gpus_longer_than_two_cycles": len(slow),
+        "of_which_reason_names_the_rule": len(named),
         "mean_wait_seconds": round(statistics.fmean(waits), 1) if waits else None,
         "median_wait_seconds": round(statistics.median(waits), 1) if waits else None,
         "estimated_start": watch.estimate_report(step),
@@ -510,3 +539,223 @@ def _matches(node, selector: dict[str, str]) -> bool:
     if node.gpu_model:
         labels.setdefault("gpu-model", node.gpu_model)
     return all(labels.get(key) == value for key, value in selector.items())
+
+
+def _names_a_rule(reason: str) -> bool:
+    """Does a waiting job's reason own up to the idle GPUs it could use, naming what holds it?"""
+    return "idle" in reason
+
+
+class IdleOracle:
+    """Which waiting jobs would fit the idle capacity now, from the rows alone (not the core's
+    code): per node its free cpu, memory and milli-GPU per device (what active placements
+    leave), a job's gang (its ``min_available`` largest-first pods) on the nodes its selector
+    allows, best fit per pod, within the stated capabilities and borrowing limits of its queue
+    and tenant (hard limits; a deserved share is not). Jobs are tried in submission order, each
+    taking what it would use, so the GPUs counted are GPUs waiting jobs could hold at once."""
+
+    WAITING = ("pending", "admitted", "preempted")
+
+    def __init__(self) -> None:
+        from portal.cluster.models import Node, Placement
+        from portal.queues.models import Queue
+
+        self.nodes = {n.name: n for n in Node.objects.filter(schedulable=True, in_cluster=True)}
+        self.free: dict[str, dict[str, Any]] = {
+            name: {
+                "cpu": node.cpu_millis,
+                "memory": node.memory_bytes,
+                "devices": [1000] * node.gpu_count,
+            }
+            for name, node in self.nodes.items()
+        }
+        self.queues = {q.pk: q for q in Queue.objects.select_related("tenant")}
+        self.held: dict[str, float] = defaultdict(float)  # queue or "tenant/<name>" -> GPUs
+        active = Placement.objects.filter(state__in=Placement.ACTIVE_STATES).select_related(
+            "task", "job"
+        )
+        for placement in active:
+            queue = self.queues[placement.job.queue_id]
+            gpus = placement.gpu_milli / 1000 if placement.gpu_milli else placement.gpus
+            self.held[queue.name] += gpus
+            self.held[f"tenant/{queue.tenant.name}"] += gpus
+            free = self.free.get(placement.node_name)
+            if free is None:
+                continue
+            free["cpu"] -= placement.task.cpu_millis
+            free["memory"] -= placement.task.memory_bytes
+            milli = placement.gpu_milli or placement.gpus * 1000
+            devices = list(placement.gpu_devices) or sorted(
+                range(len(free["devices"])), key=lambda i: -free["devices"][i]
+            )
+            for index in devices:
+                if milli <= 0 or index >= len(free["devices"]):
+                    break
+                taken = min(milli, free["devices"][index]) if placement.gpus == 0 else 1000
+                free["devices"][index] -= taken
+                milli -= taken
+        self.cluster = sum(node.gpu_count for node in self.nodes.values())
+
+    def fitting_jobs(self, never: _NeverOracle) -> list[tuple[int, float, str]]:
+        """(job id, GPUs, its reason) of the waiting jobs that fit, packed in submission order;
+        ``never`` leaves out the jobs that can never run."""
+        from portal.jobs.models import Job
+
+        waiting = (
+            Job.objects.filter(status__in=self.WAITING)
+            .exclude(placements__state__in=("bound", "running", "releasing"))
+            .prefetch_related("tasks")
+            .order_by("submitted_at", "id")
+        )
+        found = []
+        for job in waiting:
+            if never.never(job):
+                continue
+            gpus = self._place(job)
+            if gpus is not None:
+                found.append((job.pk, gpus, job.pending_reason or ""))
+        return found
+
+    def _place(self, job) -> float | None:
+        queue = self.queues[job.queue_id]
+        pods = [task for task in job.tasks.all() for _ in range(task.replicas)]
+        pods.sort(key=lambda t: (-(t.gpus * 1000 + t.gpu_milli), t.name))
+        pods = pods[: job.min_available]
+        trial = {
+            name: {**free, "devices": list(free["devices"])} for name, free in self.free.items()
+        }
+        gpus = 0.0
+        for task in pods:
+            placed = self._fit(task, trial)
+            if placed is None:
+                return None
+            gpus += placed
+        if not self._within_caps(queue, gpus):
+            return None
+        self.free = trial
+        self.held[queue.name] += gpus
+        self.held[f"tenant/{queue.tenant.name}"] += gpus
+        return gpus
+
+    def _fit(self, task, trial: dict[str, dict[str, Any]]) -> float | None:
+        """Best fit (fewest free GPUs left) for one pod; its GPUs, or None."""
+        best = None
+        for name in sorted(trial):
+            node, free = self.nodes[name], trial[name]
+            if not _matches(node, task.node_selector or {}):
+                continue
+            if free["cpu"] < task.cpu_millis or free["memory"] < task.memory_bytes:
+                continue
+            milli, devices = self._devices(task, node, free["devices"])
+            if devices is None:
+                continue
+            left = sum(free["devices"]) - milli
+            if best is None or left < best[0]:
+                best = (left, name, milli, devices)
+        if best is None:
+            return None
+        _, name, milli, devices = best
+        free = trial[name]
+        free["cpu"] -= task.cpu_millis
+        free["memory"] -= task.memory_bytes
+        for index in devices:
+            free["devices"][index] -= 1000 if task.gpus else milli
+        return milli / 1000
+
+    @staticmethod
+    def _devices(task, node, devices: list[int]) -> tuple[int, list[int] | None]:
+        if task.gpus:
+            whole = [i for i, left in enumerate(devices) if left == 1000]
+            return task.gpus * 1000, whole[: task.gpus] if len(whole) >= task.gpus else None
+        milli = task.gpu_milli
+        if task.gpu_memory_mib:
+            device = node.gpu_memory_mib or 0
+            memory = math.ceil(task.gpu_memory_mib * 1000 / device) if device else 1000
+            milli = max(milli, min(memory, 1000))
+        if not milli:
+            return 0, []
+        fits = sorted((left, i) for i, left in enumerate(devices) if left >= milli)
+        return milli, [fits[0][1]] if fits else None
+
+    def _within_caps(self, queue, gpus: float) -> bool:
+        tenant = queue.tenant
+        for name, cap in (
+            (queue.name, queue.capability_gpus),
+            (f"tenant/{tenant.name}", tenant.capability_gpus),
+            (queue.name, self._borrowing_ceiling(queue)),
+            (f"tenant/{tenant.name}", self._tenant_borrowing_ceiling(tenant)),
+        ):
+            if cap is not None and self.held[name] + gpus > cap + 1e-6:
+                return False
+        return True
+
+    def _tenant_nominal(self, tenant) -> float:
+        tenants = {q.tenant.pk: q.tenant for q in self.queues.values()}
+        weight = sum(t.weight for t in tenants.values())
+        share = self.cluster * tenant.weight / weight if weight else 0.0
+        return max(share, tenant.guarantee_gpus or 0)
+
+    def _tenant_borrowing_ceiling(self, tenant) -> float | None:
+        if tenant.borrowing_limit_gpus is None:
+            return None
+        return self._tenant_nominal(tenant) + tenant.borrowing_limit_gpus
+
+    def _borrowing_ceiling(self, queue) -> float | None:
+        if queue.borrowing_limit_gpus is None:
+            return None
+        siblings = [
+            q for q in self.queues.values() if q.tenant_id == queue.tenant_id and q.state == "open"
+        ]
+        weight = sum(q.weight for q in siblings)
+        share = self._tenant_nominal(queue.tenant) * queue.weight / weight if weight else 0.0
+        return max(share, queue.guarantee_gpus or 0) + queue.borrowing_limit_gpus
+
+
+# The quota plugins' arguments that keep idle GPUs from waiting work, at upstream's values.
+UPSTREAM_SWITCHES = {
+    "proportion": {"lendIdle": False, "excludeNeverRunnable": False},
+    "capacity": {"excludeNeverRunnable": False},
+}
+IDLE_TARGET = 0.05  # the idle figure after: at most this fraction of the figure before
+
+
+def switches_off(conf_text: str) -> str:
+    """The conf with ``UPSTREAM_SWITCHES`` set on the plugins it names, everything else as it
+    is: what the day would look like without the departures, the "before" of a comparison."""
+    data = yaml.safe_load(conf_text)
+    for tier in data.get("tiers") or []:
+        for plugin in tier.get("plugins") or []:
+            off = UPSTREAM_SWITCHES.get(plugin.get("name"))
+            if off is not None:
+                plugin["arguments"] = {**(plugin.get("arguments") or {}), **off}
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def compare(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The two reports' work-conservation figures side by side, and the targets: the idle
+    figure at most ``IDLE_TARGET`` of what it was, utilisation not lower, no more evictions per
+    hour (each leg's own targets count too)."""
+    keys = (
+        "idle_gpu_seconds_while_fitting_job_waits",
+        "gpu_utilisation",
+        "evictions_per_hour",
+        "mean_wait_seconds",
+        "jobs_fitting_idle_gpus_longer_than_two_cycles",
+        "of_which_reason_names_the_rule",
+    )
+    out: dict[str, Any] = {key: {"before": before[key], "after": after[key]} for key in keys}
+    idle_before = before["idle_gpu_seconds_while_fitting_job_waits"]
+    idle_after = after["idle_gpu_seconds_while_fitting_job_waits"]
+    out["idle_after_over_before"] = round(idle_after / idle_before, 4) if idle_before else None
+    out["targets"] = {
+        f"idle_gpu_seconds_while_fitting_job_waits after <= {IDLE_TARGET:g} x before": (
+            idle_after <= IDLE_TARGET * idle_before
+        ),
+        "gpu_utilisation after >= before": after["gpu_utilisation"] >= before["gpu_utilisation"],
+        "evictions_per_hour after <= before": (
+            after["evictions_per_hour"] <= before["evictions_per_hour"]
+        ),
+        "each run meets its own targets": before["targets_met"] and after["targets_met"],
+    }
+    out["targets_met"] = all(out["targets"].values())
+    return out

@@ -94,6 +94,13 @@ def register(subparsers) -> None:
         help="with --estimate, how much wider an instant's window grows with its distance "
         f"from now (default {PLAN_DEFAULTS.growth})",
     )
+    parser.add_argument(
+        "--work-conserving",
+        action="store_true",
+        help="shared and tree modes: proportion as the seed conf runs it, lending idle capacity "
+        "past a queue's share (lendIdle) and leaving jobs that can never run out of demand "
+        "(excludeNeverRunnable); without it, upstream's proportion",
+    )
     parser.add_argument("--max-cycles", type=int, default=None)
     parser.set_defaults(handler=run)
 
@@ -171,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
         "jobs": len(jobs),
         "queues_gpus": vcs,
         "step_s": args.step,
+        "work_conserving": args.work_conserving,
         "modes": {},
     }
     tenants = queues.group_tenants(vcs, args.tenants) if args.tenants else None
@@ -195,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
                 tenants=tenants,
                 tree=mode == "tree",
                 observer=observer,
+                work_conserving=args.work_conserving,
             )
             if observer is not None:
                 result["estimate"] = observer.report()

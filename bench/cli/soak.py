@@ -4,7 +4,9 @@ cluster through the real cycle code, on a simulated clock, against a throwaway d
 The database is a fresh SQLite file in a temporary folder (migrated, seeded with the demo),
 removed afterwards: the soak never touches the portal's own `var/` or DATABASE_URL. The run
 itself is in bench/soak.py. Prints one JSON report; exit status 1
-when a target is missed.
+when a target is missed. ``--before-after`` runs two soaks side by side (the quota plugins'
+lendIdle and excludeNeverRunnable at upstream's values, then as the conf states them) and
+prints both reports and their comparison.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import json
 import logging
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -41,6 +44,13 @@ def register(subparsers) -> None:
         help="simulated seconds between plan-ahead runs (300; 0: none): the report's "
         "estimated_start compares each job's first estimate with its start",
     )
+    parser.add_argument(
+        "--before-after",
+        action="store_true",
+        help="run the day twice, with the quota plugins' lendIdle and excludeNeverRunnable at "
+        "upstream's values and as the conf states them, and compare the idle GPU-seconds, "
+        "utilisation and evictions per hour",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -65,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             print(f"--conf: {exc}", file=sys.stderr)
             return 2
+    if args.before_after:
+        return _before_after(args, conf_text)
     with tempfile.TemporaryDirectory(prefix="gpuq-soak-") as folder:
         _configure(Path(folder))
         import django
@@ -90,6 +102,43 @@ def run(args: argparse.Namespace) -> int:
     json.dump(report, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0 if report["targets_met"] else 1
+
+
+def _before_after(args: argparse.Namespace, conf_text: str | None) -> int:
+    """Both runs at once, each a soak of its own in a child process (a database each; nothing
+    carries over between them): without the departures, then as the conf states them."""
+    from bench.soak import compare, switches_off
+    from scheduler.core.config import DEFAULT_CONF_TEXT
+
+    common = ["--hours", str(args.hours), "--seed", str(args.seed), "--step", str(args.step)]
+    with tempfile.TemporaryDirectory(prefix="gpuq-soak-confs-") as folder:
+        before_conf = Path(folder) / "before.conf"
+        before_conf.write_text(switches_off(conf_text or DEFAULT_CONF_TEXT), encoding="utf-8")
+        legs = {"before": ["--conf", str(before_conf)], "after": []}
+        if conf_text is not None:
+            after_conf = Path(folder) / "after.conf"
+            after_conf.write_text(conf_text, encoding="utf-8")
+            legs["after"] = ["--conf", str(after_conf)]
+        children = {
+            leg: subprocess.Popen(
+                [sys.executable, "-m", "scheduler", "soak", *common, *extra],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for leg, extra in legs.items()
+        }
+        reports = {}
+        for leg, child in children.items():
+            stdout, stderr = child.communicate()
+            if child.returncode not in (0, 1):
+                print(f"the {leg} run failed:\n{stderr}", file=sys.stderr)
+                return 2
+            reports[leg] = json.loads(stdout)
+    out = {**reports, "comparison": compare(reports["before"], reports["after"])}
+    json.dump(out, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0 if out["comparison"]["targets_met"] else 1
 
 
 def _configure(folder: Path) -> None:

@@ -70,6 +70,20 @@ TREE_CONF_TEXT = SHARED_CONF_TEXT.replace(
 )
 
 
+def conf_text(*, tree: bool, work_conserving: bool) -> str:
+    """The shared (or tree) conf. Its proportion is upstream's (every pending job in demand, a
+    queue held at its deserved share) unless ``work_conserving``: then as the seed conf runs
+    it, lending idle capacity past a share (``lendIdle``) and leaving jobs that can never run
+    out of demand (``excludeNeverRunnable``)."""
+    text = TREE_CONF_TEXT if tree else SHARED_CONF_TEXT
+    switches = "true" if work_conserving else "false"
+    return text.replace(
+        "  - name: binpack\n",
+        f"    arguments:\n      lendIdle: {switches}\n      excludeNeverRunnable: {switches}\n"
+        "  - name: binpack\n",
+    )
+
+
 @dataclass
 class Job:
     name: str
@@ -291,6 +305,9 @@ class SharedStats:
     jain_time: float = 0.0
     busy_gpu_seconds: float = 0.0
     peak_gpus_in_use: int = 0
+    # GPUs that waiting jobs would fit on idle nodes, as of the last cycle, and its integral
+    fitting_idle_gpus: int = 0
+    idle_gpu_seconds_while_fitting_job_waits: float = 0.0
     demand_seconds: dict = field(default_factory=dict)
     below_guarantee_seconds: dict = field(default_factory=dict)
     starved_seconds: dict = field(default_factory=dict)
@@ -339,10 +356,12 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
     tenants: dict[str, str] | None = None,
     tree: bool = False,
     observer: ReplayObserver | None = None,
+    work_conserving: bool = False,
 ) -> dict:
     """``tenants`` (VC -> tenant) adds per-tenant figures; ``tree`` also makes the tenants
     parent queues of a hierarchical proportion (tree mode); ``observer`` is told what happens
-    (bench.replay.estimate)."""
+    (bench.replay.estimate); ``work_conserving`` runs proportion as the seed conf does
+    (``conf_text``)."""
     jobs = [_copy(j) for j in jobs]
     total_gpus = sum(vcs.values())
     nodes = tuple(
@@ -353,6 +372,12 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
         for i in range(total_gpus // GPUS_PER_NODE)
     )
     guarantees = {vc: int(gpus * guarantee_fraction) for vc, gpus in vcs.items()}
+    # The most a queue may hold (flat proportion's real capability: the cluster less the other
+    # queues' guarantees), for the idle figure; in the tree a guarantee holds back only what
+    # its queue asks for, so there is no such fixed limit.
+    ceilings = (
+        None if tree else {vc: total_gpus - sum(guarantees.values()) + guarantees[vc] for vc in vcs}
+    )
     tenants = tenants or {}
     tree = tree and bool(tenants)
     queues = tuple(
@@ -375,7 +400,7 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
             )
             for t, vcs_of in members.items()
         )
-    conf = parse_conf_text(TREE_CONF_TEXT if tree else SHARED_CONF_TEXT)
+    conf = parse_conf_text(conf_text(tree=tree, work_conserving=work_conserving))
     arrivals = sorted(jobs, key=lambda j: j.submit)
     by_name = {j.name: j for j in jobs}
     pending: dict[str, Job] = {}
@@ -475,6 +500,14 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
             job.end = t + job.duration
             state[job.queue].running_gpus += job.gpus
             heapq.heappush(finish, (job.end, name))
+        stats.fitting_idle_gpus = fitting_idle_gpus(
+            len(nodes),
+            running,
+            pending,
+            by_name,
+            ceilings,
+            {vc: qs.running_gpus for vc, qs in state.items()},
+        )
         for vc, qs in state.items():
             share = result.queues.get(vc)
             qs.deserved = share.deserved.get("gpu") if share is not None else None
@@ -493,6 +526,9 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
     span = (max((j.end or t) for j in jobs) - min(j.submit for j in jobs)) if jobs else 0.0
     out = job_metrics(jobs)
     out["gpu_utilisation"] = round(stats.busy_gpu_seconds / (total_gpus * span), 4) if span else 0
+    out["idle_gpu_seconds_while_fitting_job_waits"] = round(
+        stats.idle_gpu_seconds_while_fitting_job_waits
+    )
     out["peak_gpus_in_use"] = stats.peak_gpus_in_use
     out["cluster_gpus"] = total_gpus
     out["jain_satisfaction"] = (
@@ -523,6 +559,38 @@ def run_shared(  # noqa: C901, PLR0912, PLR0915 - the simulator's event loop
     out["wall_seconds"] = round(time.perf_counter() - wall, 1)
     out["stopped_early"] = bool(pending or any(j.end is None for j in jobs))
     return out
+
+
+def fitting_idle_gpus(
+    node_count: int,
+    running: dict[str, dict[str, str]],
+    pending: dict[str, Job],
+    by_name: dict[str, Job],
+    ceilings: dict[str, float] | None = None,
+    held: dict[str, int] | None = None,
+) -> int:
+    """GPUs of the waiting jobs that would fit the idle GPUs now: taken in submission order,
+    each gang placed consolidated on what the ones before it left, and only within its queue's
+    ceiling (``ceilings``, a hard limit, against the GPUs the queue ``held`` and what the jobs
+    before it took): what waiting work could hold at once."""
+    used: dict[str, int] = {}
+    for name, tasks in running.items():
+        for task, gpus in _tasks(by_name[name]):
+            node = tasks.get(task)
+            if node is not None:
+                used[node] = used.get(node, 0) + gpus
+    free = [GPUS_PER_NODE - used.get(f"n{i:03d}", 0) for i in range(node_count)]
+    taken = dict(held or {})
+    fitting = 0
+    for job in sorted(pending.values(), key=lambda j: (j.submit, j.name)):
+        ceiling = (ceilings or {}).get(job.queue)
+        if ceiling is not None and taken.get(job.queue, 0) + job.gpus > ceiling:
+            continue
+        if place_consolidated(free, job.pods()) is None:  # takes the nodes from free
+            continue
+        taken[job.queue] = taken.get(job.queue, 0) + job.gpus
+        fitting += job.gpus
+    return fitting
 
 
 def _guarantee_entry(stats: SharedStats, key: str, jobs: list[Job], gpus: int, guarantee: int):
@@ -577,6 +645,7 @@ def _account(stats: SharedStats, state: dict[str, QueueState], dt: float) -> Non
         return
     in_use = sum(qs.running_gpus for qs in state.values())
     stats.busy_gpu_seconds += in_use * dt
+    stats.idle_gpu_seconds_while_fitting_job_waits += stats.fitting_idle_gpus * dt
     stats.peak_gpus_in_use = max(stats.peak_gpus_in_use, in_use)
     anyone_waits = any(qs.pending_gpus for qs in state.values())
     ratios = []

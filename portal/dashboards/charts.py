@@ -563,25 +563,53 @@ def occupancy_heatmap(
 
 
 # pending demand and wait times --------------------------------------------------------------
+NEVER_RUNNABLE_LABEL = "can never run as submitted"
+
+
 def pending_demand_bars(
     demand: Mapping[str, float],
     *,
     colours: Mapping[str, str],
+    never: Mapping[str, float] | None = None,
     title: str = "Pending GPU demand",
 ) -> dict[str, Any]:
-    names = sorted(name for name, gpus in demand.items() if gpus)
+    """``demand``: GPUs of the jobs that wait and can run, per queue; ``never``: GPUs of the
+    jobs that can never run as submitted, listed apart (a hatched bar beside the queue's), as
+    they are no demand the scheduler can meet."""
+    never = {name: gpus for name, gpus in (never or {}).items() if gpus}
+    names = sorted({name for name, gpus in demand.items() if gpus} | set(never))
     if not names:
         return empty_figure(title, "No job is waiting for GPUs.")
     data = [
         {
             "type": "bar",
+            "name": "waiting",
             "x": names,
-            "y": [demand[name] for name in names],
+            "y": [demand.get(name, 0) for name in names],
             "marker": {"color": [colours.get(name, OTHER_TENANTS) for name in names]},
             "hovertemplate": "%{x}: %{y} GPUs pending<extra></extra>",
         }
     ]
-    return {"data": data, "layout": _layout(title, yaxis={"title": {"text": "GPUs"}})}
+    if never:
+        data.append(
+            {
+                "type": "bar",
+                "name": NEVER_RUNNABLE_LABEL,
+                "x": names,
+                "y": [never.get(name, 0) for name in names],
+                "marker": {
+                    "color": [colours.get(name, OTHER_TENANTS) for name in names],
+                    "opacity": 0.4,
+                    "pattern": {"shape": "/"},
+                },
+                "hovertemplate": "%{x}: %{y} GPUs " + NEVER_RUNNABLE_LABEL + "<extra></extra>",
+            }
+        )
+    layout = _layout(title, yaxis={"title": {"text": "GPUs"}})
+    if never:
+        layout["barmode"] = "group"
+        layout["showlegend"] = True
+    return {"data": data, "layout": layout}
 
 
 WAIT_TITLE = "How long pending jobs have waited"

@@ -194,6 +194,9 @@ def occupancy_data(request: HttpRequest) -> dict[str, Any]:
 def pending_data(request: HttpRequest) -> dict[str, Any]:
     scope = _scope(request)
     demand = {q: g for q, g in pending_demand_per_queue().items() if _allowed(scope, q)}
+    never = {
+        q: g for q, g in pending_demand_per_queue(never_runnable=True).items() if _allowed(scope, q)
+    }
     # Quartiles per queue computed in the database where it can (PostgreSQL).
     waits = {
         queue: stats
@@ -202,7 +205,7 @@ def pending_data(request: HttpRequest) -> dict[str, Any]:
     }
     colours = _colours(request)
     return {
-        "figure": charts.pending_demand_bars(demand, colours=colours),
+        "figure": charts.pending_demand_bars(demand, colours=colours, never=never),
         "waits": charts.wait_bars_from_stats(waits, colours=colours),
     }
 

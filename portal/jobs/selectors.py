@@ -3,7 +3,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from jobspec.gpushare import gpu_ask, gpus_number, pod_gpu_ask
@@ -69,19 +69,24 @@ def job_get(*, user: AbstractBaseUser | AnonymousUser, job_id: int) -> Job:
 # --- pages and dashboards -------------------------------------------------------------------
 
 
-def pending_demand_per_queue() -> dict[str, int | float]:
+def pending_demand_per_queue(*, never_runnable: bool = False) -> dict[str, int | float]:
     """GPUs asked by pending jobs, per queue name, counted as the jobs' pages count them
     (job_gpu_asks: GPU memory at its cost on the cluster's smallest card). One aggregate
     query, a row per queue and GPU shape, grouped by queue id (no join to the queues over
-    every task; names attached afterwards)."""
+    every task; names attached afterwards). The demand the scheduler can meet by default:
+    jobs the last cycle found can never run as submitted are left out, as the quota plugins
+    leave them out of a queue's request; ``never_runnable`` gives theirs alone, to list
+    apart."""
     from django.db.models import FloatField, Sum
     from django.db.models.functions import Cast
 
     from portal.queues.models import Queue
 
+    tasks = JobTask.objects.filter(job__status=Job.Status.PENDING)
+    never = Q(job__pending_kind=Job.PendingKind.NEVER)
+    tasks = tasks.filter(never) if never_runnable else tasks.exclude(never)
     rows = list(
-        JobTask.objects.filter(job__status=Job.Status.PENDING)
-        .values("job__queue_id", "gpus", "gpu_milli", "gpu_memory_mib")
+        tasks.values("job__queue_id", "gpus", "gpu_milli", "gpu_memory_mib")
         # In floating point: whatever a stored job holds, the sum cannot overflow the
         # database's integers (SQLite's SUM raises, PostgreSQL's int4 too).
         .annotate(replicas=Sum(Cast("replicas", FloatField())))

@@ -95,6 +95,7 @@ def _queue_metrics() -> Iterator[Metric]:
     allocated = gpus_allocated_per_queue()
     deserved = usage_latest_deserved()
     pending = pending_demand_per_queue()
+    never = pending_demand_per_queue(never_runnable=True)
     jobs = selectors.job_counts_per_queue()
     labels = ["queue_name", "tenant"]
     families = {
@@ -108,7 +109,16 @@ def _queue_metrics() -> Iterator[Metric]:
         "capability": _gauge(
             "queue_capability_gpus", "Hard cap on the queue's GPUs (absent: no cap).", labels
         ),
-        "pending": _gauge("queue_pending_gpus", "GPUs asked by the queue's pending jobs.", labels),
+        "pending": _gauge(
+            "queue_pending_gpus",
+            "GPUs asked by the queue's pending jobs that can run (see queue_never_runnable_gpus).",
+            labels,
+        ),
+        "never_runnable": _gauge(
+            "queue_never_runnable_gpus",
+            "GPUs asked by the queue's pending jobs that can never run as submitted.",
+            labels,
+        ),
         "weight": _gauge("queue_weight", "The queue's weight.", labels),
         "overused": _gauge("queue_overused", "1 when allocated exceeds deserved.", labels),
     }
@@ -119,7 +129,7 @@ def _queue_metrics() -> Iterator[Metric]:
             f"Sum of queue_{key}_gpus over the tenant's queues.",
             tenant_labels,
         )
-        for key in ("allocated", "deserved", "guarantee", "pending")
+        for key in ("allocated", "deserved", "guarantee", "pending", "never_runnable")
     }
     by_tenant: dict[str, dict[str, float]] = {}
     job_family = _gauge("jobs", "Jobs by queue and status.", [*labels, "status"])
@@ -129,6 +139,7 @@ def _queue_metrics() -> Iterator[Metric]:
             "deserved": deserved.get(queue.id, 0.0),
             "guarantee": queue.guarantee_gpus,
             "pending": pending.get(queue.name, 0),
+            "never_runnable": never.get(queue.name, 0),
         }
         key = [queue.name, queue.tenant]
         for field, value in values.items():

@@ -17,7 +17,7 @@ from django.db.models.functions import Cast
 from jobspec.gpushare import MILLI_PER_GPU, milli_cost
 from portal.common.access import OTHER_TENANTS
 from portal.jobs.lifecycle import SCHEDULED
-from portal.jobs.models import JobTask
+from portal.jobs.models import Job, JobTask
 from portal.scheduling.mapping import (
     active_conf,
     capacity_nodes,
@@ -72,8 +72,11 @@ class SharePreview:
 
 
 def preview_conf(tree: bool) -> SchedulerConf:
-    """Only what computes shares: enqueue with the proportion plugin."""
-    plugin: dict[str, Any] = {"name": "proportion"}
+    """Only what computes shares: enqueue with the proportion plugin. Each queue's demand is
+    one pod of its whole sum (``deserved_gpus``), which no node could hold: the plugin must not
+    leave it out as never runnable; the jobs that can never run are left out of the sum
+    instead (``current_demand``)."""
+    plugin: dict[str, Any] = {"name": "proportion", "arguments": {"excludeNeverRunnable": False}}
     if tree:
         plugin["enableHierarchy"] = True
     return parse_conf({"actions": "enqueue", "tiers": [{"plugins": [plugin]}]})
@@ -109,12 +112,15 @@ def deserved_gpus(
 
 def current_demand(device_mib: int = 0) -> dict[str, Resources]:
     """Requests of pending and running jobs per queue name (one aggregate query, a row per
-    queue and GPU shape). A pod's GPUs cost what the cycle counts before placement
-    (jobspec.gpushare.milli_cost on a card of `device_mib`: mapping.device_memory_mib)."""
+    queue and GPU shape), without the jobs the last cycle found can never run (the proportion
+    plugin leaves them out of a queue's demand too). A pod's GPUs cost what the cycle counts
+    before placement (jobspec.gpushare.milli_cost on a card of `device_mib`:
+    mapping.device_memory_mib)."""
     # In floating point: a stored job's products can outgrow the database's integers.
     pods = Cast("replicas", FloatField())
     rows = (
         JobTask.objects.filter(job__status__in=DEMAND_STATUSES)
+        .exclude(job__pending_kind=Job.PendingKind.NEVER)
         .values("job__queue__name", "gpus", "gpu_milli", "gpu_memory_mib")
         .annotate(
             pods=Sum(pods), cpu=Sum(pods * F("cpu_millis")), memory=Sum(pods * F("memory_bytes"))

@@ -42,7 +42,7 @@ from scheduler.adapters.portal_port import (
 from scheduler.adapters.snapshot import SnapshotBundle
 from scheduler.adapters.tenant_usage import tenant_usage_persist
 from scheduler.adapters.transitions import CycleTransitions, stamp_columns
-from scheduler.core.types import CycleResult, Evict, PendingKind
+from scheduler.core.types import CycleResult, Evict, PendingKind, TaskStatus
 
 GANG_BROKEN = "released with its gang: {job} fell below min_available {min_available}"
 BATCH = 1000
@@ -281,6 +281,19 @@ def _persist_queue_orders(bundle: SnapshotBundle, result: CycleResult, now: date
     queue_orders_record(orders=orders, at=now)
 
 
+def _never_runnable_gpus(bundle: SnapshotBundle, result: CycleResult) -> dict[str, float]:
+    """Per queue, the GPUs the pending pods of jobs that can never run as submitted ask for:
+    no demand the scheduler can meet, so not in the queue's pending figure (the quota plugins
+    leave them out of its request, and the dashboards list them apart)."""
+    gpus: dict[str, float] = defaultdict(float)
+    for job in bundle.snapshot.jobs:
+        if result.pending_kinds.get(job.name) == PendingKind.NEVER:
+            for task in job.tasks:
+                if task.status is TaskStatus.PENDING:
+                    gpus[job.queue] += task.requests.get("gpu")
+    return gpus
+
+
 def _persist_usage(bundle: SnapshotBundle, result: CycleResult, now: datetime) -> None:
     """At most one sample per queue per USAGE_SAMPLE_SECONDS: dashboards plot minutes, and the
     cycle runs every few seconds."""
@@ -292,6 +305,7 @@ def _persist_usage(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
         queue = bundle.index.jobs[bind.job].queue.name
         task = bundle.index.pending[bind.task].task
         bound_gpus[queue] += task_requests(task, bundle.index.device_mib).get("gpu")
+    never = _never_runnable_gpus(bundle, result)
     samples = []
     for name, queue in sorted(bundle.index.queues.items()):
         share = result.queues.get(name)
@@ -304,7 +318,9 @@ def _persist_usage(bundle: SnapshotBundle, result: CycleResult, now: datetime) -
                 at=now,
                 gpus_allocated=gpus_sample(share.allocated.get("gpu")),
                 gpus_deserved=deserved if deserved != float("inf") else 0,
-                gpus_pending=gpus_sample(bundle.index.pending_gpus[name] - bound_gpus[name]),
+                gpus_pending=gpus_sample(
+                    bundle.index.pending_gpus[name] - bound_gpus[name] - never[name]
+                ),
                 cpu_millis_allocated=_column(share.allocated.get("cpu"), INT64_MAX),
                 memory_bytes_allocated=_column(share.allocated.get("memory"), INT64_MAX),
             )

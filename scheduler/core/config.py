@@ -91,6 +91,8 @@ tiers:
 - plugins:
   - name: proportion
     enableHierarchy: true
+    arguments:
+      lendIdle: true
   - name: binpack
     arguments:
       binpack.weight: 10
@@ -224,6 +226,14 @@ def number_arg(arguments: dict[str, Any], key: str, default: float) -> float:
             except ValueError:
                 pass
         raise ConfigError(key, f"expected a number, got {value!r}")
+    return value
+
+
+def bool_arg(arguments: dict[str, Any], key: str, default: bool) -> bool:
+    """A true/false plugin argument; anything else is an error naming the key."""
+    value = arguments.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(key, f"expected true or false, got {value!r}")
     return value
 
 

@@ -6,10 +6,11 @@ Execute, CloseSession) and framework/job_updater.go for the pod group phase repo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from scheduler.core.actions import ACTIONS
-from scheduler.core.actions.allocate import job_needs
+from scheduler.core.actions.allocate import LENT, job_needs
 from scheduler.core.config import SchedulerConf
 from scheduler.core.plugins import PLUGINS
 from scheduler.core.reasons import explain_unplaced
@@ -25,17 +26,29 @@ from scheduler.core.types import (
     QueueShare,
     Snapshot,
     TaskStatus,
+    WorkConservation,
 )
-from scheduler.core.verdict import never_reason, nodes_conclusion, position, quota_conclusion
+from scheduler.core.verdict import (
+    idle_gpus,
+    idle_note,
+    never_reason,
+    nodes_conclusion,
+    position,
+    quota_conclusion,
+    reclaim_note,
+)
 
 
 def open_session(snapshot: Snapshot, conf: SchedulerConf) -> Session:
     ssn = Session(snapshot, conf)
+    ssn.never_judge = functools.partial(never_reason, ssn)
     for tier in conf.tiers:
         for option in tier:
             plugin = PLUGINS[option.name].build(option.arguments)
             ssn.plugins[option.name] = plugin
             plugin.on_session_open(ssn)
+    for step in ssn.open_steps:
+        step()
     return ssn
 
 
@@ -114,6 +127,24 @@ def close_session(ssn: Session) -> CycleResult:
         phases=phases,
         rescheduling_ran=ssn.rescheduling_ran(),
         queue_orders=orders,
+        work_conservation=_work_conservation(ssn, waiting),
+    )
+
+
+def _work_conservation(ssn: Session, waiting: list[Job]) -> WorkConservation:
+    """The cycle record's count of the idle GPUs and of the jobs their reasons say are held
+    back beside them (the sentences are the verdict's, memoised, so nothing is judged twice)."""
+    return WorkConservation(
+        idle_gpus=idle_gpus(ssn),
+        held_with_idle_room=tuple(
+            job.name for job in waiting if job.quota_task is not None and idle_note(ssn, job)
+        ),
+        lent=tuple(ssn.cycle_state.get(LENT, list)),
+        reclaim_waits=tuple(
+            job.name
+            for job in waiting
+            if job.quota_task is None and job.unplaced and reclaim_note(ssn, job)
+        ),
     )
 
 
@@ -174,10 +205,15 @@ def pending_reason(
             "their resources"
         )
     if job.quota_task is not None:
-        return _joined(_quota_sentence(ssn, job, needs), position(job, ahead))
+        return _joined(_quota_sentence(ssn, job, needs), idle_note(ssn, job), position(job, ahead))
     if job.unplaced:
         # Before a later action's note (reclaim's "cannot reclaim"): the nodes are the block.
-        return _joined(explain_unplaced(ssn, job), nodes_conclusion(ssn, job), position(job, ahead))
+        return _joined(
+            explain_unplaced(ssn, job),
+            nodes_conclusion(ssn, job),
+            reclaim_note(ssn, job),
+            position(job, ahead),
+        )
     if job.reason:
         return _joined(job.reason, position(job, ahead))
     if job.phase is PodGroupPhase.PENDING and "enqueue" in ssn.conf.actions:

@@ -100,6 +100,12 @@ class DeviceLedger:
         self._partial: bool | None = None
 
     # questions ----------------------------------------------------------------------------
+    def largest_share(self, future_only: bool) -> float:
+        """The most any one card has free, in cards (0.75): what a share of a card can get
+        here. ``future_only``: once releasing pods leave."""
+        held = self.future if future_only else self.now
+        return max((FULL - value for value in held), default=0) / FULL
+
     def shared(self) -> bool:
         """Some card is partly held (now or later): GPU counts alone no longer tell fits."""
         if self._partial is None:

@@ -398,6 +398,30 @@ class Dispatch(HookRegistry):
                 return False
         return True
 
+    def lends(self) -> bool:
+        """Does an enabled quota plugin lend idle capacity past a queue's share?"""
+        return any(d.lends for d in self.allocatable_fns.declarations)
+
+    def lendable(self, queue: Queue, task: Task) -> bool:
+        """``allocatable`` with each lending plugin's hard limits in place of its share."""
+        hook = self.allocatable_fns
+        for fn, declared in zip(hook.enabled, hook.declarations, strict=True):
+            within = declared.within_limits if declared.lends else None
+            if not (within(queue, task.resreq) if within is not None else fn(queue, task)):
+                return False
+        return True
+
+    def within_limits(self, queue: Queue, request: Resources) -> bool:
+        """May ``queue`` grow by ``request`` within every quota plugin's hard limits (its
+        share aside)? Plugins that declare no limits apart from their share do not object; one
+        whose allocatable check is all hard limits (capacity) declares that check."""
+        hook = self.allocatable_fns
+        for declared in hook.declarations:
+            within = declared.within_limits
+            if within is not None and not within(queue, request):
+                return False
+        return True
+
     def preemptive(self, queue: Queue, task: Task) -> bool:
         return all(fn(queue, task) for fn in self.preemptive_fns.enabled)
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from _typeshed import SupportsRichComparison
 
     from scheduler.core.plugins._quota import QueueAttr
+    from scheduler.core.resources import Resources
     from scheduler.core.session import Session
 
 _T = TypeVar("_T")
@@ -50,6 +51,8 @@ BatchNodeOrderFn: TypeAlias = Callable[[Task, list[Node]], dict[str, float]]
 EvictableFn: TypeAlias = Callable[[Task, list[Task]], tuple[list[Task], int]]
 QueueValidateFn: TypeAlias = Callable[[Queue], bool]  # overused
 QueueTaskValidateFn: TypeAlias = Callable[[Queue, Task], bool]  # allocatable, preemptive
+# may the queue grow by this request within its hard limits (allocatable's within_limits)
+QueueRequestFn: TypeAlias = "Callable[[Queue, Resources], bool]"
 ValidateFn: TypeAlias = Callable[[Job], bool]  # job ready, job starving
 JobValidFn: TypeAlias = Callable[[Job], str | None]  # None when valid, else the reason
 VoteFn: TypeAlias = Callable[[Job], int]  # Vote.PERMIT, ABSTAIN or REJECT
@@ -83,6 +86,11 @@ class Declared:
     lasting: PredicateFn | None = None
     # allocatable: the sentence saying why the queue refused the task
     explain: ExplainFn | None = None
+    # allocatable: whether a queue may grow by a request within its hard limits, past its
+    # share (None: the plugin has no share apart from its limits)
+    within_limits: QueueRequestFn | None = None
+    # allocatable: the plugin lends idle capacity past a queue's share, within those limits
+    lends: bool = False
     # preemptable: the verdict depends on the preemptor's job itself, not only on its
     # request and priority (drf compares the job's dominant share with each victim's)
     by_preemptor_job: bool = False

@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from scheduler.core.resources import CPU, GPU, MEMORY, PODS, Resources
+from scheduler.core.resources import CPU, GPU, MEMORY, PODS, Resources, tolerance
 
 if TYPE_CHECKING:  # type-only: reasons sit below the session and the state
     from scheduler.core.session import Session
-    from scheduler.core.state import Job, Task
+    from scheduler.core.state import Job, Node, Task
 
 _GIB = 1024**3
 
@@ -26,6 +26,27 @@ def job_called(reader: Job, other: Job) -> str:
     if other.info.namespace == reader.info.namespace:
         return f"job {other.name}"
     return ANOTHER_TENANTS_JOB
+
+
+ANOTHER_TENANTS_QUEUE = "a queue of another tenant"
+
+
+def queue_called(ssn: Session, reader: Job, queue: str) -> str:
+    """``queue nlp-train`` if ``queue`` is of ``reader``'s tenant (its jobs' namespace, as the
+    portal sets it), else only that it is another tenant's (see `job_called`)."""
+    if _queue_tenants(ssn).get(queue) == reader.info.namespace:
+        return f"queue {queue}"
+    return ANOTHER_TENANTS_QUEUE
+
+
+def _queue_tenants(ssn: Session) -> dict[str, str]:
+    """Each queue's tenant, from its jobs (a queue is one tenant's); built once per session."""
+
+    def work_out() -> dict[str, str]:
+        return {job.queue: job.info.namespace for job in ssn.jobs.values()}
+
+    found: dict[str, str] = ssn.cycle_state.get("reasons.queue_tenants", work_out)
+    return found
 
 
 def describe(name: str, value: float) -> str:
@@ -77,7 +98,7 @@ def first_short_dimension(need: Resources, have: Resources, req: Resources) -> s
     names = [n for n in req.names() if req.get(n) > 0]
     names.sort(key=lambda n: (n != GPU, n == PODS, n))
     for name in names:
-        if need.get(name) > have.get(name) + 0.1:
+        if need.get(name) > have.get(name) + tolerance(name):
             return str(name)
     return None
 
@@ -92,9 +113,10 @@ def _free_blocks(ssn: Session, task: Task, name: str, size: float) -> tuple[int,
     memo = ssn.cycle_state.get("reasons.free_blocks", dict)
     if key not in memo:
         usable = [n for n in ssn.node_list if ssn.predicate(task, n) is None]
-        free = sorted((n.future_idle().get(name) for n in usable), reverse=True)
-        holding = sum(1 for value in free if value >= size - 0.1)
-        others = [value for value in free if value < size - 0.1]
+        # A share of a card needs that much on one card, not in sum over the node's cards.
+        free = sorted((_free_of(n, task, name) for n in usable), reverse=True)
+        holding = sum(1 for value in free if value >= size - tolerance(name))
+        others = [value for value in free if value < size - tolerance(name)]
         memo[key] = (holding, amount(name, others[0]) if others else "0")
     return memo[key]
 
@@ -107,7 +129,7 @@ def free_now(ssn: Session, task: Task, name: str) -> tuple[float, float]:
     memo: dict[tuple[object, str], tuple[float, float]]
     memo = ssn.cycle_state.get("reasons.free_now", dict)
     if key not in memo:
-        free = [n.future_idle().get(name) for n in ssn.node_list if ssn.predicate(task, n) is None]
+        free = [_free_of(n, task, name) for n in ssn.node_list if ssn.predicate(task, n) is None]
         memo[key] = (max(free, default=0.0), sum(free))
     return memo[key]
 
@@ -116,6 +138,16 @@ def free_text(name: str, value: float) -> str:
     """``8 free GPUs``, ``1 free GPU``, ``4 free cpu``."""
     text = amount(name, value)
     return f"{text} free {'GPU' if name == GPU and text == '1' else unit(name)}"
+
+
+def _free_of(node: Node, task: Task, name: str) -> float:
+    """What the node has free of ``name`` for ``task`` once releasing pods leave: for a share
+    of a card, the most any one card has left."""
+    value = node.future_idle().get(name)
+    need = task.gpu
+    if name != GPU or need is None or not need.shared or node.devices is None:
+        return value
+    return min(value, node.devices.largest_share(future_only=True))
 
 
 def explain_unplaced(ssn: Session, job: Job) -> str:
@@ -167,7 +199,9 @@ def explain_unplaced(ssn: Session, job: Job) -> str:
             for n in request.names()
             if request.get(n) > 0
             and n != name
-            and not any(nd.future_idle().get(n) >= request.get(n) - 0.1 for nd in ssn.node_list)
+            and not any(
+                nd.future_idle().get(n) >= request.get(n) - tolerance(n) for nd in ssn.node_list
+            )
         ]
         if short:
             sentence += f", but no node has {describe(short[0], request.get(short[0]))} free"

@@ -8,6 +8,8 @@ plugin registering the wrong shape or declaring something its hook has no use fo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from scheduler.core.config import SchedulerConf
 from scheduler.core.hooks import (
     BatchNodeOrderFn,
@@ -23,6 +25,7 @@ from scheduler.core.hooks import (
     NodeOrderFn,
     OrderHook,
     PredicateFn,
+    QueueRequestFn,
     QueueShares,
     QueueTaskValidateFn,
     QueueValidateFn,
@@ -77,6 +80,8 @@ class HookRegistry:
         self.queue_shares: dict[str, QueueShares] = {}  # plugin name -> its figures
         # The first answer wins; None falls back to the ledger's own choice (devices.py).
         self.gpu_pickers: list[GpuPickerFn] = []
+        # Run once every plugin has opened, in the order registered (``add_open_step``).
+        self.open_steps: list[Callable[[], None]] = []
         self._state_only: bool | None = None  # every enabled node-order fn is state-only
 
     # order --------------------------------------------------------------------------------
@@ -146,13 +151,29 @@ class HookRegistry:
         self.overused_fns.add(plugin, fn)
 
     def add_allocatable_fn(
-        self, plugin: str, fn: QueueTaskValidateFn, *, explain: ExplainFn | None = None
+        self,
+        plugin: str,
+        fn: QueueTaskValidateFn,
+        *,
+        explain: ExplainFn | None = None,
+        within_limits: QueueRequestFn | None = None,
+        lends: bool = False,
     ) -> None:
-        """``explain``: the sentence saying why the queue refused the task."""
-        self.allocatable_fns.add(plugin, fn, Declared(explain=explain))
+        """``explain``: the sentence saying why the queue refused the task. ``within_limits``:
+        may the queue grow by a request within its hard limits, past its share; with
+        ``lends`` allocate lends idle capacity up to them (``Session.lendable``)."""
+        self.allocatable_fns.add(
+            plugin, fn, Declared(explain=explain, within_limits=within_limits, lends=lends)
+        )
 
     def add_preemptive_fn(self, plugin: str, fn: QueueTaskValidateFn) -> None:
         self.preemptive_fns.add(plugin, fn)
+
+    def add_open_step(self, step: Callable[[], None]) -> None:
+        """Work a plugin finishes once every plugin has opened: what reads other plugins'
+        hooks (a quota plugin's demand leaves out jobs that can never run, which the
+        predicates registered later decide)."""
+        self.open_steps.append(step)
 
     def add_queue_shares(self, plugin: str, shares: QueueShares) -> None:
         """A quota plugin offers its per-queue figures (the first one registered answers)."""

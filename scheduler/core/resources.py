@@ -46,6 +46,12 @@ def _le_gpu(left: float, right: float) -> bool:
     return left < right or abs(left - right) < GPU_TOLERANCE
 
 
+def tolerance(name: str) -> float:
+    """Volcano's minResource for the values of resource ``name``: ``GPU_TOLERANCE`` on GPUs
+    (cards, so a quarter of one counts as a quarter, not as nothing), ``MIN_RESOURCE`` else."""
+    return GPU_TOLERANCE if name == GPU else MIN_RESOURCE
+
+
 def le_named(name: str, left: float, right: float) -> bool:
     """Volcano's tolerant ``left <= right`` for the values of resource ``name``."""
     return _le_gpu(left, right) if name == GPU else _le(left, right)

@@ -432,6 +432,12 @@ def result_to_dict(result: CycleResult) -> dict[str, Any]:
             **{b.task: list(b.gpus) for b in result.binds if b.gpus},
             **{p.task: list(p.gpus) for p in result.pipelined if p.gpus},
         },
+        "work_conservation": {
+            "idle_gpus": _num(result.work_conservation.idle_gpus),
+            "held_with_idle_room": list(result.work_conservation.held_with_idle_room),
+            "lent": list(result.work_conservation.lent),
+            "reclaim_waits": list(result.work_conservation.reclaim_waits),
+        },
         "evictions": [
             {
                 "task": e.task,

@@ -247,6 +247,22 @@ class PendingKind(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class WorkConservation:
+    """The cycle's work-conservation check: what it left idle while work waited."""
+
+    # GPUs idle at the end of the cycle on the nodes that take pods
+    idle_gpus: float = 0.0
+    # waiting jobs that would fit those GPUs now and are held back by a quota rule (their
+    # reasons say which, and whether the conf lends idle capacity)
+    held_with_idle_room: tuple[str, ...] = ()
+    # jobs placed this cycle on idle capacity lent past their queue's share (lendIdle)
+    lent: tuple[str, ...] = ()
+    # jobs below their queue's share that the nodes hold back while another queue is above
+    # its own and reclaim took nothing for them (their reasons say why)
+    reclaim_waits: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class CycleResult:
     binds: tuple[Bind, ...]
     evictions: tuple[Evict, ...]
@@ -261,3 +277,4 @@ class CycleResult:
     # Per queue, the jobs that wait (kind "waits") in the configured job order, first first:
     # a job's position in its queue, and the count its reason gives of the jobs ahead of it
     queue_orders: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    work_conservation: WorkConservation = field(default_factory=WorkConservation)

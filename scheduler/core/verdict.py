@@ -25,8 +25,23 @@ import math
 import time
 from collections import Counter
 
-from scheduler.core.reasons import ANOTHER_TENANTS_JOB, amount, describe, free_now, job_called
-from scheduler.core.resources import CPU, GPU, MIN_RESOURCE, PODS, Resources
+from scheduler.core.devices import devices_fit
+from scheduler.core.reasons import (
+    ANOTHER_TENANTS_JOB,
+    amount,
+    describe,
+    free_now,
+    job_called,
+    queue_called,
+)
+from scheduler.core.resources import (
+    CPU,
+    GPU,
+    GPU_TOLERANCE,
+    PODS,
+    Resources,
+    tolerance,
+)
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Node, Queue, Task
 from scheduler.core.types import ALLOCATED_STATUSES, TaskStatus
@@ -164,7 +179,7 @@ def _too_big(request: Resources, nodes: list[Node]) -> tuple[str, float]:
     """The resource (GPUs first) no node holds, with the largest allocatable of it."""
     for name in _dimensions(request):
         largest = max(node.allocatable.get(name) for node in nodes)
-        if request.get(name) > largest + MIN_RESOURCE:
+        if request.get(name) > largest + tolerance(name):
             return name, largest
     return GPU, 0.0
 
@@ -207,7 +222,7 @@ def _packing_sentence(
     for node in usable.values():
         room = room.add(node.allocatable)
     for name in _dimensions(gang):
-        if gang.get(name) > room.get(name) + MIN_RESOURCE:
+        if gang.get(name) > room.get(name) + tolerance(name):
             return (
                 f"{NEVER_PREFIX}its gang needs {describe(name, gang.get(name))} at once and "
                 f"the nodes it may use have {describe(name, room.get(name))} in all; lower the "
@@ -247,7 +262,7 @@ def _quota_never(ssn: Session, queue: Queue, gang: Resources, need: int, lead: s
         # all its queues).
         for level in _path(ssn, queue.name):
             cap = ssn.queues[level].info.capability.get(name)
-            if wanted > cap + MIN_RESOURCE:
+            if wanted > cap + tolerance(name):
                 owner = (
                     f"queue {queue.name}'s capability is"
                     if level == queue.name
@@ -263,7 +278,7 @@ def _quota_never(ssn: Session, queue: Queue, gang: Resources, need: int, lead: s
             # guarantee holds back only what its queue asks for): not a "never" limit.
             continue
         ceiling = max(attr.real_capability.get(name), attr.guarantee.get(name))
-        if wanted > ceiling + MIN_RESOURCE:
+        if wanted > ceiling + tolerance(name):
             return (
                 f"{NEVER_PREFIX}its gang needs {describe(name, wanted)} at once and queue "
                 f"{queue.name} may hold at most {describe(name, ceiling)} (the cluster less "
@@ -316,8 +331,8 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:  # noqa: PLR0
                 continue
             share = above.deserved.get(name)
             left_here = share - above.allocated.get(name)
-            if want > left_here + MIN_RESOURCE:
-                capped = share >= ssn.queues[node].info.capability.get(name) - MIN_RESOURCE
+            if want > left_here + tolerance(name):
+                capped = share >= ssn.queues[node].info.capability.get(name) - tolerance(name)
                 ranked.append((round(left_here, 6), not capped, depth, node, above))
         if ranked:
             _, _, _, level, attr = min(ranked, key=lambda row: row[:3])
@@ -327,11 +342,11 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:  # noqa: PLR0
     allocated = attr.allocated.get(name)
     left = max(bound - allocated, 0.0)
     short = want - left
-    if short < MIN_RESOURCE:
+    if short < tolerance(name):
         return ""  # another resource binds; the plugin's sentence names it
     label = (
         "capability"
-        if bound >= ssn.queues[level].info.capability.get(name) - MIN_RESOURCE
+        if bound >= ssn.queues[level].info.capability.get(name) - tolerance(name)
         else ("deserved share" if shares.binds_deserved else "real capability")
     )
     whose = "its" if level == queue.name else f"{level}'s"
@@ -341,7 +356,7 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:  # noqa: PLR0
         f"{describe(name, short)} short"
     )
     holder = "its queue" if level == queue.name else level
-    if want > bound + MIN_RESOURCE:
+    if want > bound + tolerance(name):
         # Even an idle queue would not hold it: only a larger share lets it start.
         more = describe(name, want - bound)
         if label == "deserved share":
@@ -358,25 +373,29 @@ def quota_conclusion(ssn: Session, job: Job, queue: Queue) -> str:  # noqa: PLR0
         text += f"; {frees}"
     else:
         text += f"; it fits once the running pods of {holder} free {describe(name, short)}"
-    return text + _offer(ssn, pending[0], name, left)
+    return text + _offer(ssn, pending[0], name, left, want)
 
 
-def _offer(ssn: Session, task: Task, name: str, left: float) -> str:
+def _offer(ssn: Session, task: Task, name: str, left: float, want: float) -> str:
     """``; a request of at most 23 GPUs (8 GPUs per pod at most) would fit now``: what fits
     the quota left and the nodes, or "" (1 GPU left of a share is no offer while no node the
     job may use has a whole GPU free)."""
     largest, together = free_now(ssn, task, name)
     total = min(left, together)
-    fit_now, per_pod = _largest_fit(name, total), _largest_fit(name, largest)
+    fit_now, per_pod = _largest_fit(name, total, want), _largest_fit(name, largest, want)
     if not (fit_now and per_pod):
         return ""
-    if largest + MIN_RESOURCE < total:
+    if largest + tolerance(name) < total:
         fit_now += f" ({per_pod} per pod at most)"
     return f"; a request of at most {fit_now} would fit now"
 
 
-def _largest_fit(name: str, left: float) -> str | None:
+def _largest_fit(name: str, left: float, want: float) -> str | None:
     if name == GPU:
+        if want < 1:
+            # a share of a card: the share that fits, as the nodes page shows it (0.75)
+            share = math.floor(left * 100 + 1e-9) / 100
+            return describe(GPU, share) if share > 0 else None
         whole = math.floor(left + 1e-9)
         return describe(GPU, whole) if whole >= 1 else None
     if name == CPU:
@@ -399,7 +418,7 @@ def _queue_frees(ssn: Session, job: Job, queues: frozenset[str], name: str, shor
     for end, other, amount_held in rows:
         freed += amount_held
         names.append(other)
-        if freed >= short - MIN_RESOURCE:
+        if freed >= short - tolerance(name):
             return f"it fits once {_jobs_end(ssn, job, names)} ({_expected(ssn, end)})"
     return ""
 
@@ -476,7 +495,7 @@ def nodes_conclusion(ssn: Session, job: Job) -> str:
     if key not in memo:
         found = []
         for node in ssn.node_list:
-            if node.allocatable.get(name) < biggest.resreq.get(name) - MIN_RESOURCE:
+            if node.allocatable.get(name) < biggest.resreq.get(name) - tolerance(name):
                 continue
             if ssn.predicate(biggest, node) is not None:
                 continue
@@ -492,6 +511,245 @@ def nodes_conclusion(ssn: Session, job: Job) -> str:
     return ""
 
 
+# work conservation --------------------------------------------------------------------------
+def idle_gpus(ssn: Session) -> float:
+    """GPUs idle at the end of the cycle on the nodes that take pods (cordoned ones do not)."""
+
+    def work_out() -> list[float]:
+        return [sum(n.idle.get(GPU) for n in ssn.node_list if not n.info.unschedulable)]
+
+    found: list[float] = ssn.cycle_state.get("verdict.idle_gpus", work_out)
+    return found[0]
+
+
+def _needed(ssn: Session, job: Job) -> list[Task]:
+    """The pending pods the job needs placed next, in task order: what its gang still lacks
+    for ``min_available`` (one elastic pod once it runs)."""
+    pending = ssn.sorted_tasks(
+        [t for t in job.tasks.values() if t.status is TaskStatus.PENDING and not t.best_effort]
+    )
+    if job.ready_task_num() >= job.min_available:
+        needed = 1
+    else:
+        needed = job.min_available - job.ready_task_num() - job.waiting_task_num()
+    return pending[: min(max(needed, 1), len(pending))]
+
+
+def fits_idle_now(ssn: Session, job: Job) -> bool:
+    """Would the pods the job needs next fit the idle resources together, now (first fit in
+    node order, predicates passing)? Fractional GPUs count as the fraction they ask, per card.
+    Memoised per shape of those pods for the session (read at close, when nothing moves)."""
+    pods = _needed(ssn, job)
+    if not pods or idle_gpus(ssn) < sum(t.resreq.get(GPU) for t in pods) - GPU_TOLERANCE:
+        return False
+    key = tuple((t.resreq, t.gpu, ssn.predicate_signature(t)) for t in pods)
+    memo: dict[tuple[object, ...], bool] = ssn.cycle_state.get("verdict.fits_idle", dict)
+    if key not in memo:
+        memo[key] = _first_fit(ssn, pods)
+    return memo[key]
+
+
+def _first_fit(ssn: Session, pods: list[Task]) -> bool:
+    left: dict[str, Resources] = {}
+    for task in pods:
+        for node in ssn.node_list:
+            if node.info.unschedulable:
+                continue
+            room = left.get(node.name, node.idle)
+            if not task.resreq.less_equal(room):
+                continue
+            if task.gpu is not None and not devices_fit(task.gpu, node.devices, False):
+                continue
+            if ssn.predicate(task, node) is not None:
+                continue
+            left[node.name] = room.sub(task.resreq)
+            break
+        else:
+            return False
+    return True
+
+
+def idle_note(ssn: Session, job: Job) -> str:
+    """For a job its quota holds back though it would fit the idle GPUs now: the idle GPUs,
+    the rule that holds it, and whether the conf lends them. ``""`` otherwise."""
+    memo: dict[str, str] = ssn.cycle_state.get("verdict.idle_note", dict)
+    if job.name not in memo:
+        memo[job.name] = _idle_note(ssn, job)
+    return memo[job.name]
+
+
+def _idle_note(ssn: Session, job: Job) -> str:
+    queue = ssn.queues.get(job.queue)
+    if job.quota_task is None or queue is None or queue.children:
+        return ""
+    if not fits_idle_now(ssn, job):
+        return ""
+    head = f"GPUs idle: {amount(GPU, idle_gpus(ssn))}, enough for it now"
+    request = Resources()
+    for task in _needed(ssn, job):
+        request = request.add(task.resreq)
+    if not ssn.within_limits(queue, request):
+        return (
+            f"{head}, but beyond what queue {job.queue} may hold (its capability, borrowing "
+            "limit, or what other queues' guarantees keep for them)"
+        )
+    if ssn.lends():
+        # Allocate lends on its own node order and only to admitted jobs: this one was not
+        # reached this cycle, and the next one tries again.
+        return (
+            f"{head}; held back by the deserved share of queue {job.queue} until idle capacity "
+            "is lent to it (lendIdle), which the next cycle tries again"
+        )
+    return (
+        f"{head}; held back only by the deserved share of queue {job.queue} (this conf lends no "
+        "idle capacity: proportion's lendIdle is off)"
+    )
+
+
+# reclaim that waits ---------------------------------------------------------------------------
+def reclaim_note(ssn: Session, job: Job) -> str:
+    """For a job the nodes hold back while its queue is below its share and another queue is
+    above its own: why reclaim takes nothing for it, and what releases it. ``""`` when no queue
+    is above its share (nothing to reclaim) or the job's own queue is."""
+    memo: dict[str, str] = ssn.cycle_state.get("verdict.reclaim_note", dict)
+    if job.name not in memo:
+        memo[job.name] = _reclaim_note(ssn, job)
+    return memo[job.name]
+
+
+def _reclaim_note(ssn: Session, job: Job) -> str:
+    queue = ssn.queues.get(job.queue)
+    pods = _needed(ssn, job)
+    if queue is None or not pods or ssn.overused(queue):
+        return ""
+    over = _overused_holders(ssn, job.queue)
+    if not over:
+        return ""
+    task = max(pods, key=lambda t: (t.resreq.get(GPU), t.resreq.get(CPU)))
+    other, held, share = over[0]
+    called = queue_called(ssn, job, other)
+    head = (
+        f"{called} holds {describe(GPU, held)} against a deserved share of "
+        f"{amount(GPU, share)}, but reclaim takes nothing from it for this job: "
+    )
+    # The block depends on the two queues and the pod, not on which job of a queue asks.
+    key = (job.queue, other, task.resreq, task.priority, ssn.predicate_signature(task))
+    blocks: dict[tuple[object, ...], str] = ssn.cycle_state.get("verdict.reclaim_block", dict)
+    if key not in blocks:
+        blocks[key] = _reclaim_block(ssn, job, task, other)
+    why = blocks[key]
+    ends = _queue_frees(ssn, job, frozenset({other}), GPU, task.resreq.get(GPU))
+    return f"{head}{why}; {ends or f'it starts when running pods of {called} end'}"
+
+
+def _overused_holders(ssn: Session, mine: str) -> list[tuple[str, float, float]]:
+    """(queue, GPUs held, deserved GPUs) of the leaf queues other than ``mine`` above their
+    share, most above first (worked out once per session, at close)."""
+
+    def work_out() -> list[tuple[str, float, float]]:
+        rows = []
+        for name, queue in ssn.queues.items():
+            if queue.children or not ssn.overused(queue):
+                continue
+            attr = ssn.queue_share(name)
+            if attr is None:
+                continue
+            held, share = attr.allocated.get(GPU), attr.deserved.get(GPU)
+            if held > share + GPU_TOLERANCE:
+                rows.append((held - share, name, held, share))
+        rows.sort(key=lambda row: (-row[0], row[1]))
+        return [(name, held, share) for _, name, held, share in rows]
+
+    found: list[tuple[str, float, float]] = ssn.cycle_state.get("verdict.overused", work_out)
+    return [row for row in found if row[0] != mine]
+
+
+def _reclaim_block(ssn: Session, job: Job, task: Task, other: str) -> str:
+    """The first rule, in the order reclaim applies them, that leaves ``other``'s pods where
+    they are for ``task``."""
+    if "reclaim" not in ssn.conf.actions:
+        return "no reclaim action is configured"
+    owner = ssn.queues[other]
+    called = queue_called(ssn, job, other)
+    if not owner.info.reclaimable:
+        return f"{called} is not reclaimable"
+    running = [t for t in _running(ssn).get(other, ()) if t.info.preemptable]
+    if not running:
+        return f"none of the running pods of {called} may be preempted"
+    if not ssn.preemptive(ssn.queues[job.queue], task):
+        return f"queue {job.queue} would go above its own deserved share"
+    victims = ssn.reclaimable(task, running)
+    if victims:
+        return _gang_or_room(ssn, job, task, victims)
+    attr = ssn.queue_share(other)
+    if attr is not None and not any(
+        attr.guarantee.less_equal(attr.allocated.sub(t.resreq), missing=0) for t in running
+    ):
+        return (
+            f"taking any of its pods would leave it below its guarantee of "
+            f"{describe(GPU, attr.guarantee.get(GPU))}"
+        )
+    return (
+        f"the quota allows none of its pods as victims (in a queue tree, {job.queue}'s side is "
+        "not below its deserved share where the two queues' paths part)"
+    )
+
+
+def _running(ssn: Session) -> dict[str, list[Task]]:
+    """Per queue, its Running pods (read at close; built once)."""
+
+    def work_out() -> dict[str, list[Task]]:
+        out: dict[str, list[Task]] = {}
+        for job in ssn.jobs.values():
+            for task in job.tasks.values():
+                if task.status is TaskStatus.RUNNING:
+                    out.setdefault(job.queue, []).append(task)
+        return out
+
+    found: dict[str, list[Task]] = ssn.cycle_state.get("verdict.running", work_out)
+    return found
+
+
+def _gang_or_room(ssn: Session, job: Job, task: Task, victims: list[Task]) -> str:
+    from scheduler.core.actions._victims import eviction_units
+
+    by_node: dict[str, list[Task]] = {}
+    for victim in victims:
+        if victim.node is not None:
+            by_node.setdefault(victim.node, []).append(victim)
+    need = task.resreq.get(GPU)
+    for host, here in sorted(by_node.items()):
+        node = ssn.nodes.get(host)
+        if node is None:
+            continue
+        units = eviction_units(ssn, ssn.victim_order(here, task))
+        freed = sum(t.resreq.get(GPU) for unit in units for t in unit)
+        if node.future_idle().get(GPU) + freed >= need - GPU_TOLERANCE and units:
+            return f"reclaim could make room on {host}; it tries again next cycle"
+    gangs = sorted(
+        {
+            v.job
+            for v in victims
+            if ssn.jobs[v.job].ready_task_num() <= ssn.jobs[v.job].min_available
+        }
+    )
+    if gangs:
+        gang = ssn.jobs[gangs[0]]
+        held = sum(t.resreq.get(GPU) for t in gang.tasks.values() if t.status in ALLOCATED_STATUSES)
+        hosts = {t.node for t in gang.tasks.values() if t.status in ALLOCATED_STATUSES}
+        named = job_called(job, gang)
+        gang_text = f"gang {gang.name}" if named != ANOTHER_TENANTS_JOB else f"{named}'s gang"
+        return (
+            f"the pods that would make room belong to {gang_text} ({describe(GPU, held)} on "
+            f"{len(hosts)} {'node' if len(hosts) == 1 else 'nodes'}), and reclaim evicts a gang "
+            f"only whole, from the one node it makes room on for a pod of {describe(GPU, need)}"
+        )
+    return (
+        f"no node where its pods and the idle GPUs together would hold a pod of "
+        f"{describe(GPU, need)}"
+    )
+
+
 def position(job: Job, ahead: int) -> str:
     if not ahead:
         return ""
@@ -501,6 +759,10 @@ def position(job: Job, ahead: int) -> str:
 
 __all__ = [
     "NEVER_PREFIX",
+    "fits_idle_now",
+    "idle_gpus",
+    "idle_note",
+    "reclaim_note",
     "never_reason",
     "nodes_conclusion",
     "position",

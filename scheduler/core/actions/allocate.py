@@ -89,9 +89,16 @@ def _split_of(scorers: list[KeyedBatchScorer]) -> Callable[[Node], Hashable] | N
 
 def execute(ssn: Session) -> None:
     state = AllocateState(ssn)
-    enqueue_enabled = "enqueue" in ssn.conf.actions
+    waiting = _waiting_by_queue(ssn)
     # Keys are safe here: only the popped queue and job change while the others wait queued.
-    job_key = ssn.job_key_fn()
+    _allocate_in_shares(ssn, state, waiting)
+    if ssn.lends():
+        lend_idle(state, waiting)
+
+
+def _waiting_by_queue(ssn: Session) -> dict[str, list[Job]]:
+    """Per open queue, its admitted jobs that the job-valid hooks let through."""
+    enqueue_enabled = "enqueue" in ssn.conf.actions
     waiting: dict[str, list[Job]] = {}
     for job in ssn.jobs.values():
         if job.phase is PodGroupPhase.PENDING:
@@ -111,6 +118,11 @@ def execute(ssn: Session) -> None:
         if job.queue not in waiting:
             waiting[job.queue] = []
         waiting[job.queue].append(job)
+    return waiting
+
+
+def _allocate_in_shares(ssn: Session, state: AllocateState, waiting: dict[str, list[Job]]) -> None:
+    job_key = ssn.job_key_fn()
     # Built in one go: with a key the heap pops exactly what pushing one by one would.
     jobs_by_queue = {
         name: PriorityQueue(ssn.job_compare, jobs, key=job_key) for name, jobs in waiting.items()
@@ -142,6 +154,60 @@ def execute(ssn: Session) -> None:
             allocate_tasks(state, queue, job, tasks, jobs)
         # back into the queue order, and the next queue out (often the same one)
         queue = queues.pushpop(queue)
+
+
+def lend_idle(state: AllocateState, waiting: dict[str, list[Job]]) -> None:
+    """A quota plugin's ``lendIdle`` (our extension; upstream holds a queue at its deserved
+    share): once every queue has had its turn within its share, what is still idle goes to the
+    jobs their share alone held back, queue by queue and job by job in the configured orders,
+    each gang whole on idle resources (never onto releasing ones, which a reclaimer was
+    promised) and within the plugin's hard limits (``Session.lendable``). No job within its
+    share could use that capacity now, or allocate would have placed it; a lent pod leaves
+    its queue above its share, so reclaim takes it back first when the lender needs it."""
+    ssn = state.ssn
+    held = {
+        name: [job for job in jobs if job.quota_task is not None and job.counts.get(PENDING)]
+        for name, jobs in waiting.items()
+    }
+    job_key = ssn.job_key_fn()
+    jobs_by_queue = {
+        name: PriorityQueue(ssn.job_compare, jobs, key=job_key)
+        for name, jobs in held.items()
+        if jobs
+    }
+    queues = PriorityQueue(
+        ssn.queue_compare, [ssn.queues[n] for n in sorted(jobs_by_queue)], ssn.queue_key_fn()
+    )
+    while queues:
+        queue = queues.pop()
+        jobs = jobs_by_queue[queue.name]
+        _lend_to(state, queue, jobs.pop())
+        if jobs:
+            queues.push(queue)
+
+
+def _lend_to(state: AllocateState, queue: Queue, job: Job) -> None:
+    ssn = state.ssn
+    stmt = Statement(ssn)
+    for task in ssn.sorted_tasks([t for t in job.pending_tasks() if not t.best_effort]):
+        if not ssn.lendable(queue, task):
+            break
+        node, _ = choose_node(state, task)
+        if node is None or not fits_idle(task, node):
+            break
+        stmt.allocate(task, node.name)
+    if stmt.ops and ssn.job_ready(job):
+        stmt.commit()
+        lent: list[str] = ssn.cycle_state.get(LENT, list)
+        lent.append(job.name)
+        if not job.counts.get(TaskStatus.PENDING):
+            job.reason, job.unplaced, job.quota_task = None, False, None
+    elif stmt.ops:
+        stmt.discard()
+
+
+# cycle_state key: the jobs lent idle capacity this session, in the order lent
+LENT = "allocate.lent"
 
 
 def overused_reason(ssn: Session, queue: Queue) -> str:

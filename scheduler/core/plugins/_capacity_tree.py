@@ -34,7 +34,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.core.hooks import EventHandler
-from scheduler.core.plugins._quota import QueueAttr, account_job, cluster_total, new_attr
+from scheduler.core.plugins._quota import (
+    QueueAttr,
+    account_job,
+    cluster_total,
+    demand_exclusions,
+    exclude_never_runnable,
+    new_attr,
+)
 from scheduler.core.plugins._tree import tree_problem
 from scheduler.core.reasons import capability_text, describe, first_short_dimension
 from scheduler.core.resources import (
@@ -48,7 +55,7 @@ from scheduler.core.resources import (
 )
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue, Task
-from scheduler.core.types import QueueInfo, Vote
+from scheduler.core.types import QueueInfo, TaskStatus, Vote
 
 ROOT = "root"
 RECLAIM_LEVEL = "ancestorReclaimLevel"
@@ -97,6 +104,7 @@ class CapacityTree:
         level = arguments.get(RECLAIM_LEVEL, 0)
         valid = isinstance(level, int | float) and not isinstance(level, bool)
         self.level = int(level) if valid and level > 0 else 0
+        self.exclude_never = exclude_never_runnable(arguments)
         self.cluster = cluster_total(ssn)
         self.nodes: dict[str, Node] = {
             name: Node(
@@ -183,11 +191,31 @@ class CapacityTree:
         for child in children:
             self._check(child)
 
+    def _settle(self) -> None:
+        """Leave the jobs that can never run out of the requests (``excludeNeverRunnable``,
+        default true; our departure). The request decides nothing in capacity: it is what the
+        queues report."""
+        for name in sorted(demand_exclusions(self.ssn, self.exclude_never)):
+            job = self.ssn.jobs[name]
+            node = self.nodes.get(job.queue)
+            if node is None:
+                continue
+            pending = Resources()
+            for task in job.tasks.values():
+                if task.status is TaskStatus.PENDING:
+                    pending = pending.add(task.resreq)
+            for target in (node, *(self.nodes[a] for a in node.ancestors)):
+                target.request = _sub(target.request, _dims(pending))
+
     def register(self) -> None:
         ssn = self.ssn
+        ssn.add_open_step(self._settle)
         ssn.add_queue_order_fn(self.name, self.queue_order)
         ssn.add_victim_queue_order_fn(self.name, self.victim_queue_order)
-        ssn.add_allocatable_fn(self.name, self.allocatable, explain=self.explain)
+        # Allocatable is the real capability of the queue and its ancestors, a hard limit.
+        ssn.add_allocatable_fn(
+            self.name, self.allocatable, explain=self.explain, within_limits=self.within_limits
+        )
         ssn.add_preemptive_fn(self.name, self.preemptive)
         ssn.add_reclaimable_fn(self.name, self.reclaimable)
         ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
@@ -221,14 +249,17 @@ class CapacityTree:
 
     # allocation ---------------------------------------------------------------------------------
     def allocatable(self, queue: Queue, task: Task) -> bool:
+        return self.within_limits(queue, task.resreq)
+
+    def within_limits(self, queue: Queue, request: Resources) -> bool:
         if not queue.info.is_open or not self.ready or queue.children:
             return False
-        return self._blocking(queue.name, task) is None
+        return self._blocking(queue.name, request) is None
 
-    def _blocking(self, name: str, task: Task) -> str | None:
+    def _blocking(self, name: str, resreq: Resources) -> str | None:
         """checkQueueAllocatableHierarchically: the queue itself, then its ancestors upwards."""
         node = self.nodes[name]
-        request = _dims(task.resreq)
+        request = _dims(resreq)
         for check in (name, *reversed(node.ancestors)):
             target = self.nodes[check]
             if not _fits_within(_add(target.allocated, request), target.real, request):
@@ -381,7 +412,7 @@ class CapacityTree:
             return "the capacity plugin's queue hierarchy is invalid (root queue, parents or jobs)"
         if queue.children:
             return f"queue {queue.name} has child queues; jobs must go to a leaf queue"
-        blocking = self._blocking(queue.name, task) or queue.name
+        blocking = self._blocking(queue.name, task.resreq) or queue.name
         node = self.nodes[blocking]
         future = _res(_add(node.allocated, _dims(task.resreq)))
         name = first_short_dimension(future, _res(node.real), task.resreq) or "gpu"

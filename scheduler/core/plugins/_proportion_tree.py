@@ -29,6 +29,10 @@ and queue order compares tenants first (priority, then share), then queues. Over
 on the leaf alone: a queue whose tenant is at its share may still take back its part from a
 sibling. Jobs in a queue that has children never run.
 
+Demand leaves out jobs that can never run as submitted, and ``lendIdle`` lends idle capacity
+within every level's real capability, as in the flat plugin (docs/design/
+scheduling-guarantees.md).
+
 With no parent anywhere this is exactly the flat plugin (which then runs instead).
 """
 
@@ -40,18 +44,20 @@ from scheduler.core.plugins._quota import (
     account_job,
     admission_shortfall,
     cluster_total,
+    demand_exclusions,
     new_attr,
 )
 from scheduler.core.plugins._tree import children_of, effective_parents, paths
 from scheduler.core.plugins.proportion import (
     _gives,
+    _within,
     admission_reason,
     borrowing_cap,
     explain_share,
     nominal_share,
 )
 from scheduler.core.reasons import capability_text, describe, first_short_dimension
-from scheduler.core.resources import EMPTY, INFINITY, MIN_RESOURCE, Resources, le_named
+from scheduler.core.resources import EMPTY, INFINITY, MIN_RESOURCE, Resources, le_named, tolerance
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue, Task
 from scheduler.core.types import QueueInfo, TaskStatus, Vote
@@ -60,19 +66,27 @@ from scheduler.core.types import QueueInfo, TaskStatus, Vote
 class ProportionTree:
     """The hooks of a hierarchical proportion session (registered under the plugin's name)."""
 
-    def __init__(self, ssn: Session, plugin_name: str):
+    def __init__(self, ssn: Session, plugin_name: str, exclude_never: bool = True):
         self.ssn = ssn
         self.name = plugin_name
+        self.exclude_never = exclude_never
         self.cluster = cluster_total(ssn)
         infos = {name: queue.info for name, queue in ssn.queues.items()}
         self.parents = effective_parents(infos)
         self.paths = paths(self.parents)
         self.children = children_of(self.parents)
-        top_down = sorted(infos, key=lambda n: (len(self.paths[n]), n))
-        self.guarantees = self._guarantees(infos, top_down)
-        self.attrs = self._accounted()
-        self._capabilities(infos, top_down)
-        self._fill(top_down)
+        self._infos = infos
+        self._top_down = sorted(infos, key=lambda n: (len(self.paths[n]), n))
+        self.guarantees = self._guarantees(infos, self._top_down)
+        # Until ``_settle``: the queues with jobs and their ancestors, nothing accounted, so
+        # the quota is known to bind while the jobs that can never run are worked out (only
+        # stated capabilities decide that in a tree).
+        self.attrs = {
+            node: new_attr(ssn.queues[node])
+            for job in ssn.jobs.values()
+            if job.queue in self.paths
+            for node in self.paths[job.queue]
+        }
         # (queue, request, may take a last pod) -> (session version, allocatable?)
         self._answers: dict[tuple[object, ...], tuple[int, bool]] = {}
         self._levels: dict[str, list[tuple[int, QueueAttr | None]]] = {}
@@ -96,8 +110,15 @@ class ProportionTree:
             out[name] = guarantee
         return out
 
-    def _accounted(self) -> dict[str, QueueAttr]:
-        """Attrs for every queue with jobs and each of its ancestors, sums rolled up."""
+    def _settle(self) -> None:
+        """Requests (without the jobs that can never run, by default), then the shares."""
+        self.attrs = self._accounted(demand_exclusions(self.ssn, self.exclude_never))
+        self._capabilities(self._infos, self._top_down)
+        self._fill(self._top_down)
+
+    def _accounted(self, left_out: frozenset[str]) -> dict[str, QueueAttr]:
+        """Attrs for every queue with jobs and each of its ancestors, sums rolled up; the jobs
+        ``left_out`` add nothing to the requests."""
         ssn = self.ssn
         # queue -> resource -> the smallest request of a pod waiting in its subtree
         self.smallest: dict[str, dict[str, float]] = {}
@@ -110,8 +131,9 @@ class ProportionTree:
             attr = own.get(queue.name)
             if attr is None:
                 attr = own[queue.name] = new_attr(queue)
-            account_job(attr, job)
-            if job.counts.get(TaskStatus.PENDING):
+            demand = job.name not in left_out
+            account_job(attr, job, demand)
+            if demand and job.counts.get(TaskStatus.PENDING):
                 # Requests are interned by the session: each shape is looked at once per queue.
                 shapes = seen.setdefault(queue.name, set())
                 smallest = self.smallest.setdefault(queue.name, {})
@@ -224,14 +246,21 @@ class ProportionTree:
         for attr in attrs:
             attr.deserved = Resources(values[attr.queue.name])
 
-    def register(self) -> None:
+    def register(self, lend_idle: bool = False) -> None:
         ssn = self.ssn
+        ssn.add_open_step(self._settle)
         # A sort key, read when a queue enters a heap: its siblings waiting there keep the
         # tenant share they entered with until their own turn (a compare-based heap reads
         # shares mid-sift instead; neither is upstream, whose proportion is flat).
         ssn.add_queue_order_fn(self.name, self.queue_order, key=self.queue_key)
         ssn.add_overused_fn(self.name, self.overused)
-        ssn.add_allocatable_fn(self.name, self.allocatable, explain=self.explain)
+        ssn.add_allocatable_fn(
+            self.name,
+            self.allocatable,
+            explain=self.explain,
+            within_limits=self.within_limits,
+            lends=lend_idle,
+        )
         ssn.add_preemptive_fn(self.name, self.preemptive)
         ssn.add_reclaimable_fn(self.name, self.reclaimable)
         ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
@@ -278,6 +307,18 @@ class ProportionTree:
         if found is None or found[0] != version:
             found = answers[key] = (version, self._blocking(queue.name, task.resreq, True) is None)
         return found[1]
+
+    def within_limits(self, queue: Queue, request: Resources) -> bool:
+        """May the queue grow by ``request`` within its hard limits, the shares aside: the real
+        capability of the queue and of every ancestor (capabilities, borrowing caps, what
+        siblings' guarantee floors leave). What ``lendIdle`` lends up to."""
+        if queue.children or not queue.info.is_open:
+            return False
+        for node in self.paths[queue.name]:
+            attr = self.attrs.get(node)
+            if attr is not None and not _within(attr.allocated, request, attr.real_capability):
+                return False
+        return True
 
     def preemptive(self, queue: Queue, task: Task) -> bool:
         if queue.children:
@@ -456,7 +497,7 @@ class ProportionTree:
         future = attr.allocated.add(task.resreq)
         name = first_short_dimension(future, attr.deserved, task.resreq) or "gpu"
         deserved, allocated = attr.deserved.get(name), attr.allocated.get(name)
-        if deserved >= self.cluster.get(name) - 0.1:
+        if deserved >= self.cluster.get(name) - tolerance(name):
             return None
         return (
             f"queue {queue.name} is in {node}, which deserves {describe(name, deserved)} and "
@@ -474,7 +515,7 @@ class ProportionTree:
         short = short or "gpu"
         for node in reversed(capped):
             capability = self.ssn.queues[node].info.capability.get(short)
-            if self.attrs[node].deserved.get(short) >= capability - 0.1:
+            if self.attrs[node].deserved.get(short) >= capability - tolerance(short):
                 return f"{node} is capped at {describe(short, capability)}"
         return None
 

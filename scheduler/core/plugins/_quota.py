@@ -9,7 +9,9 @@ part of running jobs above their min resources.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
+from scheduler.core.config import bool_arg
 from scheduler.core.resources import EMPTY, Resources, add_into
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue
@@ -53,7 +55,9 @@ def new_attr(queue: Queue) -> QueueAttr:
     return QueueAttr(queue, info.weight, info.guarantee, info.capability)
 
 
-def account_job(attr: QueueAttr, job: Job) -> None:
+def account_job(attr: QueueAttr, job: Job, demand: bool = True) -> None:
+    """Add the job to its queue's figures; ``demand`` False leaves its pending pods out of the
+    request (a job that can never run as submitted: ``exclude_never_runnable``)."""
     # The job's sums first, then one vector operation each: a session opens over every job.
     allocated_job = EMPTY
     requested: dict[str, float] = {}
@@ -63,7 +67,7 @@ def account_job(attr: QueueAttr, job: Job) -> None:
         if status in ALLOCATED_STATUSES:
             add_into(held, task.resreq)
             add_into(requested, task.resreq)
-        elif status is TaskStatus.PENDING:
+        elif status is TaskStatus.PENDING and demand:
             add_into(requested, task.resreq)
     if held:
         allocated_job = Resources(held)
@@ -82,6 +86,37 @@ def account_job(attr: QueueAttr, job: Job) -> None:
         attr.inqueue = attr.inqueue.add(minimum.exceeded_part(allocated_job))
     if minimum is not None:
         attr.elastic = attr.elastic.add(allocated_job.exceeded_part(minimum))
+
+
+EXCLUDE_NEVER_RUNNABLE = "excludeNeverRunnable"
+
+
+def exclude_never_runnable(arguments: dict[str, Any]) -> bool:
+    """The quota plugins' argument (default true): leave jobs that can never run as submitted
+    out of their queue's request. Our departure from upstream, whose proportion and capacity
+    count every pending pod (docs/design/scheduling-guarantees.md): a share computed from
+    demand that can never be met is a share taken from queues that could use it."""
+    return bool_arg(arguments, EXCLUDE_NEVER_RUNNABLE, True)
+
+
+def demand_exclusions(ssn: Session, exclude: bool) -> frozenset[str]:
+    """The jobs with pods waiting to leave out of the requests: those the session's verdict
+    finds can never run as submitted (none when the argument is off). Asked once every plugin
+    has opened (the predicates decide too); worked out once per session, and the verdict's
+    memo serves the reasons at close."""
+    judge = ssn.never_judge
+    if not exclude or judge is None:
+        return frozenset()
+
+    def work_out() -> frozenset[str]:
+        return frozenset(
+            job.name
+            for job in ssn.jobs.values()
+            if job.counts.get(TaskStatus.PENDING) and judge(job) is not None
+        )
+
+    found: frozenset[str] = ssn.cycle_state.get("quota.never_runnable", work_out)
+    return found
 
 
 def admission_shortfall(attr: QueueAttr, minimum: Resources) -> tuple[str, Resources] | None:

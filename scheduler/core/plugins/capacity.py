@@ -9,7 +9,9 @@ every ancestor's); a queue may reclaim while under deserved on some resource it 
 victims come from queues above deserved on a resource the victim uses and the share states, or
 whose share states none of the resources the victim uses, never below their guarantee; a
 closed queue admits, allocates and reclaims nothing. Capacity
-registers no Overused hook, as upstream. With ``enableHierarchy`` the upstream hierarchical
+registers no Overused hook, as upstream. Our departure (docs/design/scheduling-guarantees.md):
+``excludeNeverRunnable`` (default true) leaves jobs that can never run as submitted out of the
+request a queue reports; upstream's request decides nothing here either. With ``enableHierarchy`` the upstream hierarchical
 mode runs instead (scheduler/core/plugins/_capacity_tree.py), ``ancestorReclaimLevel``
 included.
 """
@@ -24,6 +26,8 @@ from scheduler.core.plugins._quota import (
     account_job,
     admission_shortfall,
     cluster_total,
+    demand_exclusions,
+    exclude_never_runnable,
     new_attr,
 )
 from scheduler.core.reasons import capability_text, describe, first_short_dimension
@@ -48,6 +52,7 @@ PLUGIN_NAME = "capacity"
 
 
 def build(arguments: dict[str, Any]) -> CapacityPlugin:
+    exclude_never_runnable(arguments)  # refused here, by name, when it is not true or false
     return CapacityPlugin(arguments)
 
 
@@ -78,24 +83,37 @@ class CapacityPlugin:
         for queue in ssn.queues.values():
             guarantees = guarantees.add(queue.info.guarantee)
         self.attrs: dict[str, QueueAttr] = {name: new_attr(q) for name, q in ssn.queues.items()}
-        for job in ssn.jobs.values():
-            attr = self.attrs.get(job.queue)
-            if attr is not None:
-                account_job(attr, job)
+        ssn.add_open_step(self._settle)
         for attr in self.attrs.values():
             real = self.cluster.exceeded_part(guarantees).add(attr.guarantee)
             attr.real_capability = real.min_dimension(attr.capability)
             stated = attr.queue.info.deserved or Resources()
             attr.deserved = deserved_share(stated, attr.real_capability, attr.guarantee)
-            attr.update_share()
 
         ssn.add_queue_order_fn(self.name, self.queue_order)
-        ssn.add_allocatable_fn(self.name, self.allocatable, explain=self.explain)
+        # Its allocatable check is the real capability, a hard limit: what it refuses is
+        # never held back by a share alone (the work-conservation note says so).
+        ssn.add_allocatable_fn(
+            self.name, self.allocatable, explain=self.explain, within_limits=self.within_limits
+        )
         ssn.add_preemptive_fn(self.name, self.preemptive)
         ssn.add_reclaimable_fn(self.name, self.reclaimable)
         ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
         ssn.add_job_enqueued_fn(self.name, self.enqueued)
         ssn.add_event_handler(EventHandler(self._on_allocate, self._on_deallocate))
+
+    def _settle(self) -> None:
+        """The queues' figures once every plugin has opened. The request decides nothing here
+        (deserved shares are stated); it is what the queue reports, without the jobs that can
+        never run unless ``excludeNeverRunnable`` is false."""
+        ssn = self.ssn
+        left_out = demand_exclusions(ssn, exclude_never_runnable(self.arguments))
+        for job in ssn.jobs.values():
+            attr = self.attrs.get(job.queue)
+            if attr is not None:
+                account_job(attr, job, demand=job.name not in left_out)
+        for attr in self.attrs.values():
+            attr.update_share()
 
     # hooks --------------------------------------------------------------------------------------
     def queue_order(self, left: Queue, right: Queue) -> int:
@@ -106,11 +124,14 @@ class CapacityPlugin:
         return -1 if ls < rs else (1 if ls > rs else 0)
 
     def allocatable(self, queue: Queue, task: Task) -> bool:
+        return self.within_limits(queue, task.resreq)
+
+    def within_limits(self, queue: Queue, request: Resources) -> bool:
         if not queue.info.is_open:
             return False
         attr = self.attrs[queue.name]
-        future = attr.allocated.add(task.resreq)
-        return future.less_equal_with_dimension(attr.real_capability, task.resreq)
+        future = attr.allocated.add(request)
+        return future.less_equal_with_dimension(attr.real_capability, request)
 
     def preemptive(self, queue: Queue, task: Task) -> bool:
         """Open, within the real capability, and under deserved on some requested resource."""

@@ -14,6 +14,15 @@ Our extension (DESIGN.md, Kueue's borrowing limit): a queue with ``borrowing_lim
 capped at nominal + borrowing_limit, where nominal = cluster * weight / (sum of weights of open
 queues), or its guarantee if larger. Names the limit leaves out are unlimited.
 
+Our departure (docs/design/scheduling-guarantees.md), argument ``excludeNeverRunnable``
+(default true): a job that can never run as submitted adds nothing to its queue's request, so
+the share it could never use goes to queues that can (upstream adds every pending task).
+
+Our extension (same record), argument ``lendIdle`` (default false, upstream; true in the seed
+conf): idle capacity no job within its share can use is lent to jobs their share alone holds
+back, within the queue's real capability (``within_limits``; the lending is allocate's
+``lend_idle``); a lent pod leaves its queue above its share, where reclaim finds it.
+
 Our departure (docs/design/hierarchical-proportion.md): with ``enableHierarchy: true`` and a
 queue tree (``parent``), weights divide each parent's deserved share among its children
 (scheduler/core/plugins/_proportion_tree.py). Upstream's proportion ignores the flag and stays
@@ -24,16 +33,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from scheduler.core.config import bool_arg
 from scheduler.core.hooks import EventHandler
 from scheduler.core.plugins._quota import (
     QueueAttr,
     account_job,
     admission_shortfall,
     cluster_total,
+    demand_exclusions,
+    exclude_never_runnable,
     new_attr,
 )
 from scheduler.core.reasons import capability_text, describe, first_short_dimension
-from scheduler.core.resources import INFINITY, Resources, le_named
+from scheduler.core.resources import INFINITY, Resources, le_named, tolerance
 from scheduler.core.session import Session
 from scheduler.core.state import Job, Queue, Task
 from scheduler.core.types import QueueInfo, Vote
@@ -44,8 +56,14 @@ if TYPE_CHECKING:
 PLUGIN_NAME = "proportion"
 
 
+LEND_IDLE = "lendIdle"
+
+
 def build(arguments: dict[str, Any]) -> ProportionPlugin:
-    return ProportionPlugin()
+    return ProportionPlugin(
+        exclude_never=exclude_never_runnable(arguments),
+        lend_idle=bool_arg(arguments, LEND_IDLE, False),
+    )
 
 
 def nominal_share(attr: QueueAttr, parent: Resources, open_weight: int) -> Resources:
@@ -101,6 +119,10 @@ def water_fill(attrs: list[QueueAttr], cluster: Resources) -> None:
 class ProportionPlugin:
     name = PLUGIN_NAME
 
+    def __init__(self, *, exclude_never: bool = True, lend_idle: bool = False) -> None:
+        self.exclude_never = exclude_never
+        self.lend_idle = lend_idle
+
     # QueueShares: a queue is held to its deserved share
     binds_deserved = True
 
@@ -121,8 +143,8 @@ class ProportionPlugin:
             # Our departure from upstream: weights divide each parent's share (see the module).
             from scheduler.core.plugins._proportion_tree import ProportionTree
 
-            self.tree = ProportionTree(ssn, self.name)
-            self.tree.register()
+            self.tree = ProportionTree(ssn, self.name, self.exclude_never)
+            self.tree.register(self.lend_idle)
             return
         self.cluster = cluster_total(ssn)
         guarantees = Resources()
@@ -135,12 +157,8 @@ class ProportionPlugin:
         self._give_memo: dict[str, tuple[Resources, Resources, bool]] = {}
         for job in ssn.jobs.values():
             job_queue = ssn.queues.get(job.queue)
-            if job_queue is None:
-                continue
-            attr = self.attrs.get(job_queue.name)
-            if attr is None:
-                attr = self.attrs[job_queue.name] = new_attr(job_queue)
-            account_job(attr, job)
+            if job_queue is not None and job_queue.name not in self.attrs:
+                self.attrs[job_queue.name] = new_attr(job_queue)
         for attr in self.attrs.values():
             real = self.cluster.exceeded_part(guarantees).add(attr.guarantee)
             real = real.min_dimension(attr.capability)
@@ -149,16 +167,34 @@ class ProportionPlugin:
             if cap is not None:
                 real = real.min_dimension(cap)
             attr.real_capability = real
-        water_fill([self.attrs[name] for name in sorted(self.attrs)], self.cluster)
+        # Demand, and so the shares, once every plugin has opened: the jobs left out of it are
+        # judged with every predicate registered.
+        ssn.add_open_step(self._settle)
 
         ssn.add_queue_order_fn(self.name, self.queue_order, key=self.queue_key)
         ssn.add_overused_fn(self.name, self.overused)
-        ssn.add_allocatable_fn(self.name, self.allocatable, explain=self.explain)
+        ssn.add_allocatable_fn(
+            self.name,
+            self.allocatable,
+            explain=self.explain,
+            within_limits=self.within_limits,
+            lends=self.lend_idle,
+        )
         ssn.add_preemptive_fn(self.name, self.allocatable)
         ssn.add_reclaimable_fn(self.name, self.reclaimable)
         ssn.add_job_enqueueable_fn(self.name, self.enqueueable)
         ssn.add_job_enqueued_fn(self.name, self.enqueued)
         ssn.add_event_handler(EventHandler(self._on_allocate, self._on_deallocate))
+
+    def _settle(self) -> None:
+        """Requests (without the jobs that can never run, by default), then the shares."""
+        ssn = self.ssn
+        left_out = demand_exclusions(ssn, self.exclude_never)
+        for job in ssn.jobs.values():
+            attr = self.attrs.get(job.queue)
+            if attr is not None:
+                account_job(attr, job, demand=job.name not in left_out)
+        water_fill([self.attrs[name] for name in sorted(self.attrs)], self.cluster)
 
     # hooks --------------------------------------------------------------------------------------
     def queue_order(self, left: Queue, right: Queue) -> int:
@@ -193,6 +229,15 @@ class ProportionPlugin:
             if not le_named(name, allocated.get(name) + value, deserved.get(name)):
                 return False
         return True
+
+    def within_limits(self, queue: Queue, request: Resources) -> bool:
+        """May the queue grow by ``request`` within its hard limits, its share aside: the real
+        capability (capability, borrowing cap, the cluster less other queues' guarantees).
+        What ``lendIdle`` lends up to."""
+        if not queue.info.is_open:
+            return False
+        attr = self.attrs.get(queue.name)
+        return attr is None or _within(attr.allocated, request, attr.real_capability)
 
     def _may_give(self, attr: QueueAttr) -> bool:
         """Can this queue, as allocated now, give pods up: is it above its deserved share?
@@ -303,13 +348,13 @@ def explain_share(
     future = attr.allocated.add(task.resreq)
     name = first_short_dimension(future, attr.deserved, task.resreq) or "gpu"
     deserved, allocated = attr.deserved.get(name), attr.allocated.get(name)
-    if deserved >= cluster.get(name) - 0.1:
+    if deserved >= cluster.get(name) - tolerance(name):
         return None
     capability = info.capability.get(name)
-    if deserved >= capability - 0.1:
+    if deserved >= capability - tolerance(name):
         return f"queue {info.name} {capability_text(name, allocated, capability)}"
     limit = info.borrowing_limit.get(name)
-    if limit != INFINITY and cap is not None and deserved >= cap.get(name) - 0.1:
+    if limit != INFINITY and cap is not None and deserved >= cap.get(name) - tolerance(name):
         return (
             f"queue {info.name} may borrow at most {describe(name, limit)} above its "
             f"nominal share: it deserves {describe(name, deserved)} and has "
@@ -319,6 +364,14 @@ def explain_share(
         f"queue {info.name} deserves {describe(name, deserved)} and has "
         f"{describe(name, allocated)} allocated"
     )
+
+
+def _within(allocated: Resources, request: Resources, limit: Resources) -> bool:
+    """allocated + request <= limit on every name the request asks for."""
+    for name, value in request.explicit_items():
+        if value > 0 and not le_named(name, allocated.get(name) + value, limit.get(name)):
+            return False
+    return True
 
 
 def _gives(allocated: Resources, deserved: Resources) -> bool:

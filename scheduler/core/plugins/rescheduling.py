@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from scheduler.core.config import ConfigError
+from scheduler.core.config import ConfigError, bool_arg
 from scheduler.core.hooks import FitError
 from scheduler.core.resources import CPU, MEMORY, MIN_RESOURCE, PODS
 from scheduler.core.session import Session
@@ -76,9 +76,7 @@ def _percentages(raw: object, field: str, default: dict[str, float]) -> dict[str
 
 def build(arguments: dict[str, Any]) -> ReschedulingPlugin:
     interval = parse_duration(arguments.get("interval", DEFAULT_INTERVAL), "interval")
-    guards = arguments.get("loopGuards", False)
-    if not isinstance(guards, bool):
-        raise ConfigError("loopGuards", f"expected true or false, got {guards!r}")
+    guards = bool_arg(arguments, "loopGuards", False)
     window = parse_duration(
         arguments.get("evictionBudgetWindow", DEFAULT_BUDGET_WINDOW), "evictionBudgetWindow"
     )

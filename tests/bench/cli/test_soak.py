@@ -95,3 +95,68 @@ def test_a_negative_plan_interval_is_refused():
         timeout=60,
     )
     assert (run.returncode, run.stderr.strip()) == (2, "--plan-every must be >= 0")
+
+
+def test_switches_off_sets_upstreams_values_and_leaves_the_rest():
+    from bench.soak import switches_off
+    from scheduler.core.config import DEFAULT_CONF_TEXT, parse_conf_text
+
+    seed, before = (
+        parse_conf_text(DEFAULT_CONF_TEXT),
+        parse_conf_text(switches_off(DEFAULT_CONF_TEXT)),
+    )
+    proportion = before.plugin("proportion")
+    assert proportion.arguments == {"lendIdle": False, "excludeNeverRunnable": False}
+    assert proportion.enabled("enableHierarchy")
+    assert before.plugin("rescheduling") == seed.plugin("rescheduling")
+    assert before.actions == seed.actions
+    capacity = "actions: allocate\ntiers:\n- plugins:\n  - name: capacity\n"
+    assert parse_conf_text(switches_off(capacity)).plugin("capacity").arguments == {
+        "excludeNeverRunnable": False
+    }
+
+
+def _leg(idle, utilisation, evictions, met=True):
+    return {
+        "idle_gpu_seconds_while_fitting_job_waits": idle,
+        "gpu_utilisation": utilisation,
+        "evictions_per_hour": evictions,
+        "mean_wait_seconds": 100.0,
+        "jobs_fitting_idle_gpus_longer_than_two_cycles": 0,
+        "of_which_reason_names_the_rule": 0,
+        "targets_met": met,
+    }
+
+
+def test_the_comparison_holds_the_after_run_to_the_issues_targets():
+    from bench.soak import compare
+
+    good = compare(_leg(10_000, 0.5, 2.0), _leg(500, 0.5, 2.0))
+    assert good["targets_met"]
+    assert good["idle_after_over_before"] == 0.05
+    assert good["gpu_utilisation"] == {"before": 0.5, "after": 0.5}
+    for after in (_leg(501, 0.5, 2.0), _leg(0, 0.49, 2.0), _leg(0, 0.5, 2.1)):
+        assert not compare(_leg(10_000, 0.5, 2.0), after)["targets_met"]
+    assert not compare(_leg(10_000, 0.5, 2.0), _leg(0, 0.6, 1.0, met=False))["targets_met"]
+    assert compare(_leg(0, 0.5, 2.0), _leg(0, 0.5, 2.0))["idle_after_over_before"] is None
+
+
+def test_before_after_runs_both_days_and_compares_them():
+    run = subprocess.run(
+        [sys.executable, "-m", "scheduler", "soak", "--before-after", "--hours", "1",
+         "--seed", "7", "--step", "300"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert run.returncode in (0, 1), run.stderr
+    out = json.loads(run.stdout)
+    assert (out["before"]["cycles"], out["after"]["cycles"]) == (13, 13)
+    assert (out["before"]["conf"], out["after"]["conf"]) == ("file", "seed")
+    idle = out["comparison"]["idle_gpu_seconds_while_fitting_job_waits"]
+    assert idle == {
+        "before": out["before"]["idle_gpu_seconds_while_fitting_job_waits"],
+        "after": out["after"]["idle_gpu_seconds_while_fitting_job_waits"],
+    }
+    assert run.returncode == (0 if out["comparison"]["targets_met"] else 1)

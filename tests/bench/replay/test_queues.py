@@ -132,3 +132,44 @@ def test_flat_and_tree_runs_report_the_same_tenants():
     tree = queues.run_shared(jobs, vcs, step=1.0, tenants=tenants, tree=True)
     assert (flat["tree"], tree["tree"]) == (False, True)
     assert set(flat["per_tenant"]) == set(tree["per_tenant"]) == {"t1", "t2"}
+
+
+def test_upstream_proportion_leaves_gpus_idle_that_the_work_conserving_conf_lends():
+    # a (weight 16) waits on a 2 x 8 gang that fits no two free nodes; b (weight 8) is at its
+    # share of 8, so upstream holds b2 (4 GPUs) back beside a free node until b1 ends at 1000.
+    jobs = [
+        job("a1", 0, 1000, 8, "a"),
+        job("b1", 0, 1000, 8, "b"),
+        job("a2", 5, 100, 16, "a"),
+        job("b2", 5, 100, 4, "b"),
+    ]
+    vcs = {"a": 16, "b": 8}
+    upstream = queues.run_shared(jobs, vcs, step=1.0, guarantee_fraction=0.5)
+    lending = queues.run_shared(jobs, vcs, step=1.0, guarantee_fraction=0.5, work_conserving=True)
+    assert upstream["idle_gpu_seconds_while_fitting_job_waits"] == pytest.approx(4 * 995, abs=20)
+    assert upstream["per_queue"]["b"]["avg_queueing_s"] == pytest.approx(995 / 2, abs=5)
+    assert lending["idle_gpu_seconds_while_fitting_job_waits"] == 0
+    assert lending["per_queue"]["b"]["avg_queueing_s"] == 0
+    assert lending["preemptions"] == upstream["preemptions"] == 0
+
+
+def test_the_idle_figure_packs_waiting_jobs_within_their_queues_ceilings():
+    # Three nodes, one busy: p and r (8 GPUs each, queue q) take the two free ones and s (4)
+    # finds no room; with q allowed 16 and holding 8, only p counts and s takes r's node.
+    everyone = [job("x", 0, 1, 8, "q"), job("p", 0, 1, 8, "q"), job("r", 1, 1, 8, "q")]
+    everyone.append(job("s", 2, 1, 4, "z"))
+    by_name = {j.name: j for j in everyone}
+    running = {"x": {"x-0": "n000"}}
+    pending = {name: by_name[name] for name in ("p", "r", "s")}
+    assert queues.fitting_idle_gpus(3, running, pending, by_name) == 16
+    assert queues.fitting_idle_gpus(3, running, pending, by_name, {"q": 16}, {"q": 8}) == 12
+
+
+@pytest.mark.parametrize("tree", [False, True])
+def test_the_work_conserving_conf_turns_both_switches_on(tree):
+    upstream = queues.parse_conf_text(queues.conf_text(tree=tree, work_conserving=False))
+    seed_like = queues.parse_conf_text(queues.conf_text(tree=tree, work_conserving=True))
+    off = {"lendIdle": False, "excludeNeverRunnable": False}
+    assert upstream.plugin("proportion").arguments == off
+    assert seed_like.plugin("proportion").arguments == dict.fromkeys(off, True)
+    assert seed_like.plugin("proportion").enabled("enableHierarchy") is tree

@@ -230,6 +230,16 @@ def test_pending_demand_bars():
     assert _message(charts.pending_demand_bars({}, colours=COLOURS)).startswith("No job")
 
 
+def test_pending_demand_lists_the_jobs_that_can_never_run_apart():
+    figure = _valid(
+        charts.pending_demand_bars({"nlp": 3}, colours=COLOURS, never={"nlp": 32, "a": 16})
+    )
+    waiting, never = figure["data"]
+    assert (waiting["x"], waiting["y"]) == (["a", "nlp"], [0, 3])
+    assert never["name"] == "can never run as submitted"
+    assert (never["x"], never["y"]) == (["a", "nlp"], [16, 32])
+
+
 def test_preemptions_over_time_stacks_actions_by_pattern_not_queue_colour():
     rows = [
         {"bucket": T0, "action": "reclaim", "events": 2, "gpus": 16},

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from portal.cluster.models import Placement
 from portal.common import palette
+from portal.jobs.models import Job
 from portal.scheduling.rollups import usage_rollups_rebuild
 from tests.factories import (
     JobFactory,
@@ -170,6 +171,15 @@ def test_pending_chart(staff_client, busy):
         == 16
     )
     assert payload["waits"]["data"][0]["x"]
+
+
+def test_pending_chart_lists_jobs_that_can_never_run_apart(staff_client, nlp_queue):
+    JobTaskFactory(job=JobFactory(queue=nlp_queue, name="fits"), gpus=2, replicas=1)
+    never = JobFactory(queue=nlp_queue, name="huge", pending_kind=Job.PendingKind.NEVER)
+    JobTaskFactory(job=never, gpus=8, replicas=4)
+    waiting, apart = _data(staff_client, "pending")["figure"]["data"]
+    assert (waiting["x"], waiting["y"]) == (["nlp-train"], [2])
+    assert (apart["name"], apart["y"]) == ("can never run as submitted", [32])
 
 
 def test_pending_chart_survives_jobs_stored_with_huge_numbers(staff_client, nlp_queue):

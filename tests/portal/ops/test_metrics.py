@@ -56,10 +56,19 @@ def test_scrape_after_cycles_matches_the_database(client, nlp_queue, vision_queu
         assert by_queue(samples, "gpuportal_queue_weight")[queue.name] == queue.weight
     assert by_queue(samples, "gpuportal_queue_capability_gpus") == {"nlp-train": 16}
     pending = JobTask.objects.filter(job__status=Job.Status.PENDING, job__queue=vision_queue)
+    never = pending.filter(job__pending_kind=Job.PendingKind.NEVER)
+    can_run = pending.exclude(job__pending_kind=Job.PendingKind.NEVER)
     assert by_queue(samples, "gpuportal_queue_pending_gpus")["vision-train"] == sum(
-        t.replicas * t.gpus for t in pending
+        t.replicas * t.gpus for t in can_run
     )
-    assert by_queue(samples, "gpuportal_queue_pending_gpus")["vision-train"] == 32
+    assert by_queue(samples, "gpuportal_queue_never_runnable_gpus")["vision-train"] == sum(
+        t.replicas * t.gpus for t in never
+    )
+    assert (
+        by_queue(samples, "gpuportal_queue_pending_gpus")["vision-train"]
+        + by_queue(samples, "gpuportal_queue_never_runnable_gpus")["vision-train"]
+        == 32
+    )
 
     tenant_allocated = {
         dict(labels)["tenant"]: value

@@ -231,11 +231,28 @@ def test_usage_samples_saturate_instead_of_overflowing_on_huge_stored_jobs(nlp_q
     NodeFactory(name="gpu-1")
     JobTaskFactory(job=JobFactory(queue=nlp_queue, name="huge"), gpus=huge, replicas=2)
 
-    decide_and_persist(NOW)
+    result, _ = decide_and_persist(NOW)
 
+    # No pod that large fits a node: the job can never run, so it is no pending demand.
+    assert result.pending_kinds[str(Job.objects.get().id)] == "never"
     sample = QueueUsageSample.objects.get(queue=nlp_queue)
-    assert sample.gpus_pending == 2**31 - 1
+    assert sample.gpus_pending == 0
     assert sample.gpus_allocated == 0
+
+
+def test_the_pending_figure_leaves_out_jobs_that_can_never_run(nlp_queue):
+    NodeFactory(name="gpu-1")  # 8 GPUs
+    JobTaskFactory(job=JobFactory(queue=nlp_queue, name="running"), gpus=8)
+    JobTaskFactory(job=JobFactory(queue=nlp_queue, name="waits"), gpus=2, replicas=2)
+    JobTaskFactory(job=JobFactory(queue=nlp_queue, name="too-big"), gpus=16)
+
+    result, _ = decide_and_persist(NOW)
+
+    kinds = {
+        Job.objects.get(id=int(name)).name: kind for name, kind in result.pending_kinds.items()
+    }
+    assert kinds == {"waits": "waits", "too-big": "never"}
+    assert QueueUsageSample.objects.get(queue=nlp_queue).gpus_pending == 4
 
 
 def test_queue_lines_are_the_cores_and_written_only_when_they_change(nlp_queue):

@@ -344,11 +344,12 @@ def _gpu(res: Resources) -> float:
     return res.get("gpu")
 
 
-def deserved_problem(snapshot: Snapshot):
+def deserved_problem(snapshot: Snapshot, never: frozenset[str] = frozenset()):
     """Queues with jobs, their weights, guarantee floors and caps, as DESIGN.md defines them.
 
     cap = min(demand, capability, nominal + borrowing_limit, cluster - others' guarantees),
     nominal = max(cluster * weight / sum of open queues' weights, guarantee); floor = guarantee.
+    Demand leaves out the pending pods of the jobs ``never`` names (they can never run).
     """
     cluster = sum(_gpu(node.allocatable) for node in snapshot.nodes)
     guarantees = sum(_gpu(queue.guarantee) for queue in snapshot.queues)
@@ -357,7 +358,9 @@ def deserved_problem(snapshot: Snapshot):
     for job, task in _tasks(snapshot):
         if job.queue not in {q.name for q in snapshot.queues}:
             continue
-        held = task.status in ALLOCATED_STATUSES or task.status is TaskStatus.PENDING
+        held = task.status in ALLOCATED_STATUSES or (
+            task.status is TaskStatus.PENDING and job.name not in never
+        )
         demand[job.queue] = demand.get(job.queue, 0.0) + (_gpu(task.requests) if held else 0)
     for job in snapshot.jobs:
         demand.setdefault(job.queue, 0.0)
@@ -381,6 +384,11 @@ def deserved_problem(snapshot: Snapshot):
     return cluster, names, weights, lower, upper
 
 
+def _never(result: CycleResult) -> frozenset[str]:
+    """The jobs the cycle found can never run: the demand proportion leaves out."""
+    return frozenset(name for name, kind in result.pending_kinds.items() if kind == "never")
+
+
 def _deserved(result: CycleResult, names: list[str]) -> list[float]:
     return [result.queues[name].deserved.get("gpu") for name in names]
 
@@ -395,8 +403,8 @@ MET_TOLERANCE = 0.1
 @settings(CI, max_examples=60)
 @given(snapshot=gpu_only_snapshots(guarantees=False))
 def test_deserved_is_weighted_max_min_without_guarantees(snapshot):
-    cluster, names, weights, lower, upper = deserved_problem(snapshot)
     result = cycle(snapshot, CONFS["plain"])
+    cluster, names, weights, lower, upper = deserved_problem(snapshot, _never(result))
     expected = lex_max_min(weights, lower, upper, cluster)
     actual = _deserved(result, names)
     in_band = any(0 < up - got < MET_TOLERANCE for got, up in zip(actual, upper))
@@ -437,8 +445,9 @@ GUARANTEE_QUIRK = Snapshot(
 @given(snapshot=gpu_only_snapshots(guarantees=True))
 def test_deserved_respects_floors_caps_and_is_work_conserving(snapshot):
     """With guarantees DESIGN.md's loop is not exact max-min (see GUARANTEE_QUIRK)."""
-    cluster, names, weights, lower, upper = deserved_problem(snapshot)
-    actual = _deserved(cycle(snapshot, CONFS["plain"]), names)
+    result = cycle(snapshot, CONFS["plain"])
+    cluster, names, weights, lower, upper = deserved_problem(snapshot, _never(result))
+    actual = _deserved(result, names)
     for name, got, floor, cap in zip(names, actual, lower, upper):
         assert got >= floor - EPS, (name, got, floor)
         assert got <= max(floor, cap) + EPS, (name, got, floor, cap)

@@ -14,7 +14,7 @@ from kubernetes import client
 
 from portal.cluster.models import Placement
 from portal.jobs.lifecycle import WAITING
-from portal.jobs.models import Job
+from portal.jobs.models import Job, JobTask
 from portal.tenants.models import Membership
 from tests.factories import MembershipFactory, UserFactory
 from tests.realcluster.conftest import NAMESPACE, ROOT
@@ -135,9 +135,11 @@ def test_the_servers_validation_refusal_reaches_the_job_in_its_words(
     kubelet, admin, backend, real_cycle, user, nlp_queue, instance
 ):
     kubelet.register_nodes(["invalid-a"], gpus=8)
-    # An image reference the API server refuses (whitespace): the portal's own checks let
-    # the form's field through, the server's validation does not.
-    job = submit_job(user, nlp_queue, "train", gpus=1, replicas=2, image="ghcr.io/x/y:1 ")
+    # An image reference the API server refuses (whitespace). The portal refuses it at submit
+    # too now (jobspec.names); a job stored before that check, or one the check misses, still
+    # reaches the server, whose refusal must reach the job in its words.
+    job = submit_job(user, nlp_queue, "train", gpus=1, replicas=2, image="ghcr.io/x/y:1")
+    JobTask.objects.filter(job=job).update(image="ghcr.io/x/y:1 ")
 
     real_cycle(errors=True)
 

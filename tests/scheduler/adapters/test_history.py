@@ -122,7 +122,9 @@ def test_a_cycle_persists_the_kind_and_that_rescheduling_ran(nlp):
         "job needs 24 GPUs (3 pods x 8); queue nlp-train capped at 24 GPUs with 1 allocated; 24 GPUs "
         "needed at once > 23 left of its capability (24 - 1 allocated): 1 GPU short; it fits "
         "once the running pods of its queue free 1 GPU; a request of at most 23 GPUs (8 GPUs per "
-        "pod at most) would fit now"
+        "pod at most) would fit now; GPUs idle: 31, enough for it now, but beyond what queue "
+        "nlp-train may hold (its capability, borrowing limit, or what other queues' guarantees "
+        "keep for them)"
     )
     later = scheduling_cycle_run(backend=backend, now=lambda: NOW + timedelta(seconds=5))
     assert not CycleRun.objects.get(pk=later.pk).rescheduling_ran  # 5 s < the 5 min interval

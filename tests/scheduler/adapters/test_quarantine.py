@@ -135,16 +135,18 @@ def test_two_jobs_making_one_pod_name_no_longer_stop_every_bind(jobs, run, monke
     assert_quarantined_and_others_placed(bad, good, cycle_run, "persist", error="IntegrityError")
 
 
-def test_a_job_that_breaks_the_usage_sample(jobs, run, monkeypatch, settings):
-    """The usage sample's columns overflowed on a job of 2**62 GPUs; here an overflow is raised
-    for any count of a million GPUs, which only the huge pending job's queue reaches."""
+def test_a_job_that_breaks_the_usage_sample(jobs, run, monkeypatch):
+    """The usage sample's columns overflowed on a job of 2**62 GPUs (a job that can now never
+    run, left out of the pending figure); here an overflow is raised for a pending count of 8
+    GPUs, which only the bad job's queue reaches: it waits for the GPU the good job, submitted
+    first here, holds on the one node."""
     bad, good = jobs
-    settings.JOB_MAX_GPUS_PER_POD = 10**7  # past the snapshot's check of the limits
-    bad.tasks.update(gpus=10**6)
+    bad.tasks.update(gpus=8)
+    Job.objects.filter(pk=good.pk).update(submitted_at=T0 - timedelta(minutes=3))
     original = persist.gpus_sample
 
     def column(value):
-        if value >= 10**6:  # the GPU counts
+        if value == 8:  # the bad job's pending GPUs
             raise OverflowError("Python int too large to convert to SQLite INTEGER")
         return original(value)
 

@@ -10,6 +10,7 @@ checkout too and prints the ratio: how two versions compare, on a machine whose 
     .venv/bin/python -m bench.core_instructions --nodes 5000 --jobs 5000 --against /tmp/old
     .venv/bin/python -m bench.core_instructions --tenants 5 --against /tmp/old  # tree vs flat
     .venv/bin/python -m bench.core_instructions --with-plugin gpufrag  # its cost over the seed conf
+    .venv/bin/python -m bench.core_instructions --running-fraction 0.5 --min-runtime 600
 """
 
 import argparse
@@ -31,6 +32,7 @@ from scheduler.core.cycle import run_cycle
 from scheduler.core.synthetic import synthetic_snapshot
 nodes, jobs, queues, running, cycles, tenants = sys.argv[2:8]
 plugin = sys.argv[8] if len(sys.argv) > 8 else ""
+min_runtime = float(sys.argv[9]) if len(sys.argv) > 9 else 0.0
 # tenants only when asked: an older checkout's synthetic_snapshot has no such argument
 extra = {"tenants": int(tenants)} if int(tenants) else {}
 snapshot = synthetic_snapshot(int(nodes), int(jobs), int(queues), 0, float(running), **extra)
@@ -41,6 +43,26 @@ if plugin:
     anchor = "  - name: network-topology-aware"
     added = chr(10).join([f"  - name: {plugin}", anchor])
     conf = parse_conf_text(DEFAULT_CONF_TEXT.replace(anchor, added))
+if min_runtime:
+    # cdp in the first tier, every queue with the minimum, running pods started over the last
+    # two minimums (every other one still protected)
+    from dataclasses import replace
+    from scheduler.core.config import DEFAULT_CONF_TEXT, parse_conf_text
+    anchor = "  - name: conformance"
+    conf = parse_conf_text(DEFAULT_CONF_TEXT.replace(anchor, anchor + chr(10) + "  - name: cdp"))
+    now = 10 * min_runtime
+    snapshot = replace(
+        snapshot,
+        now=now,
+        queues=tuple(replace(q, min_runtime=min_runtime) for q in snapshot.queues),
+        jobs=tuple(
+            replace(job, tasks=tuple(
+                replace(t, started=now - min_runtime * (0.5 + i % 2)) if t.node else t
+                for i, t in enumerate(job.tasks)
+            ))
+            for job in snapshot.jobs
+        ),
+    )
 # As the cycle worker runs it (scheduler.adapters.collector); a no-op where the core pauses it.
 import gc
 gc.disable()
@@ -49,10 +71,14 @@ for _ in range(int(cycles)):
 """
 
 
-def per_cycle(checkout: Path, args: argparse.Namespace, tenants: int, plugin: str = "") -> int:
+def per_cycle(
+    checkout: Path, args: argparse.Namespace, tenants: int, plugin: str = "", min_runtime: float = 0
+) -> int:
     def count(cycles: int) -> int:
         shape = [args.nodes, args.jobs, args.queues, args.running_fraction, cycles, tenants]
         argv = [sys.executable, "-c", _CYCLES, str(checkout), *map(str, shape), plugin]
+        if min_runtime:
+            argv.append(str(min_runtime))
         return instructions(argv)
 
     return (count(args.cycles) - count(0)) // args.cycles
@@ -76,6 +102,14 @@ def main(argv: list[str] | None = None) -> None:
         help="also count the seed conf with this node-order plugin added to binpack's tier "
         "(e.g. gpufrag) and print the ratio to the seed conf",
     )
+    parser.add_argument(
+        "--min-runtime",
+        type=float,
+        default=0.0,
+        help="also count the seed conf with cdp in the first tier, every queue's minimum run "
+        "time this many seconds and half the running pods younger than it, and print the ratio "
+        "to the seed conf",
+    )
     args = parser.parse_args(argv)
     if args.cycles < 1:
         parser.error("--cycles must be at least 1")
@@ -94,6 +128,14 @@ def main(argv: list[str] | None = None) -> None:
         )
         out["with_plugin_ratio"] = round(
             out["with_plugin_instructions_per_cycle"] / out["instructions_per_cycle"], 3
+        )
+    if args.min_runtime:
+        out["min_runtime"] = args.min_runtime
+        out["min_runtime_instructions_per_cycle"] = per_cycle(
+            ROOT, args, args.tenants, min_runtime=args.min_runtime
+        )
+        out["min_runtime_ratio"] = round(
+            out["min_runtime_instructions_per_cycle"] / out["instructions_per_cycle"], 4
         )
     if args.against is not None:
         if not (args.against / "scheduler" / "core").is_dir():

@@ -10,6 +10,7 @@ from portal.common.services import prefix_errors
 from portal.queues.access import can_submit_to
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
+from portal.tenants.runtime_limits import ABOVE_QUEUE_MAXIMUM, RUNTIME_MAX_SECONDS
 from scheduler.tasks import scheduling_cycle_kick
 
 from .access import can_cancel_job, can_release_job
@@ -57,6 +58,7 @@ JOB_SUBMIT_BAD_MAX_RETRY = f"must be an integer between 0 and {MAX_RETRY_MAX}"
 # A finished job's pods hold their node's pod slots and the API server's memory: 30 days at most.
 TTL_MAX_SECONDS = 30 * 86400
 JOB_SUBMIT_BAD_TTL = f"must be an integer between 0 and {TTL_MAX_SECONDS} (seconds)"
+JOB_SUBMIT_BAD_MAX_RUNTIME = f"must be an integer between 1 and {RUNTIME_MAX_SECONDS} (seconds)"
 JOB_SUBMIT_GIVEN_BY_TEMPLATE = "give this in pod_template, not beside it"
 
 JOB_SUBMIT_NOT_A_MEMBER = "you are not a member of tenant {tenant}, which owns queue {queue}"
@@ -264,6 +266,7 @@ def job_build(
     policies: Any = None,
     max_retry: Any = None,
     ttl_seconds_after_finished: Any = None,
+    max_runtime_seconds: Any = None,
     limits: JobLimits,
     tenant: Tenant | None = None,
     queue: Queue | None = None,
@@ -307,6 +310,14 @@ def job_build(
     ):
         errors.setdefault("ttl_seconds_after_finished", []).append(JOB_SUBMIT_BAD_TTL)
         ttl = None
+    max_runtime = max_runtime_seconds
+    if max_runtime is not None and (
+        isinstance(max_runtime, bool)
+        or not isinstance(max_runtime, int)
+        or not 1 <= max_runtime <= RUNTIME_MAX_SECONDS
+    ):
+        errors.setdefault("max_runtime_seconds", []).append(JOB_SUBMIT_BAD_MAX_RUNTIME)
+        max_runtime = None
 
     total_replicas = sum(task.replicas for task in task_instances if isinstance(task.replicas, int))
     job = Job(
@@ -321,6 +332,7 @@ def job_build(
         policies=stored_policies,
         max_retry=max_retry,
         ttl_seconds_after_finished=ttl,
+        max_runtime_seconds=max_runtime,
         status=Job.Status.PENDING,
         submitted_at=timezone.now(),
         pending_reason=JOB_PENDING_REASON_SUBMITTED,
@@ -365,6 +377,7 @@ def job_submit(
     policies: Any = None,
     max_retry: Any = None,
     ttl_seconds_after_finished: Any = None,
+    max_runtime_seconds: Any = None,
 ) -> Job:
     """Validate and store a pending job with its tasks; the job comes back with its tasks
     loaded (`job.tasks.all()` reads no rows).
@@ -392,6 +405,7 @@ def job_submit(
         policies=policies,
         max_retry=max_retry,
         ttl_seconds_after_finished=ttl_seconds_after_finished,
+        max_runtime_seconds=max_runtime_seconds,
         limits=limits,
         tenant=queue.tenant,
         queue=queue,
@@ -399,6 +413,15 @@ def job_submit(
     )
     for key, messages in job_errors.items():
         errors.setdefault(key, []).extend(messages)
+    ceiling = queue.runtime_limit
+    if (
+        job.max_runtime_seconds is not None
+        and ceiling is not None
+        and job.max_runtime_seconds > ceiling
+    ):
+        errors.setdefault("max_runtime_seconds", []).append(
+            ABOVE_QUEUE_MAXIMUM.format(limit=ceiling)
+        )
     if errors:
         raise ValidationError(errors)
     total_replicas = sum(task.replicas for task in task_instances)

@@ -6,6 +6,7 @@ from portal.common.models import BaseModel
 from portal.common.validators import validate_dns_label
 
 from .quota import QuotaChangeFields, QuotaFields
+from .runtime_limits import RUNTIME_LIMIT_VALIDATORS
 
 
 class Tenant(QuotaFields, BaseModel):
@@ -14,6 +15,10 @@ class Tenant(QuotaFields, BaseModel):
 
     name = models.CharField(max_length=63, unique=True, validators=[validate_dns_label])
     display_name = models.CharField(max_length=200, blank=True)
+    # Set by site admins: no queue of the tenant lets a job run longer (empty: no maximum).
+    max_runtime_seconds = models.PositiveIntegerField(
+        null=True, blank=True, validators=RUNTIME_LIMIT_VALIDATORS
+    )
 
     class Meta:
         ordering = ["name"]

@@ -205,6 +205,7 @@ def queue_tree(
                 priority=values["priority"],
                 state="Open" if values["state"] == Queue.State.OPEN else "Closed",
                 usage=usage.get(queue.pk, ()),
+                min_runtime=queue.min_runtime_seconds,
             )
         )
     if tree:
@@ -222,9 +223,11 @@ def quota_info(
     priority: int = 0,
     state: str = "Open",
     usage: tuple = (),
+    min_runtime: float = 0.0,
 ) -> QueueInfo:
     """The core's QueueInfo for a tenant or queue: ``values`` is the row or a mapping of the
-    quota fields (portal.tenants.quota.QUOTA_FIELDS)."""
+    quota fields (portal.tenants.quota.QUOTA_FIELDS); ``min_runtime`` the queue's minimum run
+    time (the cdp plugin's)."""
 
     def get(field: str) -> Any:
         return values[field] if isinstance(values, dict) else getattr(values, field)
@@ -252,6 +255,7 @@ def quota_info(
         state=state,
         parent=parent,
         usage=usage,
+        min_runtime=min_runtime,
     )
 
 

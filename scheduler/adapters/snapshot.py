@@ -127,6 +127,7 @@ class PlacementRow:
     gpus: int
     gpu_milli: int  # what the pod holds on its node (a memory request's cost is the node's)
     gpu_devices: list[int]
+    started_at: datetime  # the bind: what cdp measures a pod's minimum run time from
 
 
 def _read_columns(row: type) -> tuple[str, ...]:
@@ -362,6 +363,7 @@ def _job_info(
                     requests=requests if placement is None else _held(requests, placement),
                     gpu_memory=task.gpu_memory_mib * MIB,
                     gpu_indices=tuple(placement.gpu_devices or ()) if placement else (),
+                    started=placement.started_at.timestamp() if placement else None,
                     status=status,
                     node=node,
                     role=task.name,

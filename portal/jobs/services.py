@@ -1,16 +1,21 @@
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from portal.common.services import prefix_errors
 from portal.queues.access import can_submit_to
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
-from portal.tenants.runtime_limits import ABOVE_QUEUE_MAXIMUM, RUNTIME_MAX_SECONDS
+from portal.tenants.runtime_limits import (
+    ABOVE_QUEUE_MAXIMUM,
+    RUNTIME_MAX_SECONDS,
+    effective_limit,
+)
 from scheduler.tasks import scheduling_cycle_kick
 
 from .access import can_cancel_job, can_release_job
@@ -87,6 +92,10 @@ JOB_RELEASE_NOT_QUARANTINED = "the job is {status}, not quarantined"
 JOB_RELEASED = "released from quarantine by {actor}; waiting for the next scheduling cycle"
 QUARANTINE_ERROR_CHARS = 300
 JOB_START_REASON_CHARS = 1000
+JOB_RUNTIME_LIMIT_REACHED = (
+    "ended at {at:%H:%M:%S} UTC: it reached its run-time limit of {limit} s (started "
+    "{started:%H:%M:%S} UTC)"
+)
 
 S = Job.Status
 
@@ -577,6 +586,57 @@ def job_start_refused(*, job_id: int, reason: str, at: datetime | None = None) -
             job_id=job.pk, state__in=[Placement.State.BOUND, Placement.State.RUNNING]
         ).update(state=Placement.State.RELEASING, updated_at=at)
     return job
+
+
+def jobs_runtime_limit_end(*, now: datetime) -> list[int]:
+    """End every started job that has run for its run-time limit (its own, else its queue's,
+    else its tenant's maximum: the tightest set): it fails, saying so, and its pods are
+    released. Called by the scheduling cycle; the start is stored, so a restarted worker ends
+    the same jobs. Returns their ids."""
+    from portal.cluster.models import Placement
+
+    limited = (
+        Job.objects.filter(
+            status__in=[Job.Status.ADMITTED, Job.Status.RUNNING], started_at__isnull=False
+        )
+        .filter(
+            Q(max_runtime_seconds__isnull=False)
+            | Q(queue__max_runtime_seconds__isnull=False)
+            | Q(queue__tenant__max_runtime_seconds__isnull=False)
+        )
+        .values_list(
+            "id",
+            "started_at",
+            "max_runtime_seconds",
+            "queue__max_runtime_seconds",
+            "queue__tenant__max_runtime_seconds",
+        )
+    )
+    due = []
+    for job_id, started, *limits in limited:
+        limit = effective_limit(*limits)
+        if limit is not None and started + timedelta(seconds=limit) <= now:
+            due.append((job_id, started, limit))
+    ended = []
+    for job_id, started, limit in due:
+        with transaction.atomic():
+            job = Job.objects.select_for_update().filter(pk=job_id).first()
+            if job is None or not allows(job.status, Event.FAIL):
+                continue
+            reason = JOB_RUNTIME_LIMIT_REACHED.format(at=now, limit=limit, started=started)
+            _transition(
+                job=job,
+                event=Event.FAIL,
+                at=now,
+                validate=False,
+                pending_reason=reason,
+                pending_reason_at=now,
+            )
+            Placement.objects.filter(
+                job_id=job_id, state__in=[Placement.State.BOUND, Placement.State.RUNNING]
+            ).update(state=Placement.State.RELEASING, updated_at=now)
+            ended.append(job_id)
+    return ended
 
 
 @transaction.atomic

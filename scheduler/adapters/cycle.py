@@ -36,7 +36,7 @@ from portal.cluster.services import node_inventory_sync, node_seen_mark
 from portal.jobs.gpushare import SHARING_NONE
 from portal.jobs.limits import gpu_sharing
 from portal.jobs.models import Job
-from portal.jobs.services import job_start_refused
+from portal.jobs.services import job_start_refused, jobs_runtime_limit_end
 from portal.scheduling.models import CycleRun, PreemptionEvent
 from scheduler.adapters import reconcile
 from scheduler.adapters.cluster.base import (
@@ -127,6 +127,11 @@ def scheduling_cycle_run(
                     pods=pods, now=now(), owners_gone=owners_gone, transitions=transitions
                 )
             _events_record(backend, requeued)
+            with transaction.atomic():
+                _fence(cycle)
+                # Jobs past their run-time limit end before the snapshot, so their resources
+                # go to others this cycle.
+                jobs_runtime_limit_end(now=now())
             # Jobs whose namespace does not exist wait, saying so, instead of being placed.
             build = _snapshot_without(
                 namespaces_hold(backend, now=now(), fence=lambda: _fence(cycle))

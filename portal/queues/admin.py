@@ -29,6 +29,9 @@ class QueueAdmin(SafeAutocompleteMixin, admin.ModelAdmin):
         "borrowing_limit_gpus",
         "reclaimable",
         "priority",
+        "max_runtime_seconds",
+        "min_runtime_seconds",
+        "preemption_notice_seconds",
     ]
     list_filter = ["state", "reclaimable", "tenant"]
     search_fields = ["name", "tenant__name"]

@@ -3,7 +3,7 @@ from django.contrib import admin
 from portal.common.admin import SafeAutocompleteMixin
 
 from .models import Membership, Tenant, TenantChange, TenantUsageSample
-from .quota import QUOTA_FIELDS
+from .services import TENANT_FIELDS
 
 
 class MembershipInline(SafeAutocompleteMixin, admin.TabularInline):
@@ -18,9 +18,16 @@ class TenantAdmin(admin.ModelAdmin):
     against the queues and the cluster and writes the audit rows, listed under Tenant
     changes)."""
 
-    list_display = ["name", "display_name", "weight", "guarantee_gpus", "capability_gpus"]
+    list_display = [
+        "name",
+        "display_name",
+        "weight",
+        "guarantee_gpus",
+        "capability_gpus",
+        "max_runtime_seconds",
+    ]
     search_fields = ["name", "display_name"]
-    readonly_fields = list(QUOTA_FIELDS)
+    readonly_fields = list(TENANT_FIELDS)  # tenant_update writes the audit rows
     inlines = [MembershipInline]
 
 

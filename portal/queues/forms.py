@@ -12,6 +12,28 @@ class QueueEditForm(QuotaForm):
 
     priority = forms.IntegerField()
     state = forms.ChoiceField(choices=Queue.State.choices)
+    max_runtime_seconds = forms.IntegerField(
+        required=False,
+        label="Run-time limit (s)",
+        help_text="A job is ended once it has run this long. Empty: the tenant's maximum.",
+    )
+    min_runtime_seconds = forms.IntegerField(
+        required=False,
+        label="Minimum run time (s)",
+        help_text="A pod is not preempted or reclaimed before it has run this long. 0: none.",
+    )
+    preemption_notice_seconds = forms.IntegerField(
+        required=False,
+        label="Preemption notice (s)",
+        help_text="Time a victim is given to checkpoint before its pods are deleted. 0: none.",
+    )
 
     fields_edited = EDITABLE_FIELDS
     field_order = ["weight", "priority", "state", "reclaimable"]
+
+    # Empty is 0 (none), the default that keeps Volcano's behaviour.
+    def clean_min_runtime_seconds(self) -> int:
+        return self.cleaned_data["min_runtime_seconds"] or 0
+
+    def clean_preemption_notice_seconds(self) -> int:
+        return self.cleaned_data["preemption_notice_seconds"] or 0

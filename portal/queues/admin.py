@@ -31,7 +31,6 @@ class QueueAdmin(SafeAutocompleteMixin, admin.ModelAdmin):
         "priority",
         "max_runtime_seconds",
         "min_runtime_seconds",
-        "preemption_notice_seconds",
     ]
     list_filter = ["state", "reclaimable", "tenant"]
     search_fields = ["name", "tenant__name"]

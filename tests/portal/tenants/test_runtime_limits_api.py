@@ -17,11 +17,7 @@ def _client(user):
 
 
 def test_a_lead_sets_a_queues_timings_and_reads_them_back(lead, nlp_queue):
-    body = {
-        "max_runtime_seconds": 3600,
-        "min_runtime_seconds": 600,
-        "preemption_notice_seconds": 60,
-    }
+    body = {"max_runtime_seconds": 3600, "min_runtime_seconds": 600}
     response = _client(lead).patch(f"/api/v1/queues/{nlp_queue.pk}/", body, format="json")
     assert response.status_code == HTTPStatus.OK, response.json()
     assert {key: response.json()[key] for key in body} == body
@@ -32,7 +28,7 @@ def test_a_lead_sets_a_queues_timings_and_reads_them_back(lead, nlp_queue):
     [
         ("max_runtime_seconds", RUNTIME_MAX_SECONDS + 1),
         ("min_runtime_seconds", -1),
-        ("preemption_notice_seconds", 10**30),
+        ("min_runtime_seconds", 10**30),
     ],
 )
 def test_a_bad_queue_value_is_a_400_naming_the_field(lead, nlp_queue, field, value):

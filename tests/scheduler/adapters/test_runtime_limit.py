@@ -5,6 +5,7 @@ so a worker that restarts in between ends it all the same."""
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.urls import reverse
 
 from portal.cluster.models import Placement, SimulatedPod
 from portal.jobs.models import Job
@@ -81,3 +82,12 @@ def test_the_queue_or_tenant_limit_applies_to_a_job_without_its_own(researcher, 
 def test_no_limit_no_end(researcher, nlp_queue):
     job, _ = _running_job(researcher, nlp_queue)
     assert jobs_runtime_limit_end(now=job.started_at + timedelta(days=400)) == []
+
+
+def test_the_job_page_says_why_it_ended(researcher, nlp_queue, client):
+    job, cycle = _running_job(researcher, nlp_queue, max_runtime_seconds=120)
+    cycle((job.started_at - START).total_seconds() + 120)
+    client.force_login(researcher)
+    page = client.get(reverse("jobs:job_detail", args=[job.pk])).content.decode()
+    assert "Why it failed" in page
+    assert "reached its run-time limit of 120 s" in page

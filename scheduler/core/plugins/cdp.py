@@ -18,25 +18,50 @@ vote. Departures, each for a reason:
   never a victim, whatever the tiers say.
 - With no queue setting a minimum nothing is registered, so the default (0) keeps Volcano's
   behaviour without cdp exactly and costs nothing.
+- ``cdp.guaranteeOverrides`` (portal argument, default false): reclaim for a queue that stays
+  within its guarantee with the task may take protected pods, and the eviction's reason says
+  the minimum was overridden. The admin who set the guarantee promised those resources;
+  upstream has no such exception.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from scheduler.core.config import ConfigError
+from scheduler.core.plugins._quota import QueueAttr
+from scheduler.core.resources import Resources
 from scheduler.core.session import Session
 from scheduler.core.state import Task
 from scheduler.core.types import TaskStatus, Vote
 
 PLUGIN_NAME = "cdp"
+GUARANTEE_OVERRIDES = "cdp.guaranteeOverrides"
+OVERRIDDEN = "; its minimum run time of {seconds:g} s was overridden: queue {queue} reclaims within its guarantee"
 
 
 def build(arguments: dict[str, Any]) -> CooldownProtectionPlugin:
-    return CooldownProtectionPlugin()
+    overrides = arguments.get(GUARANTEE_OVERRIDES, False)
+    if not isinstance(overrides, bool):
+        raise ConfigError(GUARANTEE_OVERRIDES, f"expected true or false, got {overrides!r}")
+    return CooldownProtectionPlugin(guarantee_overrides=overrides)
+
+
+def within_guarantee(attr: QueueAttr, request: Resources) -> bool:
+    """Does the queue stay within every resource it is guaranteed with ``request`` added, and
+    does ``request`` ask for one of them?"""
+    guaranteed = [name for name, value in attr.guarantee.explicit_items() if value > 0]
+    return any(request.get(name) > 0 for name in guaranteed) and all(
+        attr.allocated.get(name) + request.get(name) <= attr.guarantee.get(name)
+        for name in guaranteed
+    )
 
 
 class CooldownProtectionPlugin:
     name = PLUGIN_NAME
+
+    def __init__(self, *, guarantee_overrides: bool = False) -> None:
+        self.guarantee_overrides = guarantee_overrides
 
     def on_session_open(self, ssn: Session) -> None:
         minimum = {
@@ -58,5 +83,17 @@ class CooldownProtectionPlugin:
         def unprotected(preemptor: Task, candidates: list[Task]) -> tuple[list[Task], int]:
             return [task for task in candidates if not protected(task)], Vote.PERMIT
 
+        def reclaimable(preemptor: Task, candidates: list[Task]) -> tuple[list[Task], int]:
+            queue = jobs[preemptor.job].queue
+            attr = ssn.queue_share(queue)
+            if attr is None or not within_guarantee(attr, preemptor.resreq):
+                return unprotected(preemptor, candidates)
+            for task in candidates:
+                if protected(task):
+                    seconds = minimum[jobs[task.job].queue]
+                    ssn.eviction_notes[task.name] = OVERRIDDEN.format(seconds=seconds, queue=queue)
+            return candidates, Vote.PERMIT
+
         ssn.add_preemptable_fn(self.name, unprotected, guards=True)
-        ssn.add_reclaimable_fn(self.name, unprotected, guards=True)
+        fn = reclaimable if self.guarantee_overrides else unprotected
+        ssn.add_reclaimable_fn(self.name, fn, guards=True)

@@ -2,6 +2,8 @@
 
 import pytest
 
+from scheduler.core.config import ConfigError
+from scheduler.core.plugins import cdp
 from tests.scheduler.core.builders import (
     SEED_TIERS,
     evicted,
@@ -127,3 +129,49 @@ def test_reclaim_skips_pods_younger_than_their_queues_minimum():
         now=1000.0,
     )
     assert evicted(result) == ["a6", "a7"]
+
+
+def _reclaim_for_guarantee(cdp_arguments, guarantee_gpus):
+    jobs = [*_running("alpha", [900.0] * 8, prefix="a", priority=0)]
+    jobs.append(make_job("b", "beta", [make_task("b0", gpu=2)], 100))
+    queues = [
+        make_queue("alpha", min_runtime=600),
+        make_queue("beta", guarantee={"gpu": guarantee_gpus}),
+    ]
+    tiers = [
+        {"plugins": [*SEED_TIERS[0]["plugins"], {"name": "cdp", "arguments": cdp_arguments}]},
+        *SEED_TIERS[1:],
+    ]
+    return run(
+        [make_node("n1")], queues, jobs, actions="enqueue, allocate, reclaim", tiers=tiers,
+        now=1000.0,
+    )  # fmt: skip
+
+
+def test_reclaim_within_a_guarantee_overrides_the_minimum_when_the_conf_says_so():
+    result = _reclaim_for_guarantee({"cdp.guaranteeOverrides": True}, guarantee_gpus=2)
+    assert evicted(result) == ["a6", "a7"]
+    assert all(
+        e.reason.endswith(
+            "its minimum run time of 600 s was overridden: queue beta reclaims within its guarantee"
+        )
+        for e in result.evictions
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "guarantee"),
+    [
+        pytest.param({}, 2, id="override-off-by-default"),
+        pytest.param({"cdp.guaranteeOverrides": True}, 1, id="beyond-the-guarantee"),
+        pytest.param({"cdp.guaranteeOverrides": True}, 0, id="no-guarantee"),
+    ],
+)
+def test_otherwise_the_minimum_holds_for_reclaim(arguments, guarantee):
+    assert _reclaim_for_guarantee(arguments, guarantee).evictions == ()
+
+
+def test_the_override_argument_must_be_a_boolean():
+    with pytest.raises(ConfigError) as info:
+        cdp.build({"cdp.guaranteeOverrides": "yes"})
+    assert info.value.field == "cdp.guaranteeOverrides"

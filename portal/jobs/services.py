@@ -615,7 +615,8 @@ def jobs_runtime_limit_end(*, now: datetime) -> list[int]:
     due = []
     for job_id, started, *limits in limited:
         limit = effective_limit(*limits)
-        if limit is not None and started + timedelta(seconds=limit) <= now:
+        # started_at is never null here (filtered above); the check is for the type checker
+        if limit is not None and started is not None and started + timedelta(seconds=limit) <= now:
             due.append((job_id, started, limit))
     ended = []
     for job_id, started, limit in due:

@@ -12,6 +12,7 @@ each, outside valgrind).
     .venv/bin/python -m bench.core_instructions --nodes 5000 --jobs 5000 --against /tmp/old
     .venv/bin/python -m bench.core_instructions --tenants 5 --against /tmp/old  # tree vs flat
     .venv/bin/python -m bench.core_instructions --with-plugin gpufrag  # its cost over the seed conf
+    .venv/bin/python -m bench.core_instructions --running-fraction 0.5 --min-runtime
 """
 
 import argparse
@@ -34,6 +35,7 @@ from scheduler.core.cycle import run_cycle
 from scheduler.core.synthetic import synthetic_snapshot
 nodes, jobs, queues, running, cycles, tenants = sys.argv[2:8]
 plugin = sys.argv[8] if len(sys.argv) > 8 else ""
+protected = sys.argv[10] if len(sys.argv) > 10 else ""  # sys.argv[9]: see the digests below
 # tenants only when asked: an older checkout's synthetic_snapshot has no such argument
 extra = {"tenants": int(tenants)} if int(tenants) else {}
 snapshot = synthetic_snapshot(int(nodes), int(jobs), int(queues), 0, float(running), **extra)
@@ -44,13 +46,39 @@ if plugin:
     anchor = "  - name: network-topology-aware"
     added = chr(10).join([f"  - name: {plugin}", anchor])
     conf = parse_conf_text(DEFAULT_CONF_TEXT.replace(anchor, added))
+if protected:
+    # cdp in the first tier; running pods bound over the last two minimums, or long before
+    # ("none": every pod past it). Queues get the minimum but in "off", which registers
+    # nothing: Volcano's behaviour on the very same snapshot, the baseline.
+    from dataclasses import replace
+    from scheduler.core.config import DEFAULT_CONF_TEXT, parse_conf_text
+    anchor = "  - name: conformance"
+    if "name: cdp" not in DEFAULT_CONF_TEXT:
+        conf = parse_conf_text(DEFAULT_CONF_TEXT.replace(anchor, anchor + chr(10) + "  - name: cdp"))
+    minimum = 600.0
+    now = 10 * minimum
+    def started(i):
+        return now - minimum * (0.5 + i % 2) if protected == "half" else 0.0
+    snapshot = replace(
+        snapshot,
+        now=now,
+        queues=tuple(
+            replace(q, min_runtime=0.0 if protected == "off" else minimum) for q in snapshot.queues
+        ),
+        jobs=tuple(
+            replace(job, tasks=tuple(
+                replace(t, started=started(i)) if t.node else t for i, t in enumerate(job.tasks)
+            ))
+            for job in snapshot.jobs
+        ),
+    )
 # As the cycle worker runs it (scheduler.adapters.gc_pause); a no-op where the core pauses it.
 import gc
 gc.disable()
 result = None
 for _ in range(int(cycles)):
     result = run_cycle(snapshot, conf)
-if len(sys.argv) > 9:  # the digests, from a run outside valgrind (sys.argv[9]: this checkout)
+if len(sys.argv) > 9 and sys.argv[9]:  # the digests, outside valgrind (argv[9]: this checkout)
     sys.path.insert(0, sys.argv[9])
     from bench.digest import decisions_digest, reasons_digest
     print(decisions_digest(result), reasons_digest(result))
@@ -66,10 +94,14 @@ def digests(checkout: Path, args: argparse.Namespace, tenants: int, plugin: str 
     return answer.stdout.split()
 
 
-def per_cycle(checkout: Path, args: argparse.Namespace, tenants: int, plugin: str = "") -> int:
+def per_cycle(
+    checkout: Path, args: argparse.Namespace, tenants: int, plugin: str = "", protected: str = ""
+) -> int:
     def count(cycles: int) -> int:
         shape = [args.nodes, args.jobs, args.queues, args.running_fraction, cycles, tenants]
         argv = [sys.executable, "-c", _CYCLES, str(checkout), *map(str, shape), plugin]
+        if protected:
+            argv += ["", protected]  # no digests
         return instructions(argv)
 
     return (count(args.cycles) - count(0)) // args.cycles
@@ -93,6 +125,14 @@ def main(argv: list[str] | None = None) -> None:
         help="also count the seed conf with this node-order plugin added to binpack's tier "
         "(e.g. gpufrag) and print the ratio to the seed conf",
     )
+    parser.add_argument(
+        "--min-runtime",
+        action="store_true",
+        help="count the seed conf with cdp in the first tier on one snapshot three ways: no "
+        "queue minimum (Volcano's behaviour, the baseline), every queue a 600 s minimum that "
+        "no running pod is within (the check's own cost), and half the running pods within it "
+        "(the cost of the attempts that then fail); print the ratios to the baseline",
+    )
     args = parser.parse_args(argv)
     if args.cycles < 1:
         parser.error("--cycles must be at least 1")
@@ -112,6 +152,14 @@ def main(argv: list[str] | None = None) -> None:
         out["with_plugin_ratio"] = round(
             out["with_plugin_instructions_per_cycle"] / out["instructions_per_cycle"], 3
         )
+    if args.min_runtime:
+        counts = {
+            mode: per_cycle(ROOT, args, args.tenants, protected=mode)
+            for mode in ("off", "none", "half")
+        }
+        out["min_runtime_instructions_per_cycle"] = counts
+        out["min_runtime_ratio_none_protected"] = round(counts["none"] / counts["off"], 4)
+        out["min_runtime_ratio_half_protected"] = round(counts["half"] / counts["off"], 4)
     if args.against is not None:
         if not (args.against / "scheduler" / "core").is_dir():
             parser.error(f"--against: {args.against} is not a checkout of this project")

@@ -305,6 +305,9 @@ class JobDetailApi(ApiView):
         )
         max_retry = serializers.IntegerField()
         ttl_seconds_after_finished = serializers.IntegerField(allow_null=True)
+        max_runtime_seconds = serializers.IntegerField(
+            allow_null=True, help_text="The job's own run-time limit (null: its queue's)."
+        )
         retry_count = serializers.IntegerField()
         retries = serializers.ListField(
             child=serializers.DictField(),
@@ -505,6 +508,12 @@ class JobCreateApi(ApiView):
             help_text="Delete the finished job's pods and objects this many seconds after it "
             "ends (default: each pod FINISHED_POD_RETENTION_SECONDS after it ends).",
         )
+        max_runtime_seconds = serializers.IntegerField(
+            required=False,
+            allow_null=True,
+            help_text="End the job once it has run this many seconds, at most its queue's "
+            "limit (default: its queue's limit, else none).",
+        )
         plugins = serializers.DictField(
             child=serializers.ListField(child=serializers.CharField(), allow_empty=True),
             required=False,
@@ -638,6 +647,7 @@ class JobCreateApi(ApiView):
                 policies=data.get("policies"),
                 max_retry=data.get("max_retry"),
                 ttl_seconds_after_finished=data.get("ttl_seconds_after_finished"),
+                max_runtime_seconds=data.get("max_runtime_seconds"),
             )
         except DjangoValidationError as error:
             raise serializers.ValidationError(django_validation_errors(error)) from error

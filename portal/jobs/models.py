@@ -21,6 +21,7 @@ from portal.jobs.validators import (
 )
 from portal.queues.models import Queue
 from portal.tenants.models import Tenant
+from portal.tenants.runtime_limits import RUNTIME_LIMIT_VALIDATORS
 
 from . import lifecycle
 
@@ -63,6 +64,11 @@ class Job(BaseModel):
     min_available = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     expected_duration_seconds = models.PositiveIntegerField(
         null=True, blank=True, validators=[MinValueValidator(1)]
+    )
+    # The longest this job may run, within its queue's limit (empty: the queue's); the cycle
+    # ends it when reached, after its queue's preemption notice.
+    max_runtime_seconds = models.PositiveIntegerField(
+        null=True, blank=True, validators=RUNTIME_LIMIT_VALIDATORS
     )
     status = models.CharField(
         max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True

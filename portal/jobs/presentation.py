@@ -78,6 +78,7 @@ def job_detail_data(
         "plugins": {str(name): [str(arg) for arg in args] for name, args in job.plugins.items()},
         "max_retry": job.max_retry,
         "ttl_seconds_after_finished": job.ttl_seconds_after_finished,
+        "max_runtime_seconds": job.max_runtime_seconds,
         "retry_count": job.retry_count,
         "retries": list(job.retries),
         "tasks": [

@@ -1,11 +1,12 @@
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from jobspec.gpushare import gpus_decimal, gpus_split
@@ -48,6 +49,11 @@ from portal.queues.models import Queue
 from portal.queues.selectors import QUEUE_NOT_FOUND, queue_default, queue_lookup
 from portal.scheduling.facade import cycle_kick
 from portal.tenants.models import Tenant
+from portal.tenants.runtime_limits import (
+    ABOVE_QUEUE_MAXIMUM,
+    RUNTIME_MAX_SECONDS,
+    effective_limit,
+)
 
 from .access import can_cancel_job, can_release_job
 from .backoff import Attempt, attempts_of, attempts_with, capped, failed_reason, waiting_reason
@@ -79,6 +85,7 @@ JOB_SUBMIT_BAD_MAX_RETRY = f"must be an integer between 0 and {MAX_RETRY_MAX}"
 # A finished job's pods hold their node's pod slots and the API server's memory: 30 days at most.
 TTL_MAX_SECONDS = 30 * 86400
 JOB_SUBMIT_BAD_TTL = f"must be an integer between 0 and {TTL_MAX_SECONDS} (seconds)"
+JOB_SUBMIT_BAD_MAX_RUNTIME = f"must be an integer between 1 and {RUNTIME_MAX_SECONDS} (seconds)"
 JOB_SUBMIT_GIVEN_BY_TEMPLATE = "give this in pod_template, not beside it"
 
 JOB_SUBMIT_NOT_A_MEMBER = "you are not a member of tenant {tenant}, which owns queue {queue}"
@@ -120,6 +127,10 @@ QUARANTINE_ERROR_CHARS = 300
 JOB_START_REFUSED = "the cluster refused the job's pods, so none of them runs: {error}"
 JOB_START_RETRYING = "pods not started yet, retrying: {error}"
 JOB_START_REASON_CHARS = 1000
+JOB_RUNTIME_LIMIT_REACHED = (
+    "ended at {at:%H:%M:%S} UTC: it reached its run-time limit of {limit} s (started "
+    "{started:%H:%M:%S} UTC)"
+)
 
 
 def _task_instances(
@@ -337,6 +348,7 @@ def job_build(
     policies: Any = None,
     max_retry: Any = None,
     ttl_seconds_after_finished: Any = None,
+    max_runtime_seconds: Any = None,
     limits: JobLimits,
     policy: TenantPolicy,
     tenant: Tenant | None = None,
@@ -386,6 +398,14 @@ def job_build(
     ):
         errors.setdefault("ttl_seconds_after_finished", []).append(JOB_SUBMIT_BAD_TTL)
         ttl = None
+    max_runtime = max_runtime_seconds
+    if max_runtime is not None and (
+        isinstance(max_runtime, bool)
+        or not isinstance(max_runtime, int)
+        or not 1 <= max_runtime <= RUNTIME_MAX_SECONDS
+    ):
+        errors.setdefault("max_runtime_seconds", []).append(JOB_SUBMIT_BAD_MAX_RUNTIME)
+        max_runtime = None
 
     # Only valid counts: a role's negative replicas are its own error, not the gang's too.
     total_replicas = sum(
@@ -405,6 +425,7 @@ def job_build(
         policies=stored_policies,
         max_retry=max_retry,
         ttl_seconds_after_finished=ttl,
+        max_runtime_seconds=max_runtime,
         status=Job.Status.PENDING,
         submitted_at=timezone.now(),
         pending_reason=JOB_PENDING_REASON_SUBMITTED,
@@ -449,6 +470,7 @@ def job_submit(
     policies: Any = None,
     max_retry: Any = None,
     ttl_seconds_after_finished: Any = None,
+    max_runtime_seconds: Any = None,
 ) -> Job:
     """Validate and store a pending job with its tasks; the job comes back with its tasks
     loaded (`job.tasks.all()` reads no rows).
@@ -476,6 +498,7 @@ def job_submit(
         policies=policies,
         max_retry=max_retry,
         ttl_seconds_after_finished=ttl_seconds_after_finished,
+        max_runtime_seconds=max_runtime_seconds,
         limits=limits,
         policy=job_policy(tenant=queue.tenant, queue=queue),
         tenant=queue.tenant,
@@ -484,6 +507,15 @@ def job_submit(
     )
     for key, messages in job_errors.items():
         errors.setdefault(key, []).extend(messages)
+    ceiling = queue.runtime_limit
+    if (
+        job.max_runtime_seconds is not None
+        and ceiling is not None
+        and job.max_runtime_seconds > ceiling
+    ):
+        errors.setdefault("max_runtime_seconds", []).append(
+            ABOVE_QUEUE_MAXIMUM.format(limit=ceiling)
+        )
     if errors:
         raise ValidationError(errors)
     total_replicas = sum(task.replicas for task in task_instances)
@@ -775,6 +807,58 @@ def job_start_retrying(*, job_id: int, error: str, at: datetime) -> None:
     Job.objects.filter(pk=job_id, status__in=[Job.Status.ADMITTED, Job.Status.RUNNING]).update(
         pending_reason=reason, pending_reason_at=at
     )
+
+
+def jobs_runtime_limit_end(*, now: datetime) -> list[int]:
+    """End every started job that has run for its run-time limit (its own, else its queue's,
+    else its tenant's maximum: the tightest set): it fails, saying so, and its pods are
+    released. Called by the scheduling cycle; the start is stored, so a restarted worker ends
+    the same jobs. Returns their ids."""
+    from portal.cluster.models import Placement
+
+    limited = (
+        Job.objects.filter(
+            status__in=[Job.Status.ADMITTED, Job.Status.RUNNING], started_at__isnull=False
+        )
+        .filter(
+            Q(max_runtime_seconds__isnull=False)
+            | Q(queue__max_runtime_seconds__isnull=False)
+            | Q(queue__tenant__max_runtime_seconds__isnull=False)
+        )
+        .values_list(
+            "id",
+            "started_at",
+            "max_runtime_seconds",
+            "queue__max_runtime_seconds",
+            "queue__tenant__max_runtime_seconds",
+        )
+    )
+    due = []
+    for job_id, started, *limits in limited:
+        limit = effective_limit(*limits)
+        # started_at is never null here (filtered above); the check is for the type checker
+        if limit is not None and started is not None and started + timedelta(seconds=limit) <= now:
+            due.append((job_id, started, limit))
+    ended = []
+    for job_id, started, limit in due:
+        with transaction.atomic():
+            job = Job.objects.select_for_update().filter(pk=job_id).first()
+            if job is None or not allows(job.status, Event.FAIL):
+                continue
+            reason = JOB_RUNTIME_LIMIT_REACHED.format(at=now, limit=limit, started=started)
+            _transition(
+                job=job,
+                event=Event.FAIL,
+                at=now,
+                validate=False,
+                pending_reason=reason,
+                pending_reason_at=now,
+            )
+            Placement.objects.filter(
+                job_id=job_id, state__in=[Placement.State.BOUND, Placement.State.RUNNING]
+            ).update(state=Placement.State.RELEASING, updated_at=now)
+            ended.append(job_id)
+    return ended
 
 
 @transaction.atomic

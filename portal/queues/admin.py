@@ -37,6 +37,8 @@ class QueueAdmin(ClusterPolicyAdminMixin, SafeAutocompleteMixin, admin.ModelAdmi
         "borrowing_limit_gpus",
         "reclaimable",
         "priority",
+        "max_runtime_seconds",
+        "min_runtime_seconds",
     ]
     list_filter = ["state", "reclaimable", "tenant"]
     search_fields = ["name", "tenant__name"]

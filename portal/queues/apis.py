@@ -65,6 +65,8 @@ class QueueOutputSerializer(ApiSerializer):
     borrowing_limit_gpus = serializers.IntegerField(allow_null=True)
     borrowing_limit_cpu_millis = serializers.IntegerField(allow_null=True)
     borrowing_limit_memory_bytes = serializers.IntegerField(allow_null=True)
+    max_runtime_seconds = serializers.IntegerField(allow_null=True)
+    min_runtime_seconds = serializers.IntegerField()
     gpus_allocated = serializers.SerializerMethodField()
     gpus_deserved = serializers.SerializerMethodField()
     gpus_pending = serializers.SerializerMethodField()
@@ -122,6 +124,8 @@ QUEUE_EXAMPLE = {
     "borrowing_limit_gpus": 8,
     "borrowing_limit_cpu_millis": None,
     "borrowing_limit_memory_bytes": None,
+    "max_runtime_seconds": 86400,
+    "min_runtime_seconds": 600,
     "gpus_allocated": 16,
     "gpus_deserved": 14.5,
     "gpus_pending": 8,
@@ -197,13 +201,16 @@ class QueueDetailApi(ApiView):
 
 
 class QueueUpdateApi(ApiView):
-    """Change a queue's weight, guarantees, capability, borrowing limits, priority, state or
-    reclaimable flag: a lead of its tenant or a site admin. Every change is audited
+    """Change a queue's weight, guarantees, capability, borrowing limits, priority, state,
+    reclaimable flag, run-time limit (within its tenant's maximum) or minimum run time: a lead of its tenant or a site admin. Every change is audited
     (`links.changes`). The queues of a tenant may not guarantee more than the tenant."""
 
     class InputSerializer(QuotaInputSerializer):
         priority = serializers.IntegerField(min_value=-(2**31), max_value=INT32_MAX)
         state = serializers.ChoiceField(choices=Queue.State.choices)
+        # Shape only; the bounds and the tenant's maximum are the service's, naming the field.
+        max_runtime_seconds = serializers.IntegerField(allow_null=True)
+        min_runtime_seconds = serializers.IntegerField()
 
     OutputSerializer = QueueOutputSerializer
 

@@ -12,6 +12,22 @@ class QueueEditForm(QuotaForm):
 
     priority = forms.IntegerField()
     state = forms.ChoiceField(choices=Queue.State.choices)
+    max_runtime_seconds = forms.IntegerField(
+        required=False,
+        label="Run-time limit (s)",
+        help_text="A job is ended once it has run this long. Empty: the tenant's maximum.",
+    )
+    min_runtime_seconds = forms.IntegerField(
+        required=False,
+        label="Minimum run time (s)",
+        help_text="A pod is not preempted or reclaimed before it has run this long. 0: none.",
+    )
 
-    fields_edited = EDITABLE_FIELDS
+    # The preemption notice is not acted on yet (docs/design/preemption-notice.md): not
+    # offered here until it is.
+    fields_edited = tuple(f for f in EDITABLE_FIELDS if f != "preemption_notice_seconds")
     field_order = ["weight", "priority", "state", "reclaimable"]
+
+    # Empty is 0 (none), the default that keeps Volcano's behaviour.
+    def clean_min_runtime_seconds(self) -> int:
+        return self.cleaned_data["min_runtime_seconds"] or 0

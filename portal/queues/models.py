@@ -3,6 +3,7 @@ from array import array
 from collections.abc import Iterable
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from portal.common.models import BaseModel
@@ -15,6 +16,14 @@ from portal.tenants.quota import (  # noqa: F401 - the queue's names for the sha
     WEIGHT_MIN,
     QuotaChangeFields,
     QuotaFields,
+)
+from portal.tenants.runtime_limits import (
+    ABOVE_TENANT_MAXIMUM,
+    MIN_ABOVE_MAX,
+    MIN_RUNTIME_VALIDATORS,
+    NOTICE_VALIDATORS,
+    RUNTIME_LIMIT_VALIDATORS,
+    effective_limit,
 )
 
 
@@ -30,12 +39,42 @@ class Queue(QuotaFields, ClusterAllowances, BaseModel):
     name = models.CharField(max_length=63, unique=True, validators=[validate_dns_label])
     priority = models.IntegerField(default=0)
     state = models.CharField(max_length=10, choices=State.choices, default=State.OPEN)
+    # Run-time limits and preemption timings (portal.tenants.runtime_limits): the longest a
+    # job may run (empty: the tenant's maximum), how long a pod runs before it may be preempted
+    # or reclaimed, and the notice a victim gets before its pods are deleted.
+    max_runtime_seconds = models.PositiveIntegerField(
+        null=True, blank=True, validators=RUNTIME_LIMIT_VALIDATORS
+    )
+    min_runtime_seconds = models.PositiveIntegerField(default=0, validators=MIN_RUNTIME_VALIDATORS)
+    preemption_notice_seconds = models.PositiveIntegerField(default=0, validators=NOTICE_VALIDATORS)
 
     class Meta:
         ordering = ["tenant__name", "name"]
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        try:
+            super().clean()
+        except ValidationError as error:
+            errors.update({k: "; ".join(v) for k, v in error.message_dict.items()})
+        tenant_max = self.tenant.max_runtime_seconds if self.tenant_id else None
+        limit = self.max_runtime_seconds
+        if tenant_max is not None and limit is not None and limit > tenant_max:
+            errors["max_runtime_seconds"] = ABOVE_TENANT_MAXIMUM.format(limit=tenant_max)
+        ceiling = self.runtime_limit
+        if ceiling is not None and self.min_runtime_seconds > ceiling:
+            errors["min_runtime_seconds"] = MIN_ABOVE_MAX.format(limit=ceiling)
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def runtime_limit(self) -> int | None:
+        """The longest a job of this queue may run: its own limit within the tenant's."""
+        tenant_max = self.tenant.max_runtime_seconds if self.tenant_id else None
+        return effective_limit(self.max_runtime_seconds, tenant_max)
 
 
 class QueueChange(QuotaChangeFields):

@@ -25,7 +25,8 @@ from .access import can_edit_queue, can_manage_queues_of
 from .models import RESOURCES, Queue, QueueChange, QueueOrder
 
 # Fields `queue_update` may change; every change is written as a QueueChange row.
-EDITABLE_FIELDS = (*QUOTA_FIELDS, "priority", "state")
+RUNTIME_FIELDS = ("max_runtime_seconds", "min_runtime_seconds", "preemption_notice_seconds")
+EDITABLE_FIELDS = (*QUOTA_FIELDS, "priority", "state", *RUNTIME_FIELDS)
 
 QUEUE_EDIT_FORBIDDEN = "Only a lead of the queue's tenant or a site admin may change this queue."
 QUEUE_CREATE_FORBIDDEN = "Only a lead of the tenant or a site admin may create its queues."
@@ -59,10 +60,16 @@ def queue_create(
     reclaimable: bool = True,
     priority: int = 0,
     state: str = Queue.State.OPEN,
+    max_runtime_seconds: int | None = None,
+    min_runtime_seconds: int = 0,
+    preemption_notice_seconds: int = 0,
 ) -> Queue:
     """Create a queue. `actor=None` means the system (seed, tests); otherwise lead or staff."""
     if actor is not None and not can_manage_queues_of(actor, tenant):
         raise PermissionDenied(QUEUE_CREATE_FORBIDDEN)
+    # Locked first, so the checks below (guarantees, run-time maximum) read the tenant as it
+    # is and concurrent edits there apply one at a time.
+    tenant = tenant_locked(tenant.pk)
     queue = Queue(
         tenant=tenant,
         name=name,
@@ -79,12 +86,15 @@ def queue_create(
         reclaimable=reclaimable,
         priority=priority,
         state=state,
+        max_runtime_seconds=max_runtime_seconds,
+        min_runtime_seconds=min_runtime_seconds,
+        preemption_notice_seconds=preemption_notice_seconds,
     )
     queue.full_clean()
     # Inside the tenant's quota (the tenants' guarantees are what is checked against the
-    # cluster); the tenant row is locked so concurrent edits there apply one at a time.
+    # cluster).
     check_queue_guarantees_fit_tenant(
-        tenant=tenant_locked(tenant.pk),
+        tenant=tenant,
         queue_name=name,
         proposed=_guarantees(queue),
         previous={},

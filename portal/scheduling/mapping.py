@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import json
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
 from jobspec.affinity import HOSTNAME
@@ -258,6 +259,7 @@ class PlacementRow:
     gpus: int
     gpu_milli: int  # what the pod holds on its node (a memory request's cost is the node's)
     gpu_devices: list[int]
+    started_at: datetime  # the bind: what cdp measures a pod's minimum run time from
 
 
 def _read_columns(row: type) -> tuple[str, ...]:
@@ -336,6 +338,7 @@ def job_info(
                     requests=requests if placement is None else held_requests(requests, placement),
                     gpu_memory=task.gpu_memory_mib * MIB,
                     gpu_indices=tuple(placement.gpu_devices or ()) if placement else (),
+                    started=placement.started_at.timestamp() if placement else None,
                     status=status,
                     node=node,
                     role=task.name,
@@ -392,6 +395,7 @@ def queue_tree(
                 priority=values["priority"],
                 state="Open" if values["state"] == Queue.State.OPEN else "Closed",
                 usage=usage.get(queue.pk, ()),
+                min_runtime=queue.min_runtime_seconds,
             )
         )
     if tree:
@@ -409,9 +413,11 @@ def quota_info(
     priority: int = 0,
     state: str = "Open",
     usage: tuple = (),
+    min_runtime: float = 0.0,
 ) -> QueueInfo:
     """The core's QueueInfo for a tenant or queue: ``values`` is the row or a mapping of the
-    quota fields (portal.tenants.quota.QUOTA_FIELDS)."""
+    quota fields (portal.tenants.quota.QUOTA_FIELDS); ``min_runtime`` the queue's minimum run
+    time (the cdp plugin's)."""
 
     def get(field: str) -> Any:
         return values[field] if isinstance(values, dict) else getattr(values, field)
@@ -439,6 +445,7 @@ def quota_info(
         state=state,
         parent=parent,
         usage=usage,
+        min_runtime=min_runtime,
     )
 
 

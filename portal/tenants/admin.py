@@ -8,8 +8,7 @@ from django.http import HttpRequest
 from portal.common.admin import SafeAutocompleteMixin
 
 from .models import Membership, Tenant, TenantChange, TenantUsageSample
-from .quota import QUOTA_FIELDS
-from .services import POLICY_FIELDS, tenant_policy_update
+from .services import POLICY_FIELDS, TENANT_FIELDS, tenant_policy_update
 
 POLICY_HELD = "{count} job(s) of {owner} quarantined: the new policy refuses them (ids {ids})."
 
@@ -61,9 +60,10 @@ class TenantAdmin(ClusterPolicyAdminMixin, admin.ModelAdmin):
         "weight",
         "guarantee_gpus",
         "capability_gpus",
+        "max_runtime_seconds",
     ]
     search_fields = ["name", "display_name"]
-    readonly_fields = list(QUOTA_FIELDS)
+    readonly_fields = list(TENANT_FIELDS)  # tenant_update writes the audit rows
     inlines = [MembershipInline]
 
     def policy_update(self, obj: Any, actor: Any, changes: dict) -> list[int]:

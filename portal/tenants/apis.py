@@ -87,6 +87,7 @@ class TenantOutputSerializer(QuotaOutputFields):
     id = serializers.IntegerField()
     name = serializers.CharField()
     display_name = serializers.CharField()
+    max_runtime_seconds = serializers.IntegerField(allow_null=True)
     namespace = serializers.SerializerMethodField()
     security_level = serializers.ChoiceField(
         choices=Tenant.SecurityLevel.choices,
@@ -141,6 +142,7 @@ TENANT_EXAMPLE = {
     "id": 1,
     "name": "nlp",
     "display_name": "Natural language processing",
+    "max_runtime_seconds": 604800,
     "namespace": "gpu-jobs",
     "security_level": "baseline",
     "weight": 2,
@@ -212,11 +214,14 @@ class TenantDetailApi(ApiView):
 
 
 class TenantUpdateApi(ApiView):
-    """Change a tenant's quota (site admins; members get 403): the same field names as a
-    queue's. Its guarantees may not fall below what its queues guarantee, nor all tenants'
+    """Change a tenant's quota or maximum run time (site admins; members get 403): the same
+    field names as a queue's. Its guarantees may not fall below what its queues guarantee, nor all tenants'
     exceed the cluster. Every change is audited (`links.changes`)."""
 
-    InputSerializer = QuotaInputSerializer
+    class InputSerializer(QuotaInputSerializer):
+        # Shape only; the bounds are the service's, naming the field.
+        max_runtime_seconds = serializers.IntegerField(allow_null=True)
+
     OutputSerializer = TenantOutputSerializer
 
     @extend_schema(

@@ -98,4 +98,12 @@ class QuotaForm(forms.Form):
 
 
 class TenantQuotaForm(QuotaForm):
-    """A tenant's quota (site admins)."""
+    """A tenant's quota and maximum run time (site admins)."""
+
+    max_runtime_seconds = forms.IntegerField(
+        required=False,
+        label="Maximum run time (s)",
+        help_text="No queue of the tenant lets a job run longer. Empty: no maximum.",
+    )
+
+    fields_edited = (*QUOTA_FIELDS, "max_runtime_seconds")

@@ -8,6 +8,7 @@ from portal.common.validators import validate_dns_label
 from portal.jobs.validators import validate_priority_class_names, validate_tolerations
 
 from .quota import QuotaChangeFields, QuotaFields
+from .runtime_limits import RUNTIME_LIMIT_VALIDATORS
 
 
 class ClusterAllowances(models.Model):
@@ -51,6 +52,10 @@ class Tenant(QuotaFields, ClusterAllowances, BaseModel):
     # pod-security.kubernetes.io/enforce label. Set by site admins.
     security_level = models.CharField(
         max_length=16, choices=SecurityLevel.choices, default=SecurityLevel.BASELINE
+    )
+    # Set by site admins: no queue of the tenant lets a job run longer (empty: no maximum).
+    max_runtime_seconds = models.PositiveIntegerField(
+        null=True, blank=True, validators=RUNTIME_LIMIT_VALIDATORS
     )
 
     class Meta:

@@ -23,6 +23,8 @@ from .quota import (
 )
 
 FIELD_NOT_EDITABLE = "this field cannot be changed here"
+# What site admins set on a tenant: its quota and the longest its jobs may run.
+TENANT_FIELDS = (*QUOTA_FIELDS, "max_runtime_seconds")
 TENANT_EDIT_FORBIDDEN = "Only a site admin may change a tenant's quota."
 TENANT_BELOW_QUEUES = "{field}: {value} is below the sum of {tenant}'s queue guarantees, {parts}"
 QUEUES_ABOVE_TENANT = (
@@ -72,9 +74,9 @@ def tenant_update(*, tenant: Tenant, actor: AbstractBaseUser | None, **changes: 
     tenant = tenant_locked(tenant.pk)
     if actor is not None and not can_edit_tenant(actor, tenant):
         raise PermissionDenied(TENANT_EDIT_FORBIDDEN)
-    before = {field: getattr(tenant, field) for field in QUOTA_FIELDS}
+    before = {field: getattr(tenant, field) for field in TENANT_FIELDS}
     _tenant_changes_apply(tenant=tenant, changes=changes, lock=True)
-    changed = [field for field in QUOTA_FIELDS if getattr(tenant, field) != before[field]]
+    changed = [field for field in TENANT_FIELDS if getattr(tenant, field) != before[field]]
     if not changed:
         return tenant
     tenant.save(update_fields=[*changed, "updated_at"])
@@ -244,7 +246,7 @@ def _queue_guarantees(tenant: Tenant, exclude: str | None = None) -> list[tuple[
 
 
 def _refuse_unknown(changes: dict[str, Any]) -> None:
-    unknown = {field: FIELD_NOT_EDITABLE for field in changes if field not in QUOTA_FIELDS}
+    unknown = {field: FIELD_NOT_EDITABLE for field in changes if field not in TENANT_FIELDS}
     if unknown:
         raise ValidationError(unknown)
 

@@ -58,6 +58,7 @@ from scheduler.adapters.portal_port import (
     Node,
     eviction_reasons,
     finished_pods_kept,
+    jobs_runtime_limit_end,
     node_seen_mark,
     tenant_pod_deltas_fold,
     ttl_jobs_kept,
@@ -102,7 +103,8 @@ def scheduling_cycle_run(
         with _timed(timings, "snapshot_ms"):
             # 1. A real cluster's nodes into the Node rows.
             nodes_sync_fenced(backend, cycle, now)
-            # 2. What the pods did since the last cycle, into placements and job statuses.
+            # 2. What the pods did since the last cycle, into placements and job statuses; the
+            # jobs past their run-time limit ended.
             pods = cluster_observe_fenced(backend, cycle, now, transitions)
             # 3. One consistent read of the rows, as the core's snapshot.
             build = snapshot_builder(backend, cycle, now)
@@ -172,7 +174,8 @@ def cluster_observe_fenced(
     now: Callable[[], datetime],
     transitions: CycleTransitions,
 ) -> list[ObservedPod]:
-    """Phase 2: the managed pods as listed, after their phases went into the rows."""
+    """Phase 2: the managed pods as listed, after their phases went into the rows; then the
+    jobs past their run-time limit ended."""
     pods = backend.list_pods()
     owners_gone = backend.owners_deleted()
     with transaction.atomic():
@@ -183,6 +186,11 @@ def cluster_observe_fenced(
         )
     if requeued:
         backend.record_events(requeued)
+    with transaction.atomic():
+        _fence(cycle)
+        # Jobs past their run-time limit end before the snapshot, so their resources go to
+        # others this cycle.
+        jobs_runtime_limit_end(now=now())
     return pods
 
 

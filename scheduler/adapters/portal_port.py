@@ -69,6 +69,7 @@ from portal.jobs.services import (
     job_start_failed,
     job_start_refused,
     job_start_retrying,
+    jobs_runtime_limit_end,
 )
 from portal.ops.retention import finished_pods_kept, ttl_jobs_kept
 from portal.queues.models import Queue
@@ -172,6 +173,7 @@ __all__ = [
     "job_start_failed",
     "job_start_refused",
     "job_start_retrying",
+    "jobs_runtime_limit_end",
     "transition",
     # ops: what the cluster keeps of finished pods and ended jobs
     "finished_pods_kept",

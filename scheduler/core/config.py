@@ -88,6 +88,7 @@ tiers:
   - name: priority
   - name: gang
   - name: conformance
+  - name: cdp
 - plugins:
   - name: proportion
     enableHierarchy: true

@@ -350,6 +350,10 @@ class Dispatch(HookRegistry):
     def _victims(
         self, hook: Hook[EvictableFn], preemptor: Task, candidates: list[Task]
     ) -> list[Task]:
+        for guard in hook.guards:
+            candidates, _ = guard(preemptor, candidates)
+            if not candidates:
+                return []
         victims: list[Task] | None = None
         for tier in hook.tiers:
             victims = None

@@ -96,6 +96,11 @@ class Declared:
     by_preemptor_job: bool = False
     # victim_tasks: the hook is the periodic rescheduling pass, reported in the cycle result
     rescheduling: bool = False
+    # preemptable/reclaimable: the pods it leaves out are protected whatever the tiers say
+    # (cdp's minimum run time). Volcano walks the tiers and moves on to the next tier when one
+    # leaves no victim, so a protected pod could still be chosen there; a guard filters the
+    # candidates before any tier is asked.
+    guards: bool = False
 
 
 NOTHING_DECLARED = Declared()
@@ -165,7 +170,16 @@ class Hook(Generic[_F]):
     so a dispatcher, asked thousands of times, only reads them.
     """
 
-    __slots__ = ("_conf", "_flag", "registered", "enabled", "names", "declarations", "tiers")
+    __slots__ = (
+        "_conf",
+        "_flag",
+        "registered",
+        "enabled",
+        "names",
+        "declarations",
+        "tiers",
+        "guards",
+    )
 
     def __init__(self, conf: tuple[tuple[PluginOption, ...], ...], flag: str | None) -> None:
         self._conf = conf
@@ -174,7 +188,8 @@ class Hook(Generic[_F]):
         self.enabled: list[_F] = []
         self.names: list[str] = []  # the plugin of each enabled fn
         self.declarations: list[Declared] = []  # what each enabled fn's plugin declared
-        self.tiers: list[list[_F]] = []  # the enabled fns per tier that has one
+        self.tiers: list[list[_F]] = []  # the enabled fns per tier that has one, guards aside
+        self.guards: list[_F] = []  # the enabled fns declared ``guards``, asked before the tiers
 
     def add(self, plugin: str, fn: _F, declared: Declared = NOTHING_DECLARED) -> None:
         self.registered[plugin] = (fn, declared)
@@ -191,9 +206,11 @@ class Hook(Generic[_F]):
         self.enabled = [registered[name][0] for _, name in enabled]
         self.names = [name for _, name in enabled]
         self.declarations = [registered[name][1] for _, name in enabled]
+        self.guards = [registered[name][0] for _, name in enabled if registered[name][1].guards]
         by_tier: dict[int, list[_F]] = {}
         for t_index, name in enabled:
-            by_tier.setdefault(t_index, []).append(registered[name][0])
+            if not registered[name][1].guards:
+                by_tier.setdefault(t_index, []).append(registered[name][0])
         self.tiers = [by_tier[i] for i in sorted(by_tier)]
 
 

@@ -132,13 +132,16 @@ class HookRegistry:
 
     # victims ------------------------------------------------------------------------------
     def add_preemptable_fn(
-        self, plugin: str, fn: EvictableFn, *, by_preemptor_job: bool = False
+        self, plugin: str, fn: EvictableFn, *, by_preemptor_job: bool = False, guards: bool = False
     ) -> None:
-        """``by_preemptor_job``: the verdict depends on the preemptor's job itself."""
-        self.preemptable_fns.add(plugin, fn, Declared(by_preemptor_job=by_preemptor_job))
+        """``by_preemptor_job``: the verdict depends on the preemptor's job itself;
+        ``guards``: the pods ``fn`` leaves out are never victims, whatever the tiers say."""
+        declared = Declared(by_preemptor_job=by_preemptor_job, guards=guards)
+        self.preemptable_fns.add(plugin, fn, declared)
 
-    def add_reclaimable_fn(self, plugin: str, fn: EvictableFn) -> None:
-        self.reclaimable_fns.add(plugin, fn)
+    def add_reclaimable_fn(self, plugin: str, fn: EvictableFn, *, guards: bool = False) -> None:
+        """``guards``: as for add_preemptable_fn."""
+        self.reclaimable_fns.add(plugin, fn, Declared(guards=guards))
 
     def add_victim_tasks_fn(
         self, plugin: str, fn: VictimTasksFn, *, rescheduling: bool = False

@@ -69,6 +69,9 @@ class Session(Dispatch):
         self.plugins: dict[str, Plugin] = {}
         self.binds: list[Bind] = []
         self.evictions: list[Evict] = []
+        # Per evicted task, what a plugin adds to its eviction's reason (cdp: that its minimum
+        # run time was overridden); read when the eviction is committed.
+        self.eviction_notes: dict[str, str] = {}
         self.pipelines: list[Pipeline] = []
         # Bumped whenever resources are given back, so cached "fits nowhere" answers expire.
         self.capacity_epoch = 0

@@ -127,7 +127,7 @@ class Statement:
                         preemptor.name if preemptor else None,
                         preemptor.job if preemptor else None,
                         op.action,
-                        op.reason,
+                        op.reason + ssn.eviction_notes.get(task.name, ""),
                         task.gpus,
                     )
                 )

@@ -131,6 +131,9 @@ class QueueInfo:
     parent: str | None = None
     annotations: tuple[tuple[str, str], ...] = ()
     usage: tuple[UsageRecord, ...] = ()  # past use, for the fairshare plugin
+    # Seconds a pod of this queue runs before it may be a victim of preempt or reclaim (the
+    # cdp plugin's cooldown; 0: none)
+    min_runtime: float = 0.0
 
     @property
     def is_open(self) -> bool:
@@ -160,6 +163,9 @@ class TaskInfo:
     # Nodes whose kubelet refused this job's pod lately, each with the snapshot time (seconds
     # since 1970) until which the pod avoids it (the shell's backoff, portal.jobs.backoff).
     avoid_nodes: tuple[tuple[str, float], ...] = ()
+    # When an occupying pod was bound to its node, on the snapshot's clock (None: not known):
+    # what cdp measures a pod's run time from, as upstream does from its PodScheduled time.
+    started: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

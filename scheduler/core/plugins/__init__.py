@@ -10,6 +10,7 @@ on a plugin's name: the names live here and in the conf parser only.
 from scheduler.core.plugins import (
     binpack,
     capacity,
+    cdp,
     conformance,
     drf,
     fairshare,
@@ -41,5 +42,6 @@ PLUGINS = {
         rescheduling,
         overcommit,
         fairshare,
+        cdp,
     )
 }

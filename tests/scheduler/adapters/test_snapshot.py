@@ -106,3 +106,23 @@ def test_created_is_exactly_the_submission_timestamp(nlp_queue):
 
     created = {info.name: info.created for info in bundle.snapshot.jobs}
     assert created == {str(job.id): at.timestamp() for job, at in zip(jobs, times)}
+
+
+def test_a_placed_pod_carries_its_bind_and_its_queue_its_minimum_run_time(nlp_queue):
+    """What the cdp plugin reads: stored, so a restarted worker protects the same pods."""
+    nlp_queue.min_runtime_seconds = 600
+    nlp_queue.save()
+    node = NodeFactory(name="gpu-1")
+    running = JobFactory(queue=nlp_queue, status=Job.Status.RUNNING)
+    task = JobTaskFactory(job=running, name="worker", replicas=2)
+    bound = NOW - timedelta(seconds=100)
+    PlacementFactory(
+        task=task, replica=0, node=node, state=Placement.State.RUNNING, started_at=bound
+    )
+
+    snapshot = snapshot_build(now=NOW).snapshot
+
+    assert {q.name: q.min_runtime for q in snapshot.queues}["nlp-train"] == 600
+    tasks = {t.name: t for t in snapshot.jobs[0].tasks}
+    assert tasks[pod_name(running.id, "worker", 0)].started == bound.timestamp()
+    assert tasks[pod_name(running.id, "worker", 1)].started is None

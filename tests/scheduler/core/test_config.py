@@ -14,7 +14,7 @@ def test_default_conf_is_the_seed_deployment():
     conf = default_conf()
     assert conf.actions == ("enqueue", "allocate", "backfill", "preempt", "reclaim")
     assert [[p.name for p in tier] for tier in conf.tiers] == [
-        ["priority", "gang", "conformance"],
+        ["priority", "gang", "conformance", "cdp"],
         ["proportion", "binpack", "network-topology-aware", "rescheduling"],
     ]
 

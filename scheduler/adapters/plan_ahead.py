@@ -12,7 +12,7 @@ predicted as one without. Otherwise the history of finished jobs predicts it
 task's image): the most specific of those with enough jobs, each job of the last
 ``HISTORY_DAYS`` days that ran (started and finished), and the running jobs as censored at what
 they have run so far. A run-time limit bounds every prediction: ``runtime_limit`` gives it per
-job (none yet).
+job (by default the tightest of the job's, its queue's and its tenant's, as the cycle ends it).
 """
 
 from __future__ import annotations
@@ -26,7 +26,13 @@ from django.conf import settings
 from django.db.models import Min
 
 from scheduler.adapters.gc_pause import gc_paused
-from scheduler.adapters.portal_port import EstimateRow, Job, JobTask, start_estimates_record
+from scheduler.adapters.portal_port import (
+    EstimateRow,
+    Job,
+    JobTask,
+    effective_limit,
+    start_estimates_record,
+)
 from scheduler.adapters.snapshot import JobRow, SnapshotBundle, snapshot_build
 from scheduler.core.plan import Plan, PlanLimits, plan_starts
 from scheduler.core.runtimes import Key, RuntimeHistory, Span
@@ -41,8 +47,26 @@ FINISHED = (Job.Status.SUCCEEDED, Job.Status.FAILED, Job.Status.CANCELLED)
 
 
 def no_runtime_limit(job: JobRow) -> float | None:
-    """The default ``runtime_limit``: no job has a run-time limit."""
+    """A ``runtime_limit`` under which no job has a run-time limit."""
     return None
+
+
+def stored_runtime_limits(job_ids: list[int]) -> Callable[[JobRow], float | None]:
+    """The run-time limit each job runs under (portal.jobs.services.jobs_runtime_limit_end's
+    rule: the tightest of its own, its queue's and its tenant's), read once for the plan."""
+    rows = Job.objects.filter(id__in=job_ids).values_list(
+        "id",
+        "max_runtime_seconds",
+        "queue__max_runtime_seconds",
+        "queue__tenant__max_runtime_seconds",
+    )
+    found = {job_id: effective_limit(*limits) for job_id, *limits in rows}
+
+    def limit(job: JobRow) -> float | None:
+        value = found.get(job.id)
+        return float(value) if value is not None else None
+
+    return limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +80,13 @@ def plan_ahead_run(
     *,
     now: datetime,
     limits: PlanLimits | None = None,
-    runtime_limit: Callable[[JobRow], float | None] = no_runtime_limit,
+    runtime_limit: Callable[[JobRow], float | None] | None = None,
 ) -> Plan:
     """Estimate every pending job's start from a snapshot taken at ``now`` and store them."""
     limits = limits or plan_limits()
     bundle = snapshot_build(now=now)
+    if runtime_limit is None:
+        runtime_limit = stored_runtime_limits([int(job.name) for job in bundle.snapshot.jobs])
     ends, durations = job_runtimes(bundle, runtime_limit=runtime_limit)
     with gc_paused():
         plan = plan_starts(

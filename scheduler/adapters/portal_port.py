@@ -106,6 +106,7 @@ from portal.scheduling.selectors import eviction_reasons
 from portal.scheduling.services import conf_lacks_predicates
 from portal.tenants.models import TenantUsageSample
 from portal.tenants.quota import tenant_node_name
+from portal.tenants.runtime_limits import effective_limit
 
 __all__ = [
     # accounting: the ledger's booking rules and rows
@@ -182,6 +183,7 @@ __all__ = [
     "Queue",
     "queue_orders_record",
     "TenantUsageSample",
+    "effective_limit",
     "tenant_node_name",
     # scheduling: the facade the shell connects, the ORM -> core mapping, cycle records
     "JOB_COLUMNS",

@@ -7,7 +7,7 @@ import pytest
 
 from portal.cluster.models import Placement
 from portal.jobs.models import Job, StartEstimate
-from scheduler.adapters.plan_ahead import job_runtimes, plan_ahead_run
+from scheduler.adapters.plan_ahead import job_runtimes, plan_ahead_run, stored_runtime_limits
 from scheduler.adapters.snapshot import snapshot_build
 from scheduler.core.plan import PlanLimits
 from tests.factories import JobFactory, JobTaskFactory, NodeFactory, PlacementFactory
@@ -168,6 +168,24 @@ def test_a_run_time_limit_bounds_every_prediction(nlp_queue):
     assert ends[str(running.id)].high == NOW.timestamp() + HOUR
     assert durations[str(pending.id)].likely == 2 * HOUR
     assert durations[str(unknown.id)].high == 2 * HOUR
+
+
+def test_the_stored_limits_bound_the_plan_as_the_cycle_ends_jobs(nlp_queue):
+    """The plan's default: the tightest of the job's, its queue's and its tenant's limits."""
+    node = NodeFactory()
+    nlp_queue.max_runtime_seconds = int(3 * HOUR)
+    nlp_queue.save(update_fields=["max_runtime_seconds"])
+    running = _running(nlp_queue, started=NOW - timedelta(hours=1), expected=5 * HOUR, node=node)
+    own = _pending(nlp_queue, expected=int(5 * HOUR), max_runtime_seconds=int(HOUR))
+    queue_only = _pending(nlp_queue, expected=int(5 * HOUR))
+    bundle = snapshot_build(now=NOW)
+
+    limit = stored_runtime_limits([int(job.name) for job in bundle.snapshot.jobs])
+    ends, durations = job_runtimes(bundle, runtime_limit=limit)
+
+    assert ends[str(running.id)].high == NOW.timestamp() + 2 * HOUR
+    assert durations[str(own.id)].likely == HOUR
+    assert durations[str(queue_only.id)].likely == 3 * HOUR
 
 
 def test_the_cost_bound_is_passed_on(nlp_queue):

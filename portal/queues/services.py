@@ -13,7 +13,7 @@ from portal.common.access import is_site_admin
 from portal.common.ids import parse_id
 from portal.jobs.models import Job
 from portal.tenants.models import Membership, Tenant
-from portal.tenants.quota import QUOTA_FIELDS, changes_record
+from portal.tenants.quota import QUOTA_FIELDS, audited_save, changes_record
 from portal.tenants.services import (  # noqa: F401 - FIELD_NOT_EDITABLE: the same refusal
     CLUSTER_POLICY_FORBIDDEN,
     FIELD_NOT_EDITABLE,
@@ -175,17 +175,11 @@ def queue_policy_update(
         raise PermissionDenied(CLUSTER_POLICY_FORBIDDEN)
     tenant_locked(queue.tenant_id)
     queue = _queue_locked(queue.pk)
-    before = {field: getattr(queue, field) for field in QUEUE_POLICY_FIELDS}
-    for field, value in changes.items():
-        setattr(queue, field, value)
-    queue.full_clean()
-    changed = [field for field in QUEUE_POLICY_FIELDS if getattr(queue, field) != before[field]]
-    if not changed:
+    fields = QUEUE_POLICY_FIELDS
+    if not audited_save(
+        model=QueueChange, owner="queue", row=queue, fields=fields, changes=changes, actor=actor
+    ):
         return []
-    queue.save(update_fields=[*changed, "updated_at"])
-    changes_record(
-        model=QueueChange, owner="queue", row=queue, before=before, fields=changed, actor=actor
-    )
     return jobs_policy_hold(queue_ids=[queue.pk])
 
 

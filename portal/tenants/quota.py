@@ -8,6 +8,7 @@ in a pending reason.
 """
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -125,6 +126,24 @@ def changes_record(
             for field in fields
         ]
     )
+
+
+def audited_save(
+    *, model: type, owner: str, row: Any, fields: Sequence[str], changes: dict[str, Any], actor: Any
+) -> list[str]:
+    """Set ``changes`` on ``row`` (locked by the caller), check it, save the ``fields`` that
+    changed and record each (``changes_record``); the fields changed."""
+    before = {field: getattr(row, field) for field in fields}
+    for field, value in changes.items():
+        setattr(row, field, value)
+    row.full_clean()
+    changed = [field for field in fields if getattr(row, field) != before[field]]
+    if changed:
+        row.save(update_fields=[*changed, "updated_at"])
+        changes_record(
+            model=model, owner=owner, row=row, before=before, fields=changed, actor=actor
+        )
+    return changed
 
 
 def as_text(value: Any) -> str:

@@ -17,6 +17,7 @@ from .quota import (
     QUOTA_FIELDS,
     RESOURCES,
     amount,
+    audited_save,
     changes_record,
     named_parts,
     sum_parts,
@@ -121,17 +122,11 @@ def tenant_policy_update(
     if actor is not None and not is_site_admin(actor):
         raise PermissionDenied(CLUSTER_POLICY_FORBIDDEN)
     tenant = tenant_locked(tenant.pk)
-    before = {field: getattr(tenant, field) for field in POLICY_FIELDS}
-    for field, value in changes.items():
-        setattr(tenant, field, value)
-    tenant.full_clean()
-    changed = [field for field in POLICY_FIELDS if getattr(tenant, field) != before[field]]
-    if not changed:
+    fields = POLICY_FIELDS
+    if not audited_save(
+        model=TenantChange, owner="tenant", row=tenant, fields=fields, changes=changes, actor=actor
+    ):
         return []
-    tenant.save(update_fields=[*changed, "updated_at"])
-    changes_record(
-        model=TenantChange, owner="tenant", row=tenant, before=before, fields=changed, actor=actor
-    )
     return jobs_policy_hold(tenant_ids=[tenant.pk])
 
 

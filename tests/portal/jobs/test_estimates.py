@@ -157,6 +157,18 @@ def test_the_job_list_says_each_waiting_jobs_estimate(researcher_client, nlp_que
     assert "not within 7 days" in body
 
 
+def test_the_job_list_leaves_never_to_the_reason_that_says_it(
+    researcher_client, nlp_queue, researcher
+):
+    job = _waiting(nlp_queue, researcher, outlook="never")
+    Job.objects.filter(pk=job.pk).update(
+        pending_kind=Job.PendingKind.NEVER, pending_reason="can never run as submitted: too big"
+    )
+    body = researcher_client.get(reverse("jobs:job_list")).content.decode()
+    assert "can never run as submitted: too big" in body
+    assert "never: it can never run as submitted" not in body
+
+
 def test_the_queue_page_says_the_next_start(researcher_client, nlp_queue, researcher):
     _waiting(nlp_queue, researcher, **RANGE)
     body = researcher_client.get(reverse("queues:queue_list")).content.decode()

@@ -28,25 +28,3 @@ window.Portal = {
   mark();
   window.addEventListener("resize", mark);
 })();
-/* The links scroll sideways on a narrow screen: the current page's link is scrolled into
-   sight (an admin on Preemptions saw Home to Tenants and no sign of where they were), and an
-   edge fades where more links are hidden. */
-(function () {
-  "use strict";
-  var nav = document.querySelector(".nav");
-  if (!nav) { return; }
-  function edges() {
-    var hidden = nav.scrollWidth - nav.clientWidth;
-    nav.classList.toggle("more-left", hidden > 1 && nav.scrollLeft > 1);
-    nav.classList.toggle("more-right", hidden > 1 && nav.scrollLeft < hidden - 1);
-  }
-  var active = nav.querySelector("a.active");
-  if (active && nav.scrollWidth > nav.clientWidth) {
-    var link = active.getBoundingClientRect();
-    var box = nav.getBoundingClientRect();
-    nav.scrollLeft += link.left - box.left - (box.width - link.width) / 2;
-  }
-  edges();
-  nav.addEventListener("scroll", edges, { passive: true });
-  window.addEventListener("resize", edges);
-})();

@@ -714,7 +714,6 @@ def job_quarantine(
 def _quarantined(*, job_id: int, reason: str, at: datetime | None) -> Job | None:
     """Quarantine the job with `reason` and release its pods; None if it cannot be (gone,
     finished, cancelled or quarantined already)."""
-    from portal.cluster.models import Placement
 
     with transaction.atomic():
         job = Job.objects.select_for_update().filter(pk=job_id).first()
@@ -732,9 +731,7 @@ def _quarantined(*, job_id: int, reason: str, at: datetime | None) -> Job | None
             pending_reason_at=at,
         )
         # Its pods go, as a cancelled job's do: nothing of it is left for a cycle to trip on.
-        Placement.objects.filter(
-            job_id=job.pk, state__in=[Placement.State.BOUND, Placement.State.RUNNING]
-        ).update(state=Placement.State.RELEASING, updated_at=at)
+        _placed_pods_release(job_id=job.pk, at=at)
     return job
 
 
@@ -744,7 +741,6 @@ def job_start_refused(*, job_id: int, error: str, at: datetime | None = None) ->
     pods are released, so no part of the gang runs and nothing retries the same refusal forever.
 
     Returns the failed job, or None when it is gone or already finished."""
-    from portal.cluster.models import Placement
 
     with transaction.atomic():
         job = Job.objects.select_for_update().filter(pk=job_id).first()
@@ -759,10 +755,18 @@ def job_start_refused(*, job_id: int, error: str, at: datetime | None = None) ->
             pending_reason=JOB_START_REFUSED.format(error=error)[:JOB_START_REASON_CHARS],
             pending_reason_at=at,
         )
-        Placement.objects.filter(
-            job_id=job.pk, state__in=[Placement.State.BOUND, Placement.State.RUNNING]
-        ).update(state=Placement.State.RELEASING, updated_at=at)
+        _placed_pods_release(job_id=job.pk, at=at)
     return job
+
+
+def _placed_pods_release(*, job_id: int, at: datetime) -> None:
+    """The job's bound and running pods are to go (the reconcile deletes them): a job that
+    ended or went back to the queue keeps no GPUs, and no half gang is left running."""
+    from portal.cluster.models import Placement
+
+    Placement.objects.filter(
+        job_id=job_id, state__in=[Placement.State.BOUND, Placement.State.RUNNING]
+    ).update(state=Placement.State.RELEASING, updated_at=at)
 
 
 def job_start_failed(*, job_id: int, attempt: Attempt) -> Job | None:
@@ -773,7 +777,6 @@ def job_start_failed(*, job_id: int, attempt: Attempt) -> Job | None:
     kind it fails instead, with the cluster's words.
 
     Returns the job as changed, or None when it is gone or no longer placed."""
-    from portal.cluster.models import Placement
 
     with transaction.atomic():
         job = Job.objects.select_for_update().filter(pk=job_id).first()
@@ -794,9 +797,7 @@ def job_start_failed(*, job_id: int, attempt: Attempt) -> Job | None:
             pending_reason_at=attempt.at,
             start_attempts=stored,
         )
-        Placement.objects.filter(
-            job_id=job.pk, state__in=[Placement.State.BOUND, Placement.State.RUNNING]
-        ).update(state=Placement.State.RELEASING, updated_at=attempt.at)
+        _placed_pods_release(job_id=job.pk, at=attempt.at)
     return job
 
 
@@ -814,7 +815,6 @@ def jobs_runtime_limit_end(*, now: datetime) -> list[int]:
     else its tenant's maximum: the tightest set): it fails, saying so, and its pods are
     released. Called by the scheduling cycle; the start is stored, so a restarted worker ends
     the same jobs. Returns their ids."""
-    from portal.cluster.models import Placement
 
     limited = (
         Job.objects.filter(
@@ -854,9 +854,7 @@ def jobs_runtime_limit_end(*, now: datetime) -> list[int]:
                 pending_reason=reason,
                 pending_reason_at=now,
             )
-            Placement.objects.filter(
-                job_id=job_id, state__in=[Placement.State.BOUND, Placement.State.RUNNING]
-            ).update(state=Placement.State.RELEASING, updated_at=now)
+            _placed_pods_release(job_id=job_id, at=now)
             ended.append(job_id)
     return ended
 

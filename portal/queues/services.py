@@ -9,7 +9,6 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection, transaction
 from django.db.models import F
 
-from portal.common.access import is_site_admin
 from portal.common.ids import parse_id
 from portal.jobs.models import Job
 from portal.tenants.models import Membership, Tenant
@@ -18,6 +17,8 @@ from portal.tenants.services import (  # noqa: F401 - FIELD_NOT_EDITABLE: the sa
     CLUSTER_POLICY_FORBIDDEN,
     FIELD_NOT_EDITABLE,
     check_queue_guarantees_fit_tenant,
+    policy_change_check,
+    refuse_unknown,
     tenant_locked,
 )
 
@@ -150,9 +151,7 @@ def _queue_changes_apply(*, queue: Queue, tenant: Tenant, changes: dict[str, Any
 
 
 def _refuse_unknown(changes: dict[str, Any]) -> None:
-    unknown = {field: FIELD_NOT_EDITABLE for field in changes if field not in EDITABLE_FIELDS}
-    if unknown:
-        raise ValidationError(unknown)
+    refuse_unknown(changes, EDITABLE_FIELDS)
 
 
 QUEUE_POLICY_FIELDS = ("allowed_tolerations", "allowed_priority_classes")
@@ -168,11 +167,7 @@ def queue_policy_update(
     Returns their ids."""
     from portal.jobs.services import jobs_policy_hold
 
-    unknown = {field: FIELD_NOT_EDITABLE for field in changes if field not in QUEUE_POLICY_FIELDS}
-    if unknown:
-        raise ValidationError(unknown)
-    if actor is not None and not is_site_admin(actor):
-        raise PermissionDenied(CLUSTER_POLICY_FORBIDDEN)
+    policy_change_check(changes, QUEUE_POLICY_FIELDS, actor)
     tenant_locked(queue.tenant_id)
     queue = _queue_locked(queue.pk)
     fields = QUEUE_POLICY_FIELDS

@@ -1,3 +1,4 @@
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
@@ -19,8 +20,8 @@ class ClusterPolicyAdminMixin:
 
     policy_fields: tuple[str, ...] = ()
 
-    def policy_update(self, obj: Any, actor: Any, changes: dict) -> list[int]:
-        raise NotImplementedError
+    # Each page names the service that applies its changes (obj, actor, changes) -> held ids.
+    policy_update: Callable[[Any, Any, dict], list[int]]
 
     def save_model(self, request: HttpRequest, obj: Model, form: ModelForm, change: bool) -> None:
         changes = {f: form.cleaned_data[f] for f in self.policy_fields if f in form.changed_data}

@@ -116,11 +116,7 @@ def tenant_policy_update(
     their ids."""
     from portal.jobs.services import jobs_policy_hold
 
-    unknown = {field: FIELD_NOT_EDITABLE for field in changes if field not in POLICY_FIELDS}
-    if unknown:
-        raise ValidationError(unknown)
-    if actor is not None and not is_site_admin(actor):
-        raise PermissionDenied(CLUSTER_POLICY_FORBIDDEN)
+    policy_change_check(changes, POLICY_FIELDS, actor)
     tenant = tenant_locked(tenant.pk)
     fields = POLICY_FIELDS
     if not audited_save(
@@ -241,9 +237,24 @@ def _queue_guarantees(tenant: Tenant, exclude: str | None = None) -> list[tuple[
 
 
 def _refuse_unknown(changes: dict[str, Any]) -> None:
-    unknown = {field: FIELD_NOT_EDITABLE for field in changes if field not in TENANT_FIELDS}
+    refuse_unknown(changes, TENANT_FIELDS)
+
+
+def refuse_unknown(changes: dict[str, Any], editable: tuple[str, ...]) -> None:
+    """Refuse, each under its name, the fields of ``changes`` that are not ``editable``."""
+    unknown = {field: FIELD_NOT_EDITABLE for field in changes if field not in editable}
     if unknown:
         raise ValidationError(unknown)
+
+
+def policy_change_check(
+    changes: dict[str, Any], editable: tuple[str, ...], actor: AbstractBaseUser | None
+) -> None:
+    """A cluster policy change (a tenant's or a queue's): only its fields, by a site admin
+    (``actor=None`` is the system)."""
+    refuse_unknown(changes, editable)
+    if actor is not None and not is_site_admin(actor):
+        raise PermissionDenied(CLUSTER_POLICY_FORBIDDEN)
 
 
 @transaction.atomic

@@ -9,7 +9,10 @@ records them, their parts (list_nodes, list_pods, observe, snapshot_build, decis
 desired_pods), db_ms (everything but the core), binds and the (snapshot + persist) / core ratio;
 then one summary line: first_cycle_seconds, steady_cycle_seconds (median of the cycles after
 the first), observe_seconds (median time to read the cluster, list_nodes + list_pods, after the
-first cycle) and, on kubernetes, cache_rss_mb.
+first cycle) and, on kubernetes, cache_rss_mb. With --plan-busy, twice as many cycles again beside
+the plan-ahead task running back to back in a process of its own (what its Celery worker does),
+busy and paused in turn, and the summary's `plan_busy` compares this process's CPU per
+cycle in both.
 
 --backend kubernetes --kubeconfig PATH uses that API server instead (the local control plane
 of `./dev cluster-up`, say): the bench makes the same nodes and --foreign-pods there through
@@ -40,11 +43,13 @@ import contextlib
 import json
 import os
 import random
+import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
@@ -85,6 +90,13 @@ def main(argv: list[str] | None = None) -> int:
         "--write-concurrency",
         type=int,
         help="kubernetes: writes in flight at once (KUBERNETES_WRITE_CONCURRENCY; 1: sequential)",
+    )
+    parser.add_argument(
+        "--plan-busy",
+        action="store_true",
+        help="then twice as many cycles beside a plan-ahead worker (its own process, the "
+        "estimate task in a loop), busy and paused in turn, and compare this process's "
+        "CPU per cycle in both",
     )
     parser.add_argument(
         "--namespace-per-tenant",
@@ -131,10 +143,97 @@ def main(argv: list[str] | None = None) -> int:
                 if number < args.cycles:
                     between_cycles()
             summaries[backend_name] = summary(backend_name, lines, extra())
+            if args.plan_busy:
+                summaries[backend_name]["plan_busy"] = plan_busy_cycles(
+                    args.cycles, backend, between_cycles, len(lines) + 1
+                )
             print(json.dumps(summaries[backend_name], sort_keys=True), flush=True)
     if len(summaries) == 2:
         print(json.dumps(comparison(*summaries.values()), sort_keys=True), flush=True)
     return 0
+
+
+def plan_busy_cycles(
+    cycles: int, backend: Any, between_cycles: Callable[[], None], first: int
+) -> dict[str, Any]:
+    """2 x `cycles` more cycles beside the plan-ahead task running in a loop in a process of
+    its own, as its worker does, alternately busy and paused. The worker pauses between two
+    runs (SIGUSR1, acknowledged once its run has ended, so a paused cycle overlaps no plan and
+    the worker holds no database lock; SIGUSR2 resumes it). Cycles that alternate share the
+    machine's other load, so this process's CPU per cycle compares."""
+    worker = subprocess.Popen(  # noqa: S603 - this interpreter, a fixed module
+        [sys.executable, "-c", "from bench.cycle import plan_loop; plan_loop()"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    stdout = worker.stdout
+    if stdout is None:
+        raise RuntimeError("the plan worker's output is not piped")
+    lines: dict[bool, list[dict]] = {True: [], False: []}
+    planned = 0
+
+    def paused() -> None:
+        nonlocal planned
+        worker.send_signal(signal.SIGUSR1)
+        while (said := stdout.readline()) and said.strip() != "paused":
+            planned += said.strip() == "planned"
+
+    try:
+        while stdout.readline().strip() != "ready":
+            pass
+        for number in range(2 * cycles):
+            busy = number % 2 == 0
+            if busy:
+                worker.send_signal(signal.SIGUSR2)
+            else:
+                paused()
+            between_cycles()
+            line = {**run_once(first + number, backend), "plan_busy": busy}
+            lines[busy].append(line)
+            print(json.dumps(line, sort_keys=True), flush=True)
+    finally:
+        worker.terminate()
+        rest, _ = worker.communicate(timeout=60)
+        planned += rest.split().count("planned")
+
+    def median(key: str, busy: bool) -> float:
+        return statistics.median(x[key] for x in lines[busy]) / 1000
+
+    return {
+        "cycles_each": cycles,
+        "steady_cycle_cpu_seconds_plan_paused": round(median("cpu_ms", False), 3),
+        "steady_cycle_cpu_seconds_plan_busy": round(median("cpu_ms", True), 3),
+        "cpu_ratio": _ratio(median("cpu_ms", True), median("cpu_ms", False)),
+        "steady_cycle_seconds_plan_paused": round(median("total_ms", False), 3),
+        "steady_cycle_seconds_plan_busy": round(median("total_ms", True), 3),
+        "plan_runs": planned,
+    }
+
+
+def plan_loop() -> None:
+    """The plan-ahead task back to back, saying 'planned' after each run; SIGUSR1 pauses it
+    after the run under way (it says 'paused'), SIGUSR2 resumes it."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.local")
+    os.environ.setdefault("DJANGO_DEBUG", "false")
+    import django
+
+    django.setup()
+    from django.utils import timezone
+
+    from scheduler.adapters.plan_ahead import plan_ahead_run
+
+    pause = threading.Event()
+    resume = threading.Event()
+    signal.signal(signal.SIGUSR1, lambda *_: (resume.clear(), pause.set()))
+    signal.signal(signal.SIGUSR2, lambda *_: resume.set())
+    print("ready", flush=True)
+    while True:
+        if pause.is_set():
+            pause.clear()
+            print("paused", flush=True)
+            resume.wait()
+        plan_ahead_run(now=timezone.now())
+        print("planned", flush=True)
 
 
 def comparison(simulated: dict[str, Any], kubernetes: dict[str, Any]) -> dict[str, Any]:

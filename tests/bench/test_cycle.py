@@ -96,6 +96,29 @@ def test_a_tiny_run_of_both_backends_prints_cycles_summaries_and_the_comparison(
     assert compared["steady_cycle_ratio"] > 0
 
 
+def test_plan_busy_alternates_cycles_beside_a_planning_worker(tmp_path):
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "portal.settings.local",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'bench.sqlite3'}",
+        "PORTAL_VAR_DIR": str(tmp_path),
+    }
+    command = [sys.executable, "-m", "scheduler.adapters.bench_cycle", "--nodes", "2",
+               "--jobs", "12", "--queues", "2", "--cycles", "2", "--plan-busy"]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    cycles, figures = lines[:-1], lines[-1]["plan_busy"]
+    assert [line["cycle"] for line in cycles] == [1, 2, 3, 4, 5, 6]
+    assert [line.get("plan_busy") for line in cycles[2:]] == [True, False, True, False]
+    assert all(not line["error"] for line in cycles)
+    assert figures["cycles_each"] == 2
+    assert figures["plan_runs"] >= 1  # the worker planned while the cycles ran
+    assert figures["cpu_ratio"] > 0
+
+
 def test_the_simulated_usage_is_what_the_watch_cache_sums_on_the_emulator(cluster, backend):
     from scheduler.adapters.cluster.testing.emulator import seed as emulator_seed
 

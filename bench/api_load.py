@@ -116,6 +116,10 @@ JobTask.objects.bulk_create(
 # What the first scheduling cycle does: the tenants' pending-pod deltas folded into one row.
 from portal.jobs.pod_count import tenant_pod_deltas_fold
 tenant_pod_deltas_fold()
+# What autovacuum does to a table that grew: fresh statistics, so the planner knows its size.
+from django.db import connection
+with connection.cursor() as cursor:
+    cursor.execute("ANALYZE")
 print(api_token_create(user=user, name="load test")[1])
 """
 

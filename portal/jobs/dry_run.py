@@ -121,7 +121,10 @@ def job_render(
         if not tenant and settings.KUBERNETES_NAMESPACE_PER_TENANT:
             warnings.append(NAMESPACE_NOT_KNOWN.format(queue=queue, namespace=namespace))
     shape = JobShape(
-        job_id=RENDER_JOB_ID, name=job.name, tasks=tuple((t.name, t.replicas) for t in tasks)
+        job_id=RENDER_JOB_ID,
+        name=job.name,
+        tasks=tuple((t.name, t.replicas) for t in tasks),
+        prefix=job.object_prefix,
     )
     instance = settings.KUBERNETES_INSTANCE
     objects = []
@@ -134,7 +137,7 @@ def job_render(
     for task in tasks:
         for replica in range(task.replicas):
             desired = desired_pod(
-                pod_name=pod_name(RENDER_JOB_ID, task.name, replica),
+                pod_name=pod_name(RENDER_JOB_ID, task.name, replica, prefix=job.object_prefix),
                 node_name="",
                 namespace=namespace,
                 gpu_resource=_gpu_resource(task),
@@ -157,6 +160,7 @@ def job_render(
                 plugins=job.plugins,
                 shape=shape,
                 instance=instance,
+                object_prefix=job.object_prefix,
                 security_level=policy.level,
             )
             pod = pod_object(

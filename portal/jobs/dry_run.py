@@ -7,7 +7,7 @@ The manifest goes through the same checks as a submission (`volcano_job_parse`, 
 Kubernetes backend uses (jobspec.pods), so what is printed is what would be sent, but for the
 ssh plugin's keys, which only the reconcile generates (the Secret is shown with placeholders,
 and a warning says so). A job has no id before it is stored: names and labels carry `new` in
-its place (`gp-new-worker-0`), and a name from metadata.generateName carries `xxxxx` in place
+its place (`gp-<instance tag>-new-worker-0`, jobspec.labels), and a name from metadata.generateName carries `xxxxx` in place
 of the 5 random characters a submission draws. Pods come without a node (the scheduler picks
 it); whether the queue exists and the caller may use it is not checked offline: a warning says
 so. A manifest without spec.queue is shown in the caller's default queue when the caller knows

@@ -129,7 +129,10 @@ def test_faults_under_the_cache_lose_no_decision_and_book_no_gpu_twice(
     scheduling_cycle_run(backend=backend_on(cluster, cache))
 
     placements = dict(Placement.objects.values_list("pod_name", "node_name"))
-    assert placements == {f"{first.object_name}-worker-0": "gpu-b", f"{second.object_name}-worker-0": "gpu-a"}
+    assert placements == {
+        f"{first.object_name}-worker-0": "gpu-b",
+        f"{second.object_name}-worker-0": "gpu-a",
+    }
     assert {n: cluster.pod(NAMESPACE, n)["spec"]["nodeName"] for n in cluster.pod_names()} == (
         placements
     )

@@ -122,7 +122,10 @@ def test_each_tenants_gang_is_made_and_bound_whole_in_its_own_namespace(
 
         kube_cycle()
         assert running(cluster, resnet, "gpu-vision")
-    assert owners(cluster) == {("gpu-nlp", f"{bert.object_name}"), ("gpu-vision", f"{resnet.object_name}")}
+    assert owners(cluster) == {
+        ("gpu-nlp", f"{bert.object_name}"),
+        ("gpu-vision", f"{resnet.object_name}"),
+    }
     assert dict(Placement.objects.values_list("job_id", "namespace").distinct()) == {
         bert.id: "gpu-nlp",
         resnet.id: "gpu-vision",
@@ -195,7 +198,10 @@ def test_changing_the_setting_with_jobs_running_moves_orphans_and_deletes_nothin
         cluster.advance(1)
     assert running(cluster, bert, "gpu-nlp")
     assert running(cluster, gpt, "gpu-jobs")
-    assert owners(cluster) == {("gpu-nlp", f"{bert.object_name}"), ("gpu-jobs", f"{gpt.object_name}")}
+    assert owners(cluster) == {
+        ("gpu-nlp", f"{bert.object_name}"),
+        ("gpu-jobs", f"{gpt.object_name}"),
+    }
 
     # bert ends where it ran: its pods and its owner there are cleaned up.
     with override_settings(FINISHED_POD_RETENTION_SECONDS=0):
@@ -377,6 +383,8 @@ def test_with_a_watch_cache_steady_cycles_list_no_tenants_objects(
                 cluster.advance(1)
             assert lists() == before
         assert running(cluster, bert, "gpu-nlp")
-        assert {obj.name for obj in cache.job_objects("Service", "gpu-nlp")} == {f"{bert.object_name}"}
+        assert {obj.name for obj in cache.job_objects("Service", "gpu-nlp")} == {
+            f"{bert.object_name}"
+        }
     finally:
         cache.stop()

@@ -150,7 +150,11 @@ def test_a_quota_refusal_of_one_pod_of_a_gang_starts_none_of_it(
     assert job.status == Job.Status.PREEMPTED
     assert "namespace quota gpu-quota exceeded" in job.pending_reason
     assert not holds_gpus(job)
-    ours = [cluster.pod(NAMESPACE, n) for n in cluster.pod_names() if n.startswith(f"{job.object_name}-")]
+    ours = [
+        cluster.pod(NAMESPACE, n)
+        for n in cluster.pod_names()
+        if n.startswith(f"{job.object_name}-")
+    ]
     assert ours  # the pods created before the refusal, unbound
     assert all(not (pod or {}).get("spec", {}).get("nodeName") for pod in ours)
     kube_cycle(errors=True, seconds=1)  # within the backoff: the created pods are removed

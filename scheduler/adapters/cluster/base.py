@@ -181,8 +181,8 @@ class ClusterBackend(Protocol):
     ) -> list[str]:
         """Delete the job objects (owner objects, the plugins' Services, ConfigMaps and
         NetworkPolicies; Secrets go with their owner) not in `keep` (kind, namespace, name),
-        make again each of `wanted` (owner object's name, manifest) that someone deleted; returns "Kind namespace/name" of
-        each deleted."""
+        make again each of `wanted` (owner object's name, manifest) that someone deleted;
+        returns "Kind namespace/name" of each deleted."""
         ...
 
     def create_pods(self, pods: Sequence[DesiredPod]) -> list[Exception | None]:

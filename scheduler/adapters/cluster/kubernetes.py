@@ -753,9 +753,8 @@ class KubernetesBackend:
         and NetworkPolicies, by this instance's labels) that no desired pod needs any more: the
         job ended or waits; then make again each of `wanted` (the desired pods' job objects,
         wire shape, each with its owner object's name) that is missing because someone
-        deleted it. `keep` holds (kind, namespace,
-        name); returns "Kind namespace/name" of each deleted. An object another instance (or
-        nobody) owns is never touched.
+        deleted it. `keep` holds (kind, namespace, name); returns "Kind namespace/name" of each
+        deleted. An object another instance (or nobody) owns is never touched.
 
         The ssh plugin's Secrets are neither listed nor deleted: the worker has no read on
         Secrets (RBAC cannot narrow a list to the portal's own, and every other Secret of the

@@ -56,8 +56,9 @@ each rule), so a training script written for Volcano finds the same variables an
 
 Where the portal departs from upstream, and why:
 - Object names are id-based (a job's name is not unique in the namespace, see
-  jobspec.labels): the Service (and so the subdomain) and NetworkPolicy are
-  `gp-<job id>`, the ConfigMap `gp-<job id>-svc`. Host names keep upstream's
+  jobspec.labels): the Service (and so the subdomain) and NetworkPolicy are the job's
+  object name `gp-<instance tag>-<job id>` (`gp-<job id>` for a job from before names
+  carried the instance), the ConfigMap `<object name>-svc`. Host names keep upstream's
   `<job name>-<task>-<index>` (jobhelpers.MakePodName), set explicitly since the pods' own
   names are id-based; a name longer than a DNS label is shortened with a hash.
 - A pytorch job without its master task is refused (upstream logs an error and starts the
@@ -65,7 +66,7 @@ Where the portal departs from upstream, and why:
   logs it and ignores it), and a port out of range (upstream's ssh plugin falls back to 22).
   A ray job without its head task is refused too (upstream fails each pod's creation). Other
   plugins (hcclrank, Ascend NPU ranks) are refused naming `spec.plugins.<name>`.
-- ray: its Service is `gp-<job id>-ray`. Upstream names it after the job, the name the svc
+- ray: its Service is `<object name>-ray`. Upstream names it after the job, the name the svc
   plugin's headless Service also takes, so whichever plugin ran first made it and the other's
   was skipped. In a pod the portal builds itself (no pod template), its one container is the
   head or worker container whatever the flags name: the container's name is the portal's, not
@@ -75,7 +76,7 @@ Where the portal departs from upstream, and why:
   render only ever hold the Secret with placeholders (`SSH_KEY_PLACEHOLDER`). For the same
   reason upstream's `--ssh-private-key` and `--ssh-public-key` are refused: a key given in the
   job's spec would be stored in plain text with the job and shown on its page. The Secret is
-  `gp-<job id>-ssh` (upstream: `<job name>-ssh`).
+  `<object name>-ssh` (upstream: `<job name>-ssh`).
 """
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from .labels import job_object_name
 
 SVC, ENV, PYTORCH, SSH, MPI, RAY = "svc", "env", "pytorch", "ssh", "mpi", "ray"
 TENSORFLOW = "tensorflow"
@@ -195,12 +198,18 @@ _REFUSED_FLAGS = {SSH: {"ssh-private-key", "ssh-public-key"}}
 
 @dataclass(frozen=True)
 class JobShape:
-    """What the plugins read of a job: its id and name, and its tasks' names and replicas in
-    the job's order."""
+    """What the plugins read of a job: its id and name, its tasks' names and replicas in the
+    job's order, and the prefix of its objects' names (jobspec.labels; none: a job from
+    before names carried the instance)."""
 
     job_id: int | str
     name: str
     tasks: Sequence[tuple[str, int]]
+    prefix: str | None = None
+
+    @property
+    def object_name(self) -> str:
+        return job_object_name(self.job_id, self.prefix)
 
 
 @dataclass(frozen=True)
@@ -388,20 +397,23 @@ def plugins_config(stored: Mapping[str, Sequence[str]]) -> Plugins:
     return Plugins(**values)
 
 
-def service_name(job_id: int | str) -> str:
-    return f"gp-{job_id}"
+# Each takes the job's object name (JobShape.object_name, jobspec.labels.job_object_name).
 
 
-def hosts_config_map_name(job_id: int | str) -> str:
-    return f"gp-{job_id}-svc"  # upstream: <job name>-svc (svc.go cmName)
+def service_name(object_name: str) -> str:
+    return object_name
 
 
-def ssh_secret_name(job_id: int | str) -> str:
-    return f"gp-{job_id}-ssh"  # upstream: <job name>-ssh (ssh.go secretName)
+def hosts_config_map_name(object_name: str) -> str:
+    return f"{object_name}-svc"  # upstream: <job name>-svc (svc.go cmName)
 
 
-def ray_service_name(job_id: int | str) -> str:
-    return f"gp-{job_id}-ray"  # upstream: <job name>, the svc plugin's Service's name too
+def ssh_secret_name(object_name: str) -> str:
+    return f"{object_name}-ssh"  # upstream: <job name>-ssh (ssh.go secretName)
+
+
+def ray_service_name(object_name: str) -> str:
+    return f"{object_name}-ray"  # upstream: <job name>, the svc plugin's Service's name too
 
 
 def hostname(job_name: str, task: str, index: int) -> str:
@@ -422,7 +434,7 @@ def _env_key(task: str) -> str:
 def hosts_data(job: JobShape) -> dict[str, str]:
     """The ConfigMap data: GenerateHosts (svc.go:309-345) with the portal's host names."""
     data: dict[str, str] = {}
-    subdomain = service_name(job.job_id)
+    subdomain = service_name(job.object_name)
     for task, replicas in job.tasks:
         hosts = [f"{hostname(job.name, task, i)}.{subdomain}" for i in range(replicas)]
         key = task.replace("-", "_")
@@ -435,7 +447,7 @@ def hosts_data(job: JobShape) -> dict[str, str]:
 def _task_hosts(job: JobShape, task: str) -> list[str]:
     """Every pod of `task` as `<hostname>.<subdomain>` (the svc plugin's names)."""
     replicas = dict(job.tasks).get(task, 0)
-    subdomain = service_name(job.job_id)
+    subdomain = service_name(job.object_name)
     return [f"{hostname(job.name, task, i)}.{subdomain}" for i in range(replicas)]
 
 
@@ -504,8 +516,8 @@ def pod_additions(
         env += index_env
         init_env += index_env
     if config.svc:
-        host, subdomain = hostname(job.name, task, index), service_name(job.job_id)
-        config_map = hosts_config_map_name(job.job_id)
+        host, subdomain = hostname(job.name, task, index), service_name(job.object_name)
+        config_map = hosts_config_map_name(job.object_name)
         if config.inject_hosts_env:
             for name, _ in job.tasks:
                 for suffix in ("HOSTS", "NUM"):
@@ -518,7 +530,7 @@ def pod_additions(
     if config.pytorch:
         replicas = dict(job.tasks)
         if config.master in replicas:
-            master = f"{hostname(job.name, config.master, 0)}.{service_name(job.job_id)}"
+            master = f"{hostname(job.name, config.master, 0)}.{service_name(job.object_name)}"
             world = replicas.get(config.master, 0) + replicas.get(config.worker, 0)
             env += [
                 {"name": "MASTER_ADDR", "value": master},
@@ -534,7 +546,7 @@ def pod_additions(
             ports.append({"name": PYTORCH_PORT_NAME, "containerPort": config.port})
     env += _tf_env(config, job, task, index)
     if config.ssh:
-        secret = ssh_secret_name(job.job_id)
+        secret = ssh_secret_name(job.object_name)
         volumes.append(
             {
                 "name": secret,
@@ -654,7 +666,7 @@ def _ray_additions(
         )
         return (config.ray_head_container, ("sh", "-c", start)), (config.ray_head_container, opened)
     if task == config.ray_worker:
-        head = f"{hostname(job.name, config.ray_head, 0)}.{service_name(job.job_id)}"
+        head = f"{hostname(job.name, config.ray_head, 0)}.{service_name(job.object_name)}"
         start = f"ray start --block --address={head}:{config.ray_port}"
         return (config.ray_worker_container, ("sh", "-c", start)), None
     return None, None
@@ -685,7 +697,7 @@ def job_objects(
             {
                 "apiVersion": "v1",
                 "kind": "Secret",
-                "metadata": meta(ssh_secret_name(job.job_id)),
+                "metadata": meta(ssh_secret_name(job.object_name)),
                 "type": "Opaque",
                 "stringData": {
                     **dict.fromkeys(keys, SSH_KEY_PLACEHOLDER),
@@ -699,13 +711,13 @@ def job_objects(
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": meta(hosts_config_map_name(job.job_id)),
+            "metadata": meta(hosts_config_map_name(job.object_name)),
             "data": hosts_data(job),
         },
         {
             "apiVersion": "v1",
             "kind": "Service",
-            "metadata": meta(service_name(job.job_id)),
+            "metadata": meta(service_name(job.object_name)),
             "spec": {
                 "clusterIP": "None",
                 "selector": dict(selector),
@@ -718,7 +730,7 @@ def job_objects(
             {
                 "apiVersion": "networking.k8s.io/v1",
                 "kind": "NetworkPolicy",
-                "metadata": meta(service_name(job.job_id)),
+                "metadata": meta(service_name(job.object_name)),
                 "spec": {
                     "podSelector": {"matchLabels": dict(selector)},
                     "ingress": [{"from": [{"podSelector": {"matchLabels": dict(selector)}}]}],
@@ -732,7 +744,7 @@ def job_objects(
             {
                 "apiVersion": "v1",
                 "kind": "Service",
-                "metadata": meta(ray_service_name(job.job_id)),
+                "metadata": meta(ray_service_name(job.object_name)),
                 "spec": {
                     "selector": dict(task_selector(config.ray_head)),
                     "ports": [

@@ -19,6 +19,7 @@ from jobspec.labels import (
     JOB_ID,
     MANAGED,
     TASK,
+    job_object_name,
     label_value,
     replica_annotations,
     replica_labels,
@@ -57,6 +58,14 @@ class DesiredPod:
     job_objects: tuple = ()
     # The tenant's pod security level: the defaults every pod gets (jobspec.podsecurity).
     security_level: str = DEFAULT_LEVEL
+    # The job's object name (jobspec.labels.job_object_name), its owner object's; empty in a
+    # pod built by hand: the legacy `gp-<job id>` (owner_object).
+    owner: str = ""
+
+    @property
+    def owner_object(self) -> str:
+        """The name of the job's owner object."""
+        return self.owner or job_object_name(self.labels.get(JOB_ID, ""), None)
 
 
 def desired_pod(
@@ -84,10 +93,12 @@ def desired_pod(
     plugins: dict,
     shape: JobShape | None,
     instance: str,
+    object_prefix: str | None,
     job_objects: tuple = (),
     security_level: str = DEFAULT_LEVEL,
 ) -> DesiredPod:
-    """One replica's pod from its job's and task's values, marked as `instance`'s."""
+    """One replica's pod from its job's and task's values, marked as `instance`'s;
+    `object_prefix` is the job's (jobspec.labels.job_object_name)."""
     additions: dict = {}
     if plugins and shape is not None:
         additions = pod_additions(plugins, shape, task, replica).as_dict()
@@ -120,6 +131,7 @@ def desired_pod(
         additions=additions,
         job_objects=job_objects,
         security_level=security_level,
+        owner=job_object_name(job_id, object_prefix),
     )
 
 

@@ -164,6 +164,7 @@ def node_inventory_sync(  # noqa: C901, PLR0912 - one branch per field of the no
 class _JobLike(Protocol):
     id: int
     name: str
+    object_prefix: str
 
 
 class _TaskLike(Protocol):
@@ -171,11 +172,13 @@ class _TaskLike(Protocol):
 
 
 def placement_pod_name(*, job: _JobLike, task: _TaskLike, replica: int, attempt: int = 0) -> str:
-    """The pod name of a placement: the id-based name of `labels.pod_name`.
+    """The pod name of a placement: the id-based name of `labels.pod_name`, under the job's
+    object prefix (a job from before names carried the instance has none: its new placements
+    are named as its old ones).
 
     Takes a Job and a JobTask, or any rows with those attributes (the scheduling cycle passes
     the plain rows of its snapshot)."""
-    return pod_name(job.id, task.name, replica, attempt)
+    return pod_name(job.id, task.name, replica, attempt, prefix=job.object_prefix)
 
 
 @transaction.atomic

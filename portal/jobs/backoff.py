@@ -42,7 +42,7 @@ class Kind(StrEnum):
     CONTAINER = "container"  # CreateContainerConfigError (a missing Secret), ... (any container)
     START_TIMEOUT = "start-timeout"  # not running within the start timeout
     QUOTA = "quota"  # a namespace ResourceQuota refused the pod (HTTP 403 "exceeded quota")
-    NAME_TAKEN = "name-taken"  # another instance's object holds the pod's name
+    NAME_TAKEN = "name-taken"  # an object not this instance's holds a name the job's pod needs
 
 
 # Kinds whose backoff is per node; the others hold the whole job back.
@@ -67,7 +67,7 @@ KIND_WORDS = {
     Kind.CONTAINER: "pod {pod} could not create its container on node {node}",
     Kind.START_TIMEOUT: "pod {pod} did not start on node {node} in time",
     Kind.QUOTA: "namespace quota {quota} exceeded",
-    Kind.NAME_TAKEN: "the name of pod {pod} is taken by another portal's object",
+    Kind.NAME_TAKEN: "pod {pod} was not made: a name it needs is taken",
 }
 RETRY_JOB = "will retry at {at}"
 RETRY_NODE = "avoiding node {node} until {at}, other nodes may take it now"

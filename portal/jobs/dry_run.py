@@ -7,7 +7,7 @@ The manifest goes through the same checks as a submission (`volcano_job_parse`, 
 Kubernetes backend uses (jobspec.pods), so what is printed is what would be sent, but for the
 ssh plugin's keys, which only the reconcile generates (the Secret is shown with placeholders,
 and a warning says so). A job has no id before it is stored: names and labels carry `new` in
-its place (`gp-new-worker-0`), and a name from metadata.generateName carries `xxxxx` in place
+its place (`gp-<instance tag>-new-worker-0`, jobspec.labels), and a name from metadata.generateName carries `xxxxx` in place
 of the 5 random characters a submission draws. Pods come without a node (the scheduler picks
 it); whether the queue exists and the caller may use it is not checked offline: a warning says
 so. A manifest without spec.queue is shown in the caller's default queue when the caller knows
@@ -121,7 +121,10 @@ def job_render(
         if not tenant and settings.KUBERNETES_NAMESPACE_PER_TENANT:
             warnings.append(NAMESPACE_NOT_KNOWN.format(queue=queue, namespace=namespace))
     shape = JobShape(
-        job_id=RENDER_JOB_ID, name=job.name, tasks=tuple((t.name, t.replicas) for t in tasks)
+        job_id=RENDER_JOB_ID,
+        name=job.name,
+        tasks=tuple((t.name, t.replicas) for t in tasks),
+        prefix=job.object_prefix,
     )
     instance = settings.KUBERNETES_INSTANCE
     objects = []
@@ -134,7 +137,7 @@ def job_render(
     for task in tasks:
         for replica in range(task.replicas):
             desired = desired_pod(
-                pod_name=pod_name(RENDER_JOB_ID, task.name, replica),
+                pod_name=pod_name(RENDER_JOB_ID, task.name, replica, prefix=job.object_prefix),
                 node_name="",
                 namespace=namespace,
                 gpu_resource=_gpu_resource(task),
@@ -157,6 +160,7 @@ def job_render(
                 plugins=job.plugins,
                 shape=shape,
                 instance=instance,
+                object_prefix=job.object_prefix,
                 security_level=policy.level,
             )
             pod = pod_object(

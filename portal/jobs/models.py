@@ -5,6 +5,7 @@ from django.utils import timezone
 from django.utils.functional import cached_property
 
 from jobspec.gpushare import GpuAsk, gpu_ask, gpus_number, milli_asked, pod_gpu_ask, request_text
+from jobspec.labels import job_object_name
 from jobspec.limits import IMAGE_MAX_CHARS, NAME_MAX_CHARS
 from portal.common.models import BaseModel
 from portal.common.validators import (
@@ -106,6 +107,10 @@ class Job(BaseModel):
     # Volcano's ttlSecondsAfterFinished: the finished job's pods and objects are deleted this
     # long after it ends (None: after FINISHED_POD_RETENTION_SECONDS from each pod's end).
     ttl_seconds_after_finished = models.PositiveIntegerField(null=True, blank=True)
+    # What its objects' names start with, `gp-<instance tag>` (jobspec.labels.object_prefix),
+    # given at submission; empty for a job from before names carried the instance, which
+    # keeps the names it started with, `gp-<job id>`.
+    object_prefix = models.CharField(max_length=16, blank=True, default="", editable=False)
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
@@ -129,6 +134,11 @@ class Job(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.queue.name})"
+
+    @property
+    def object_name(self) -> str:
+        """Its owner object's name, and the start of its other objects' and pods' names."""
+        return job_object_name(self.pk, self.object_prefix)
 
     @property
     def is_terminal(self) -> bool:

@@ -3,6 +3,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
@@ -11,6 +12,7 @@ from django.utils import timezone
 
 from jobspec.gpushare import gpus_decimal, gpus_split
 from jobspec.job_plugins import plugin_mount_errors, plugins_parse
+from jobspec.labels import object_prefix
 from jobspec.limits import (
     JobLimits,
     gpus_number_error,
@@ -429,6 +431,9 @@ def job_build(
         status=Job.Status.PENDING,
         submitted_at=timezone.now(),
         pending_reason=JOB_PENDING_REASON_SUBMITTED,
+        # Its objects' names carry this instance: another sharing the namespace never asks
+        # for the same ones.
+        object_prefix=object_prefix(settings.KUBERNETES_INSTANCE),
     )
     job.pending_reason_at = job.submitted_at
     # Tenant, queue and submitter are stored rows (the caller read them in this transaction):

@@ -220,7 +220,7 @@ def _ray_dashboard(job: Job) -> dict[str, str] | None:
     namespace = placing_namespaces({job.pk: job.tenant.name})[job.pk]
     port = plugins_config(job.plugins).ray_dashboard_port
     return {
-        "command": f"kubectl -n {namespace} port-forward svc/{ray_service_name(job.pk)} {port}",
+        "command": f"kubectl -n {namespace} port-forward svc/{ray_service_name(job.object_name)} {port}",
         "url": f"http://localhost:{port}/",
     }
 

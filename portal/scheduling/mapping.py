@@ -226,6 +226,7 @@ class JobRow:
     pending_reason: str
     pending_kind: str
     preemption_count: int
+    object_prefix: str  # its objects' names (jobspec.labels.job_object_name)
     queue: Queue | None = None  # joined in memory from the queues read
 
 

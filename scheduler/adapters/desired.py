@@ -10,7 +10,7 @@ from django.conf import settings
 
 from jobspec.gpushare import SHARING_NONE
 from jobspec.job_plugins import JobShape
-from jobspec.labels import JOB_ID
+from jobspec.labels import JOB_ID, object_prefix
 from jobspec.pods import DesiredPod, desired_pod, plugin_objects
 from scheduler.adapters.cluster.base import ObservedPod
 from scheduler.adapters.cluster.gpushare import (
@@ -56,12 +56,15 @@ COLUMNS = (
     "namespace",
     # the defaults its pods get (jobspec.podsecurity)
     "job__tenant__security_level",
+    # its objects' names (jobspec.labels.job_object_name)
+    "job__object_prefix",
 )
 _JOB_ID, _JOB_NAME = COLUMNS.index("job_id"), COLUMNS.index("job__name")
 _PLUGINS = COLUMNS.index("job__plugins")
 _SHARE = _PLUGINS + 1
 _NAMESPACE = COLUMNS.index("namespace")
 _LEVEL = COLUMNS.index("job__tenant__security_level")
+_PREFIX = COLUMNS.index("job__object_prefix")
 
 
 def desired_pods(
@@ -95,6 +98,7 @@ def _plugin_jobs(rows: list[tuple]) -> dict[int, tuple[JobShape, tuple]]:
     namespace of its pods."""
     names = {row[_JOB_ID]: row[_JOB_NAME] for row in rows if row[_PLUGINS]}
     plugins = {row[_JOB_ID]: row[_PLUGINS] for row in rows if row[_PLUGINS]}
+    prefixes = {row[_JOB_ID]: row[_PREFIX] for row in rows}
     namespaces = {row[_JOB_ID]: placement_namespace(row[_NAMESPACE]) for row in rows}
     if not names:
         return {}
@@ -107,7 +111,9 @@ def _plugin_jobs(rows: list[tuple]) -> dict[int, tuple[JobShape, tuple]]:
         tasks.setdefault(job_id, []).append((name, replicas))
     jobs = {}
     for job_id, name in names.items():
-        shape = JobShape(job_id=job_id, name=name, tasks=tuple(tasks.get(job_id, ())))
+        shape = JobShape(
+            job_id=job_id, name=name, tasks=tuple(tasks.get(job_id, ())), prefix=prefixes[job_id]
+        )
         objects = plugin_objects(
             plugins[job_id],
             shape,
@@ -138,14 +144,14 @@ def ended_job_objects(job_ids: list[int]) -> list[tuple[dict, ...]]:
     return [
         plugin_objects(
             plugins,
-            JobShape(job_id=job_id, name=name, tasks=tuple(tasks.get(job_id, ()))),
+            JobShape(job_id=job_id, name=name, tasks=tuple(tasks.get(job_id, ())), prefix=prefix),
             namespace=placement_namespace(namespaces.get(job_id, "")),
             instance=settings.KUBERNETES_INSTANCE,
         )
-        for job_id, name, plugins in Job.objects.filter(id__in=job_ids)
+        for job_id, name, plugins, prefix in Job.objects.filter(id__in=job_ids)
         .exclude(plugins={})
         .order_by("id")
-        .values_list("id", "name", "plugins")
+        .values_list("id", "name", "plugins", "object_prefix")
     ]
 
 
@@ -165,7 +171,11 @@ def job_objects_kept(
         for objects in (*(pod.job_objects for pod in desired), *kept_jobs)
         for obj in objects
     }
-    owning = [(pod.namespace, pod.labels.get(JOB_ID, "")) for pod in desired] + [
+    keep |= {(OWNER_KIND, pod.namespace, pod.owner_object) for pod in desired}
+    # An observed pod and a kept object name their job by its id only, not by whether its
+    # names carry the instance: both names this instance could have given its owner are kept
+    # (a job has only one of them; the other does not exist).
+    owning = [
         (pod.namespace, pod.labels.get(JOB_ID, ""))
         for pod in observed
         if not pod.deletion_requested and f"{pod.namespace}/{pod.name}" not in deleted
@@ -175,7 +185,13 @@ def job_objects_kept(
         for objects in kept_jobs
         for obj in objects
     ]
-    keep |= {(OWNER_KIND, namespace, owner_name(job)) for namespace, job in owning if job}
+    prefixes = (None, object_prefix(settings.KUBERNETES_INSTANCE))
+    keep |= {
+        (OWNER_KIND, namespace, owner_name(job, prefix))
+        for namespace, job in owning
+        if job
+        for prefix in prefixes
+    }
     return keep
 
 
@@ -231,6 +247,7 @@ def _desired(
         plugins=plugins,
         shape=shape,
         instance=settings.KUBERNETES_INSTANCE,
+        object_prefix=row[_PREFIX],
         job_objects=objects,
         security_level=row[_LEVEL],
     )

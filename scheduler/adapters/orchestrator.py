@@ -316,7 +316,7 @@ def job_objects_sweep(
     """Delete the job objects no pod needs and no retention keeps; make again those of
     desired pods that someone deleted (a Service or host-name ConfigMap its pods resolve)."""
     kept = job_objects_kept(desired, observed, set(report.deleted), ttl_jobs_kept(now=now))
-    wanted = [obj for pod in desired for obj in pod.job_objects]
+    wanted = [(pod.owner_object, obj) for pod in desired for obj in pod.job_objects]
     try:
         report.deleted.extend(backend.sweep_job_objects(kept, wanted))
     except ClusterError as error:

@@ -74,7 +74,7 @@ def test_the_smoke_script_places_evicts_and_cleans_up_a_gang(kubeconfig):
     assert lines[3].endswith("deleted gracefully and gone")
     # The gang's owner object goes too.
     assert re.fullmatch(
-        r"smoke: cleaned up: no test pod left, ConfigMap gpu-jobs/gp-smoke-[0-9a-f]{6} deleted",
+        r"smoke: cleaned up: no test pod left, ConfigMap gpu-jobs/gp-[a-z][0-9a-z]{5}-smoke-[0-9a-f]{6} deleted",
         lines[4],
     )
     assert lines[5:] == [
@@ -90,7 +90,7 @@ def test_the_smoke_script_checks_a_tenants_namespace_as_the_portal_names_it(kube
     lines = result.stdout.splitlines()
     assert lines[1] == "smoke: created: 2 pods in team-vision, unbound, schedulerName gpuportal"
     assert re.fullmatch(
-        r"smoke: cleaned up: no test pod left, ConfigMap team-vision/gp-smoke-[0-9a-f]{6} deleted",
+        r"smoke: cleaned up: no test pod left, ConfigMap team-vision/gp-[a-z][0-9a-z]{5}-smoke-[0-9a-f]{6} deleted",
         lines[4],
     )
 

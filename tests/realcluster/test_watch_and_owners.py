@@ -72,13 +72,13 @@ def test_deleting_the_owner_lets_the_garbage_collector_take_the_job_which_is_req
     kubelet.register_node("owner-a", gpus=8)
     job = submit_job(user, nlp_queue, "ddp", gpus=4, replicas=2, plugins={"svc": []})
     real_cycle()
-    owner = admin.read_namespaced_config_map(f"gp-{job.pk}", NAMESPACE)
-    service = admin.read_namespaced_service(f"gp-{job.pk}", NAMESPACE)
+    owner = admin.read_namespaced_config_map(f"{job.object_name}", NAMESPACE)
+    service = admin.read_namespaced_service(f"{job.object_name}", NAMESPACE)
     assert service.metadata.owner_references[0].uid == owner.metadata.uid
     names = sorted(Placement.objects.filter(job=job).values_list("pod_name", flat=True))
 
     # kubectl delete configmap gp-<id>: the garbage collector deletes its dependents.
-    admin.delete_namespaced_config_map(f"gp-{job.pk}", NAMESPACE)
+    admin.delete_namespaced_config_map(f"{job.object_name}", NAMESPACE)
     wait_for(
         lambda: (
             not any(
@@ -88,7 +88,7 @@ def test_deleting_the_owner_lets_the_garbage_collector_take_the_job_which_is_req
                 and pod.metadata.owner_references[0].uid == owner.metadata.uid
             )
             and not admin.list_namespaced_service(
-                NAMESPACE, field_selector=f"metadata.name=gp-{job.pk}"
+                NAMESPACE, field_selector=f"metadata.name={job.object_name}"
             ).items
         ),
         "the garbage collector to delete the owner's pods and Service",
@@ -103,7 +103,7 @@ def test_deleting_the_owner_lets_the_garbage_collector_take_the_job_which_is_req
     job.refresh_from_db()
     assert job.status == Job.Status.PREEMPTED
     assert job.pending_reason == (
-        f"owner object ConfigMap {NAMESPACE}/gp-{job.pk} was deleted, and the job's pods "
+        f"owner object ConfigMap {NAMESPACE}/{job.object_name} was deleted, and the job's pods "
         "with it; the job was requeued"
     )
 
@@ -111,7 +111,7 @@ def test_deleting_the_owner_lets_the_garbage_collector_take_the_job_which_is_req
         real_cycle()
         job.refresh_from_db()
         try:
-            fresh = admin.read_namespaced_config_map(f"gp-{job.pk}", NAMESPACE)
+            fresh = admin.read_namespaced_config_map(f"{job.object_name}", NAMESPACE)
         except client.ApiException:
             return False
         return job.status == Job.Status.RUNNING and fresh.metadata.uid != owner.metadata.uid

@@ -177,12 +177,12 @@ class ClusterBackend(Protocol):
         ...
 
     def sweep_job_objects(
-        self, keep: set[tuple[str, str, str]], wanted: Sequence[dict[str, Any]] = ()
+        self, keep: set[tuple[str, str, str]], wanted: Sequence[tuple[str, dict[str, Any]]] = ()
     ) -> list[str]:
         """Delete the job objects (owner objects, the plugins' Services, ConfigMaps and
         NetworkPolicies; Secrets go with their owner) not in `keep` (kind, namespace, name),
-        make again each of `wanted` that someone deleted; returns "Kind namespace/name" of
-        each deleted."""
+        make again each of `wanted` (owner object's name, manifest) that someone deleted;
+        returns "Kind namespace/name" of each deleted."""
         ...
 
     def create_pods(self, pods: Sequence[DesiredPod]) -> list[Exception | None]:

@@ -20,7 +20,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +34,7 @@ from kubernetes.config.config_exception import ConfigException
 from jobspec.labels import (
     DEFAULT_INSTANCE,
     JOB_ID,
+    name_holder,
     owned_by,
     owned_selector,
     replica_key,
@@ -56,8 +57,8 @@ from scheduler.adapters.cluster.manifests import (
 )
 from scheduler.adapters.cluster.owner import (
     OWNER_DELETED,
+    owner_job_id,
     owner_manifest,
-    owner_name,
     owner_reference,
     with_owner,
 )
@@ -372,7 +373,7 @@ class KubernetesBackend:
         for key in sorted(gone):
             # Deleted (or deleted and made again) behind the portal's back: its dependents
             # are the garbage collector's now, and the ones the portal made must be made again.
-            job_id = key[1].removeprefix("gp-")
+            job_id = owner_job_id(key[1])
             self._owners_gone[job_id] = OWNER_DELETED.format(namespace=key[0], name=key[1])
             self._objects_made = {
                 made: under for made, under in self._objects_made.items() if under != key
@@ -513,7 +514,7 @@ class KubernetesBackend:
 
     def create_pod(self, pod: DesiredPod) -> None:
         manifest = pod_manifest(pod, self.gpu_resource_names, self.scheduler_name)
-        owner = self._ensure_owner(pod.labels[JOB_ID], pod.namespace)
+        owner = self._ensure_owner(pod.labels[JOB_ID], pod.owner_object, pod.namespace)
         manifest.metadata.owner_references = [
             client.V1OwnerReference(
                 api_version=owner["apiVersion"], kind=owner["kind"], name=owner["name"],
@@ -631,14 +632,15 @@ class KubernetesBackend:
             logger.warning("event %s on pod %s/%s not recorded", event.reason,
                            event.namespace, event.name, exc_info=True)  # fmt: skip
 
-    def _ensure_owner(self, job_id: str, namespace: str) -> dict[str, Any]:
-        """The job's owner object as an ownerReference, created first if it does not exist.
-        A 409 means it exists: its uid is read back (by list, which RBAC grants) and used only
-        if it is this instance's; another instance's or nobody's is refused."""
-        name = owner_name(job_id)
+    def _ensure_owner(self, job_id: str, name: str, namespace: str) -> dict[str, Any]:
+        """The job's owner object `name` as an ownerReference, created first if it does not
+        exist. A 409 means it exists: its uid is read back (by list, which RBAC grants) and
+        used only if it is this instance's; another instance's or nobody's is refused."""
         key = (namespace, name)
         if key not in self._owners:
-            body = owner_manifest(job_id=job_id, namespace=namespace, instance=self.instance)
+            body = owner_manifest(
+                job_id=job_id, name=name, namespace=namespace, instance=self.instance
+            )
             where = f"create ConfigMap {namespace}/{name}"
 
             def attempt() -> None:
@@ -658,20 +660,49 @@ class KubernetesBackend:
         return owner_reference(name, self._owners[key])
 
     def _owner_adopt(self, key: tuple[str, str], where: str) -> None:
-        # The cache may not have heard yet of an owner made a moment ago (by a restarted
-        # worker, or an attempt whose answer was lost): then the API server is asked.
+        mine = self._own_object("ConfigMap", *key)
+        if mine is None:
+            raise self._name_taken("ConfigMap", *key, where=where)
+        self._owners[key] = mine.uid
+
+    def _own_object(self, kind: str, namespace: str, name: str) -> JobObject | None:
+        """This instance's object of `kind` (one of OBJECT_KINDS) named `name`, or None. The
+        cache may not have heard yet of one made a moment ago (by a restarted worker, or an
+        attempt whose answer was lost): then the API server is asked."""
         for from_api in (False, True):
-            for obj in self._job_objects("ConfigMap", key[0], from_api=from_api):
-                if (obj.namespace, obj.name) == key and self._owns(obj.labels):
-                    self._owners[key] = obj.uid
-                    return
-            if not self._objects_cached():
+            for obj in self._job_objects(kind, namespace, from_api=from_api):
+                if (obj.namespace, obj.name) == (namespace, name) and self._owns(obj.labels):
+                    return obj
+            if not self._objects_cached(namespace):
                 break
-        raise NameTakenError(f"{where}: name taken by an object that is not this instance's")
+        return None
+
+    def _name_taken(self, kind: str, namespace: str, name: str, *, where: str) -> ClusterError:
+        """The error for a name another object holds, saying whose it is: read by a list
+        narrowed to that one name (the list RBAC grants on the job objects' kinds). Gone by
+        then: the create is tried again."""
+        holder: Mapping[str, str] | None = None
+        try:
+            items = self._list_all(
+                f"list {kind} in {namespace}",
+                object_listers(self.core_v1)[kind],
+                namespace,
+                field_selector=f"metadata.name={name}",
+            )
+        except ClusterError:
+            pass  # whose it is stays untold; that it is not this instance's is known
+        else:
+            if not items:
+                return TransientClusterError(f"{where}: name freed while checking")
+            holder = items[0].metadata.labels or {}
+        return NameTakenError(f"{where}: name taken by {name_holder(holder, self.instance)}")
 
     def _ensure_object(self, obj: dict[str, Any], owner: str) -> None:
-        """Create one of a job's objects before its pods (they mount and resolve it); an
-        existing one (409) is success: its name is the job's id, so it is this job's."""
+        """Create one of a job's objects before its pods (they mount and resolve it). An
+        existing one (409) is success when it is this instance's: its name is the job's. One
+        another instance or anyone else holds is refused (NameTakenError), not shared. A
+        Secret cannot be read (deploy/rbac.yaml): an existing one is taken as this job's, as
+        its name carries the instance and the job's id."""
         kind, meta = obj["kind"], obj["metadata"]
         key = (kind, meta["namespace"], meta["name"])
         if key in self._objects_made:
@@ -697,6 +728,8 @@ class KubernetesBackend:
             except ApiException as exc:
                 if exc.status != 409:
                     raise
+                if kind in OBJECT_KINDS and self._own_object(*key) is None:
+                    raise self._name_taken(*key, where=where) from exc
             else:
                 self._note_made(kind, made)
 
@@ -714,14 +747,14 @@ class KubernetesBackend:
             )  # fmt: skip
 
     def sweep_job_objects(
-        self, keep: set[tuple[str, str, str]], wanted: Sequence[dict[str, Any]] = ()
+        self, keep: set[tuple[str, str, str]], wanted: Sequence[tuple[str, dict[str, Any]]] = ()
     ) -> list[str]:
         """Delete the portal's job objects (owner objects, the svc plugin's ConfigMaps, Services
         and NetworkPolicies, by this instance's labels) that no desired pod needs any more: the
         job ended or waits; then make again each of `wanted` (the desired pods' job objects,
-        wire shape) that is missing because someone deleted it. `keep` holds (kind, namespace,
-        name); returns "Kind namespace/name" of each deleted. An object another instance (or
-        nobody) owns is never touched.
+        wire shape, each with its owner object's name) that is missing because someone
+        deleted it. `keep` holds (kind, namespace, name); returns "Kind namespace/name" of each
+        deleted. An object another instance (or nobody) owns is never touched.
 
         The ssh plugin's Secrets are neither listed nor deleted: the worker has no read on
         Secrets (RBAC cannot narrow a list to the portal's own, and every other Secret of the
@@ -764,7 +797,7 @@ class KubernetesBackend:
                         if under != (obj.namespace, obj.name)
                     }
                 deleted.append(f"{kind} {obj.namespace}/{obj.name}")
-        for manifest in wanted:
+        for owner_object, manifest in wanted:
             meta = manifest["metadata"]
             key = (manifest["kind"], meta["namespace"], meta["name"])
             if manifest["kind"] not in OBJECT_KINDS:
@@ -776,7 +809,7 @@ class KubernetesBackend:
                 continue
             present.add(key)
             self._objects_made.pop(key, None)
-            owner = self._ensure_owner(job_id, meta["namespace"])
+            owner = self._ensure_owner(job_id, owner_object, meta["namespace"])
             self._ensure_object(with_owner(manifest, owner), owner["name"])
         return deleted
 
@@ -819,10 +852,8 @@ class KubernetesBackend:
             # An earlier incarnation is still terminating; creating over it must wait.
             raise TransientClusterError(f"{where}: previous pod with this name is terminating")
         if not same_replica:
-            raise NameTakenError(
-                f"{where}: name taken by another workload "
-                f"(labels {replica_key(observed.labels)}, wanted {replica_key(pod.labels)})"
-            )
+            holder = name_holder(observed.labels, self.instance)
+            raise NameTakenError(f"{where}: name taken by {holder}")
 
     def _list_all(self, where: str, list_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list:
         items: list = []

@@ -1,8 +1,9 @@
-"""The per-job owner object: one ConfigMap `gp-<job id>` per job in the job's namespace, created
-before the job's first pod. Every pod of the job, and the job's plugin objects (Service,
-NetworkPolicy, host-name ConfigMap), carries an ownerReference to it, so
-`kubectl delete configmap gp-<job id>` makes the cluster's garbage collector delete them all:
-an operator's one handle on a job, without the portal.
+"""The per-job owner object: one ConfigMap per job in the job's namespace, named as the job's
+objects are (`gp-<instance tag>-<job id>`, or `gp-<job id>` for a job from before names carried
+the instance: jobspec.labels.job_object_name), created before the job's first pod. Every pod of
+the job, and the job's plugin objects (Service, NetworkPolicy, host-name ConfigMap), carries an
+ownerReference to it, so `kubectl delete configmap <its name>` makes the cluster's garbage
+collector delete them all: an operator's one handle on a job, without the portal.
 
 A dedicated ConfigMap rather than the svc plugin's objects: every job has one under one name
 (jobs without the svc plugin have no Service), and it holds no data a pod reads, so deleting it
@@ -16,7 +17,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from jobspec.labels import INSTANCE, JOB_ID, MANAGED, OWNER, label_value, owned_selector
+from jobspec.labels import (
+    INSTANCE,
+    JOB_ID,
+    MANAGED,
+    OWNER,
+    job_object_name,
+    label_value,
+    owned_selector,
+)
 
 KIND = "ConfigMap"
 OWNER_DELETED = (
@@ -25,8 +34,14 @@ OWNER_DELETED = (
 )
 
 
-def owner_name(job_id: str | int) -> str:
-    return f"gp-{job_id}"
+def owner_name(job_id: str | int, prefix: str | None) -> str:
+    """The job's owner's name: the job's object name."""
+    return job_object_name(job_id, prefix)
+
+
+def owner_job_id(name: str) -> str:
+    """The job id an owner's name ends with (both `gp-<id>` and `gp-<tag>-<id>`)."""
+    return name.rpartition("-")[2]
 
 
 def owner_selector(instance: str) -> str:
@@ -34,12 +49,12 @@ def owner_selector(instance: str) -> str:
     return f"{owned_selector(instance)},{OWNER}=true"
 
 
-def owner_manifest(*, job_id: str, namespace: str, instance: str) -> dict[str, Any]:
+def owner_manifest(*, job_id: str, name: str, namespace: str, instance: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": KIND,
         "metadata": {
-            "name": owner_name(job_id),
+            "name": name,
             "namespace": namespace,
             "labels": {
                 MANAGED: "true",

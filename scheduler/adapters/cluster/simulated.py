@@ -233,7 +233,7 @@ class SimulatedBackend:
         """The simulation keeps no Kubernetes Events: the portal's own pages tell the story."""
 
     def sweep_job_objects(
-        self, keep: set[tuple[str, str, str]], wanted: Sequence[dict[str, Any]] = ()
+        self, keep: set[tuple[str, str, str]], wanted: Sequence[tuple[str, dict[str, Any]]] = ()
     ) -> list[str]:
         """The simulation makes no job objects (Services, ConfigMaps, ...): nothing to sweep."""
         return []

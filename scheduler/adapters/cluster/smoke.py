@@ -84,7 +84,7 @@ def run(backend: KubernetesBackend, *, image: str, gpus: int, timeout: float, sa
             except ClusterError as error:
                 say(f"cleanup: {pod.name}: {error}")
     _wait(backend, lambda seen: not seen, timeout, "every test pod gone")
-    # The gang's owner object (ConfigMap gp-<job id>): this run's instance owns nothing else.
+    # The gang's owner object (its ConfigMap): this run's instance owns nothing else.
     owners = backend.sweep_job_objects(keep=set())
     say(f"cleaned up: no test pod left, {', '.join(owners) or 'no owner object'} deleted")
     watches_check(backend, say)
@@ -141,8 +141,9 @@ def _pod(
     requests = {"cpu": 10, "memory": 16 * 2**20}
     if gpus:
         requests[gpu_name] = gpus
+    prefix = labels.object_prefix(backend.instance)
     return DesiredPod(
-        name=labels.pod_name(job_id, "worker", replica),
+        name=labels.pod_name(job_id, "worker", replica, prefix=prefix),
         namespace=backend.namespace,
         node_name=node,
         image=image,
@@ -159,6 +160,7 @@ def _pod(
         ),
         annotations={},
         min_available=GANG,
+        owner=labels.job_object_name(job_id, prefix),
     )
 
 

@@ -31,10 +31,13 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from jobspec.job_plugins import SSH_KEY_PLACEHOLDER
+from jobspec.labels import DEFAULT_INSTANCE, job_object_name, object_prefix
 from portal.jobs.dry_run import job_render
 from portal.jobs.models import Job
 from portal.jobs.render import main
 
+# The names a job not stored yet is shown under, carrying the instance (the test settings').
+NEW = job_object_name("new", object_prefix(DEFAULT_INSTANCE))
 EXAMPLES = Path(__file__).parent / "volcano_examples"
 MPI_DOC = "docs/user-guide/how_to_use_mpi_plugin/example-1.yaml"
 API_DOCS = Path(__file__).resolve().parents[3] / "docs" / "api.md"
@@ -60,37 +63,37 @@ def test_tf_dist_mnist_renders_a_host_list_a_headless_service_and_three_pods():
     assert rendered.errors == {}
     kinds = [(o["kind"], o["metadata"]["name"]) for o in rendered.objects]
     assert kinds == [
-        ("ConfigMap", "gp-new-svc"),
-        ("Service", "gp-new"),
-        ("NetworkPolicy", "gp-new"),
-        ("Pod", "gp-new-ps-0"),
-        ("Pod", "gp-new-worker-0"),
-        ("Pod", "gp-new-worker-1"),
+        ("ConfigMap", f"{NEW}-svc"),
+        ("Service", NEW),
+        ("NetworkPolicy", NEW),
+        ("Pod", f"{NEW}-ps-0"),
+        ("Pod", f"{NEW}-worker-0"),
+        ("Pod", f"{NEW}-worker-1"),
     ]
     config_map, service, _, ps, worker0, worker1 = rendered.objects
     assert config_map["data"] == {
-        "ps.host": "tensorflow-dist-mnist-ps-0.gp-new",
-        "VC_PS_HOSTS": "tensorflow-dist-mnist-ps-0.gp-new",
+        "ps.host": f"tensorflow-dist-mnist-ps-0.{NEW}",
+        "VC_PS_HOSTS": f"tensorflow-dist-mnist-ps-0.{NEW}",
         "VC_PS_NUM": "1",
-        "worker.host": "tensorflow-dist-mnist-worker-0.gp-new\ntensorflow-dist-mnist-worker-1.gp-new",
-        "VC_WORKER_HOSTS": "tensorflow-dist-mnist-worker-0.gp-new,tensorflow-dist-mnist-worker-1.gp-new",
+        "worker.host": f"tensorflow-dist-mnist-worker-0.{NEW}\ntensorflow-dist-mnist-worker-1.{NEW}",
+        "VC_WORKER_HOSTS": f"tensorflow-dist-mnist-worker-0.{NEW},tensorflow-dist-mnist-worker-1.{NEW}",
         "VC_WORKER_NUM": "2",
     }
     assert service["spec"]["clusterIP"] == "None"
     assert service["metadata"]["namespace"] == "ml"
     for pod in (ps, worker0, worker1):
-        assert pod["spec"]["subdomain"] == "gp-new"
+        assert pod["spec"]["subdomain"] == NEW
         assert "nodeName" not in pod["spec"]  # the scheduler picks the node
         assert pod["spec"]["schedulerName"] == "gpuportal"
         assert pod["spec"]["restartPolicy"] == "Never"
-        assert {"name": "gp-new-svc", "mountPath": "/etc/volcano"} in pod["spec"]["containers"][0][
+        assert {"name": f"{NEW}-svc", "mountPath": "/etc/volcano"} in pod["spec"]["containers"][0][
             "volumeMounts"
         ]
         assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
     assert worker1["spec"]["hostname"] == "tensorflow-dist-mnist-worker-1"
     env = _env(worker1)
     assert (env["VK_TASK_INDEX"], env["VC_TASK_INDEX"]) == ("1", "1")
-    assert env["VC_PS_HOSTS"] == {"configMapKeyRef": {"key": "VC_PS_HOSTS", "name": "gp-new-svc"}}
+    assert env["VC_PS_HOSTS"] == {"configMapKeyRef": {"key": "VC_PS_HOSTS", "name": f"{NEW}-svc"}}
     assert worker1["spec"]["containers"][0]["ports"] == [
         {"containerPort": 2222, "name": "tfjob-port"}
     ]
@@ -107,13 +110,13 @@ def test_the_tensorflow_plugin_gives_the_tf_example_tf_config_instead_of_its_scr
     rendered = job_render(data)
     assert rendered.errors == {}
     pods = {o["metadata"]["name"]: o for o in rendered.objects if o["kind"] == "Pod"}
-    hosts = "tensorflow-dist-mnist-{}.gp-new:2222"
+    hosts = "tensorflow-dist-mnist-{}." + NEW + ":2222"
     cluster = (
         f'{{"cluster":{{"ps":["{hosts.format("ps-0")}"],'
         f'"worker":["{hosts.format("worker-0")}","{hosts.format("worker-1")}"]}},'
     )
-    assert _env(pods["gp-new-ps-0"])["TF_CONFIG"] == cluster + '"task":{"type":"ps","index":0}}'
-    assert _env(pods["gp-new-worker-1"])["TF_CONFIG"] == (
+    assert _env(pods[f"{NEW}-ps-0"])["TF_CONFIG"] == cluster + '"task":{"type":"ps","index":0}}'
+    assert _env(pods[f"{NEW}-worker-1"])["TF_CONFIG"] == (
         cluster + '"task":{"type":"worker","index":1}}'
     )
 
@@ -176,7 +179,7 @@ def test_a_pytorch_job_renders_ranks_and_one_master_address():
     pods = [o for o in job_render(data).objects if o["kind"] == "Pod"]
     envs = [_env(pod) for pod in pods]
     assert [env["RANK"] for env in envs] == ["0", "1", "2"]
-    assert {env["MASTER_ADDR"] for env in envs} == {"ddp-master-0.gp-new"}
+    assert {env["MASTER_ADDR"] for env in envs} == {f"ddp-master-0.{NEW}"}
     assert {env["WORLD_SIZE"] for env in envs} == {"3"}
     assert pods[0]["spec"]["hostname"] == "ddp-master-0"
 
@@ -288,9 +291,9 @@ def test_the_api_renders_into_the_namespace_of_a_queue_the_caller_may_see(
 
 MPI_HOSTS = ["lm-mpi-job-mpimaster-0", "lm-mpi-job-mpiworker-0", "lm-mpi-job-mpiworker-1"]
 SSH_VOLUME = {
-    "name": "gp-new-ssh",
+    "name": f"{NEW}-ssh",
     "secret": {
-        "secretName": "gp-new-ssh",
+        "secretName": f"{NEW}-ssh",
         "items": [{"key": key, "path": f".ssh/{key}"}
                   for key in ("id_rsa", "id_rsa.pub", "authorized_keys", "config")],
         "defaultMode": 0o600,
@@ -304,42 +307,40 @@ def test_the_mpi_plugin_example_renders_a_secret_hosts_and_mpi_host_on_the_maste
     rendered = job_render(_load(MPI_DOC))
     assert rendered.errors == {}
     assert [(o["kind"], o["metadata"]["name"]) for o in rendered.objects] == [
-        ("Secret", "gp-new-ssh"),
-        ("ConfigMap", "gp-new-svc"),
-        ("Service", "gp-new"),
-        ("NetworkPolicy", "gp-new"),
-        ("Pod", "gp-new-mpimaster-0"),
-        ("Pod", "gp-new-mpiworker-0"),
-        ("Pod", "gp-new-mpiworker-1"),
+        ("Secret", f"{NEW}-ssh"),
+        ("ConfigMap", f"{NEW}-svc"),
+        ("Service", NEW),
+        ("NetworkPolicy", NEW),
+        ("Pod", f"{NEW}-mpimaster-0"),
+        ("Pod", f"{NEW}-mpiworker-0"),
+        ("Pod", f"{NEW}-mpiworker-1"),
     ]
     secret, config_map, *_, master, worker0, worker1 = rendered.objects
-    config = "".join(f"Host {h}\n  HostName {h}.gp-new\n  Port 22\n" for h in MPI_HOSTS)
+    config = "".join(f"Host {h}\n  HostName {h}.{NEW}\n  Port 22\n" for h in MPI_HOSTS)
     assert secret["stringData"] == {
         "id_rsa": SSH_KEY_PLACEHOLDER,
         "id_rsa.pub": SSH_KEY_PLACEHOLDER,
         "authorized_keys": SSH_KEY_PLACEHOLDER,
         "config": "StrictHostKeyChecking no\nUserKnownHostsFile /dev/null\n" + config,
     }
-    assert any("Secret gp-new-ssh (ssh plugin) is shown with placeholders" in w
+    assert any(f"Secret {NEW}-ssh (ssh plugin) is shown with placeholders" in w
                for w in rendered.warnings)  # fmt: skip
-    assert config_map["data"]["VC_MPIWORKER_HOSTS"] == ",".join(
-        f"{h}.gp-new" for h in MPI_HOSTS[1:]
-    )
+    assert config_map["data"]["VC_MPIWORKER_HOSTS"] == ",".join(f"{h}.{NEW}" for h in MPI_HOSTS[1:])
     container = master["spec"]["containers"][0]
     assert container["env"][-1] == {
         "name": "MPI_HOST",
-        "value": "lm-mpi-job-mpiworker-0.gp-new,lm-mpi-job-mpiworker-1.gp-new",
+        "value": f"lm-mpi-job-mpiworker-0.{NEW},lm-mpi-job-mpiworker-1.{NEW}",
     }
     for pod, host in zip((master, worker0, worker1), MPI_HOSTS, strict=True):
         spec = pod["spec"]
-        assert (spec["hostname"], spec["subdomain"]) == (host, "gp-new")
+        assert (spec["hostname"], spec["subdomain"]) == (host, NEW)
         assert spec["containers"][0]["ports"] == [{"containerPort": 22, "name": "mpijob-port"}]
         assert spec["containers"][0]["volumeMounts"] == [
-            {"mountPath": "/etc/volcano", "name": "gp-new-svc"},
-            {"mountPath": "/root/.ssh", "name": "gp-new-ssh", "subPath": ".ssh"},
+            {"mountPath": "/etc/volcano", "name": f"{NEW}-svc"},
+            {"mountPath": "/root/.ssh", "name": f"{NEW}-ssh", "subPath": ".ssh"},
         ]
         assert spec["volumes"] == [
-            {"configMap": {"name": "gp-new-svc"}, "name": "gp-new-svc"},
+            {"configMap": {"name": f"{NEW}-svc"}, "name": f"{NEW}-svc"},
             SSH_VOLUME,
         ]
     assert "MPI_HOST" not in _env(worker0)
@@ -367,12 +368,12 @@ def test_the_ssh_and_svc_mpi_examples_render_with_the_keys_mounted(name):
     for pod in pods:
         container = pod["spec"]["containers"][0]
         assert container["ports"] == [{"containerPort": 22, "name": "mpijob-port"}]
-        assert {"mountPath": "/root/.ssh", "name": "gp-new-ssh", "subPath": ".ssh"} in container[
+        assert {"mountPath": "/root/.ssh", "name": f"{NEW}-ssh", "subPath": ".ssh"} in container[
             "volumeMounts"
         ]
         assert "MPI_HOST" not in _env(pod)  # no mpi plugin: the script builds it
     assert rendered.objects[1]["data"]["mpiworker.host"] == (
-        "lm-mpi-job-mpiworker-0.gp-new\nlm-mpi-job-mpiworker-1.gp-new"
+        f"lm-mpi-job-mpiworker-0.{NEW}\nlm-mpi-job-mpiworker-1.{NEW}"
     )
 
 
@@ -383,9 +384,9 @@ def test_job_plugin_yaml_mounts_the_keys_at_its_path_readable():
     pods = [o for o in rendered.objects if o["kind"] == "Pod"]
     assert len(pods) == 3
     for pod in pods:
-        volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "gp-new-ssh")
+        volume = next(v for v in pod["spec"]["volumes"] if v["name"] == f"{NEW}-ssh")
         assert volume["secret"]["defaultMode"] == 0o644
-        assert {"mountPath": "/home/user/.ssh", "name": "gp-new-ssh", "subPath": ".ssh"} in (
+        assert {"mountPath": "/home/user/.ssh", "name": f"{NEW}-ssh", "subPath": ".ssh"} in (
             pod["spec"]["containers"][0]["volumeMounts"]
         )
         assert _env(pod)["VC_TASK_INDEX"] == pod["metadata"]["labels"]["gpuportal.io/replica"]

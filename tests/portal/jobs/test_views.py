@@ -47,7 +47,7 @@ def test_job_detail_names_its_plugins_and_how_to_reach_a_ray_dashboard(
     ray = JobFactory(queue=nlp_queue, plugins={"ray": ["--dashboardPort=8266"], "svc": []})
     body = researcher_client.get(reverse("jobs:job_detail", args=[ray.pk])).content.decode()
     assert "<code>ray --dashboardPort=8266</code>, <code>svc</code>" in body
-    assert f"kubectl -n gpu-nlp port-forward svc/gp-{ray.pk}-ray 8266</code>" in body
+    assert f"kubectl -n gpu-nlp port-forward svc/{ray.object_name}-ray 8266</code>" in body
     assert "http://localhost:8266/" in body
     plain = JobFactory(queue=nlp_queue)
     body = researcher_client.get(reverse("jobs:job_detail", args=[plain.pk])).content.decode()

@@ -98,7 +98,7 @@ def test_faults_under_the_cache_lose_no_decision_and_book_no_gpu_twice(
     scheduling_cycle_run(backend=backend_on(cluster, cache))
     cluster.advance(1)
     assert dict(Placement.objects.values_list("pod_name", "node_name")) == {
-        f"gp-{first.pk}-worker-0": "gpu-b"  # gpu-a has 2 GPUs left beside the other team's 6
+        f"{first.object_name}-worker-0": "gpu-b"  # gpu-a has 2 GPUs left beside the other team's 6
     }
 
     # The watches drop, the history they would resume from is compacted, and the next lists
@@ -129,7 +129,10 @@ def test_faults_under_the_cache_lose_no_decision_and_book_no_gpu_twice(
     scheduling_cycle_run(backend=backend_on(cluster, cache))
 
     placements = dict(Placement.objects.values_list("pod_name", "node_name"))
-    assert placements == {f"gp-{first.pk}-worker-0": "gpu-b", f"gp-{second.pk}-worker-0": "gpu-a"}
+    assert placements == {
+        f"{first.object_name}-worker-0": "gpu-b",
+        f"{second.object_name}-worker-0": "gpu-a",
+    }
     assert {n: cluster.pod(NAMESPACE, n)["spec"]["nodeName"] for n in cluster.pod_names()} == (
         placements
     )

@@ -78,7 +78,7 @@ def test_a_gang_is_created_unbound_then_bound_whole_through_pods_binding(cluster
 def test_a_refused_create_starts_nothing_and_fails_the_job_with_the_servers_words(
     cluster, kube_cycle, gang, status
 ):
-    cluster.reject_create(f"gp-{gang.pk}-worker-2", status=status)
+    cluster.reject_create(f"{gang.object_name}-worker-2", status=status)
 
     kube_cycle(errors=True)
 
@@ -90,7 +90,7 @@ def test_a_refused_create_starts_nothing_and_fails_the_job_with_the_servers_word
     gang.refresh_from_db()
     assert gang.status == Job.Status.FAILED
     assert "the cluster refused the job's pods" in gang.pending_reason
-    assert f'pods "gp-{gang.pk}-worker-2" is forbidden: rejected' in gang.pending_reason
+    assert f'pods "{gang.object_name}-worker-2" is forbidden: rejected' in gang.pending_reason
     assert f"HTTP {status}" in gang.pending_reason
 
     kube_cycle()
@@ -107,7 +107,7 @@ def test_a_refused_create_starts_nothing_and_fails_the_job_with_the_servers_word
 def test_a_server_that_fails_a_create_leaves_the_gang_unbound_until_it_answers(
     cluster, kube_cycle, gang, sleeps
 ):
-    name = f"gp-{gang.pk}-worker-1"
+    name = f"{gang.object_name}-worker-1"
     # Four attempts (the backend's retry policy) all answered 503, nothing stored.
     cluster.reject_create(name, status=503, times=4)
 
@@ -126,15 +126,15 @@ def test_a_server_that_fails_a_create_leaves_the_gang_unbound_until_it_answers(
 
 
 def test_a_refused_bind_takes_back_the_binds_of_its_gang(cluster, kube_cycle, gang):
-    cluster.reject_bind(f"gp-{gang.pk}-worker-3", status=403)
+    cluster.reject_bind(f"{gang.object_name}-worker-3", status=403)
 
     kube_cycle(errors=True)
 
     gang.refresh_from_db()
     assert gang.status == Job.Status.FAILED
-    assert f"bind pod {NAMESPACE}/gp-{gang.pk}-worker-3" in gang.pending_reason
+    assert f"bind pod {NAMESPACE}/{gang.object_name}-worker-3" in gang.pending_reason
     # The three pods bound in that pass were deleted at once: no partial gang runs.
-    names = [f"gp-{gang.pk}-worker-{i}" for i in range(4)]
+    names = [f"{gang.object_name}-worker-{i}" for i in range(4)]
     left = bound_nodes(cluster, names)
     assert all(
         node is None or cluster.pod(NAMESPACE, name)["metadata"].get("deletionTimestamp")
@@ -143,11 +143,11 @@ def test_a_refused_bind_takes_back_the_binds_of_its_gang(cluster, kube_cycle, ga
 
 
 def test_a_bind_the_server_fails_is_undone_and_the_gang_retried_whole(cluster, kube_cycle, gang):
-    cluster.reject_bind(f"gp-{gang.pk}-worker-0", status=500, times=4)
+    cluster.reject_bind(f"{gang.object_name}-worker-0", status=500, times=4)
 
     kube_cycle(errors=True)
 
-    names = [f"gp-{gang.pk}-worker-{i}" for i in range(4)]
+    names = [f"{gang.object_name}-worker-{i}" for i in range(4)]
     running = {
         name: node
         for name, node in bound_nodes(cluster, names).items()

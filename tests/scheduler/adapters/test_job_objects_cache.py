@@ -122,7 +122,7 @@ def test_a_steady_cycle_lists_makes_and_deletes_no_job_object(
     cluster, cache, kube_cycle, alice, nlp_queue
 ):
     job = running_job_with_svc(cluster, cache, kube_cycle, alice, nlp_queue)
-    eventually(lambda: cached_names(cache, "Service") == {f"gp-{job.pk}"})
+    eventually(lambda: cached_names(cache, "Service") == {f"{job.object_name}"})
     before = counts(cluster)
 
     for _ in range(3):
@@ -130,15 +130,15 @@ def test_a_steady_cycle_lists_makes_and_deletes_no_job_object(
 
     assert counts(cluster) == before
     # The objects are there, and the cache knows them all.
-    assert cached_names(cache, "ConfigMap") == {f"gp-{job.pk}", f"gp-{job.pk}-svc"}
-    assert cached_names(cache, "NetworkPolicy") == {f"gp-{job.pk}"}
+    assert cached_names(cache, "ConfigMap") == {f"{job.object_name}", f"{job.object_name}-svc"}
+    assert cached_names(cache, "NetworkPolicy") == {f"{job.object_name}"}
 
 
 def test_objects_the_portal_deletes_are_not_deleted_again_by_the_next_cycle(
     cluster, cache, kube_cycle, alice, nlp_queue
 ):
     job = running_job_with_svc(cluster, cache, kube_cycle, alice, nlp_queue)
-    eventually(lambda: cached_names(cache, "Service") == {f"gp-{job.pk}"})
+    eventually(lambda: cached_names(cache, "Service") == {f"{job.object_name}"})
     job_cancel(job=job, actor=alice)
     kube_cycle()  # evicts the pods
     cluster.advance(60)
@@ -149,7 +149,7 @@ def test_objects_the_portal_deletes_are_not_deleted_again_by_the_next_cycle(
     assert stored(cluster, "ConfigMap") == {}
     assert len(requests_of(cluster, "Service", kmock.action.DELETE)) == 1
     configmap_deletes = [r.name for r in requests_of(cluster, "ConfigMap", kmock.action.DELETE)]
-    assert sorted(configmap_deletes) == [f"gp-{job.pk}", f"gp-{job.pk}-svc"]
+    assert sorted(configmap_deletes) == [f"{job.object_name}", f"{job.object_name}-svc"]
     # The portal's own deletion of the owner is not someone else's.
     job.refresh_from_db()
     assert job.status == Job.Status.CANCELLED
@@ -160,14 +160,14 @@ def test_a_service_someone_deletes_is_made_again_under_the_jobs_owner(
     cluster, cache, kube_cycle, alice, nlp_queue
 ):
     job = running_job_with_svc(cluster, cache, kube_cycle, alice, nlp_queue)
-    owner_uid = stored(cluster, "ConfigMap")[(NAMESPACE, f"gp-{job.pk}")]["metadata"]["uid"]
+    owner_uid = stored(cluster, "ConfigMap")[(NAMESPACE, f"{job.object_name}")]["metadata"]["uid"]
 
     # kubectl delete service gp-<id>: the pods stay (the Service owns nothing).
-    cluster.on_loop(lambda: cluster.store.delete("services", NAMESPACE, f"gp-{job.pk}"))
+    cluster.on_loop(lambda: cluster.store.delete("services", NAMESPACE, f"{job.object_name}"))
     eventually(lambda: cached_names(cache, "Service") == set())
     kube_cycle()
 
-    service = stored(cluster, "Service")[(NAMESPACE, f"gp-{job.pk}")]
+    service = stored(cluster, "Service")[(NAMESPACE, f"{job.object_name}")]
     assert service["metadata"]["ownerReferences"][0]["uid"] == owner_uid
     job.refresh_from_db()
     assert job.status == Job.Status.RUNNING
@@ -200,13 +200,13 @@ def test_an_owner_deleted_between_two_cycles_backends_is_reported_once(
     job.refresh_from_db()
     assert job.status == Job.Status.RUNNING
 
-    cluster.on_loop(lambda: cluster.store.delete("configmaps", NAMESPACE, f"gp-{job.pk}"))
-    eventually(lambda: f"gp-{job.pk}" not in cached_names(cache, "ConfigMap"))
+    cluster.on_loop(lambda: cluster.store.delete("configmaps", NAMESPACE, f"{job.object_name}"))
+    eventually(lambda: f"{job.object_name}" not in cached_names(cache, "ConfigMap"))
     backend = fresh_backend(cluster, cache)
     backend.list_pods()
 
     assert backend.owners_deleted() == {
-        str(job.pk): f"owner object ConfigMap {NAMESPACE}/gp-{job.pk} was deleted, and the "
+        str(job.pk): f"owner object ConfigMap {NAMESPACE}/{job.object_name} was deleted, and the "
         "job's pods with it; the job was requeued"
     }
     assert fresh_backend(cluster, cache).owners_deleted() == {}
@@ -216,14 +216,14 @@ def test_a_dropped_or_expired_watch_lists_the_objects_again(
     cluster, cache, kube_cycle, alice, nlp_queue
 ):
     job = running_job_with_svc(cluster, cache, kube_cycle, alice, nlp_queue)
-    eventually(lambda: cached_names(cache, "Service") == {f"gp-{job.pk}"})
+    eventually(lambda: cached_names(cache, "Service") == {f"{job.object_name}"})
     reflector = next(r for r in cache.object_reflectors if r.what == f"Service in {NAMESPACE}")
     lists = reflector.stats.lists
 
     # Changes the watches do not pass on (a hung proxy), the history compacted, then the
     # connections drop: resuming from the last version seen answers 410.
     assert cluster.stall_watches() > 0
-    cluster.on_loop(lambda: cluster.store.delete("services", NAMESPACE, f"gp-{job.pk}"))
+    cluster.on_loop(lambda: cluster.store.delete("services", NAMESPACE, f"{job.object_name}"))
     foreign = {
         "apiVersion": "v1",
         "kind": "Service",
@@ -239,7 +239,7 @@ def test_a_dropped_or_expired_watch_lists_the_objects_again(
     eventually(lambda: reflector.stats.lists > lists)
     eventually(lambda: cached_names(cache, "Service") == {"gp-9999"})
     kube_cycle()  # the job's Service made again, the stray one swept
-    assert set(stored(cluster, "Service")) == {(NAMESPACE, f"gp-{job.pk}")}
+    assert set(stored(cluster, "Service")) == {(NAMESPACE, f"{job.object_name}")}
 
 
 def test_without_a_watch_on_services_the_cycle_lists_them_as_before(
@@ -265,13 +265,13 @@ def test_without_a_watch_on_services_the_cycle_lists_them_as_before(
         job = running_job_with_svc(cluster, cache, kube_cycle, alice, nlp_queue)
         time.sleep(0.6)  # the one list of Services is older than max_staleness now
         assert cached_names(cache, "Service") is None
-        assert cached_names(cache, "NetworkPolicy") == {f"gp-{job.pk}"}
+        assert cached_names(cache, "NetworkPolicy") == {f"{job.object_name}"}
         lists = len(requests_of(cluster, "Service", kmock.action.LIST))
 
-        cluster.on_loop(lambda: cluster.store.delete("services", NAMESPACE, f"gp-{job.pk}"))
+        cluster.on_loop(lambda: cluster.store.delete("services", NAMESPACE, f"{job.object_name}"))
         kube_cycle()
 
         assert len(requests_of(cluster, "Service", kmock.action.LIST)) == lists + 1
-        assert (NAMESPACE, f"gp-{job.pk}") in stored(cluster, "Service")  # made again
+        assert (NAMESPACE, f"{job.object_name}") in stored(cluster, "Service")  # made again
     finally:
         cache.stop()

@@ -221,9 +221,14 @@ def test_name_held_by_another_replica_is_a_permanent_error_and_is_left_alone(
 ):
     cluster.add_pod(managed_pod("gp-7-worker-0", job_id="99"))
 
-    with pytest.raises(ClusterError, match="name taken by another workload") as raised:
+    with pytest.raises(ClusterError) as raised:
         backend.create_pod(make_desired())
 
+    # Whose it is, but nothing of the other job (its id, task or replica).
+    assert str(raised.value) == (
+        f"create pod {NAMESPACE}/gp-7-worker-0: name taken by an object of another job of "
+        "this portal instance (a database restored from backup?)"
+    )
     assert not isinstance(raised.value, TransientClusterError)
     assert cluster.pod(NAMESPACE, "gp-7-worker-0")["metadata"]["labels"]["gpuportal.io/job-id"] == (
         "99"

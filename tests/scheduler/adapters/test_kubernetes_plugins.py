@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import kmock
+import pytest
 
 from jobspec import labels
 from jobspec.job_plugins import JobShape, job_objects, pod_additions
 from jobspec.pods import DesiredPod, plugin_objects
+from scheduler.adapters.cluster.base import NameTakenError
 
 NAMESPACE = "gpu-jobs"
 JOB = JobShape(job_id=7, name="ddp", tasks=(("master", 1), ("worker", 1)))
@@ -14,7 +16,11 @@ PLUGINS = {"pytorch": [], "svc": []}
 
 
 def _desired(task: str) -> DesiredPod:
-    selector = {labels.MANAGED: "true", labels.JOB_ID: "7"}
+    selector = {
+        labels.MANAGED: "true",
+        labels.INSTANCE: labels.DEFAULT_INSTANCE,
+        labels.JOB_ID: "7",
+    }
     objects = job_objects(PLUGINS, JOB, namespace=NAMESPACE, labels=selector, selector=selector)
     return DesiredPod(
         name=labels.pod_name(7, task, 0),
@@ -52,17 +58,47 @@ def test_the_jobs_service_config_map_and_network_policy_are_created_once(cluster
     assert env["MASTER_ADDR"] == "ddp-master-0.gp-7"
 
 
-def test_an_existing_object_of_the_job_is_success(cluster, backend):
-    cluster.add_node("gpu-a", {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"})
+def _add_service(cluster, object_labels: dict[str, str]) -> None:
     cluster.on_loop(
         lambda: cluster.store.create(
             "services", NAMESPACE, {"apiVersion": "v1", "kind": "Service",
-                                    "metadata": {"name": "gp-7", "namespace": NAMESPACE},
+                                    "metadata": {"name": "gp-7", "namespace": NAMESPACE,
+                                                 "labels": object_labels},
                                     "spec": {"clusterIP": "None"}},
         )
     )  # fmt: skip
+
+
+def test_an_existing_object_of_this_instance_is_success(cluster, backend):
+    cluster.add_node("gpu-a", {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"})
+    # Made by an earlier attempt whose answer was lost.
+    _add_service(cluster, dict(_desired("master").job_objects[1]["metadata"]["labels"]))
     backend.create_pod(_desired("master"))
     assert cluster.pod_names() == [labels.pod_name(7, "master", 0)]
+
+
+@pytest.mark.parametrize(
+    ("object_labels", "holder"),
+    [
+        ({labels.MANAGED: "true", labels.INSTANCE: "portal-b", labels.JOB_ID: "7"},
+         "an object of portal instance portal-b"),
+        ({}, "an object no portal made"),
+    ],
+)  # fmt: skip
+def test_an_object_name_someone_else_holds_is_refused_naming_the_holder(
+    cluster, backend, object_labels, holder
+):
+    cluster.add_node("gpu-a", {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"})
+    _add_service(cluster, object_labels)
+
+    with pytest.raises(NameTakenError) as raised:
+        backend.create_pod(_desired("master"))
+
+    assert str(raised.value) == f"create Service {NAMESPACE}/gp-7: name taken by {holder}"
+    assert cluster.pod_names() == []  # no pod resolving another's Service
+    assert _stored(cluster, "services")[(NAMESPACE, "gp-7")]["metadata"].get("labels", {}) == (
+        object_labels
+    )
 
 
 def test_the_sweep_deletes_only_this_instances_objects_that_no_pod_needs(cluster, backend):

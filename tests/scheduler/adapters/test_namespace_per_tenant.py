@@ -112,17 +112,20 @@ def test_each_tenants_gang_is_made_and_bound_whole_in_its_own_namespace(
         bert = submit_job(alice, nlp_queue, "bert", replicas=2, gpus=2)
         resnet = submit_job(alice, vision_queue, "resnet", replicas=2, gpus=2)
         # vision's second pod cannot be made for now: its gang stays unbound, nlp's runs.
-        cluster.reject_create(f"gp-{resnet.id}-worker-1", status=500, times=4)
+        cluster.reject_create(f"{resnet.object_name}-worker-1", status=500, times=4)
         kube_cycle(errors=True)
 
         assert running(cluster, bert, "gpu-nlp")
         resnet_pods = pods_of(cluster, resnet)
-        assert set(resnet_pods) == {("gpu-vision", f"gp-{resnet.id}-worker-0")}
+        assert set(resnet_pods) == {("gpu-vision", f"{resnet.object_name}-worker-0")}
         assert not any(pod["spec"].get("nodeName") for pod in resnet_pods.values())
 
         kube_cycle()
         assert running(cluster, resnet, "gpu-vision")
-    assert owners(cluster) == {("gpu-nlp", f"gp-{bert.id}"), ("gpu-vision", f"gp-{resnet.id}")}
+    assert owners(cluster) == {
+        ("gpu-nlp", f"{bert.object_name}"),
+        ("gpu-vision", f"{resnet.object_name}"),
+    }
     assert dict(Placement.objects.values_list("job_id", "namespace").distinct()) == {
         bert.id: "gpu-nlp",
         resnet.id: "gpu-vision",
@@ -137,7 +140,7 @@ def test_eviction_and_cleanup_touch_only_this_instances_objects_in_each_namespac
         bert = submit_job(alice, nlp_queue, "bert", replicas=2, gpus=2)
         resnet = submit_job(alice, vision_queue, "resnet", replicas=2, gpus=2)
         kube_cycle()
-        vision_pod = f"gp-{resnet.id}-worker-0"
+        vision_pod = f"{resnet.object_name}-worker-0"
         # Another instance's pod in vision's namespace, and one of the same name as vision's
         # own pod in nlp's; an orphan of this instance in vision's namespace.
         cluster.add_pod(foreign_pod("gp-999-worker-0", "gpu-vision", instance="staging"))
@@ -154,7 +157,7 @@ def test_eviction_and_cleanup_touch_only_this_instances_objects_in_each_namespac
     assert cluster.pod("gpu-vision", "gp-999-worker-0") is not None
     assert cluster.pod("gpu-nlp", vision_pod) is not None
     assert cluster.pod("gpu-vision", "gp-998-worker-0") is None  # its own orphan: gone
-    assert owners(cluster) == {("gpu-nlp", f"gp-{bert.id}")}
+    assert owners(cluster) == {("gpu-nlp", f"{bert.object_name}")}
 
 
 def test_a_pods_log_is_read_in_its_tenants_namespace(
@@ -195,7 +198,10 @@ def test_changing_the_setting_with_jobs_running_moves_orphans_and_deletes_nothin
         cluster.advance(1)
     assert running(cluster, bert, "gpu-nlp")
     assert running(cluster, gpt, "gpu-jobs")
-    assert owners(cluster) == {("gpu-nlp", f"gp-{bert.id}"), ("gpu-jobs", f"gp-{gpt.id}")}
+    assert owners(cluster) == {
+        ("gpu-nlp", f"{bert.object_name}"),
+        ("gpu-jobs", f"{gpt.object_name}"),
+    }
 
     # bert ends where it ran: its pods and its owner there are cleaned up.
     with override_settings(FINISHED_POD_RETENTION_SECONDS=0):
@@ -206,7 +212,7 @@ def test_changing_the_setting_with_jobs_running_moves_orphans_and_deletes_nothin
             cluster.advance(1)
     assert Job.objects.get(pk=bert.pk).status == Job.Status.SUCCEEDED
     assert pods_of(cluster, bert) == {}
-    assert owners(cluster) == {("gpu-jobs", f"gp-{gpt.id}")}
+    assert owners(cluster) == {("gpu-jobs", f"{gpt.object_name}")}
 
     # On again: gpt keeps running in the shared namespace.
     with override_settings(**PER_TENANT):
@@ -377,6 +383,8 @@ def test_with_a_watch_cache_steady_cycles_list_no_tenants_objects(
                 cluster.advance(1)
             assert lists() == before
         assert running(cluster, bert, "gpu-nlp")
-        assert {obj.name for obj in cache.job_objects("Service", "gpu-nlp")} == {f"gp-{bert.id}"}
+        assert {obj.name for obj in cache.job_objects("Service", "gpu-nlp")} == {
+            f"{bert.object_name}"
+        }
     finally:
         cache.stop()

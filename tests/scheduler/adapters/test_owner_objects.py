@@ -1,4 +1,4 @@
-"""Each job the portal starts on Kubernetes has one owner object (ConfigMap gp-<job id>) that
+"""Each job the portal starts on Kubernetes has one owner object (a ConfigMap named as the job) that
 its pods and plugin objects name in their ownerReferences: deleting it garbage-collects them,
 and the portal deletes only its own instance's. Against the emulated API server."""
 
@@ -41,7 +41,7 @@ def stored(cluster, resource: str) -> dict:
 
 
 def owner_of(cluster, job: Job) -> dict | None:
-    return stored(cluster, "configmaps").get((NAMESPACE, f"gp-{job.pk}"))
+    return stored(cluster, "configmaps").get((NAMESPACE, f"{job.object_name}"))
 
 
 def pods_of(job: Job) -> list[str]:
@@ -62,17 +62,19 @@ def test_every_pod_and_plugin_object_of_a_job_names_its_one_owner(
     owner = owner_of(cluster, job)
     assert owner["metadata"]["labels"][labels.INSTANCE] == "gpuportal"
     reference = [
-        {"apiVersion": "v1", "kind": "ConfigMap", "name": f"gp-{job.pk}",
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": f"{job.object_name}",
          "uid": owner["metadata"]["uid"]}
     ]  # fmt: skip
     for pod in pods_of(job):
         assert cluster.pod(NAMESPACE, pod)["metadata"]["ownerReferences"] == reference
     assert (
-        stored(cluster, "services")[(NAMESPACE, f"gp-{job.pk}")]["metadata"]["ownerReferences"]
+        stored(cluster, "services")[(NAMESPACE, f"{job.object_name}")]["metadata"][
+            "ownerReferences"
+        ]
         == reference
     )
     assert (
-        stored(cluster, "configmaps")[(NAMESPACE, f"gp-{job.pk}-svc")]["metadata"][
+        stored(cluster, "configmaps")[(NAMESPACE, f"{job.object_name}-svc")]["metadata"][
             "ownerReferences"
         ]
         == reference
@@ -80,7 +82,7 @@ def test_every_pod_and_plugin_object_of_a_job_names_its_one_owner(
     # One owner per job, made once: the second pod reused it.
     creates = [
         r for r in cluster.requests(kmock.action.CREATE, CONFIG_MAPS)
-        if f"gp-{job.pk}" == (r.data or {}).get("metadata", {}).get("name")
+        if f"{job.object_name}" == (r.data or {}).get("metadata", {}).get("name")
     ]  # fmt: skip
     assert len(creates) == 1
 
@@ -97,7 +99,7 @@ def test_deleting_the_owner_collects_the_pods_and_the_job_is_requeued_with_the_r
     first_uid = owner_of(cluster, job)["metadata"]["uid"]
 
     # kubectl delete configmap gp-<id>
-    cluster.on_loop(lambda: cluster.store.delete("configmaps", NAMESPACE, f"gp-{job.pk}"))
+    cluster.on_loop(lambda: cluster.store.delete("configmaps", NAMESPACE, f"{job.object_name}"))
     cluster.advance(60)  # the kubelet confirms the pods' deletion
     assert [p for p in pods_of(job) if cluster.pod(NAMESPACE, p)] == []
 
@@ -109,7 +111,7 @@ def test_deleting_the_owner_collects_the_pods_and_the_job_is_requeued_with_the_r
     job.refresh_from_db()
     assert job.status == Job.Status.PREEMPTED
     assert job.pending_reason == (
-        f"owner object ConfigMap {NAMESPACE}/gp-{job.pk} was deleted, and the job's pods "
+        f"owner object ConfigMap {NAMESPACE}/{job.object_name} was deleted, and the job's pods "
         "with it; the job was requeued"
     )
     assert not Placement.objects.filter(job=job, state__in=["bound", "running"]).exists()
@@ -160,7 +162,7 @@ def test_the_owner_goes_once_the_job_wants_no_pods_and_no_finished_pod_is_kept(
 def test_a_cancelled_jobs_owner_is_deleted_and_no_one_elses(
     cluster, kube_cycle, user, nlp_queue, node
 ):
-    other = owner_manifest(job_id="999", namespace=NAMESPACE, instance="portal-b")
+    other = owner_manifest(job_id="999", name="gp-999", namespace=NAMESPACE, instance="portal-b")
     add_config_map(cluster, other)
     unlabelled = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "gp-998"}}
     add_config_map(cluster, unlabelled)
@@ -185,7 +187,10 @@ def test_an_existing_owner_of_this_instance_is_adopted_by_its_uid(
     job = submit_job(user, nlp_queue, "train", gpus=8)
     # Made by an earlier attempt whose answer was lost (or by a restarted worker).
     made = add_config_map(
-        cluster, owner_manifest(job_id=str(job.pk), namespace=NAMESPACE, instance="gpuportal")
+        cluster,
+        owner_manifest(
+            job_id=str(job.pk), name=job.object_name, namespace=NAMESPACE, instance="gpuportal"
+        ),
     )
 
     kube_cycle()
@@ -204,12 +209,24 @@ def test_an_owner_name_held_by_another_instance_is_refused_not_adopted(
 ):
     job = submit_job(user, nlp_queue, "train", gpus=8)
     add_config_map(
-        cluster, owner_manifest(job_id=str(job.pk), namespace=NAMESPACE, instance="portal-b")
+        cluster,
+        owner_manifest(
+            job_id=str(job.pk), name=job.object_name, namespace=NAMESPACE, instance="portal-b"
+        ),
     )
 
     cycle = kube_cycle(errors=True)
 
-    assert f"create ConfigMap {NAMESPACE}/gp-{job.pk}: name taken" in cycle.error
+    assert f"create ConfigMap {NAMESPACE}/{job.object_name}: name taken" in cycle.error
     (pod,) = pods_of(job)
     assert cluster.pod(NAMESPACE, pod) is None  # no pod that another instance's object owns
     assert owner_of(cluster, job)["metadata"]["labels"][labels.INSTANCE] == "portal-b"
+    # Given back at once, not held until the start timeout, saying whose the name is.
+    job.refresh_from_db()
+    assert job.status == Job.Status.PREEMPTED
+    assert not Placement.objects.filter(job=job, state__in=["bound", "running"]).exists()
+    assert (
+        f"create ConfigMap {NAMESPACE}/{job.object_name}: name taken by an object of portal "
+        "instance portal-b"
+    ) in job.pending_reason
+    assert [attempt["kind"] for attempt in job.start_attempts] == ["name-taken"]

@@ -93,7 +93,7 @@ def test_binds_admit_jobs_and_name_a_re_placed_replica_after_its_attempts(nlp_qu
     names = dict(
         Placement.objects.filter(state=Placement.State.BOUND).values_list("replica", "pod_name")
     )
-    assert names == {0: f"gp-{job.id}-worker-0-a2", 1: f"gp-{job.id}-worker-1"}
+    assert names == {0: f"{job.object_name}-worker-0-a2", 1: f"{job.object_name}-worker-1"}
     job.refresh_from_db()
     assert (job.status, job.admitted_at, job.pending_reason, job.pending_reason_at) == (
         Job.Status.ADMITTED,
@@ -117,7 +117,7 @@ def test_job_names_that_spell_each_others_pod_names_both_run(nlp_queue):
 
     assert {bind.job for bind in result.binds} == {str(first.id), str(second.id)}
     assert sorted(Placement.objects.values_list("pod_name", flat=True)) == sorted(
-        [f"gp-{first.id}-t-10-u-0", f"gp-{second.id}-u-0"]
+        [f"{first.object_name}-t-10-u-0", f"{second.object_name}-u-0"]
     )
 
 

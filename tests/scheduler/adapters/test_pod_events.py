@@ -88,11 +88,11 @@ def test_an_eviction_carries_the_preemption_sentence(cluster, kube_cycle, user, 
 def test_a_refused_bind_is_a_warning_on_the_pod(cluster, kube_cycle, user, nlp_queue):
     cluster.add_node("gpu-a", GPU_NODE)
     job = submit_job(user, nlp_queue, "train", gpus=8)
-    cluster.reject_bind(f"gp-{job.pk}-worker-0", status=403)
+    cluster.reject_bind(f"{job.object_name}-worker-0", status=403)
 
     kube_cycle(errors=True)
 
-    ((reason, kind, message, _),) = events_of(cluster, f"gp-{job.pk}-worker-0")
+    ((reason, kind, message, _),) = events_of(cluster, f"{job.object_name}-worker-0")
     assert (reason, kind) == ("FailedBinding", "Warning")
     assert "HTTP 403" in message
 

@@ -138,7 +138,7 @@ def test_the_job_logs_api_says_503_when_the_api_server_is_unreachable(
     from tests.factories import JobFactory, PlacementFactory
 
     job = JobFactory(queue=nlp_queue, tenant=nlp_queue.tenant, submitter=researcher)
-    PlacementFactory(task__job=job, pod_name=f"gp-{job.pk}-worker-0")
+    PlacementFactory(task__job=job, pod_name=f"{job.object_name}-worker-0")
     kubeconfig = tmp_path / "kubeconfig"
     write_kubeconfig(kubeconfig, "http://127.0.0.1:9")  # nothing listens there
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))

@@ -62,7 +62,7 @@ def test_a_ray_job_from_a_volcano_manifest_starts_its_head_and_workers(
     ])  # fmt: skip
 
     pods = _pods(cluster, job)
-    head = pods[f"gp-{job.pk}-head-0"]
+    head = pods[f"{job.object_name}-head-0"]
     main = _container(head, "head")
     assert main["command"] == [
         "sh", "-c", "ray start --head --block --dashboard-host=0.0.0.0 --port=6379"
@@ -75,15 +75,15 @@ def test_a_ray_job_from_a_volcano_manifest_starts_its_head_and_workers(
     assert "command" not in _container(head, "log-shipper")  # other containers are left alone
     head_host = f"{head['spec']['hostname']}.{head['spec']['subdomain']}"
     for index in range(2):
-        worker = _container(pods[f"gp-{job.pk}-worker-{index}"], "worker")
+        worker = _container(pods[f"{job.object_name}-worker-{index}"], "worker")
         assert worker["command"] == ["sh", "-c", f"ray start --block --address={head_host}:6379"]
 
     services = cluster.on_loop(lambda: dict(cluster.store.table("services")))
-    ray = services[(NAMESPACE, f"gp-{job.pk}-ray")]
+    ray = services[(NAMESPACE, f"{job.object_name}-ray")]
     selector = ray["spec"]["selector"]
     assert selector[TASK] == "head"
     assert {key: head["metadata"]["labels"].get(key) for key in selector} == selector
-    assert (NAMESPACE, f"gp-{job.pk}") in services  # svc's headless Service: the head's name
+    assert (NAMESPACE, f"{job.object_name}") in services  # svc's headless Service: the head's name
 
 
 def test_a_ray_job_given_by_its_fields_runs_ray_in_the_portals_own_container(
@@ -95,7 +95,7 @@ def test_a_ray_job_given_by_its_fields_runs_ray_in_the_portals_own_container(
     ])  # fmt: skip
 
     pods = _pods(cluster, job)
-    (head,) = pods[f"gp-{job.pk}-head-0"]["spec"]["containers"]
+    (head,) = pods[f"{job.object_name}-head-0"]["spec"]["containers"]
     assert head["command"][2].endswith("--dashboard-port=8266 --ray-client-server-port=10001")
-    (worker,) = pods[f"gp-{job.pk}-worker-0"]["spec"]["containers"]
+    (worker,) = pods[f"{job.object_name}-worker-0"]["spec"]["containers"]
     assert worker["command"][2].startswith("ray start --block --address=serve-head-0.gp-")

@@ -292,7 +292,7 @@ def test_a_name_conflict_is_an_error_for_that_pod_only(cluster, backend):
 
     assert report.created == [f"{NAMESPACE}/gp-2-worker-0"]
     assert len(report.errors) == 1
-    assert "name taken by another workload" in report.errors[0]
+    assert "name taken by an object no portal made" in report.errors[0]
 
 
 def test_finished_pods_kept_for_their_logs_stay_and_do_not_block_a_new_attempt():

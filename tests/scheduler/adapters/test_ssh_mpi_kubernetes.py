@@ -65,7 +65,7 @@ def mpi_job(cluster, kube_cycle, nlp, nlp_queue):
 
 def test_a_two_pod_mpi_job_gets_its_secret_the_mounts_and_mpi_host(cluster, mpi_job):
     _, job = mpi_job
-    secret = _secrets(cluster)[(NAMESPACE, f"gp-{job.pk}-ssh")]
+    secret = _secrets(cluster)[(NAMESPACE, f"{job.object_name}-ssh")]
     data = {key: base64.b64decode(value).decode() for key, value in secret["data"].items()}
     assert set(data) == {"id_rsa", "id_rsa.pub", "authorized_keys", "config"}
     private = serialization.load_pem_private_key(data["id_rsa"].encode(), password=None)
@@ -75,14 +75,14 @@ def test_a_two_pod_mpi_job_gets_its_secret_the_mounts_and_mpi_host(cluster, mpi_
     assert data["id_rsa"].startswith("-----BEGIN RSA PRIVATE" + " KEY-----")  # PKCS#1, as upstream
     assert data["id_rsa.pub"] == data["authorized_keys"] == public.decode() + "\n"
     assert (
-        f"Host hello-worker-0\n  HostName hello-worker-0.gp-{job.pk}\n  Port 22\n"
+        f"Host hello-worker-0\n  HostName hello-worker-0.{job.object_name}\n  Port 22\n"
         in (data["config"])
     )
     # Marked as the portal's and owned by the job's owner object, so kubectl delete of the
     # owner garbage-collects it.
     labels = secret["metadata"]["labels"]
     assert (labels[MANAGED], labels[INSTANCE]) == ("true", "gpuportal")
-    assert secret["metadata"]["ownerReferences"][0]["name"] == f"gp-{job.pk}"
+    assert secret["metadata"]["ownerReferences"][0]["name"] == f"{job.object_name}"
     # The database holds no key: the job's stored plugins are flags only.
     job.refresh_from_db()
     assert job.plugins == {"mpi": [], "svc": [], "ssh": []}
@@ -93,11 +93,11 @@ def test_a_two_pod_mpi_job_gets_its_secret_the_mounts_and_mpi_host(cluster, mpi_
     assert set(pods) == {"master", "worker"}
     for pod in pods.values():
         spec = pod["spec"]
-        assert {"mountPath": "/root/.ssh", "name": f"gp-{job.pk}-ssh", "subPath": ".ssh"} in (
+        assert {"mountPath": "/root/.ssh", "name": f"{job.object_name}-ssh", "subPath": ".ssh"} in (
             spec["containers"][0]["volumeMounts"]
         )
-        volume = next(v for v in spec["volumes"] if v["name"] == f"gp-{job.pk}-ssh")
-        assert volume["secret"]["secretName"] == f"gp-{job.pk}-ssh"
+        volume = next(v for v in spec["volumes"] if v["name"] == f"{job.object_name}-ssh")
+        assert volume["secret"]["secretName"] == f"{job.object_name}-ssh"
         assert volume["secret"]["defaultMode"] == 0o600
         assert {"containerPort": 22, "name": "mpijob-port"} in spec["containers"][0]["ports"]
     worker = pods["worker"]["spec"]
@@ -110,7 +110,7 @@ def test_the_secret_goes_with_its_owner_once_the_job_ended(cluster, kube_cycle, 
     """The garbage collector deletes it with the job's owner object: the worker neither
     lists nor deletes Secrets (it has no read on them)."""
     user, job = mpi_job
-    assert (NAMESPACE, f"gp-{job.pk}-ssh") in _secrets(cluster)
+    assert (NAMESPACE, f"{job.object_name}-ssh") in _secrets(cluster)
     job_cancel(job=job, actor=user)
     kube_cycle()  # evicts the pods
     cluster.advance(60)
@@ -126,7 +126,7 @@ def test_a_secret_someone_deletes_is_not_seen_and_the_next_job_gets_keys_of_its_
     cluster, kube_cycle, mpi_job
 ):
     user, job = mpi_job
-    key = (NAMESPACE, f"gp-{job.pk}-ssh")
+    key = (NAMESPACE, f"{job.object_name}-ssh")
     before = _secrets(cluster)[key]["data"]["id_rsa"]
     cluster.on_loop(lambda: cluster.store.delete("secrets", *key))
     kube_cycle()
@@ -139,7 +139,7 @@ def test_a_secret_someone_deletes_is_not_seen_and_the_next_job_gets_keys_of_its_
     again = job_submit(submitter=user, queue=job.queue, name="again",
                        tasks=[_task("master"), _task("worker")], plugins={"mpi": []})  # fmt: skip
     kube_cycle()
-    made = _secrets(cluster)[(NAMESPACE, f"gp-{again.pk}-ssh")]["data"]["id_rsa"]
+    made = _secrets(cluster)[(NAMESPACE, f"{again.object_name}-ssh")]["data"]["id_rsa"]
     assert made != before
     assert _reads(cluster) == 0
 
@@ -161,7 +161,7 @@ def test_with_the_watch_cache_a_new_backend_each_cycle_makes_no_second_key_pair(
         job = job_submit(submitter=user, queue=nlp_queue, name="hello",
                          tasks=[_task("master"), _task("worker")], plugins={"mpi": []})  # fmt: skip
         scheduling_cycle_run(backend=fresh_backend(cluster, cache))
-        assert (NAMESPACE, f"gp-{job.pk}-ssh") in _secrets(cluster)
+        assert (NAMESPACE, f"{job.object_name}-ssh") in _secrets(cluster)
         for _ in range(3):
             cluster.advance(5)
             scheduling_cycle_run(backend=fresh_backend(cluster, cache))

@@ -44,7 +44,7 @@ def test_a_quota_refusal_waits_with_backoff_never_fails_and_runs_once_it_clears(
 ):
     settings.START_BACKOFF_BASE_SECONDS, settings.START_BACKOFF_MAX_SECONDS = 2, 8
     job = submit_job(user, nlp_queue, "train", gpus=8)
-    name = f"gp-{job.pk}-worker-0"
+    name = f"{job.object_name}-worker-0"
     # Each new try of the replica is a new pod (-a1, -a2, ...): the quota refuses four, one
     # more than the cap of any other kind of failure.
     for attempt in ("", "-a1", "-a2", "-a3"):
@@ -82,7 +82,7 @@ def test_a_quota_refusal_waits_with_backoff_never_fails_and_runs_once_it_clears(
 def test_a_pod_security_403_stays_final(cluster, kube_cycle, user, nlp_queue, node):
     job = submit_job(user, nlp_queue, "train", gpus=8)
     refusal = 'violates PodSecurity "restricted:latest": privileged (container "main")'
-    cluster.reject_create(f"gp-{job.pk}-worker-0", status=403, message=refusal)
+    cluster.reject_create(f"{job.object_name}-worker-0", status=403, message=refusal)
 
     kube_cycle(errors=True)
 
@@ -96,7 +96,7 @@ def test_a_pod_name_another_portal_holds_gives_the_gpus_back_at_once(
     cluster, kube_cycle, user, nlp_queue, node
 ):
     job = submit_job(user, nlp_queue, "train", gpus=8)
-    name = f"gp-{job.pk}-worker-0"
+    name = f"{job.object_name}-worker-0"
     cluster.add_pod(
         {
             "apiVersion": "v1",
@@ -122,8 +122,10 @@ def test_a_pod_name_another_portal_holds_gives_the_gpus_back_at_once(
     job.refresh_from_db()
     assert job.status == Job.Status.PREEMPTED
     assert not holds_gpus(job)
+    # Whose the name is, and nothing of the other portal's job (its id, task, replica).
     assert job.pending_reason.startswith(
-        f"the name of pod {name} is taken by another portal's object: create pod "
+        f"pod {name} was not made: a name it needs is taken: create pod {NAMESPACE}/{name}: "
+        "name taken by an object of portal instance other-portal (will retry at "
     )
     assert "(will retry at " in job.pending_reason
     assert [a["kind"] for a in job.start_attempts] == ["name-taken"]
@@ -140,7 +142,7 @@ def test_a_quota_refusal_of_one_pod_of_a_gang_starts_none_of_it(
 ):
     cluster.add_node("gpu-b", GPU_NODE)
     job = submit_job(user, nlp_queue, "train", gpus=4, replicas=4)
-    cluster.reject_create(f"gp-{job.pk}-worker-2", status=403, message=QUOTA)
+    cluster.reject_create(f"{job.object_name}-worker-2", status=403, message=QUOTA)
 
     kube_cycle(errors=True)
 
@@ -148,9 +150,13 @@ def test_a_quota_refusal_of_one_pod_of_a_gang_starts_none_of_it(
     assert job.status == Job.Status.PREEMPTED
     assert "namespace quota gpu-quota exceeded" in job.pending_reason
     assert not holds_gpus(job)
-    ours = [cluster.pod(NAMESPACE, n) for n in cluster.pod_names() if n.startswith(f"gp-{job.pk}-")]
+    ours = [
+        cluster.pod(NAMESPACE, n)
+        for n in cluster.pod_names()
+        if n.startswith(f"{job.object_name}-")
+    ]
     assert ours  # the pods created before the refusal, unbound
     assert all(not (pod or {}).get("spec", {}).get("nodeName") for pod in ours)
     kube_cycle(errors=True, seconds=1)  # within the backoff: the created pods are removed
     cluster.advance(1)
-    assert [n for n in cluster.pod_names() if n.startswith(f"gp-{job.pk}-")] == []
+    assert [n for n in cluster.pod_names() if n.startswith(f"{job.object_name}-")] == []

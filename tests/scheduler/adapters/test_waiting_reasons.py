@@ -65,7 +65,7 @@ def node_leaves(cluster, kube_cycle, job, ctx):
 
 def owner_deleted(cluster, kube_cycle, job, ctx):
     running(cluster, kube_cycle, job)
-    cluster.on_loop(lambda: cluster.store.delete("configmaps", NAMESPACE, f"gp-{job.pk}"))
+    cluster.on_loop(lambda: cluster.store.delete("configmaps", NAMESPACE, f"{job.object_name}"))
     cluster.advance(60)
     return "owner object ConfigMap"
 
@@ -111,16 +111,16 @@ def never_starts(cluster, kube_cycle, job, ctx):
 
 
 def quota_refuses(cluster, kube_cycle, job, ctx):
-    cluster.reject_create(f"gp-{job.pk}-worker-0", status=403, message=QUOTA)
+    cluster.reject_create(f"{job.object_name}-worker-0", status=403, message=QUOTA)
     return "namespace quota gpu-quota exceeded"
 
 
 def name_taken(cluster, kube_cycle, job, ctx):
     pod = other_workload_pod("x", "gpu-a", namespace=NAMESPACE, gpus=0)
-    pod["metadata"]["name"] = f"gp-{job.pk}-worker-0"
+    pod["metadata"]["name"] = f"{job.object_name}-worker-0"
     pod["metadata"]["labels"] = {"gpuportal.io/managed": "true", "gpuportal.io/job-id": "77"}
     cluster.add_pod(pod)
-    return "is taken by another portal"
+    return "name taken by a portal's object from before objects carried their instance"
 
 
 def policy_restarts(cluster, kube_cycle, job, ctx):

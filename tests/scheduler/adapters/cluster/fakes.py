@@ -46,6 +46,6 @@ class EmptyCluster(ClusterBackend):
         pass
 
     def sweep_job_objects(
-        self, keep: set[tuple[str, str, str]], wanted: Sequence[dict[str, Any]] = ()
+        self, keep: set[tuple[str, str, str]], wanted: Sequence[tuple[str, dict[str, Any]]] = ()
     ) -> list[str]:
         return []

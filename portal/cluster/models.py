@@ -68,6 +68,13 @@ class Placement(BaseModel):
         FAILED = "failed", "Failed"
         DELETED = "deleted", "Deleted"
 
+    class NoticeEnd(models.TextChoices):
+        """How a pod under a preemption notice ended (docs/design/preemption-notice.md)."""
+
+        ITSELF = "itself", "ended by itself"
+        DEADLINE = "deadline", "deleted at the deadline"
+        EARLY = "early", "deleted before the deadline"
+
     ACTIVE_STATES = (State.BOUND, State.RUNNING, State.RELEASING)
     ENDED_STATES = (State.SUCCEEDED, State.FAILED, State.DELETED)
 
@@ -99,6 +106,13 @@ class Placement(BaseModel):
     # container's exit code and the reason (OOMKilled, Error, Evicted, Completed, ...).
     exit_code = models.IntegerField(null=True, blank=True)
     exit_reason = models.CharField(max_length=128, blank=True, default="")
+    # The preemption notice (its queue's preemption_notice_seconds): when the pod was told,
+    # the instant it is deleted at (its portal.gpu/preemption-deadline annotation), and how
+    # it ended, as observed. Stored, so a restarted worker keeps the same deadline.
+    notice_given_at = models.DateTimeField(null=True, blank=True)
+    notice_deadline = models.DateTimeField(null=True, blank=True)
+    notice_ended_at = models.DateTimeField(null=True, blank=True)
+    notice_end = models.CharField(max_length=16, choices=NoticeEnd.choices, blank=True, default="")
 
     class Meta:
         ordering = ["job_id", "task_id", "replica", "id"]

@@ -108,6 +108,14 @@ class PreemptionEvent(models.Model):
     )
     occurred_at = models.DateTimeField(default=timezone.now)
     sentence = models.TextField(blank=True)
+    # The victim's placement: its preemption notice, and how the pod ended under it.
+    placement = models.ForeignKey(
+        "cluster.Placement",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="preemptions",
+    )
 
     class Meta:
         ordering = ["-occurred_at", "-id"]

@@ -16,6 +16,10 @@ DEFAULT_GPU_RESOURCE_NAME = "nvidia.com/gpu"
 GPU_MODEL_LABEL = "gpu-model"
 
 
+NOTICE_GIVEN = "notice given {given:%H:%M:%S}, deadline {deadline:%H:%M:%S}"
+NOTICE_ENDED = ", {end} {at:%H:%M:%S}"
+
+
 def whole_second(at: datetime) -> datetime:
     return at.replace(microsecond=0)
 
@@ -142,6 +146,18 @@ class Placement(BaseModel):
     def gpus_held_text(self) -> str:
         """ "0.25 of GPU 3", "2 on GPUs 0, 1": what the job page shows."""
         return held_text(self.milli_held, self.gpu_devices or ())
+
+    @property
+    def notice_text(self) -> str:
+        """ "notice given 12:00:00, deadline 12:05:00, ended by itself 12:03:10" (UTC), from
+        the stored notice; "" for a pod deleted without one."""
+        if self.notice_deadline is None or self.notice_given_at is None:
+            return ""
+        text = NOTICE_GIVEN.format(given=self.notice_given_at, deadline=self.notice_deadline)
+        if self.notice_end and self.notice_ended_at is not None:
+            end = self.NoticeEnd(self.notice_end).label
+            text += NOTICE_ENDED.format(end=end, at=self.notice_ended_at)
+        return text
 
     @property
     def exit_text(self) -> str:

@@ -134,6 +134,11 @@ class PreemptionEvent(models.Model):
         return f"{self.action} {self.victim_job.name}/{self.victim_task_name} on {self.node_name}"
 
     @property
+    def notice_text(self) -> str:
+        """The victim's preemption notice and how its pod ended ("" without one)."""
+        return self.placement.notice_text if self.placement is not None else ""
+
+    @property
     def gpus_freed_number(self) -> int | float:
         """GPUs the victim held: 2, or 0.25 for a share of a card."""
         return gpus_number(max(self.gpu_milli_freed, self.gpus_freed * MILLI_PER_GPU))

@@ -20,7 +20,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -591,6 +591,28 @@ class KubernetesBackend:
                     name, namespace, _request_timeout=self.request_timeout
                 )
                 if existing.spec is None or existing.spec.node_name != node_name:
+                    raise
+
+        self._write(where, attempt)
+
+    def annotate_pod(self, name: str, namespace: str, annotations: Mapping[str, str]) -> None:
+        """A JSON merge patch of the pod's annotations (RFC 7386: the others stay)."""
+        where = f"annotate pod {namespace}/{name}"
+        body = {"metadata": {"annotations": dict(annotations)}}
+
+        def attempt() -> None:
+            try:
+                answer = self.core_v1.patch_namespaced_pod(
+                    name,
+                    namespace,
+                    body,
+                    _content_type="application/merge-patch+json",
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
+                _discard(answer)
+            except ApiException as exc:
+                if exc.status != 404:  # gone: nothing is left to tell
                     raise
 
         self._write(where, attempt)

@@ -340,3 +340,13 @@ def test_apply_annotates_once_records_an_event_and_reports_a_refusal():
     assert [(e.name, e.reason) for e in report.events] == [("untold", "PreemptionNotice")]
     assert text in report.events[0].message
     assert report.errors == ["annotate gpu-jobs/refused: HTTP 403: forbidden"]
+
+
+def test_the_site_admins_history_shows_the_notice(people, nlp_queue, vision_queue, clock, client):
+    _reclaimed(people, nlp_queue, vision_queue, clock, notice=NOTICE)
+    client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    page = client.get(reverse("scheduling:preemption_list")).content.decode()
+    assert "notice given 12:00:10, deadline 12:05:10 UTC" in page
+    csv = b"".join(client.get(reverse("scheduling:preemption_csv")).streaming_content).decode()
+    assert csv.splitlines()[0].endswith(",sentence,notice")
+    assert "notice given 12:00:10, deadline 12:05:10" in csv

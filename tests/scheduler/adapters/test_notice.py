@@ -5,6 +5,7 @@ itself first; the history says which. A queue without a notice behaves as before
 
 from datetime import UTC, datetime, timedelta
 
+import kmock
 import pytest
 from django.conf import settings
 from django.urls import reverse
@@ -350,3 +351,56 @@ def test_the_site_admins_history_shows_the_notice(people, nlp_queue, vision_queu
     csv = b"".join(client.get(reverse("scheduling:preemption_csv")).streaming_content).decode()
     assert csv.splitlines()[0].endswith(",sentence,notice")
     assert "notice given 12:00:10, deadline 12:05:10" in csv
+
+
+# -- on Kubernetes (the emulated API server) ---------------------------------------------------
+
+GPU_NODE = {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8", "pods": "110"}
+
+
+def _kube_events(cluster, pod: str) -> list[tuple[str, str]]:
+    table = cluster.on_loop(lambda: list(cluster.store.table("events").values()))
+    return [
+        (e["reason"], e["message"])
+        for e in sorted(table, key=lambda e: int(e["metadata"]["resourceVersion"]))
+        if e["involvedObject"]["name"] == pod
+    ]
+
+
+def test_on_kubernetes_the_victim_is_annotated_told_by_an_event_and_deleted_at_the_deadline(
+    cluster, kube_cycle, cycle_clock, people, nlp_queue, vision_queue
+):
+    for node in ("gpu-a", "gpu-b"):
+        cluster.add_node(node, GPU_NODE)
+    nlp_queue.weight = 1
+    nlp_queue.preemption_notice_seconds = NOTICE
+    nlp_queue.save()
+    alice = people[0]
+    for i in range(2):
+        submit_job(alice, nlp_queue, f"hog-{i}", gpus=8)
+    kube_cycle()
+    cluster.advance(5)
+    kube_cycle()
+    submit_job(alice, vision_queue, "newcomer", gpus=8)
+    evicted_at = cycle_clock.now
+    kube_cycle()
+
+    (placement,) = Placement.objects.filter(state=Placement.State.RELEASING)
+    deadline = evicted_at + timedelta(seconds=NOTICE)
+    assert placement.notice_deadline == notice_deadline(evicted_at, NOTICE)
+    text = deadline_text(placement.notice_deadline)
+    pod = cluster.pod("gpu-jobs", placement.pod_name)
+    assert pod["metadata"]["annotations"][DEADLINE_ANNOTATION] == text
+    assert "deletionTimestamp" not in pod["metadata"]
+    assert _kube_events(cluster, placement.pod_name)[-1] == (
+        "PreemptionNotice",
+        f"this pod is deleted at {text} (/etc/podinfo/preemption-deadline): "
+        "checkpoint and exit before then",
+    )
+    kube_cycle()  # annotated already: no second patch, no second event
+    assert len(cluster.requests(kmock.action.UPDATE)) == 1
+
+    cycle_clock.now = max(deadline, placement.notice_deadline)
+    kube_cycle()
+    assert _kube_events(cluster, placement.pod_name)[-1][0] == "Preempted"
+    assert PreemptionEvent.objects.get().placement == placement

@@ -71,6 +71,8 @@ def notices_read() -> dict[tuple[str, str], Notice]:
     )
     notices = {}
     for name, stored, deadline in rows:
+        if deadline is None:  # filtered out above; the check is for the type checker
+            continue
         namespace = placement_namespace(stored)
         notices[(namespace, name)] = Notice(name, namespace, deadline)
     return notices

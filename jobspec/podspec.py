@@ -8,7 +8,8 @@ checked) is copied with one change: GPU resources are asked under the name the c
 advertises (`nvidia.com/gpu` on one node, `mars-tech.com/gpu` on another), so a template
 written for one vendor runs on the other. Either way the pod gets the defaults of its tenant's
 pod security level (jobspec.podsecurity): no service-account token, seccomp RuntimeDefault,
-and under `restricted` no root and no capabilities.
+and under `restricted` no root and no capabilities; and the file of its preemption deadline
+(jobspec.notice: a downward API volume, which every pod security level allows).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobspec.labels import JOB_ID
+from jobspec.notice import with_deadline_volume
 from jobspec.podsecurity import secured_spec
 
 if TYPE_CHECKING:
@@ -47,9 +49,10 @@ _POD_KEYS = (
 def pod_spec_body(desired: DesiredPod, gpu_resource_names: Iterable[str]) -> dict[str, Any]:
     """The pod spec without nodeName and tolerations, as the API server reads it (camelCase),
     with the defaults of the tenant's pod security level (no service-account token, seccomp
-    RuntimeDefault, and restricted's: jobspec.podsecurity.secured_spec)."""
+    RuntimeDefault, and restricted's: jobspec.podsecurity.secured_spec), and the preemption
+    deadline's file (jobspec.notice)."""
     body = with_additions(_body(desired, frozenset(gpu_resource_names)), desired.additions)
-    return secured_spec(body, desired.security_level)
+    return secured_spec(with_deadline_volume(body), desired.security_level)
 
 
 def _body(desired: DesiredPod, gpu_names: frozenset[str]) -> dict[str, Any]:

@@ -21,10 +21,11 @@ field at fault come out, each naming the rule.
   the `system-` ones, which Kubernetes reserves for the cluster's own critical pods.
 - Annotations: keys under `kubernetes.io`, `k8s.io` (and their subdomains: the AppArmor and
   seccomp keys, kubelet's and controllers' keys) are refused unless an admin allows the key;
-  keys under `hami.io`, `volcano.sh` and `gpuportal.io` never: the sharing stacks' device
-  plugins read their device assignment there (a pod claiming a card another tenant holds), and
-  the portal writes its own. Labels under those three are refused too (their controllers select
-  pods by them); Kubernetes' recommended `app.kubernetes.io/*` labels are fine.
+  keys under `hami.io`, `volcano.sh`, `gpuportal.io` and `portal.gpu` never: the sharing
+  stacks' device plugins read their device assignment there (a pod claiming a card another
+  tenant holds), and the portal writes its own (the preemption deadline among them). Labels
+  under those are refused too (their controllers select pods by them); Kubernetes'
+  recommended `app.kubernetes.io/*` labels are fine.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ SYSTEM_PRIORITY_PREFIX = "system-"
 # Reserved to the cluster: an admin may allow a key under these.
 CLUSTER_DOMAINS = ("kubernetes.io", "k8s.io")
 # The sharing stacks' and the portal's own: never a template's to set.
-DEVICE_DOMAINS = ("hami.io", "volcano.sh", "gpuportal.io")
+DEVICE_DOMAINS = ("hami.io", "volcano.sh", "gpuportal.io", "portal.gpu")
 
 PORTAL_OBJECT = (
     "{name} is one of the portal's own objects (gp-*: a job's owner, ssh keys or host list); "

@@ -16,6 +16,10 @@ DEFAULT_GPU_RESOURCE_NAME = "nvidia.com/gpu"
 GPU_MODEL_LABEL = "gpu-model"
 
 
+NOTICE_GIVEN = "notice given {given:%H:%M:%S}, deadline {deadline:%H:%M:%S}"
+NOTICE_ENDED = ", {end} {at:%H:%M:%S}"
+
+
 def whole_second(at: datetime) -> datetime:
     return at.replace(microsecond=0)
 
@@ -68,6 +72,13 @@ class Placement(BaseModel):
         FAILED = "failed", "Failed"
         DELETED = "deleted", "Deleted"
 
+    class NoticeEnd(models.TextChoices):
+        """How a pod under a preemption notice ended (docs/design/preemption-notice.md)."""
+
+        ITSELF = "itself", "ended by itself"
+        DEADLINE = "deadline", "deleted at the deadline"
+        EARLY = "early", "deleted before the deadline"
+
     ACTIVE_STATES = (State.BOUND, State.RUNNING, State.RELEASING)
     ENDED_STATES = (State.SUCCEEDED, State.FAILED, State.DELETED)
 
@@ -99,6 +110,13 @@ class Placement(BaseModel):
     # container's exit code and the reason (OOMKilled, Error, Evicted, Completed, ...).
     exit_code = models.IntegerField(null=True, blank=True)
     exit_reason = models.CharField(max_length=128, blank=True, default="")
+    # The preemption notice (its queue's preemption_notice_seconds): when the pod was told,
+    # the instant it is deleted at (its portal.gpu/preemption-deadline annotation), and how
+    # it ended, as observed. Stored, so a restarted worker keeps the same deadline.
+    notice_given_at = models.DateTimeField(null=True, blank=True)
+    notice_deadline = models.DateTimeField(null=True, blank=True)
+    notice_ended_at = models.DateTimeField(null=True, blank=True)
+    notice_end = models.CharField(max_length=16, choices=NoticeEnd.choices, blank=True, default="")
 
     class Meta:
         ordering = ["job_id", "task_id", "replica", "id"]
@@ -128,6 +146,18 @@ class Placement(BaseModel):
     def gpus_held_text(self) -> str:
         """ "0.25 of GPU 3", "2 on GPUs 0, 1": what the job page shows."""
         return held_text(self.milli_held, self.gpu_devices or ())
+
+    @property
+    def notice_text(self) -> str:
+        """ "notice given 12:00:00, deadline 12:05:00, ended by itself 12:03:10" (UTC), from
+        the stored notice; "" for a pod deleted without one."""
+        if self.notice_deadline is None or self.notice_given_at is None:
+            return ""
+        text = NOTICE_GIVEN.format(given=self.notice_given_at, deadline=self.notice_deadline)
+        if self.notice_end and self.notice_ended_at is not None:
+            end = self.NoticeEnd(self.notice_end).label
+            text += NOTICE_ENDED.format(end=end, at=self.notice_ended_at)
+        return text
 
     @property
     def exit_text(self) -> str:

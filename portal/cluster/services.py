@@ -218,3 +218,14 @@ def placement_create(
 def placement_set_state(*, placement: Placement, state: str) -> Placement:
     placement, _ = model_update(instance=placement, fields=["state"], data={"state": state})
     return placement
+
+
+def placements_notice_give(*, ids: Collection[int], deadline: datetime, at: datetime) -> int:
+    """Tell the placements `ids` that their pods are deleted at `deadline` (the preemption
+    notice, docs/design/preemption-notice.md), unless told of an earlier deadline already:
+    a notice is never pushed back. Returns how many were told."""
+    return (
+        Placement.objects.filter(id__in=ids)
+        .filter(Q(notice_deadline__isnull=True) | Q(notice_deadline__gt=deadline))
+        .update(notice_given_at=at, notice_deadline=deadline, updated_at=at)
+    )

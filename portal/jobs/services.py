@@ -133,6 +133,10 @@ JOB_RUNTIME_LIMIT_REACHED = (
     "ended at {at:%H:%M:%S} UTC: it reached its run-time limit of {limit} s (started "
     "{started:%H:%M:%S} UTC)"
 )
+JOB_RUNTIME_LIMIT_NOTICE = (
+    "; its pods were told at {given:%H:%M:%S} UTC that they are deleted then (its queue's "
+    "preemption notice)"
+)
 
 
 def _task_instances(
@@ -818,8 +822,10 @@ def job_start_retrying(*, job_id: int, error: str, at: datetime) -> None:
 def jobs_runtime_limit_end(*, now: datetime) -> list[int]:
     """End every started job that has run for its run-time limit (its own, else its queue's,
     else its tenant's maximum: the tightest set): it fails, saying so, and its pods are
-    released. Called by the scheduling cycle; the start is stored, so a restarted worker ends
-    the same jobs. Returns their ids."""
+    released. A job within its queue's preemption notice of its limit has its pods told the
+    limit's end as their deadline first (portal.cluster.services.placements_notice_give).
+    Called by the scheduling cycle; the start is stored, so a restarted worker ends the same
+    jobs. Returns their ids."""
 
     limited = (
         Job.objects.filter(
@@ -833,17 +839,25 @@ def jobs_runtime_limit_end(*, now: datetime) -> list[int]:
         .values_list(
             "id",
             "started_at",
+            "queue__preemption_notice_seconds",
             "max_runtime_seconds",
             "queue__max_runtime_seconds",
             "queue__tenant__max_runtime_seconds",
         )
     )
-    due = []
-    for job_id, started, *limits in limited:
+    due, told = [], {}
+    for job_id, started, notice, *limits in limited:
         limit = effective_limit(*limits)
         # started_at is never null here (filtered above); the check is for the type checker
-        if limit is not None and started is not None and started + timedelta(seconds=limit) <= now:
+        if limit is None or started is None:
+            continue
+        end = started + timedelta(seconds=limit)
+        if end <= now:
             due.append((job_id, started, limit))
+        elif notice and end - timedelta(seconds=notice) <= now:
+            told[job_id] = end
+    if told:
+        _runtime_limit_notices_give(told, now)
     ended = []
     for job_id, started, limit in due:
         with transaction.atomic():
@@ -851,6 +865,8 @@ def jobs_runtime_limit_end(*, now: datetime) -> list[int]:
             if job is None or not allows(job.status, Event.FAIL):
                 continue
             reason = JOB_RUNTIME_LIMIT_REACHED.format(at=now, limit=limit, started=started)
+            if (given := _notice_given_at(job_id)) is not None:
+                reason += JOB_RUNTIME_LIMIT_NOTICE.format(given=given)
             _transition(
                 job=job,
                 event=Event.FAIL,
@@ -862,6 +878,39 @@ def jobs_runtime_limit_end(*, now: datetime) -> list[int]:
             _placed_pods_release(job_id=job_id, at=now)
             ended.append(job_id)
     return ended
+
+
+def _runtime_limit_notices_give(ends: dict[int, datetime], now: datetime) -> None:
+    """The placed pods of jobs within their notice of their limit, not told yet, are told
+    that they are deleted at the limit's end (one query when all were told already)."""
+    from portal.cluster.models import Placement
+    from portal.cluster.services import placements_notice_give
+
+    untold: dict[int, list[int]] = {}
+    for placement_id, job_id in Placement.objects.filter(
+        job_id__in=ends,
+        state__in=[Placement.State.BOUND, Placement.State.RUNNING],
+        notice_deadline__isnull=True,
+    ).values_list("id", "job_id"):
+        untold.setdefault(job_id, []).append(placement_id)
+    for job_id, ids in sorted(untold.items()):
+        placements_notice_give(ids=ids, deadline=ends[job_id], at=now)
+
+
+def _notice_given_at(job_id: int) -> datetime | None:
+    """When the job's placed pods were told of their deadline, if they were."""
+    from portal.cluster.models import Placement
+
+    return (
+        Placement.objects.filter(
+            job_id=job_id,
+            state__in=[Placement.State.BOUND, Placement.State.RUNNING],
+            notice_given_at__isnull=False,
+        )
+        .order_by("notice_given_at")
+        .values_list("notice_given_at", flat=True)
+        .first()
+    )
 
 
 @transaction.atomic

@@ -39,6 +39,7 @@ class QueueAdmin(ClusterPolicyAdminMixin, SafeAutocompleteMixin, admin.ModelAdmi
         "priority",
         "max_runtime_seconds",
         "min_runtime_seconds",
+        "preemption_notice_seconds",
     ]
     list_filter = ["state", "reclaimable", "tenant"]
     search_fields = ["name", "tenant__name"]

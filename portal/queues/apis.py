@@ -67,6 +67,9 @@ class QueueOutputSerializer(ApiSerializer):
     borrowing_limit_memory_bytes = serializers.IntegerField(allow_null=True)
     max_runtime_seconds = serializers.IntegerField(allow_null=True)
     min_runtime_seconds = serializers.IntegerField()
+    preemption_notice_seconds = serializers.IntegerField(
+        help_text="how long before its pods are deleted a victim is told (0: not told)"
+    )
     gpus_allocated = serializers.SerializerMethodField()
     gpus_deserved = serializers.SerializerMethodField()
     gpus_pending = serializers.SerializerMethodField()
@@ -126,6 +129,7 @@ QUEUE_EXAMPLE = {
     "borrowing_limit_memory_bytes": None,
     "max_runtime_seconds": 86400,
     "min_runtime_seconds": 600,
+    "preemption_notice_seconds": 300,
     "gpus_allocated": 16,
     "gpus_deserved": 14.5,
     "gpus_pending": 8,
@@ -202,7 +206,8 @@ class QueueDetailApi(ApiView):
 
 class QueueUpdateApi(ApiView):
     """Change a queue's weight, guarantees, capability, borrowing limits, priority, state,
-    reclaimable flag, run-time limit (within its tenant's maximum) or minimum run time: a lead of its tenant or a site admin. Every change is audited
+    reclaimable flag, run-time limit (within its tenant's maximum), minimum run time or
+    preemption notice: a lead of its tenant or a site admin. Every change is audited
     (`links.changes`). The queues of a tenant may not guarantee more than the tenant."""
 
     class InputSerializer(QuotaInputSerializer):
@@ -211,6 +216,7 @@ class QueueUpdateApi(ApiView):
         # Shape only; the bounds and the tenant's maximum are the service's, naming the field.
         max_runtime_seconds = serializers.IntegerField(allow_null=True)
         min_runtime_seconds = serializers.IntegerField()
+        preemption_notice_seconds = serializers.IntegerField()
 
     OutputSerializer = QueueOutputSerializer
 

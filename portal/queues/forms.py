@@ -22,12 +22,22 @@ class QueueEditForm(QuotaForm):
         label="Minimum run time (s)",
         help_text="A pod is not preempted or reclaimed before it has run this long. 0: none.",
     )
+    preemption_notice_seconds = forms.IntegerField(
+        required=False,
+        label="Preemption notice (s)",
+        help_text=(
+            "A preempted or reclaimed pod, or one reaching its run-time limit, is told this "
+            "long before it is deleted: its file /etc/podinfo/preemption-deadline holds the "
+            "instant, to checkpoint and exit by. 0: deleted at once."
+        ),
+    )
 
-    # The preemption notice is not acted on yet (docs/design/preemption-notice.md): not
-    # offered here until it is.
-    fields_edited = tuple(f for f in EDITABLE_FIELDS if f != "preemption_notice_seconds")
+    fields_edited = EDITABLE_FIELDS
     field_order = ["weight", "priority", "state", "reclaimable"]
 
     # Empty is 0 (none), the default that keeps Volcano's behaviour.
     def clean_min_runtime_seconds(self) -> int:
         return self.cleaned_data["min_runtime_seconds"] or 0
+
+    def clean_preemption_notice_seconds(self) -> int:
+        return self.cleaned_data["preemption_notice_seconds"] or 0

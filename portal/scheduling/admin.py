@@ -56,7 +56,7 @@ class PreemptionEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ["action", "victim_tenant", "victim_queue"]
     search_fields = ["victim_job__name", "preemptor_job__name", "node_name", "sentence"]
     date_hierarchy = "occurred_at"
-    raw_id_fields = ["victim_job", "preemptor_job", "cycle"]
+    raw_id_fields = ["victim_job", "preemptor_job", "cycle", "placement"]
 
 
 @admin.register(QueueUsageSample)

@@ -82,6 +82,10 @@ class PreemptionListApi(ApiView):
         )
         cycle_id = serializers.IntegerField(allow_null=True)
         sentence = serializers.CharField()
+        notice = serializers.CharField(
+            source="notice_text",
+            help_text="the victim's preemption notice and how its pod ended (empty: none)",
+        )
 
         @extend_schema_field(OpenApiTypes.NUMBER)
         def get_gpus_freed(self, event: PreemptionEvent) -> int | float:

@@ -108,6 +108,14 @@ class PreemptionEvent(models.Model):
     )
     occurred_at = models.DateTimeField(default=timezone.now)
     sentence = models.TextField(blank=True)
+    # The victim's placement: its preemption notice, and how the pod ended under it.
+    placement = models.ForeignKey(
+        "cluster.Placement",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="preemptions",
+    )
 
     class Meta:
         ordering = ["-occurred_at", "-id"]
@@ -124,6 +132,11 @@ class PreemptionEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.victim_job.name}/{self.victim_task_name} on {self.node_name}"
+
+    @property
+    def notice_text(self) -> str:
+        """The victim's preemption notice and how its pod ended ("" without one)."""
+        return self.placement.notice_text if self.placement is not None else ""
 
     @property
     def gpus_freed_number(self) -> int | float:

@@ -74,7 +74,13 @@ def preemption_event_list(
 ) -> QuerySet[PreemptionEvent]:
     """Every preemption (site admins only: callers check the role)."""
     events = PreemptionEvent.objects.select_related(
-        "victim_job", "victim_queue", "victim_tenant", "preemptor_job", "preemptor_queue", "cycle"
+        "victim_job",
+        "victim_queue",
+        "victim_tenant",
+        "preemptor_job",
+        "preemptor_queue",
+        "cycle",
+        "placement",
     )
     if action:
         events = events.filter(action=action)
@@ -102,7 +108,9 @@ def preemption_event_list_for_job(*, job_id: int) -> QuerySet[PreemptionEvent]:
 
     return (
         PreemptionEvent.objects.filter(Q(victim_job_id=job_id) | Q(preemptor_job_id=job_id))
-        .select_related("victim_job", "victim_queue", "preemptor_job", "preemptor_queue")
+        .select_related(
+            "victim_job", "victim_queue", "preemptor_job", "preemptor_queue", "placement"
+        )
         .order_by("-occurred_at", "-id")
     )
 

@@ -35,6 +35,7 @@ CSV_HEADER = (
     "gpus_freed",
     "cycle_id",
     "sentence",
+    "notice",
 )
 CONFIG_SAVED = "Scheduler config v{version} saved{active}."
 CONFIG_ACTIVATED = "Scheduler config v{version} is now active."
@@ -68,7 +69,12 @@ def _history_columns(events):
     return (
         events.select_related(None)
         .select_related(
-            "victim_job", "victim_queue", "victim_tenant", "preemptor_job", "preemptor_queue"
+            "victim_job",
+            "victim_queue",
+            "victim_tenant",
+            "preemptor_job",
+            "preemptor_queue",
+            "placement",
         )
         .only(
             "id",
@@ -91,6 +97,12 @@ def _history_columns(events):
             "preemptor_job__name",
             "preemptor_queue__id",
             "preemptor_queue__name",
+            # the victim's preemption notice (Placement.notice_text)
+            "placement__id",
+            "placement__notice_given_at",
+            "placement__notice_deadline",
+            "placement__notice_end",
+            "placement__notice_ended_at",
         )
     )
 
@@ -122,6 +134,7 @@ def preemption_csv(request: HttpRequest) -> HttpResponse:
                     event.gpus_freed_text,
                     event.cycle_id or "",
                     event.sentence,
+                    event.notice_text,
                 ]
             )
 

@@ -30,6 +30,7 @@ from scheduler.adapters.bulk import ids_update
 from scheduler.adapters.cluster.base import ObservedPod, PodEvent
 from scheduler.adapters.cycle_metrics import start_failures_counted
 from scheduler.adapters.ledger import placement_end
+from scheduler.adapters.notice import notice_ends_record
 from scheduler.adapters.portal_port import (
     Attempt,
     BackoffSettings,
@@ -84,7 +85,10 @@ POLICY_DELAYED = (
 )
 REASON_CHARS = 1000
 TASK_COMPLETED_ENDED = "task {task} completed; policy TaskCompleted -> {action}: the job {ended}"
-PLACEMENT_COLUMNS = ("id", "job_id", "task_id", "pod_name", "node_name", "state", "started_at")
+PLACEMENT_COLUMNS = (
+    "id", "job_id", "task_id", "pod_name", "node_name", "state", "started_at",
+    "notice_deadline", "notice_end",
+)  # fmt: skip
 JOB_FIELDS = (
     "status",
     "started_at",
@@ -205,6 +209,7 @@ def cluster_observe(
             ids_update(Placement, ids, state=state, updated_at=now, **ends)
         for (exit_code, reason), ids in sorted(outcomes.items(), key=lambda item: item[1]):
             ids_update(Placement, ids, exit_code=exit_code, exit_reason=reason)
+        notice_ends_record(placements, by_name, now)
         jobs = {p.job_id: p.job for p in placements}
         jobs = {job.pk: job for job in _policy_due(now)} | jobs  # the placements' rows first
         lost_jobs = _Lost(lost, attempts, start_backoff())

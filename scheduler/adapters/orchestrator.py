@@ -51,6 +51,7 @@ from scheduler.adapters.desired import desired_pods, job_objects_kept
 from scheduler.adapters.gc_pause import run_cycle_paused
 from scheduler.adapters.lock import CycleAbandoned, cycle_write_lock
 from scheduler.adapters.namespaces import namespaces_hold
+from scheduler.adapters.notice import notices_apply, notices_hold, notices_read
 from scheduler.adapters.observe import cluster_observe
 from scheduler.adapters.persist import decisions_persist
 from scheduler.adapters.portal_port import (
@@ -280,7 +281,8 @@ def cluster_reconcile(
     now: datetime | None = None,
 ) -> reconcile.ReconcileReport:
     """Make the cluster match the bound and running placements; finished pods and ended jobs'
-    objects go once their retention is over (portal.ops.retention). With `faults`, jobs whose
+    objects go once their retention is over (portal.ops.retention), released pods under a
+    preemption notice at their deadline (scheduler.adapters.notice). With `faults`, jobs whose
     pods cannot be built are reported there and left out (see desired_pods)."""
     now = now or timezone.now()
     if observed is None:
@@ -290,10 +292,17 @@ def cluster_reconcile(
     plan = reconcile.plan(
         desired, observed, delete_finished=True, keep_finished=finished_pods_kept(now=now)
     )
-    evicted = eviction_reasons(pods=[pod for pod in plan.delete if not pod.finished])
-    report = reconcile.apply(
-        plan, backend, grace_seconds=settings.EVICTION_GRACE_SECONDS, evictions=evicted
-    )
+    # Released pods under a preemption notice stay until their deadline (notice).
+    grace = settings.EVICTION_GRACE_SECONDS
+    notices = notices_read()
+    plan, held = notices_hold(plan, notices, now, grace)
+    evicting = [*(pod for pod in plan.delete if not pod.finished), *(pod for pod, _ in held.due)]
+    evicted = eviction_reasons(pods=evicting)
+    report = reconcile.apply(plan, backend, grace_seconds=grace, evictions=evicted)
+    if notices:
+        notices_apply(
+            backend, report, observed=observed, notices=notices, held=held, evictions=evicted
+        )
     if backend.makes_job_objects:
         job_objects_sweep(backend, desired, observed, report, now)
     unreachable = set(

@@ -19,6 +19,7 @@ from django.db.models import Count
 from jobspec.gpushare import MILLI_PER_GPU, gpus_sample, milli_cost
 from scheduler.adapters.bulk import ids_update, rows_update
 from scheduler.adapters.ledger import ledger_book
+from scheduler.adapters.notice import notices_give
 from scheduler.adapters.portal_port import (
     WAITING,
     CycleRun,
@@ -199,6 +200,9 @@ def _persist_evictions(
     for placement in released.values():
         placement.state = Placement.State.RELEASING
     ids_update(Placement, released, state=Placement.State.RELEASING, updated_at=now)
+    notices_give(
+        ((p.id, _notice_seconds(index.jobs[str(p.job_id)])) for p in released.values()), now
+    )
     PreemptionEvent.objects.bulk_create(events, batch_size=BATCH)
     rows_update(
         Job,
@@ -214,6 +218,11 @@ def _persist_evictions(
         if stamps := stamp_columns(change, now):  # none today: a preemption stamps no time
             ids_update(Job, [job.id for job in jobs], **stamps)
     return set(released)
+
+
+def _notice_seconds(job: JobRow) -> int:
+    """The preemption notice its queue gives the job's pods (0: none, deleted at once)."""
+    return job.queue.preemption_notice_seconds if job.queue is not None else 0
 
 
 def _event(
@@ -243,6 +252,7 @@ def _event(
         cycle=cycle,
         occurred_at=now,
         sentence=sentence,
+        placement_id=placement.id,
     )
 
 

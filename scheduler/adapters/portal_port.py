@@ -34,7 +34,12 @@ from portal.cluster.namespaces import (
     placement_namespace,
     placing_namespaces,
 )
-from portal.cluster.services import node_inventory_sync, node_seen_mark, placement_pod_name
+from portal.cluster.services import (
+    node_inventory_sync,
+    node_seen_mark,
+    placement_pod_name,
+    placements_notice_give,
+)
 from portal.jobs.backoff import (
     Attempt,
     BackoffSettings,
@@ -133,6 +138,7 @@ __all__ = [
     "placement_milli",
     "placement_namespace",
     "placement_pod_name",
+    "placements_notice_give",
     "placing_namespaces",
     "whole_second",
     # jobs: rows, the lifecycle, the limits in force, the services the cycle ends jobs with,

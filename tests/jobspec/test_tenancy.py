@@ -116,6 +116,7 @@ def test_priority_classes_by_list_and_never_the_systems_without_one():
         ("hami.io/bind-phase", "device", ()),
         ("volcano.sh/devices-to-allocate", "device", ()),
         ("gpuportal.io/target-node", "device", ()),
+        ("portal.gpu/preemption-deadline", "device", ()),
     ],
 )
 def test_reserved_annotations_are_refused_and_device_keys_even_when_listed(key, refused, allowed):

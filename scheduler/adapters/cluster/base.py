@@ -6,7 +6,7 @@ with lists of dataclasses; only a backend module knows what a V1Pod is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
@@ -174,6 +174,11 @@ class ClusterBackend(Protocol):
 
     def record_events(self, events: Sequence[PodEvent]) -> None:
         """Best effort: an event that cannot be recorded is logged, never an error."""
+        ...
+
+    def annotate_pod(self, name: str, namespace: str, annotations: Mapping[str, str]) -> None:
+        """Set `annotations` on the live pod (a merge: its other annotations stay); a pod that
+        is already gone is success (it needs no annotation any more)."""
         ...
 
     def sweep_job_objects(

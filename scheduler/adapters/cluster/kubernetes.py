@@ -596,6 +596,28 @@ class KubernetesBackend:
 
         self._write(where, attempt)
 
+    def annotate_pod(self, name: str, namespace: str, annotations: Mapping[str, str]) -> None:
+        """A JSON merge patch of the pod's annotations (RFC 7386: the others stay)."""
+        where = f"annotate pod {namespace}/{name}"
+        body = {"metadata": {"annotations": dict(annotations)}}
+
+        def attempt() -> None:
+            try:
+                answer = self.core_v1.patch_namespaced_pod(
+                    name,
+                    namespace,
+                    body,
+                    _content_type="application/merge-patch+json",
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
+                _discard(answer)
+            except ApiException as exc:
+                if exc.status != 404:  # gone: nothing is left to tell
+                    raise
+
+        self._write(where, attempt)
+
     def record_events(self, events: Sequence[PodEvent]) -> None:
         """One core/v1 Event per item, reported by the portal's scheduler name, one attempt
         each (`write_concurrency` at once): an event is a courtesy to `kubectl describe`, not

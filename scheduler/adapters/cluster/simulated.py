@@ -9,7 +9,7 @@ still holds its node's resources, like a terminating pod).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -228,6 +228,18 @@ class SimulatedBackend:
                     delete_after=now + timedelta(seconds=grace_seconds)
                 )
         return [None] * len(pods)
+
+    def annotate_pod(self, name: str, namespace: str, annotations: Mapping[str, str]) -> None:
+        with transaction.atomic():
+            pod = (
+                SimulatedPod.objects.select_for_update()
+                .filter(name=name, namespace=namespace)
+                .first()
+            )
+            if pod is None:
+                return
+            pod.annotations = {**pod.annotations, **annotations}
+            pod.save(update_fields=["annotations"])
 
     def record_events(self, events: Sequence[PodEvent]) -> None:
         """The simulation keeps no Kubernetes Events: the portal's own pages tell the story."""

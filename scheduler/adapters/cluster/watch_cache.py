@@ -50,6 +50,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from jobspec.labels import DEFAULT_INSTANCE, OWNER
+from jobspec.notice import DEADLINE_ANNOTATION
 from scheduler.adapters.cluster.base import ObservedNode, ObservedPod, TransientClusterError
 from scheduler.adapters.cluster.gpushare import HELD_CARDS_ANNOTATIONS
 
@@ -745,7 +746,8 @@ class ClusterCache:
 
 # What usage_view leaves out: fields no resource accounting reads (manifests.others_usage and
 # occupies_node read containers' resources, init containers, overhead, nodeName, phase and the
-# annotations naming a shared GPU pod's cards).
+# annotations naming a shared GPU pod's cards), but the preemption deadline the reconcile
+# compares with its placement's.
 # Left out by name, so a field the accounting may come to read (pod-level resources, a
 # sidecar's restartPolicy) stays in; test_watch_cache proves the view counts as the whole pod.
 _UNUSED_POD_METADATA = ("annotations", "managedFields", "ownerReferences", "finalizers")
@@ -759,14 +761,18 @@ _UNUSED_POD_STATUS = ("conditions", "containerStatuses", "initContainerStatuses"
                       "ephemeralContainerStatuses", "podIPs", "hostIPs", "resourceClaimStatuses")  # fmt: skip
 
 
+_KEPT_ANNOTATIONS = frozenset({*HELD_CARDS_ANNOTATIONS, DEADLINE_ANNOTATION})
+
+
 def usage_view(raw: Raw) -> Raw:
     """The pod without the fields resource accounting never reads (a shallow copy)."""
     meta = {k: v for k, v in (raw.get("metadata") or {}).items() if k not in _UNUSED_POD_METADATA}
-    # Of the annotations, only those naming the cards a shared GPU pod holds.
+    # Of the annotations, only those naming the cards a shared GPU pod holds, and its
+    # preemption deadline.
     cards = {
         k: v
         for k, v in ((raw.get("metadata") or {}).get("annotations") or {}).items()
-        if k in HELD_CARDS_ANNOTATIONS
+        if k in _KEPT_ANNOTATIONS
     }
     if cards:
         meta["annotations"] = cards

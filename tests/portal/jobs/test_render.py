@@ -32,6 +32,7 @@ from rest_framework.test import APIClient
 
 from jobspec.job_plugins import SSH_KEY_PLACEHOLDER
 from jobspec.labels import DEFAULT_INSTANCE, job_object_name, object_prefix
+from jobspec.notice import PODINFO_DIR, PODINFO_VOLUME
 from portal.jobs.dry_run import job_render
 from portal.jobs.models import Job
 from portal.jobs.render import main
@@ -338,11 +339,14 @@ def test_the_mpi_plugin_example_renders_a_secret_hosts_and_mpi_host_on_the_maste
         assert spec["containers"][0]["volumeMounts"] == [
             {"mountPath": "/etc/volcano", "name": f"{NEW}-svc"},
             {"mountPath": "/root/.ssh", "name": f"{NEW}-ssh", "subPath": ".ssh"},
+            # the preemption deadline's file (jobspec.notice), in every pod
+            {"mountPath": PODINFO_DIR, "name": PODINFO_VOLUME, "readOnly": True},
         ]
-        assert spec["volumes"] == [
+        assert spec["volumes"][:2] == [
             {"configMap": {"name": f"{NEW}-svc"}, "name": f"{NEW}-svc"},
             SSH_VOLUME,
         ]
+        assert spec["volumes"][2]["name"] == PODINFO_VOLUME
     assert "MPI_HOST" not in _env(worker0)
     # the render never shows a key
     assert "PRIVATE KEY" not in yaml.safe_dump_all(rendered.objects)

@@ -116,6 +116,29 @@ def test_form_shape_errors_shown(lead_client, nlp_queue):
     assert "weight" in response.context["form"].errors
 
 
+def test_a_lead_sets_the_preemption_notice_on_the_form(lead_client, nlp_queue):
+    url = reverse("queues:queue_edit", args=[nlp_queue.pk])
+    assert "Preemption notice (s)" in lead_client.get(url).content.decode()
+    response = lead_client.post(url, _form(nlp_queue, preemption_notice_seconds=300))
+    assert response.status_code == HTTPStatus.FOUND
+    nlp_queue.refresh_from_db()
+    assert nlp_queue.preemption_notice_seconds == 300
+    # Empty is none (0), Volcano's behaviour.
+    lead_client.post(url, _form(nlp_queue, preemption_notice_seconds=""))
+    nlp_queue.refresh_from_db()
+    assert nlp_queue.preemption_notice_seconds == 0
+
+
+@pytest.mark.parametrize("value", [-1, 24 * 3600 + 1])
+def test_a_bad_preemption_notice_is_shown_on_its_field(lead_client, nlp_queue, value):
+    url = reverse("queues:queue_edit", args=[nlp_queue.pk])
+    response = lead_client.post(url, _form(nlp_queue, preemption_notice_seconds=value))
+    assert response.status_code == HTTPStatus.OK
+    assert list(response.context["form"].errors) == ["preemption_notice_seconds"]
+    nlp_queue.refresh_from_db()
+    assert nlp_queue.preemption_notice_seconds == 0
+
+
 def test_anonymous_redirected_to_login(client, nlp_queue):
     response = client.get(reverse("queues:queue_edit", args=[nlp_queue.pk]))
     assert response.status_code == HTTPStatus.FOUND

@@ -5,7 +5,11 @@ from http import HTTPStatus
 import pytest
 from rest_framework.test import APIClient
 
-from portal.tenants.runtime_limits import ABOVE_QUEUE_MAXIMUM, RUNTIME_MAX_SECONDS
+from portal.tenants.runtime_limits import (
+    ABOVE_QUEUE_MAXIMUM,
+    NOTICE_MAX_SECONDS,
+    RUNTIME_MAX_SECONDS,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -17,7 +21,11 @@ def _client(user):
 
 
 def test_a_lead_sets_a_queues_timings_and_reads_them_back(lead, nlp_queue):
-    body = {"max_runtime_seconds": 3600, "min_runtime_seconds": 600}
+    body = {
+        "max_runtime_seconds": 3600,
+        "min_runtime_seconds": 600,
+        "preemption_notice_seconds": 300,
+    }
     response = _client(lead).patch(f"/api/v1/queues/{nlp_queue.pk}/", body, format="json")
     assert response.status_code == HTTPStatus.OK, response.json()
     assert {key: response.json()[key] for key in body} == body
@@ -29,6 +37,10 @@ def test_a_lead_sets_a_queues_timings_and_reads_them_back(lead, nlp_queue):
         ("max_runtime_seconds", RUNTIME_MAX_SECONDS + 1),
         ("min_runtime_seconds", -1),
         ("min_runtime_seconds", 10**30),
+        ("preemption_notice_seconds", -1),
+        ("preemption_notice_seconds", NOTICE_MAX_SECONDS + 1),
+        ("preemption_notice_seconds", 10**30),
+        ("preemption_notice_seconds", "soon"),
     ],
 )
 def test_a_bad_queue_value_is_a_400_naming_the_field(lead, nlp_queue, field, value):

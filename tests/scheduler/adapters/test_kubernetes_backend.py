@@ -11,6 +11,7 @@ import pytest
 from kubernetes import client
 
 from jobspec import labels
+from jobspec.notice import DEADLINE_ANNOTATION as DEADLINE
 from jobspec.pods import DesiredPod
 from scheduler.adapters.cluster.base import ClusterError, ObservedNode, TransientClusterError
 from scheduler.adapters.cluster.kubernetes import KubernetesBackend, RetryPolicy
@@ -360,6 +361,38 @@ def test_delete_that_failed_after_the_server_deleted_is_retried_to_success(
     assert cluster.pod_names() == []
     assert len(cluster.requests(kmock.action.DELETE)) == 2  # the retry got 404: done
     assert sleeps == [0.1]
+
+
+# -- annotating pods (the preemption notice) -------------------------------------------------
+
+
+def test_annotating_a_pod_merges_into_its_annotations(cluster, backend):
+    cluster.add_pod(managed_pod("gp-99-worker-0", annotations={"mine": "kept"}))
+
+    backend.annotate_pod("gp-99-worker-0", NAMESPACE, {DEADLINE: "2026-12-01T12:05:00Z"})
+
+    pod = cluster.pod(NAMESPACE, "gp-99-worker-0")
+    assert pod["metadata"]["annotations"] == {"mine": "kept", DEADLINE: "2026-12-01T12:05:00Z"}
+    (patch,) = cluster.requests(kmock.action.UPDATE)
+    assert patch.headers["Content-Type"] == "application/merge-patch+json"
+    (observed,) = backend.list_pods()
+    assert observed.annotations[DEADLINE] == "2026-12-01T12:05:00Z"
+
+
+def test_annotating_a_pod_that_is_gone_is_success(cluster, backend, sleeps):
+    backend.annotate_pod("never-existed", NAMESPACE, {DEADLINE: "2026-12-01T12:05:00Z"})
+
+    assert len(cluster.requests(kmock.action.UPDATE)) == 1
+    assert sleeps == []
+
+
+def test_an_annotation_the_server_refuses_is_an_error_naming_the_pod(cluster, backend, sleeps):
+    cluster.add_pod(managed_pod("gp-99-worker-0"))
+    cluster.fail_next(kmock.action.UPDATE, 403)
+
+    with pytest.raises(ClusterError, match="annotate pod gpu-jobs/gp-99-worker-0: HTTP 403"):
+        backend.annotate_pod("gp-99-worker-0", NAMESPACE, {DEADLINE: "2026-12-01T12:05:00Z"})
+    assert sleeps == []
 
 
 # -- retry policy ----------------------------------------------------------------------------

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from kubernetes import client
 
 from jobspec import labels
+from jobspec.notice import DEADLINE_ANNOTATION, PODINFO_DIR, PODINFO_VOLUME
 from jobspec.pods import DesiredPod
+from jobspec.podsecurity import pod_security_errors
 from jobspec.podspec import pod_spec_body
 from jobspec.podtemplate import pod_template_parse
 from portal.cluster.models import Placement
@@ -47,6 +51,21 @@ TEMPLATE = pod_template_parse(
 ).template
 
 
+# The preemption deadline's file (jobspec.notice), in every pod.
+PODINFO = {
+    "name": PODINFO_VOLUME,
+    "downwardAPI": {
+        "items": [
+            {
+                "path": "preemption-deadline",
+                "fieldRef": {"fieldPath": f"metadata.annotations['{DEADLINE_ANNOTATION}']"},
+            }
+        ]
+    },
+}
+PODINFO_MOUNT = {"name": PODINFO_VOLUME, "mountPath": PODINFO_DIR, "readOnly": True}
+
+
 def _desired(*, gpu_name: str = "mars-tech.com/gpu", template=TEMPLATE) -> DesiredPod:
     return DesiredPod(
         name=labels.pod_name(7, "worker", 0),
@@ -68,7 +87,7 @@ def test_the_template_is_the_pod_body_with_the_nodes_gpu_name():
     assert trainer["resources"] == {"limits": {"mars-tech.com/gpu": "4", "cpu": "8"}}
     assert trainer["args"] == ["--epochs", "3"]
     assert "command" not in trainer
-    assert sidecar == {"name": "sidecar", "image": "exporter:1"}
+    assert sidecar == {"name": "sidecar", "image": "exporter:1", "volumeMounts": [PODINFO_MOUNT]}
     assert body["initContainers"] == [{"name": "fetch", "image": "fetch:1"}]
     assert body["restartPolicy"] == "OnFailure"
     # the stored template is not changed by building a pod from it
@@ -88,9 +107,13 @@ def test_pod_manifest_carries_every_part_of_the_template():
     assert spec["containers"][0]["env"] == [
         {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}
     ]
-    assert spec["containers"][0]["volumeMounts"] == [{"name": "shm", "mountPath": "/dev/shm"}]
+    assert spec["containers"][0]["volumeMounts"] == [
+        {"name": "shm", "mountPath": "/dev/shm"},
+        PODINFO_MOUNT,
+    ]
     assert spec["volumes"] == [
-        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
+        PODINFO,
     ]
     assert spec["imagePullSecrets"] == [{"name": "registry"}]
     # With the defaults of the pod security level (baseline): a confined seccomp profile, and
@@ -122,8 +145,10 @@ def test_a_task_without_template_gets_one_container_from_its_fields():
                     "requests": {"cpu": "8000m", "memory": "0", "nvidia.com/gpu": "4"},
                     "limits": {"nvidia.com/gpu": "4"},
                 },
+                "volumeMounts": [PODINFO_MOUNT],
             }
         ],
+        "volumes": [PODINFO],
         "automountServiceAccountToken": False,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
     }
@@ -150,3 +175,25 @@ def test_the_cycles_pods_get_the_defaults_of_their_tenants_level(level):
     assert spec["automountServiceAccountToken"] is False
     assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert spec["securityContext"].get("runAsNonRoot") is (True if level == "restricted" else None)
+
+
+def test_a_template_mounting_its_own_podinfo_keeps_it():
+    """The deadline's file goes where nothing else is: a container that mounts something at
+    /etc/podinfo keeps its own mount, and the other containers get the file."""
+    spec = TEMPLATE["spec"]
+    own = {"name": "shm", "mountPath": PODINFO_DIR + "/"}
+    template = {
+        **TEMPLATE,
+        "spec": {**spec, "containers": [{**spec["containers"][0], "volumeMounts": [own]}]},
+    }
+    body = pod_spec_body(_desired(template=template), GPU_RESOURCE_NAMES)
+    assert body["containers"][0]["volumeMounts"] == [own]
+    assert body["volumes"][-1] == PODINFO
+
+
+@pytest.mark.parametrize("level", ["privileged", "baseline", "restricted"])
+def test_the_deadline_file_passes_every_pod_security_level(level):
+    pod = dataclasses.replace(_desired(template={}), security_level=level)
+    spec = pod_spec_body(pod, GPU_RESOURCE_NAMES)
+    assert PODINFO in spec["volumes"]
+    assert pod_security_errors({"metadata": {}, "spec": spec}, level=level) == {}

@@ -15,6 +15,7 @@ import yaml
 from django.test import override_settings
 
 from jobspec.labels import owned_selector, replica_labels
+from jobspec.notice import DEADLINE_ANNOTATION
 from jobspec.pods import DesiredPod
 from portal.cluster.namespaces import job_namespaces
 from portal.jobs.services import job_cancel, job_submit
@@ -124,6 +125,8 @@ def test_the_verbs_the_portal_calls_are_the_verbs_deploy_rbac_grants(
         kube_cycle()  # the cache's list+watch, the svc objects, the gang's pods and binds
         taken = desired_pods(gpu_resource_of={})[0]
         backend.create_pod(taken)
+        # A victim told its preemption deadline: patch.
+        backend.annotate_pod(taken.name, taken.namespace, {DEADLINE_ANNOTATION: "x"})
         job_cancel(job=job, actor=user)
         kube_cycle()  # evicts: delete
         # The same with a namespace per tenant: vision's namespace exists, speech's not yet.
@@ -149,6 +152,7 @@ def test_the_verbs_the_portal_calls_are_the_verbs_deploy_rbac_grants(
             taken = desired_pods(gpu_resource_of={})[0]
             assert taken.namespace == "gpu-vision"
             backend.create_pod(taken)
+            backend.annotate_pod(taken.name, taken.namespace, {DEADLINE_ANNOTATION: "x"})
             job_cancel(job=jobs[0], actor=user)
             kube_cycle()
     finally:

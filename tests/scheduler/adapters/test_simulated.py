@@ -9,6 +9,7 @@ from django.db import IntegrityError, connection
 from django.test.utils import CaptureQueriesContext
 
 from jobspec import labels
+from jobspec.notice import DEADLINE_ANNOTATION
 from jobspec.pods import RUN_SECONDS, DesiredPod
 from portal.cluster.models import SimulatedPod
 from scheduler.adapters.cluster import simulated
@@ -271,3 +272,16 @@ def test_a_simulated_pods_log_names_env_references_in_words():
         "ODD=(from a reference)",
     ]
     assert "{" not in "\n".join(lines)
+
+
+def test_annotating_a_simulated_pod_merges_and_a_gone_pod_is_success():
+    backend = SimulatedBackend(default_run_seconds=60)
+    SimulatedPod.objects.create(
+        name="gp-1-worker-0", namespace="gpu-jobs", annotations={"mine": "kept"}
+    )
+
+    backend.annotate_pod("gp-1-worker-0", "gpu-jobs", {DEADLINE_ANNOTATION: "x"})
+    backend.annotate_pod("gone", "gpu-jobs", {DEADLINE_ANNOTATION: "x"})
+
+    pod = SimulatedPod.objects.get()
+    assert pod.annotations == {"mine": "kept", DEADLINE_ANNOTATION: "x"}

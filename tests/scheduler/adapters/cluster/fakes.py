@@ -4,7 +4,7 @@ its test is about (and gets the Protocol's pod-by-pod batch calls)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from scheduler.adapters.cluster.base import (
@@ -43,6 +43,9 @@ class EmptyCluster(ClusterBackend):
         return PodLog(pod=name, lines=[])
 
     def record_events(self, events: Sequence[PodEvent]) -> None:
+        pass
+
+    def annotate_pod(self, name: str, namespace: str, annotations: Mapping[str, str]) -> None:
         pass
 
     def sweep_job_objects(

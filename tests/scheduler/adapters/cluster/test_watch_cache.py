@@ -10,6 +10,7 @@ import pytest
 from kubernetes import client
 
 from jobspec import labels
+from jobspec.notice import DEADLINE_ANNOTATION
 from scheduler.adapters.cluster.base import TransientClusterError
 from scheduler.adapters.cluster.kubernetes import KubernetesBackend, RetryPolicy
 from scheduler.adapters.cluster.testing.emulator import NODES, PODS, foreign_pod_object
@@ -573,3 +574,17 @@ def test_watches_in_many_namespaces_use_a_pool_of_their_own(cluster, caplog):
     # In the cycle's pool (5 per core) all but 10 on 2 cores were thrown away, each with a warning.
     assert [r.getMessage() for r in caplog.records] == []
     assert cache.node_reflector._list_fn.__self__.api_client is not backend.core_v1.api_client
+
+
+def test_the_usage_view_keeps_a_pods_preemption_deadline():
+    """The reconcile compares it with its placement's: without it in the cache, every cycle
+    would annotate the pod (and record its Event) again."""
+    whole = _everything_pod()
+    whole["metadata"]["annotations"][DEADLINE_ANNOTATION] = "2026-12-01T12:05:00Z"
+
+    kept = usage_view(whole)["metadata"]["annotations"]
+
+    assert kept == {
+        "hami.io/vgpu-devices-allocated": "GPU-0,NVIDIA,20480,25:;",
+        DEADLINE_ANNOTATION: "2026-12-01T12:05:00Z",
+    }

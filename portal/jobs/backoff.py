@@ -57,6 +57,8 @@ class Kind(StrEnum):
 NODE_KINDS = frozenset({Kind.KUBELET_REFUSED, Kind.NODE_TAKEN})
 # Kinds that never fail the job: they clear without the job changing.
 UNCAPPED = frozenset({Kind.QUOTA, Kind.NODE_TAKEN})
+# Kinds that made no pod, so no start: outside backoff_bound_per_hour's bound.
+NOTHING_MADE = frozenset({Kind.NODE_TAKEN})
 
 IMAGE_PULL_REASONS = frozenset(
     {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}

@@ -164,6 +164,7 @@ def apply(
     # node was taken since the cycle's read gets no pod at all (never half a gang).
     taken = _gangs_recheck(reconcile_plan, backend)
     for job, error in sorted(taken.items()):
+        logger.warning("reconcile: no pod of job %s's gang made: %s", job, error)
         report.job_errors[job] = error
         report.job_error_pods[job] = (error.pod, error.namespace)
     creates = [pod for pod in creates if _job_of(pod) not in taken]

@@ -171,9 +171,9 @@ def apply(
     outcomes = _outcomes(lambda: backend.create_pods(creates), len(creates))
     exists = defaultdict(int, reconcile_plan.present)
     unbound: dict[str, list[DesiredPod]] = defaultdict(list)
-    for pod in reconcile_plan.bind:
-        if _job_of(pod) not in taken:
-            unbound[_job_of(pod)].append(pod)
+    for existing in reconcile_plan.bind:
+        if _job_of(existing) not in taken:
+            unbound[_job_of(existing)].append(existing)
     for pod, error in zip(creates, outcomes, strict=True):
         _record(report.created, report.errors, "create", pod, error)
         job = _job_of(pod)

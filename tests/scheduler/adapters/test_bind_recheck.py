@@ -6,6 +6,7 @@ creates as before. The rule alone (gangs_taken), then whole cycles on the emulat
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -21,11 +22,13 @@ from portal.jobs.models import Job
 from portal.tenants.models import Membership
 from scheduler.adapters import orchestrator
 from scheduler.adapters.bind_recheck import gangs_taken
-from scheduler.adapters.cluster.base import NodeRoom
+from scheduler.adapters.cluster.base import NodeRoom, TransientClusterError
 from scheduler.adapters.cluster.kubernetes import KubernetesBackend, RetryPolicy
 from scheduler.adapters.cluster.simulated import SimulatedBackend
 from scheduler.adapters.cluster.watch_cache import ClusterCache, manifests_translation
+from scheduler.adapters.reconcile import ReconcilePlan, apply
 from tests.factories import MembershipFactory, NodeFactory, UserFactory
+from tests.scheduler.adapters.cluster.fakes import EmptyCluster
 from tests.scheduler.conftest import other_workload_pod, submit_job
 
 pytestmark = pytest.mark.django_db
@@ -96,6 +99,61 @@ def test_only_resources_the_node_advertises_are_rechecked_and_unknown_nodes_not_
 
     rooms["gpu-a"].used_by_others["volcano.sh/vgpu-number"] = 4
     assert list(gangs_taken({"7": [shared]}, rooms)) == ["7"]
+
+
+# -- the pass ------------------------------------------------------------------------------
+
+
+class RoomsAsked(EmptyCluster):
+    """Creates and binds anything; answers `rooms` (or raises `fails`) and records the asks."""
+
+    def __init__(self, rooms=None, fails: Exception | None = None) -> None:
+        self.rooms, self.fails, self.asked, self.made = rooms or {}, fails, [], []
+
+    def nodes_room(self, names):
+        self.asked.append(list(names))
+        if self.fails is not None:
+            raise self.fails
+        return self.rooms
+
+    def create_pod(self, pod):
+        self.made.append(pod.name)
+
+    def bind_pod(self, name, namespace, node_name):
+        pass
+
+
+def gang(job: str, *nodes: str, gpus: int = 4) -> list[DesiredPod]:
+    return [
+        dataclasses.replace(pod(job, node, gpus, i), min_available=len(nodes))
+        for i, node in enumerate(nodes)
+    ]
+
+
+def test_only_gangs_bound_this_pass_are_rechecked_one_read_of_their_nodes_in_all():
+    complete, waiting = gang("7", "gpu-a", "gpu-b"), gang("8", "gpu-c", "gpu-c", "gpu-c")
+    backend = RoomsAsked({"gpu-a": room(8), "gpu-b": room(2, others=6)})
+    # Job 8 has one of its three pods to make: it is not bound this pass, so not rechecked.
+    passing = ReconcilePlan(create=[*complete, waiting[0]], present={"8": 1})
+
+    report = apply(passing, backend)
+
+    assert backend.asked == [["gpu-a", "gpu-b"]]
+    assert backend.made == [waiting[0].name]  # nothing of job 7
+    assert report.bound == []
+    assert list(report.job_errors) == ["7"]
+    assert report.job_error_pods == {"7": ("gp-7-worker-1", NAMESPACE)}
+    assert report.errors == []  # a decision, not a failure of the cluster
+
+
+def test_a_recheck_that_cannot_read_leaves_the_pass_as_it_was():
+    backend = RoomsAsked(fails=TransientClusterError("list the pods on node gpu-a: gave up"))
+
+    report = apply(ReconcilePlan(create=gang("7", "gpu-a", "gpu-a")), backend)
+
+    assert backend.made == ["gp-7-worker-0", "gp-7-worker-1"]
+    assert report.bound == [f"{NAMESPACE}/gp-7-worker-0", f"{NAMESPACE}/gp-7-worker-1"]
+    assert report.job_errors == {}
 
 
 # -- whole cycles ---------------------------------------------------------------------------

@@ -92,7 +92,8 @@ class FaultWatch:
     """What the report says of the faults: after every cycle, how many waiting jobs (pending
     or preempted) had a blank reason, and how many jobs in their start backoff still held GPUs
     (a bound or running placement); at the end, the most failed starts one job made in any
-    hour, against what the backoff settings allow."""
+    hour (a node found full at bind time made no pod: not a start), against what the backoff
+    settings allow."""
 
     def __init__(self) -> None:
         self.blank_reasons = 0
@@ -122,7 +123,7 @@ class FaultWatch:
     def report(self, backend: Any, max_in_window: Any) -> dict[str, Any]:
         from collections import Counter
 
-        from portal.jobs.backoff import attempts_of, backoff_bound_per_hour
+        from portal.jobs.backoff import NOTHING_MADE, attempts_of, backoff_bound_per_hour
         from portal.jobs.limits import start_backoff
         from portal.jobs.models import Job
 
@@ -134,7 +135,8 @@ class FaultWatch:
         for stored, max_retry, status in rows:
             attempts = attempts_of(stored)
             kinds.update(str(attempt.kind) for attempt in attempts)
-            per_hour = max(per_hour, max_in_window([a.at for a in attempts], 3600.0))
+            starts = [a.at for a in attempts if a.kind not in NOTHING_MADE]
+            per_hour = max(per_hour, max_in_window(starts, 3600.0))
             bound = max(bound, backoff_bound_per_hour(start_backoff(), max_retry))
             capped += status == Job.Status.FAILED
         figures = {

@@ -15,11 +15,16 @@ initial 1 s doubling to 10 s there, settings here):
 - **Node backoff.** A node whose kubelet refused the job's pod at admission (OutOf<resource>,
   UnexpectedAdmissionError) is avoided by that job for `base x 2^(n-1)`, at most `max`, after
   its n-th refusal there; the job may run elsewhere at once.
+  A node found full at bind time (another scheduler's pod bound there after the cycle read
+  the cluster: nothing of the gang was created) is avoided the same way.
 - **The cap.** The job fails at its `cap`-th failure of one kind (its maxRetry, 3 unless it says),
-  with the kubelet's words; a namespace quota never fails it (it clears when other pods end).
+  with the kubelet's words; a namespace quota never fails it (it clears when other pods end),
+  nor does a node found full at bind time (the job did nothing wrong, and tried nothing).
 
 So a job makes at most `attempts_per_hour(settings) + cap` start attempts in any hour: the job
-backoff's series, and the kubelet refusals, which hold back a node and not the job.
+backoff's series, and the kubelet refusals, which hold back a node and not the job. A node
+found full at bind time is no start (no pod was made) and outside that bound: each one holds
+that node back for its own growing interval.
 """
 
 from __future__ import annotations
@@ -43,12 +48,17 @@ class Kind(StrEnum):
     START_TIMEOUT = "start-timeout"  # not running within the start timeout
     QUOTA = "quota"  # a namespace ResourceQuota refused the pod (HTTP 403 "exceeded quota")
     NAME_TAKEN = "name-taken"  # an object not this instance's holds a name the job's pod needs
+    # At bind time the node no longer had room (another scheduler's pod bound there since the
+    # cycle's read): nothing was created; avoid that node, never counted toward the cap.
+    NODE_TAKEN = "node-taken"
 
 
 # Kinds whose backoff is per node; the others hold the whole job back.
-NODE_KINDS = frozenset({Kind.KUBELET_REFUSED})
+NODE_KINDS = frozenset({Kind.KUBELET_REFUSED, Kind.NODE_TAKEN})
 # Kinds that never fail the job: they clear without the job changing.
-UNCAPPED = frozenset({Kind.QUOTA})
+UNCAPPED = frozenset({Kind.QUOTA, Kind.NODE_TAKEN})
+# Kinds that made no pod, so no start: outside backoff_bound_per_hour's bound.
+NOTHING_MADE = frozenset({Kind.NODE_TAKEN})
 
 IMAGE_PULL_REASONS = frozenset(
     {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
@@ -68,6 +78,7 @@ KIND_WORDS = {
     Kind.START_TIMEOUT: "pod {pod} did not start on node {node} in time",
     Kind.QUOTA: "namespace quota {quota} exceeded",
     Kind.NAME_TAKEN: "pod {pod} was not made: a name it needs is taken",
+    Kind.NODE_TAKEN: "node {node}'s GPUs were taken before the bind of pod {pod}",
 }
 RETRY_JOB = "will retry at {at}"
 RETRY_NODE = "avoiding node {node} until {at}, other nodes may take it now"

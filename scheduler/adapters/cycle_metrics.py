@@ -60,7 +60,7 @@ RECONCILE_OPERATIONS = Counter(
 START_FAILURES = Counter(
     "gpuportal_start_failures_total",
     "Failed starts of a job's pods, by kind (portal.jobs.backoff.Kind: kubelet-refused, "
-    "image-pull, container, start-timeout, quota, name-taken).",
+    "image-pull, container, start-timeout, quota, name-taken, node-taken).",
     ["reason"],
 )
 

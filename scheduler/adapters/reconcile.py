@@ -27,6 +27,11 @@ pods unbound (nothing starts); a bind that fails undoes the binds of that job ma
 same pass (those pods are deleted, and created again on a later pass). Either error is
 reported against the job (`ReconcileReport.job_errors`), for the cycle to turn into the job's
 reason, or its failure when the API server refused for good.
+
+Before a gang's pods are created, the nodes it is to be bound to are read again
+(`ClusterBackend.nodes_room`, once per node receiving pods this pass): a gang one of whose
+nodes another scheduler filled since the cycle's read gets no pod this pass, and its job a
+NodeTakenError (scheduler.adapters.bind_recheck).
 """
 
 from __future__ import annotations
@@ -39,8 +44,10 @@ from datetime import datetime
 
 from jobspec.labels import JOB_ID, is_managed, replica_key
 from jobspec.pods import DesiredPod
+from scheduler.adapters.bind_recheck import gangs_taken
 from scheduler.adapters.cluster.base import (
     ClusterBackend,
+    NodeTakenError,
     ObservedPod,
     PodEvent,
 )
@@ -153,11 +160,20 @@ def apply(
         why = (evictions or {}).get(pod.name)
         if error is None and why and not pod.finished:
             report.events.append(PodEvent(pod.name, pod.namespace, "Preempted", why, "Warning"))
+    # The gangs to be bound this pass, rechecked against the nodes as they are now: one whose
+    # node was taken since the cycle's read gets no pod at all (never half a gang).
+    taken = _gangs_recheck(reconcile_plan, backend)
+    for job, error in sorted(taken.items()):
+        logger.warning("reconcile: no pod of job %s's gang made: %s", job, error)
+        report.job_errors[job] = error
+        report.job_error_pods[job] = (error.pod, error.namespace)
+    creates = [pod for pod in creates if _job_of(pod) not in taken]
     outcomes = _outcomes(lambda: backend.create_pods(creates), len(creates))
     exists = defaultdict(int, reconcile_plan.present)
     unbound: dict[str, list[DesiredPod]] = defaultdict(list)
-    for pod in reconcile_plan.bind:
-        unbound[_job_of(pod)].append(pod)
+    for existing in reconcile_plan.bind:
+        if _job_of(existing) not in taken:
+            unbound[_job_of(existing)].append(existing)
     for pod, error in zip(creates, outcomes, strict=True):
         _record(report.created, report.errors, "create", pod, error)
         job = _job_of(pod)
@@ -177,6 +193,37 @@ def apply(
     ]
     _gangs_bind(ready, backend, report, grace_seconds)
     return report
+
+
+def _gangs_recheck(
+    reconcile_plan: ReconcilePlan, backend: ClusterBackend
+) -> dict[str, NodeTakenError]:
+    """job id -> NodeTakenError for each gang this pass would bind whose nodes no longer have
+    room for it (bind_recheck), read once per node that receives pods. A gang still short of
+    its min_available pods is not bound this pass, so it is not looked at. A failed read
+    leaves the pass as it was: the kubelet still refuses what does not fit."""
+    gangs: dict[str, list[DesiredPod]] = defaultdict(list)
+    exists = defaultdict(int, reconcile_plan.present)
+    for pod in reconcile_plan.create:
+        gangs[_job_of(pod)].append(pod)
+        exists[_job_of(pod)] += 1
+    for pod in reconcile_plan.bind:
+        gangs[_job_of(pod)].append(pod)
+    binding = {
+        job: pods
+        for job, pods in gangs.items()
+        if exists[job] >= max(pod.min_available for pod in pods)
+    }
+    nodes = sorted({pod.node_name for pods in binding.values() for pod in pods})
+    if not nodes:
+        return {}
+    try:
+        rooms = backend.nodes_room(nodes)
+    # Deliberately broad, as _outcomes: the recheck must never stop the pass.
+    except Exception as error:
+        logger.warning("reconcile: nodes not rechecked before the bind: %s", error)
+        return {}
+    return gangs_taken(binding, rooms)
 
 
 def _gangs_bind(

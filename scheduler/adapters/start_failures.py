@@ -4,8 +4,9 @@ A job whose pods the API server refused for good (403 from Pod Security or RBAC,
 fails with the server's words as its reason, instead of being created again every cycle. A
 refusal that clears by itself is a failed start attempt (portal.jobs.backoff): a namespace
 ResourceQuota exceeded (a 403 whose message says "exceeded quota") or a pod name another
-portal's object holds. The job's pods are released at once, and it waits its backoff in the
-queue, saying when it is tried again; a quota never fails it. A job that only has to wait (the
+portal's object holds, a node found full at bind time (scheduler.adapters.bind_recheck: the
+job then avoids that node). The job's pods are released at once, and it waits its backoff in the
+queue, saying when it is tried again; a quota or a full node never fails it. A job that only has to wait (the
 server failed, a gang pod is still terminating) keeps its placements and says why, so the
 reason is on the job, not only in the cycle record; one whose namespace does not exist waits
 for it (scheduler.adapters.namespaces).
@@ -16,7 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from scheduler.adapters.cluster.base import NameTakenError, PodEvent, RefusedClusterError
+from scheduler.adapters.cluster.base import (
+    NameTakenError,
+    NodeTakenError,
+    PodEvent,
+    RefusedClusterError,
+)
 from scheduler.adapters.cycle_metrics import start_failures_counted
 from scheduler.adapters.namespaces import job_requeue_namespace_missing, namespace_not_found
 from scheduler.adapters.portal_port import (
@@ -65,6 +71,8 @@ def _attempt(error: Exception, pod: str, now: datetime) -> Attempt | None:
     """The failed start attempt `error` is, or None when it is not one."""
     if isinstance(error, NameTakenError):
         return Attempt(now, Kind.NAME_TAKEN, pod=pod, words=str(error))
+    if isinstance(error, NodeTakenError):
+        return Attempt(now, Kind.NODE_TAKEN, node=error.node, pod=pod, words=error.words)
     if isinstance(error, RefusedClusterError):
         quota = quota_exceeded(error.status, error.message)
         if quota is not None:

@@ -130,3 +130,20 @@ def test_the_watch_counts_blank_reasons_gpus_held_in_backoff_and_the_most_attemp
     assert figures["max_start_attempts_per_job_per_hour"] == 3
     assert figures["start_failures"] == {"image-pull": 4}
     assert figures["backoff_bound_per_hour"] == backoff_bound_per_hour(start_backoff(), 3)
+
+
+@pytest.mark.django_db
+def test_nodes_found_full_at_bind_time_are_no_starts_in_the_hourly_count(nlp_queue):
+    from bench.soak import _max_in_window
+    from tests.factories import JobFactory
+
+    at = [(NOW + timedelta(seconds=s)).isoformat() for s in range(0, 1200, 60)]
+    attempts = [{"at": t, "kind": "node-taken", "node": "gpu-a"} for t in at]
+    attempts += [{"at": at[0], "kind": "image-pull"}, {"at": at[-1], "kind": "image-pull"}]
+    JobFactory(queue=nlp_queue, status=Job.Status.PENDING, start_attempts=attempts)
+    backend = faulty_backend(seed=SEED, default_run_seconds=600, now=lambda: NOW)
+
+    figures = FaultWatch().report(backend, _max_in_window)
+
+    assert figures["max_start_attempts_per_job_per_hour"] == 2
+    assert figures["start_failures"] == {"image-pull": 2, "node-taken": 20}

@@ -148,3 +148,51 @@ def test_the_servers_validation_refusal_reaches_the_job_in_its_words(
         not pod.spec.node_name for pod in gang_pods(admin, instance).values()
     )
     assert "must not have leading or trailing whitespace" in job.pending_reason, job.pending_reason
+
+
+def test_a_pod_another_scheduler_binds_before_the_bind_keeps_the_gang_off_that_node(
+    kubelet, admin, backend, real_cycle, user, nlp_queue, instance, monkeypatch
+):
+    from scheduler.adapters import orchestrator
+
+    kubelet.register_nodes(["race-a"], gpus=8)
+    job = submit_job(user, nlp_queue, "train", gpus=4, replicas=2, min_available=2)
+    reconcile = orchestrator.cluster_reconcile
+
+    def racing(**kwargs):
+        # After the cycle read the nodes and pods, another scheduler binds a pod there (as a
+        # binding does: spec.nodeName set, no scheduler of the portal's asked).
+        gpus = {"nvidia.com/gpu": "8"}
+        admin.create_namespaced_pod(
+            NAMESPACE,
+            client.V1Pod(
+                metadata=client.V1ObjectMeta(name=f"other-{instance}"),
+                spec=client.V1PodSpec(
+                    node_name="race-a",
+                    containers=[
+                        client.V1Container(
+                            name="c",
+                            image="x",
+                            resources=client.V1ResourceRequirements(requests=gpus, limits=gpus),
+                        )
+                    ],
+                ),
+            ),
+        )
+        return reconcile(**kwargs)
+
+    monkeypatch.setattr(orchestrator, "cluster_reconcile", racing)
+
+    real_cycle()
+
+    assert gang_pods(admin, instance) == {}  # none of the gang, bound or not
+    job.refresh_from_db()
+    assert job.status in WAITING, job.status
+    assert [(a["kind"], a["node"]) for a in job.start_attempts] == [("node-taken", "race-a")]
+    assert job.pending_reason.startswith("node race-a's GPUs were taken before the bind"), (
+        job.pending_reason
+    )
+    assert "0 of 8 nvidia.com/gpu free, 8 needed" in job.pending_reason, job.pending_reason
+    assert not Placement.objects.filter(
+        job=job, state__in=[Placement.State.BOUND, Placement.State.RUNNING]
+    ).exists()

@@ -40,6 +40,19 @@ class NameTakenError(ClusterError):
     of the job's objects: the job's pods cannot be made under that name while it is there."""
 
 
+class NodeTakenError(ClusterError):
+    """At bind time a node had no longer room for the gang's pods the cycle placed there:
+    another scheduler's pod (or any pod the cycle's read did not see) was bound there since.
+    Nothing of the gang was created. `words` says what was free against what was needed."""
+
+    def __init__(self, node: str, pod: str, words: str, *, namespace: str = "") -> None:
+        super().__init__(f"node {node} was taken before the bind of pod {pod}: {words}")
+        self.node = node
+        self.pod = pod
+        self.namespace = namespace
+        self.words = words
+
+
 class TransientClusterError(ClusterError):
     """The cluster could not be reached or asked us to back off; a later pass may succeed.
 
@@ -62,6 +75,25 @@ class ObservedNode:
     used_by_others: dict[str, int] = field(default_factory=dict)
     # The GPU sharing stacks' card registrations (scheduler.adapters.cluster.gpushare).
     annotations: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRoom:
+    """A node as the bind pass rechecks it, from the backend's freshest view: what it can
+    hold, and what the pods bound there and not finished request (a terminating pod too, as the
+    kubelet and kube-scheduler count it), other workloads' apart from the portal's own. Units
+    as ObservedNode.allocatable; a GPU share's cards as others_usage counts them."""
+
+    allocatable: dict[str, int]
+    used_by_others: dict[str, int] = field(default_factory=dict)
+    used_by_portal: dict[str, int] = field(default_factory=dict)
+
+    def free(self, resource: str) -> int:
+        return (
+            self.allocatable.get(resource, 0)
+            - self.used_by_others.get(resource, 0)
+            - self.used_by_portal.get(resource, 0)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +189,12 @@ class ClusterBackend(Protocol):
     def pod_log(self, name: str, namespace: str, tail: int) -> PodLog:
         """The last `tail` lines of the pod's main container and how it ended."""
         ...
+
+    def nodes_room(self, names: Sequence[str]) -> dict[str, NodeRoom]:
+        """Each of `names` as it is now, read just before the bind (a node it does not know
+        is left out). A backend with no fresher view than the cycle's answers nothing, and
+        the bind pass then binds on the cycle's view."""
+        return {}
 
     # -- writes ------------------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ from scheduler.adapters.cluster.base import (
     ClusterError,
     DesiredPod,
     NameTakenError,
+    NodeRoom,
     ObservedNode,
     ObservedPod,
     PodEvent,
@@ -52,7 +53,10 @@ from scheduler.adapters.cluster.base import (
 )
 from scheduler.adapters.cluster.manifests import (
     nodes_observed,
+    observed_node_from,
     observed_pod_from,
+    occupies_node,
+    others_usage,
     pod_manifest,
 )
 from scheduler.adapters.cluster.owner import (
@@ -162,6 +166,8 @@ class KubernetesBackend:
         self.namespaces: Callable[[], Iterable[str]] | None = None
         self._pod_namespaces: set[str] = set()  # where list_pods last found the portal's pods
         self._refusing: set[str] = set()  # namespaces that answered 403 to this backend's lists
+        # node -> allocatable, as this backend last listed it (the cycle's phase 1).
+        self._allocatable: dict[str, dict[str, int]] = {}
 
     @classmethod
     def from_config(
@@ -248,7 +254,59 @@ class KubernetesBackend:
         pods = self._list_all(
             "list pods in all namespaces", self.core_v1.list_pod_for_all_namespaces
         )
-        return nodes_observed(nodes, pods, self._owns)
+        observed = nodes_observed(nodes, pods, self._owns)
+        self._allocatable = {node.name: node.allocatable for node in observed}
+        return observed
+
+    def nodes_room(self, names: Sequence[str]) -> dict[str, NodeRoom]:
+        """From the watch cache when it runs (memory, no request); else one list of each
+        node's pods (field selector spec.nodeName, `write_concurrency` nodes at a time)
+        against the allocatable this backend listed (a node it has not listed: one list of
+        that node first). Allocatable changes with the node's hardware, its pods with every
+        bind: only the pods are read again."""
+        if self.cache is not None:
+            return self.cache.nodes_room(names)
+        rooms: dict[str, NodeRoom] = {}
+        errors: list[Exception] = []
+
+        def one(name: str) -> None:
+            try:
+                room = self._node_room(name)
+            # Deliberately broad, as _outcome: the caller hears of the first error.
+            except Exception as error:
+                errors.append(error)
+                return
+            if room is not None:
+                rooms[name] = room
+
+        self._concurrently(one, names)
+        if errors:
+            raise errors[0]
+        return {name: rooms[name] for name in sorted(rooms)}
+
+    def _node_room(self, name: str) -> NodeRoom | None:
+        allocatable = self._allocatable.get(name)
+        if allocatable is None:
+            listed = self._list_all(
+                f"list node {name}", self.core_v1.list_node, field_selector=f"metadata.name={name}"
+            )
+            if not listed:
+                return None
+            allocatable = observed_node_from(listed[0]).allocatable
+        pods = self._list_all(
+            f"list the pods on node {name}",
+            self.core_v1.list_pod_for_all_namespaces,
+            field_selector=f"spec.nodeName={name}",
+        )
+        room = NodeRoom(allocatable=dict(allocatable))
+        for pod in pods:
+            if not occupies_node(pod) or pod.spec.node_name != name:
+                continue
+            owned = self._owns(pod.metadata.labels or {})
+            held = room.used_by_portal if owned else room.used_by_others
+            for resource, amount in others_usage(pod).items():
+                held[resource] = held.get(resource, 0) + amount
+        return room
 
     def list_pods(self) -> list[ObservedPod]:
         """This instance's pods in every namespace: its instance label, not a namespace, is

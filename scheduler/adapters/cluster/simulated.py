@@ -24,6 +24,7 @@ from scheduler.adapters.cluster.base import (
     FINISHED_PHASES,
     ClusterError,
     NameTakenError,
+    NodeRoom,
     ObservedNode,
     ObservedPod,
     PodEvent,
@@ -59,6 +60,29 @@ class SimulatedBackend:
         # Plain rows: every cycle lists every pod, and model instances cost several times more.
         rows = SimulatedPod.objects.order_by("namespace", "name").values_list(*_POD_COLUMNS)
         return [_observed(*row) for row in rows if is_managed(row[_LABELS])]
+
+    def nodes_room(self, names: Sequence[str]) -> dict[str, NodeRoom]:
+        """The Node rows as now (their inventory, what the admin says others hold), less the
+        unfinished pods on them: the portal's, and any other SimulatedPod (another
+        workload's, made by hand or by a test); two queries."""
+        rooms = {
+            node.name: NodeRoom(
+                allocatable=node_observed(node).allocatable,
+                used_by_others=dict(node.used_by_others or {}),
+            )
+            for node in Node.objects.filter(name__in=names)
+        }
+        pods = (
+            SimulatedPod.objects.filter(node_name__in=list(rooms))
+            .exclude(phase__in=FINISHED_PHASES)
+            .values_list("node_name", "labels", "requests")
+        )
+        for node_name, labels, requests in pods:
+            room = rooms[node_name]
+            held = room.used_by_portal if is_managed(labels) else room.used_by_others
+            for resource, amount in (requests or {}).items():
+                held[resource] = held.get(resource, 0) + int(amount)
+        return rooms
 
     def owners_deleted(self) -> dict[str, str]:
         """The simulation makes no owner objects, so none can be deleted under it."""

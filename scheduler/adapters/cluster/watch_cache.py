@@ -8,7 +8,8 @@ reads memory: the nodes, the portal's own pods and the requests other pods hold 
 What is kept is small on purpose: an event's object is decoded into the client's model once,
 handed to the translation (manifests.py, one translation for the list path and this one), and
 dropped. A pod the portal owns keeps its ObservedPod; any other pod keeps only the node it is
-on and what it requests there, summed per node as events arrive. 100,000 pods of other
+on and what it requests there, summed per node as events arrive (the portal's own pods are
+summed apart, for the bind pass's recheck: `nodes_room`). 100,000 pods of other
 workloads therefore cost a few tuples, not 100,000 decoded objects.
 
 Staleness is explicit: reads wait for the first full list, and fail (TransientClusterError,
@@ -51,7 +52,12 @@ from kubernetes.client.exceptions import ApiException
 
 from jobspec.labels import DEFAULT_INSTANCE, OWNER
 from jobspec.notice import DEADLINE_ANNOTATION
-from scheduler.adapters.cluster.base import ObservedNode, ObservedPod, TransientClusterError
+from scheduler.adapters.cluster.base import (
+    NodeRoom,
+    ObservedNode,
+    ObservedPod,
+    TransientClusterError,
+)
 from scheduler.adapters.cluster.gpushare import HELD_CARDS_ANNOTATIONS
 
 logger = logging.getLogger(__name__)
@@ -77,7 +83,8 @@ class Translation:
     """How decoded objects become what the cycle reads (manifests.py's functions).
 
     `usage(pod)`: what the pod holds on its node (None when it holds nothing: unbound or
-    finished); counted for pods the portal does not own (`owns(labels)` is False).
+    finished); summed per node for pods the portal does not own (`owns(labels)` is False),
+    and apart for its own.
     """
 
     node: Callable[[client.V1Node, Mapping[str, int]], ObservedNode]
@@ -97,7 +104,7 @@ class _Node:
 class _Pod:
     rv: str
     observed: ObservedPod | None  # pods the portal owns
-    node: str | None  # pods it does not own: where they hold `usage`
+    node: str | None  # where the pod holds `usage` (None: nowhere)
     usage: tuple[tuple[str, int], ...] = ()
 
 
@@ -332,6 +339,7 @@ class ClusterCache:
         self._pods: dict[tuple[str, str], _Pod] = {}
         self._owned: dict[tuple[str, str], ObservedPod] = {}  # the portal's: a few of _pods
         self._usage: dict[str, dict[str, int]] = {}
+        self._portal_usage: dict[str, dict[str, int]] = {}  # the same, of the portal's own pods
         self._objects: dict[tuple[str, str, str], JobObject] = {}
         # uid -> (kind, namespace) of each object the portal deleted and the watch has not
         # yet reported gone.
@@ -555,6 +563,25 @@ class ClusterCache:
             if self._deleting.pop(obj.uid, None) is not None:
                 self._objects.setdefault(obj.key, obj)
 
+    def nodes_room(self, names: Iterable[str]) -> dict[str, NodeRoom]:
+        """Each of `names` the cache knows, as the watch last heard: its allocatable, what
+        other workloads' and the portal's unfinished pods hold there. No request."""
+        self._ensure_current()
+        with self._lock:
+            rooms = {}
+            for name in sorted(set(names)):
+                entry = self._nodes.get(name)
+                if entry is None:
+                    continue
+                if entry.observed is None:
+                    entry.observed = self.translation.node(entry.model, self._usage.get(name, {}))
+                rooms[name] = NodeRoom(
+                    allocatable=dict(entry.observed.allocatable),
+                    used_by_others=dict(self._usage.get(name, {})),
+                    used_by_portal=dict(self._portal_usage.get(name, {})),
+                )
+            return rooms
+
     def usage(self) -> dict[str, dict[str, int]]:
         """node -> what pods the portal does not own request there (a copy)."""
         with self._lock:
@@ -647,13 +674,14 @@ class ClusterCache:
             if entry is not None:
                 entries[key] = entry
         usage: dict[str, dict[str, int]] = {}
+        portal: dict[str, dict[str, int]] = {}
         for entry in entries.values():
-            _add_usage(usage, entry, +1)
+            _add_usage(usage if entry.observed is None else portal, entry, +1)
         with self._lock:
             changed = {
                 n for n in set(usage) | set(self._usage) if usage.get(n) != self._usage.get(n)
             }
-            self._pods, self._usage = entries, usage
+            self._pods, self._usage, self._portal_usage = entries, usage, portal
             self._owned = {k: e.observed for k, e in entries.items() if e.observed is not None}
             self._forget_nodes(changed)
 
@@ -664,13 +692,23 @@ class ClusterCache:
             previous = self._pods.pop(key, None)
             self._owned.pop(key, None)
             if previous is not None:
-                _add_usage(self._usage, previous, -1)
+                _add_usage(self._usage_of(previous), previous, -1)
             if entry is not None:
                 self._pods[key] = entry
-                _add_usage(self._usage, entry, +1)
+                _add_usage(self._usage_of(entry), entry, +1)
                 if entry.observed is not None:
                     self._owned[key] = entry.observed
-            self._forget_nodes({e.node for e in (previous, entry) if e is not None and e.node})
+            # The nodes' memo holds other workloads' usage only.
+            self._forget_nodes(
+                {
+                    e.node
+                    for e in (previous, entry)
+                    if e is not None and e.node and e.observed is None
+                }
+            )
+
+    def _usage_of(self, entry: _Pod) -> dict[str, dict[str, int]]:
+        return self._usage if entry.observed is None else self._portal_usage
 
     def _replace_objects(self, kind: str, namespace: str, raws: list[Raw]) -> None:
         fresh = {}
@@ -712,7 +750,11 @@ class ClusterCache:
         rv = str((raw.get("metadata") or {}).get("resourceVersion") or "")
         if self.translation.owns((raw.get("metadata") or {}).get("labels") or {}):
             model = self._decode(client.V1Pod, raw)
-            return None if model is None else _Pod(rv, self.translation.pod(model), None)
+            if model is None:
+                return None
+            held = self.translation.usage(model)
+            node = model.spec.node_name if held else None
+            return _Pod(rv, self.translation.pod(model), node, tuple(sorted((held or {}).items())))
         # Another workload's pod: only what it holds on its node matters, and decoding just
         # those fields costs a fifth of decoding the whole pod (100,000 pods: seconds, not
         # a minute).

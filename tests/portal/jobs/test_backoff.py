@@ -73,6 +73,20 @@ def test_the_cap_counts_one_kind_and_never_ends_a_quota_wait():
     assert not capped(quotas, Kind.QUOTA, max_retry=3)
 
 
+def test_a_node_found_full_at_bind_time_backs_off_that_node_and_never_counts_toward_the_cap():
+    words = "2 of 8 nvidia.com/gpu free, 4 needed (other workloads' pods hold 6, the portal's 0)"
+    taken = [attempt(Kind.NODE_TAKEN, i * 400, "a", words=words) for i in range(10)]
+    last = taken[-1].at
+
+    assert not capped(taken, Kind.NODE_TAKEN, max_retry=1)
+    assert job_retry_at(taken, SETTINGS) is None  # the job may be placed again at once
+    assert nodes_avoided(taken, SETTINGS, last) == {"a": last + timedelta(seconds=300)}
+    assert waiting_reason(taken[:1], SETTINGS, max_retry=3) == (
+        f"node a's GPUs were taken before the bind of pod gp-1-w-0: {words} "
+        "(avoiding node a until 12:00:10 UTC, other nodes may take it now)"
+    )
+
+
 def test_reasons_say_what_happened_when_the_next_try_is_and_the_count():
     attempts = [attempt(Kind.IMAGE_PULL, words='ErrImagePull: Back-off pulling image "x"')]
     assert waiting_reason(attempts, SETTINGS, max_retry=3) == (

@@ -128,6 +128,34 @@ def test_the_cache_answers_what_listing_answers_as_the_cluster_changes(cluster, 
     assert [p.phase for p in cached.list_pods()] == ["Running", "Running"]
 
 
+def test_the_bind_passs_node_rooms_from_memory_are_what_one_list_per_node_says(
+    cluster, cached, listing
+):
+    seed(cluster)
+    cluster.add_pod(own_pod("gp-2-worker-0", "n1", job_id=2, gpus=4))
+    names = ["n0", "n1", "n2", "gone"]
+
+    def check():
+        assert cached.nodes_room(names) == listing.nodes_room(names)
+
+    eventually(check)
+    rooms = cached.nodes_room(names)
+    assert sorted(rooms) == ["n0", "n1", "n2"]  # a node nobody has is left out
+    assert rooms["n1"].allocatable[GPU] == 8
+    assert rooms["n1"].used_by_portal[GPU] == 4
+    assert rooms["n1"].used_by_others["cpu"] == 200  # ds-000001 and ds-000005
+    assert rooms["n1"].free(GPU) == 4
+
+    cluster.delete_pod(NS, "gp-2-worker-0", grace_seconds=0)
+    cluster.patch_pod("kube-system", "ds-000001", {"status": {"phase": "Succeeded"}})
+    cluster.add_pod(own_pod("gp-3-worker-0", "n0", job_id=3, gpus=2))
+    eventually(check)
+    rooms = cached.nodes_room(names)
+    assert GPU not in rooms["n1"].used_by_portal
+    assert rooms["n1"].used_by_others["cpu"] == 100
+    assert rooms["n0"].used_by_portal[GPU] == 3  # gp-1's 1 and gp-3's 2
+
+
 def test_a_steady_cycle_reads_memory_not_the_api(cluster, cached, listing):
     seed(cluster)
     same_as_listing(cached, listing)

@@ -185,7 +185,12 @@ def cluster_observe(
                     attempts[placement.job_id] = attempt
             if why is not None:
                 lost.setdefault(placement.job_id, why)
-                moved[Placement.State.DELETED].append(placement.id)
+                # A pod still on a live node holds its resources until it is gone (the
+                # reconcile deletes it, with its grace): releasing, not deleted, so the next
+                # snapshot does not hand them to another pod the kubelet would refuse.
+                holds = pod is not None and placement.node_name not in gone
+                state = Placement.State.RELEASING if holds else Placement.State.DELETED
+                moved[state].append(placement.id)
                 continue
             state = _next_state(placement, pod)
             if state == Placement.State.DELETED and placement.state == Placement.State.RUNNING:

@@ -184,7 +184,7 @@ def intrude_before_reconcile(monkeypatch, bind_foreign) -> list[str]:
 
 
 def ours(names, job: Job) -> list[str]:
-    return [name for name in names if name.startswith(f"gp-{job.pk}-")]
+    return [name for name in names if name.startswith(f"{job.object_name}-")]
 
 
 def node_lists(cluster) -> list[str]:
@@ -203,7 +203,7 @@ def assert_gave_back(job: Job, node: str) -> None:
     assert job.status == Job.Status.PREEMPTED  # back in the queue, not failed
     assert not Placement.objects.filter(job=job, state__in=["bound", "running"]).exists()
     assert job.pending_reason.startswith(
-        f"node {node}'s GPUs were taken before the bind of pod gp-{job.pk}-worker-"
+        f"node {node}'s GPUs were taken before the bind of pod {job.object_name}-worker-"
     )
     assert "8 needed (other workloads' pods hold 8, the portal's 0)" in job.pending_reason
     assert f"(avoiding node {node} until " in job.pending_reason
@@ -232,7 +232,7 @@ def test_a_pod_bound_by_another_scheduler_before_the_bind_gets_none_of_the_gang(
     ((reason, message),) = [
         (e["reason"], e["message"])
         for e in events
-        if e["involvedObject"]["name"].startswith(f"gp-{job.pk}-")
+        if e["involvedObject"]["name"].startswith(f"{job.object_name}-")
     ]
     assert (reason, message) == ("BackOff", job.pending_reason)
 
@@ -318,13 +318,13 @@ def test_on_the_simulated_cluster_another_workloads_pod_keeps_the_gang_off_the_n
     orchestrator.scheduling_cycle_run(backend=backend, now=lambda: clock[0])
 
     (node,) = taken
-    assert not SimulatedPod.objects.filter(name__startswith=f"gp-{job.pk}-").exists()
+    assert not SimulatedPod.objects.filter(name__startswith=f"{job.object_name}-").exists()
     assert_gave_back(job, node)
 
     clock[0] += timedelta(seconds=1)
     orchestrator.scheduling_cycle_run(backend=backend, now=lambda: clock[0])
     nodes = set(
-        SimulatedPod.objects.filter(name__startswith=f"gp-{job.pk}-").values_list(
+        SimulatedPod.objects.filter(name__startswith=f"{job.object_name}-").values_list(
             "node_name", flat=True
         )
     )

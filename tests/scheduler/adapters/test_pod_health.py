@@ -193,6 +193,31 @@ def test_a_pod_that_never_starts_gives_its_placement_back_after_the_timeout(
     assert [a["kind"] for a in job.start_attempts] == ["start-timeout"]
 
 
+def test_a_lost_pod_still_on_its_node_holds_its_gpus_until_it_is_gone(
+    cluster, kube_cycle, backend, user, nlp_queue, node, cycle_clock
+):
+    cluster.on_loop(lambda: setattr(cluster.store.kubelet, "start_seconds", 10_000))
+    job = submit_job(user, nlp_queue, "slow", gpus=8)
+    kube_cycle()
+    cluster.advance(1)
+    pod = pod_of(job)
+
+    cluster_observe(
+        pods=backend.list_pods(),
+        now=cycle_clock.now + timedelta(seconds=61),
+        start_timeout_seconds=60,
+    )
+
+    # Its pod is still on gpu-a: the placement releases (the snapshot counts it on the node,
+    # so its GPUs go to no one else) until the pod is gone.
+    placement = Placement.objects.get(job=job, pod_name=pod)
+    assert placement.state == Placement.State.RELEASING
+    cluster.delete_pod(NAMESPACE, pod, grace_seconds=0)
+    cluster_observe(pods=backend.list_pods(), now=cycle_clock.now + timedelta(seconds=62))
+    placement.refresh_from_db()
+    assert placement.state == Placement.State.DELETED
+
+
 def test_a_kubelet_admission_refusal_keeps_the_job_off_that_node_and_it_runs_elsewhere(
     cluster, kube_cycle, backend, user, nlp_queue, node, cycle_clock
 ):
@@ -217,7 +242,10 @@ def test_a_kubelet_admission_refusal_keeps_the_job_off_that_node_and_it_runs_els
     cluster.advance(1)
     kube_cycle(seconds=1)
     job.refresh_from_db()
-    assert job.status == Job.Status.PREEMPTED  # waiting: nothing of it is left to requeue
+    # The refused pod held its place until the reconcile deleted it; then the job is requeued
+    # as an evicted one is, and waits.
+    assert job.status == Job.Status.PENDING
+    assert not Placement.objects.filter(job=job).exclude(state="deleted").exists()
     assert "node refused this job's pod recently; it may be tried again at " in (job.pending_reason)
 
     cluster.add_node("gpu-b", GPU_NODE)

@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404
 from jobspec.gpushare import gpu_ask, gpus_number, pod_gpu_ask
 
 from .access import visible_jobs
-from .backoff import attempts_of, clock_text, in_backoff, job_retry_at, nodes_avoided
+from .backoff import attempts_of, cap_of, clock_text, in_backoff, job_retry_at, nodes_avoided
 from .lifecycle import SCHEDULED, WAITING
 from .models import Job, JobTask
 
@@ -414,6 +414,7 @@ class StartAttempts:
     rows: list[dict[str, str]]
     next_try: str  # "" when it is not held back
     avoided: list[tuple[str, str]]  # (node, until)
+    cap: int  # failed starts of one kind that fail the job (its maxRetry, at least one)
 
 
 def job_start_attempts(*, job: Job, now: datetime) -> StartAttempts:
@@ -434,7 +435,7 @@ def job_start_attempts(*, job: Job, now: datetime) -> StartAttempts:
             nodes_avoided(attempts, backoff, now) if not job.is_terminal else {}
         ).items()
     ]
-    return StartAttempts(rows=rows, next_try=next_try, avoided=avoided)
+    return StartAttempts(rows=rows, next_try=next_try, avoided=avoided, cap=cap_of(job.max_retry))
 
 
 def jobs_backing_off(*, now: datetime) -> int:

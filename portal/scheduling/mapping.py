@@ -321,7 +321,8 @@ def job_info(
         if labelled:
             labels = tuple(sorted({**(task.template_labels or {}), JOB_ID: job_label[1]}.items()))
         for replica in range(task.replicas):
-            name = task_key(job.id, task.name, replica)
+            # the pod's first name, so the core's sentences name the pod the user sees
+            name = task_key(job.id, task.name, replica, prefix=job.object_prefix)
             placement = by_replica.get((task.id, replica))
             if placement is None and not schedulable:
                 continue

@@ -60,16 +60,27 @@ def rescheduled_pods(*, conf: SchedulerConf, now: datetime) -> tuple[Rescheduled
             action=PreemptionEvent.Action.RESCHEDULING, occurred_at__gte=since
         )
         .order_by("occurred_at", "id")
-        .values_list("victim_job_id", "victim_task_name", "node_name", "occurred_at")
+        .values_list(
+            "victim_job_id",
+            "victim_job__object_prefix",
+            "victim_task_name",
+            "node_name",
+            "occurred_at",
+        )
     )
     records = []
-    for job_id, replica_name, node, at in events:
+    for job_id, prefix, replica_name, node, at in events:
         # victim_task_name is "<task>-<replica>" (scheduler.adapters.persist)
         task, _, replica = replica_name.rpartition("-")
         if not task or not replica.isdigit():
             continue
         records.append(
-            Rescheduled(str(job_id), task_key(job_id, task, int(replica)), node, at.timestamp())
+            Rescheduled(
+                str(job_id),
+                task_key(job_id, task, int(replica), prefix=prefix),
+                node,
+                at.timestamp(),
+            )
         )
     return tuple(records)
 

@@ -452,3 +452,4 @@ def test_job_detail_lists_the_failed_starts_with_their_causes_and_the_next_try(
     # One job-level failure: 10 s after it; the refusing node: 10 s after its refusal.
     assert f"Held back until {clock_text(now + timedelta(seconds=10))}" in body
     assert f"Avoids node gpu-b until {clock_text(now + timedelta(seconds=5))}" in body
+    assert f"A job fails at {job.max_retry} failed starts of one kind (maxRetry)" in body

@@ -4,8 +4,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobspec.labels import pod_name
+from jobspec.labels import object_prefix, pod_name
 from portal.cluster.models import Placement
+from portal.cluster.services import placement_pod_name
 from portal.jobs.models import Job
 from scheduler.adapters.snapshot import snapshot_build
 from scheduler.core.types import TaskStatus
@@ -126,3 +127,16 @@ def test_a_placed_pod_carries_its_bind_and_its_queue_its_minimum_run_time(nlp_qu
     tasks = {t.name: t for t in snapshot.jobs[0].tasks}
     assert tasks[pod_name(running.id, "worker", 0)].started == bound.timestamp()
     assert tasks[pod_name(running.id, "worker", 1)].started is None
+
+
+def test_the_cores_name_of_a_replica_is_the_name_its_pod_gets(nlp_queue):
+    # The core's sentences (an eviction's "preempted by <pod> of ...") name the pod as the
+    # user finds it on the cluster, whose name carries the portal instance.
+    job = JobFactory(queue=nlp_queue, object_prefix=object_prefix("gpuportal"))
+    task = JobTaskFactory(job=job, name="worker", replicas=2)
+
+    bundle = snapshot_build(now=NOW)
+
+    names = sorted(t.name for t in bundle.snapshot.jobs[0].tasks)
+    assert names == [placement_pod_name(job=job, task=task, replica=r) for r in range(2)]
+    assert names[0].startswith(f"{job.object_name}-worker-")

@@ -189,8 +189,9 @@ def cluster_observe(
                 # reconcile deletes it, with its grace): releasing, not deleted, so the next
                 # snapshot does not hand them to another pod the kubelet would refuse.
                 holds = pod is not None and placement.node_name not in gone
-                state = Placement.State.RELEASING if holds else Placement.State.DELETED
-                moved[state].append(placement.id)
+                moved[Placement.State.RELEASING if holds else Placement.State.DELETED].append(
+                    placement.id
+                )
                 continue
             state = _next_state(placement, pod)
             if state == Placement.State.DELETED and placement.state == Placement.State.RUNNING:

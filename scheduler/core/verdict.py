@@ -63,6 +63,11 @@ def never_reason(ssn: Session, job: Job) -> str | None:
         return f"{NEVER_PREFIX}queue '{job.queue}' does not exist; resubmit it to an existing queue"
     if job.ready_task_num() >= job.min_available:
         return None  # running: what still waits are elastic extras
+    # Asked at open (the quota's demand) and again at close: no pod finishes in between and
+    # a pod's request, rules and role stay, so the key, hence the answer, is the job's.
+    by_job: dict[str, str | None] = ssn.cycle_state.get("verdict.never_by_job", dict)
+    if job.name in by_job:
+        return by_job[job.name]
     tasks = [t for t in job.tasks.values() if t.status not in _DONE]
     need = job.min_available - job.count(TaskStatus.SUCCEEDED)
     key = (
@@ -74,6 +79,7 @@ def never_reason(ssn: Session, job: Job) -> str | None:
     memo: dict[tuple[object, ...], str | None] = ssn.cycle_state.get("verdict.never", dict)
     if key not in memo:
         memo[key] = _never(ssn, job, ssn.queues[job.queue], tasks, need)
+    by_job[job.name] = memo[key]
     return memo[key]
 
 

@@ -135,6 +135,15 @@ def _node_fits(ssn: Session, tasks: list[Task]) -> dict[Shape, Fits]:
 
 def _fits_of(ssn: Session, task: Task) -> Fits:
     lasting = ssn.lasting_filter()
+    if lasting is None:
+        # Only allocatable keeps a pod off a node, so nodes of one allocatable answer alike.
+        groups = _by_allocatable(ssn)
+        holds = {shape: task.resreq.less_equal(nodes[0].allocatable) for shape, nodes in groups}
+        if all(holds.values()):
+            holding = list(ssn.node_list)
+        else:
+            holding = [node for node in ssn.node_list if holds[node.shape]]
+        return list(ssn.node_list), holding, Counter()
     matching: list[Node] = []
     holding: list[Node] = []
     refusals: Counter[str] = Counter()
@@ -147,6 +156,20 @@ def _fits_of(ssn: Session, task: Task) -> Fits:
         if task.resreq.less_equal(node.allocatable):
             holding.append(node)
     return matching, holding, refusals
+
+
+def _by_allocatable(ssn: Session) -> list[tuple[tuple[tuple[str, float], ...], list[Node]]]:
+    """The nodes grouped by allocatable (``Node.shape``), in order of first appearance."""
+
+    def work_out() -> list[tuple[tuple[tuple[str, float], ...], list[Node]]]:
+        groups: dict[tuple[tuple[str, float], ...], list[Node]] = {}
+        for node in ssn.node_list:
+            groups.setdefault(node.shape, []).append(node)
+        return list(groups.items())
+
+    found: list[tuple[tuple[tuple[str, float], ...], list[Node]]]
+    found = ssn.cycle_state.get("verdict.by_allocatable", work_out)
+    return found
 
 
 def _no_node_sentence(ssn: Session, tasks: list[Task], fits: dict[Shape, Fits]) -> str:

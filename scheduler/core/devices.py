@@ -59,11 +59,32 @@ def gpu_need(gpu: float, memory: int) -> GpuNeed | None:
     return GpuNeed(milli=max(milli, 1), memory=max(memory, 0))
 
 
-def node_devices(info: NodeInfo) -> tuple[GpuDevice, ...]:
-    """The node's cards: as listed, or ``allocatable``'s whole GPU count numbered from 0."""
+def node_devices(
+    info: NodeInfo, by_count: dict[int, tuple[GpuDevice, ...]] | None = None
+) -> tuple[GpuDevice, ...]:
+    """The node's cards: as listed, or ``allocatable``'s whole GPU count numbered from 0
+    (``by_count``: those tuples already made, shared by the nodes with that count)."""
     if info.gpus:
         return tuple(sorted(info.gpus, key=lambda d: d.index))
-    return tuple(GpuDevice(i) for i in range(int(info.allocatable.get(GPU) + 1e-9)))
+    count = int(info.allocatable.get(GPU) + 1e-9)
+    found = by_count.get(count) if by_count is not None else None
+    if found is None:
+        found = tuple(GpuDevice(i) for i in range(count))
+        if by_count is not None:
+            by_count[count] = found
+    return found
+
+
+# What a ledger derives from its cards alone: (position by index, memories, kinds)
+LedgerLayout = tuple[dict[int, int], tuple[int, ...], tuple[object, ...]]
+
+
+def ledger_layout(devices: tuple[GpuDevice, ...]) -> LedgerLayout:
+    memories = tuple(device.memory for device in devices)
+    models = tuple(device.model for device in devices)
+    # what the cards are, whatever holds them: () for cards of unknown model and memory
+    kinds: tuple[object, ...] = (memories, models) if any(memories) or any(models) else ()
+    return {device.index: i for i, device in enumerate(devices)}, memories, kinds
 
 
 class DeviceLedger:
@@ -82,22 +103,18 @@ class DeviceLedger:
         "_partial",
     )
 
-    def __init__(self, devices: tuple[GpuDevice, ...]):
+    def __init__(self, devices: tuple[GpuDevice, ...], layout: LedgerLayout | None = None):
+        """``layout``: ``ledger_layout(devices)``, shared read-only by nodes with the same
+        cards (a session opens thousands of ledgers over a few kinds of node)."""
         self.devices = devices
-        self.position = {device.index: i for i, device in enumerate(devices)}
+        self.position, self.memories_all, self.kinds = layout or ledger_layout(devices)
         count = len(devices)
         self.now = [0] * count
         self.future = [0] * count
         self.mem_now = [0] * count
         self.mem_future = [0] * count
-        self.memories_all = tuple(device.memory for device in devices)
-        models = tuple(device.model for device in devices)
-        # what the cards are, whatever holds them: () for cards of unknown model and memory
-        self.kinds: tuple[object, ...] = (
-            (self.memories_all, models) if any(self.memories_all) or any(models) else ()
-        )
         self._key: tuple[object, ...] | None = None
-        self._partial: bool | None = None
+        self._partial: bool | None = False  # nothing held yet
 
     # questions ----------------------------------------------------------------------------
     def largest_share(self, future_only: bool) -> float:

@@ -17,7 +17,14 @@ from operator import itemgetter
 from typing import TypeVar, cast
 
 from scheduler.core.config import SchedulerConf
-from scheduler.core.devices import DeviceLedger, GpuNeed, gpu_need, node_devices
+from scheduler.core.devices import (
+    DeviceLedger,
+    GpuNeed,
+    LedgerLayout,
+    gpu_need,
+    ledger_layout,
+    node_devices,
+)
 from scheduler.core.dispatch import Dispatch
 from scheduler.core.hooks import Plugin
 from scheduler.core.node_index import NodeIndex
@@ -27,6 +34,7 @@ from scheduler.core.types import (
     OCCUPYING_STATUSES,
     Bind,
     Evict,
+    GpuDevice,
     Pipeline,
     PodGroupPhase,
     Snapshot,
@@ -90,26 +98,7 @@ class Session(Dispatch):
 
     # building -------------------------------------------------------------------------------
     def _build(self, snapshot: Snapshot) -> None:  # noqa: C901, PLR0912 - one pass over each kind of record
-        self.nodes: dict[str, Node] = {}
-        for info in sorted(snapshot.nodes, key=lambda n: natural_key(n.name)):
-            allocatable = info.allocatable
-            if PODS not in allocatable.explicit():
-                allocatable = Resources({**allocatable.explicit(), PODS: DEFAULT_MAX_PODS})
-                info = replace(info, allocatable=allocatable)
-            shape = tuple(sorted(allocatable.explicit().items()))
-            devices = node_devices(info)
-            ledger = DeviceLedger(devices) if devices else None
-            if ledger is not None:
-                for index, milli, memory in info.gpus_used_by_others:
-                    ledger.hold(GpuNeed(milli=milli, memory=memory), (index,))
-            self.nodes[info.name] = Node(
-                info,
-                idle=allocatable.sub(info.used_by_others).clamp_non_negative(),
-                used=info.used_by_others,
-                labels=dict(info.labels),
-                shape=shape,
-                devices=ledger,
-            )
+        self._build_nodes(snapshot)
         self.node_list: list[Node] = list(self.nodes.values())
         self.queues: dict[str, Queue] = {}
         for qinfo in sorted(snapshot.queues, key=lambda q: q.name):
@@ -164,6 +153,39 @@ class Session(Dispatch):
         # with named devices is booked, in job order (deterministic).
         for task in unassigned:
             self.nodes[task.node].book_devices(task, None)  # type: ignore[index]  # placed pods
+
+    def _build_nodes(self, snapshot: Snapshot) -> None:
+        self.nodes: dict[str, Node] = {}
+        # cards and their ledger layouts, shared by the nodes that have the same
+        by_count: dict[int, tuple[GpuDevice, ...]] = {}
+        layouts: dict[int, LedgerLayout] = {}  # by id() of a devices tuple kept in by_count
+        for info in sorted(snapshot.nodes, key=lambda n: natural_key(n.name)):
+            allocatable = info.allocatable
+            if PODS not in allocatable.explicit():
+                allocatable = Resources({**allocatable.explicit(), PODS: DEFAULT_MAX_PODS})
+                info = replace(info, allocatable=allocatable)
+            shape = tuple(sorted(allocatable.explicit().items()))
+            devices = node_devices(info, by_count)
+            ledger = None
+            if devices:
+                if info.gpus:
+                    ledger = DeviceLedger(devices)
+                else:
+                    layout = layouts.get(id(devices))
+                    if layout is None:
+                        layout = layouts[id(devices)] = ledger_layout(devices)
+                    ledger = DeviceLedger(devices, layout)
+            if ledger is not None:
+                for index, milli, memory in info.gpus_used_by_others:
+                    ledger.hold(GpuNeed(milli=milli, memory=memory), (index,))
+            self.nodes[info.name] = Node(
+                info,
+                idle=allocatable.sub(info.used_by_others).clamp_non_negative(),
+                used=info.used_by_others,
+                labels=dict(info.labels),
+                shape=shape,
+                devices=ledger,
+            )
 
     @staticmethod
     def _derive_phase(tasks: dict[str, Task], min_available: int) -> PodGroupPhase:

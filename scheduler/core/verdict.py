@@ -70,17 +70,20 @@ def never_reason(ssn: Session, job: Job) -> str | None:
         return by_job[job.name]
     tasks = [t for t in job.tasks.values() if t.status not in _DONE]
     need = job.min_available - job.count(TaskStatus.SUCCEEDED)
+    signature = ssn.predicate_signature
     key = (
         job.queue,
         job.info.namespace,
         need,
-        tuple((t.resreq, ssn.predicate_signature(t), t.info.role) for t in tasks),
+        tuple([(t.resreq, signature(t), t.info.role) for t in tasks]),
     )
     memo: dict[tuple[object, ...], str | None] = ssn.cycle_state.get("verdict.never", dict)
-    if key not in memo:
-        memo[key] = _never(ssn, job, ssn.queues[job.queue], tasks, need)
-    by_job[job.name] = memo[key]
-    return memo[key]
+    try:
+        found = memo[key]  # one hash of the key: thousands of jobs, a few hundred keys
+    except KeyError:
+        found = memo[key] = _never(ssn, job, ssn.queues[job.queue], tasks, need)
+    by_job[job.name] = found
+    return found
 
 
 def _never(ssn: Session, job: Job, queue: Queue, tasks: list[Task], need: int) -> str | None:
@@ -139,11 +142,9 @@ def _fits_of(ssn: Session, task: Task) -> Fits:
         # Only allocatable keeps a pod off a node, so nodes of one allocatable answer alike.
         groups = _by_allocatable(ssn)
         holds = {shape: task.resreq.less_equal(nodes[0].allocatable) for shape, nodes in groups}
-        if all(holds.values()):
-            holding = list(ssn.node_list)
-        else:
-            holding = [node for node in ssn.node_list if holds[node.shape]]
-        return list(ssn.node_list), holding, Counter()
+        nodes = ssn.node_list
+        held = list(nodes) if all(holds.values()) else [n for n in nodes if holds[n.shape]]
+        return list(nodes), held, Counter()
     matching: list[Node] = []
     holding: list[Node] = []
     refusals: Counter[str] = Counter()

@@ -170,11 +170,13 @@ def lend_idle(state: AllocateState, waiting: dict[str, list[Job]]) -> None:
         for name, jobs in waiting.items()
     }
     job_key = ssn.job_key_fn()
-    jobs_by_queue = {
-        name: PriorityQueue(ssn.job_compare, jobs, key=job_key)
-        for name, jobs in held.items()
-        if jobs
+    jobs_by_queue: dict[str, PriorityQueue[Job] | None] = {
+        name: None for name, jobs in held.items() if jobs
     }
+    if job_key is None:
+        # Compare functions may read state lending changes: every heap is built up front.
+        for name in jobs_by_queue:
+            jobs_by_queue[name] = PriorityQueue(ssn.job_compare, held[name])
     queues = PriorityQueue(
         ssn.queue_compare, [ssn.queues[n] for n in sorted(jobs_by_queue)], ssn.queue_key_fn()
     )
@@ -183,6 +185,13 @@ def lend_idle(state: AllocateState, waiting: dict[str, list[Job]]) -> None:
     while queues and not hopeless.everything():
         queue = queues.pop()
         jobs = jobs_by_queue[queue.name]
+        if jobs is None:
+            # With sort keys a queue's heap is built on its first turn: its jobs have not
+            # changed since (only the popped queue and job do), so their keys, and the heap,
+            # are what they were; the turns left once nothing can lend never build theirs.
+            jobs = jobs_by_queue[queue.name] = PriorityQueue(
+                ssn.job_compare, held[queue.name], key=job_key
+            )
         job = jobs.pop()
         if not hopeless.all_of(job):
             count = len(lent)

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from scheduler.core.actions.allocate import _Hopeless
 from scheduler.core.config import default_conf
 from scheduler.core.cycle import run_cycle
+from scheduler.core.session import Session
 from scheduler.core.synthetic import synthetic_snapshot
 from tests.scheduler.core.builders import binds, make_job, make_node, make_queue, make_task, run
 from tests.scheduler.core.strategies import contended_snapshots, gpu_only_snapshots, snapshots
@@ -87,8 +88,12 @@ def test_unknown_queue_and_empty_job_do_not_crash():
 
 # Lending skips what cannot lend ----------------------------------------------------------------
 def _every_turn(snapshot):
-    """The cycle with every lending turn taken: no request is ever given up on."""
-    with patch.object(_Hopeless, "_fits_some", lambda self, request: True):
+    """The cycle with every lending turn taken (no request is ever given up on), every heap
+    built up front and ordered by the compare functions."""
+    with (
+        patch.object(_Hopeless, "_fits_some", lambda self, request: True),
+        patch.object(Session, "job_key_fn", lambda self: None),
+    ):
         return run_cycle(snapshot, default_conf())
 
 

@@ -119,9 +119,11 @@ def close_session(ssn: Session, *, share_reasons: bool = True) -> CycleResult:
     orders = _waiting_orders(ssn, waiting)
     ahead = {name: rank for order in orders.values() for rank, name in enumerate(order)}
     shared = SharedReasons(share_reasons)
+    waits = PendingKind.WAITS.value
     for job in waiting:
-        reasons[job.name] = pending_reason(ssn, job, ahead.get(job.name, 0), shared)
-        kinds[job.name] = PendingKind.WAITS.value
+        name = job.name
+        reasons[name] = pending_reason(ssn, job, ahead.get(name, 0), shared)
+        kinds[name] = waits
     return CycleResult(
         binds=tuple(ssn.binds),
         evictions=tuple(ssn.evictions),
@@ -261,8 +263,8 @@ def _quota_block(ssn: Session, job: Job, shared: SharedReasons) -> tuple[str, st
     Shared between jobs with equal keys: everything the two read of the job, namely its queue
     and tenant (whose running jobs a sentence names), the plugin's rule (or the job's own
     reason without one), its gang counts, its pending pods (requests in task order for "job
-    needs"; request, device request and scheduling signature in task order for the
-    arithmetic, the offer and the idle fit). 8,500 quota-blocked jobs of a 1k/10k cycle come
+    needs"; request and scheduling signature in task order for the arithmetic, the offer and
+    the idle fit). 8,500 quota-blocked jobs of a 1k/10k cycle come
     in a few hundred keys."""
     queue = ssn.queues[job.queue]
     task = job.quota_task
@@ -270,20 +272,30 @@ def _quota_block(ssn: Session, job: Job, shared: SharedReasons) -> tuple[str, st
     blocks = shared.blocks
     if blocks is None:
         return _quota_sentence(ssn, job, queue, rule, shared.needs), idle_note(ssn, job)
-    pending = [
-        t for t in job.tasks.values() if t.status is TaskStatus.PENDING and not t.best_effort
-    ]
+    # A pod's device request follows from its request and signature (``Session._build``).
     signature = ssn.predicate_signature
+    if len(job.tasks) == 1:  # most jobs: no list, no sort
+        (only,) = job.tasks.values()
+        alone = only.status is TaskStatus.PENDING and not only.best_effort
+        requests: tuple[Resources, ...] = (only.resreq,) if alone else ()
+        pods: tuple[object, ...] = ((only.resreq, signature(only)),) if alone else ()
+    else:
+        pending = [
+            t for t in job.tasks.values() if t.status is TaskStatus.PENDING and not t.best_effort
+        ]
+        requests = tuple([t.resreq for t in pending])
+        pods = tuple([(t.resreq, signature(t)) for t in ssn.sorted_tasks(pending)])
+    info = job.info
     key = (
-        job.queue,
-        job.info.namespace,
+        info.queue,
+        info.namespace,
         rule,
         job.reason if rule is None else None,
         job.min_available,
         job.ready_task_num(),
         job.waiting_task_num(),
-        tuple(t.resreq for t in pending),
-        tuple((t.resreq, t.gpu, signature(t)) for t in ssn.sorted_tasks(pending)),
+        requests,
+        pods,
     )
     found = blocks.get(key)
     if found is None:

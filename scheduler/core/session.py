@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from operator import itemgetter
-from typing import TypeVar, cast
+from typing import TypeVar
 
 from scheduler.core.config import SchedulerConf
 from scheduler.core.devices import (
@@ -62,7 +62,7 @@ class CycleState:
         value = self._data.get(key)
         if value is None:
             value = self._data[key] = factory()
-        return cast(_T, value)
+        return value  # type: ignore[return-value]  # what ``factory`` made for this key
 
 
 class Session(Dispatch):

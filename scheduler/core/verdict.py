@@ -435,8 +435,12 @@ def _largest_fit(name: str, left: float, want: float) -> str | None:
 
 
 def _under(ssn: Session, level: str) -> frozenset[str]:
-    """The queues at or below ``level`` (just ``level`` without a tree)."""
-    return frozenset(q for q in ssn.queues if level in _path(ssn, q))
+    """The queues at or below ``level`` (just ``level`` without a tree); once per level."""
+    memo: dict[str, frozenset[str]] = ssn.cycle_state.get("verdict.under", dict)
+    found = memo.get(level)
+    if found is None:
+        found = memo[level] = frozenset(q for q in ssn.queues if level in _path(ssn, q))
+    return found
 
 
 def _queue_frees(ssn: Session, job: Job, queues: frozenset[str], name: str, short: float) -> str:

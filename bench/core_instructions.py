@@ -13,6 +13,7 @@ each, outside valgrind).
     .venv/bin/python -m bench.core_instructions --tenants 5 --against /tmp/old  # tree vs flat
     .venv/bin/python -m bench.core_instructions --with-plugin gpufrag  # its cost over the seed conf
     .venv/bin/python -m bench.core_instructions --running-fraction 0.5 --min-runtime
+    .venv/bin/python -m bench.core_instructions --without reasons --without lend  # their cost
 """
 
 import argparse
@@ -46,6 +47,23 @@ if plugin:
     anchor = "  - name: network-topology-aware"
     added = chr(10).join([f"  - name: {plugin}", anchor])
     conf = parse_conf_text(DEFAULT_CONF_TEXT.replace(anchor, added))
+without = sys.argv[11] if len(sys.argv) > 11 else ""
+if without:
+    # the seed conf with one feature off, to count what it costs (see WITHOUT below)
+    from scheduler.core import cycle
+    from scheduler.core.config import DEFAULT_CONF_TEXT, parse_conf_text
+    text = DEFAULT_CONF_TEXT
+    if without == "reasons":
+        cycle.pending_reason = lambda *args, **kwargs: ""
+    elif without == "never":
+        cycle.never_reason = lambda ssn, job: None
+    elif without == "lend":
+        text = text.replace("lendIdle: true", "lendIdle: false")
+    elif without == "cdp":
+        text = text.replace("  - name: cdp" + chr(10), "", 1)
+    elif without == "rescheduling":
+        text = text[: text.index("  - name: rescheduling")]  # the last plugin, with its arguments
+    conf = parse_conf_text(text)
 if protected:
     # cdp in the first tier; running pods bound over the last two minimums, or long before
     # ("none": every pod past it). Queues get the minimum but in "off", which registers
@@ -94,14 +112,31 @@ def digests(checkout: Path, args: argparse.Namespace, tenants: int, plugin: str 
     return answer.stdout.split()
 
 
+# --without: what each feature of the seed conf costs, counted with it off (same decisions on
+# the synthetic snapshots, which have no never-runnable job and no queue minimum)
+WITHOUT = {
+    "reasons": "the waiting jobs' sentences at close (the never verdict and the idle notes of "
+    "the work-conservation record stay)",
+    "never": "the never verdict, at open (the quota's demand) and close",
+    "lend": "proportion's lendIdle",
+    "cdp": "the cdp plugin (no queue has a minimum run time)",
+    "rescheduling": "the rescheduling plugin",
+}
+
+
 def per_cycle(
-    checkout: Path, args: argparse.Namespace, tenants: int, plugin: str = "", protected: str = ""
+    checkout: Path,
+    args: argparse.Namespace,
+    tenants: int,
+    plugin: str = "",
+    protected: str = "",
+    without: str = "",
 ) -> int:
     def count(cycles: int) -> int:
         shape = [args.nodes, args.jobs, args.queues, args.running_fraction, cycles, tenants]
         argv = [sys.executable, "-c", _CYCLES, str(checkout), *map(str, shape), plugin]
-        if protected:
-            argv += ["", protected]  # no digests
+        if protected or without:
+            argv += ["", protected, without]  # no digests
         return instructions(argv)
 
     return (count(args.cycles) - count(0)) // args.cycles
@@ -133,6 +168,15 @@ def main(argv: list[str] | None = None) -> None:
         "no running pod is within (the check's own cost), and half the running pods within it "
         "(the cost of the attempts that then fail); print the ratios to the baseline",
     )
+    parser.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        choices=sorted(WITHOUT),
+        help="also count the seed conf with this feature off and print the instructions it "
+        "costs per cycle (repeatable): "
+        + "; ".join(f"{name}: {what}" for name, what in WITHOUT.items()),
+    )
     args = parser.parse_args(argv)
     if args.cycles < 1:
         parser.error("--cycles must be at least 1")
@@ -160,6 +204,10 @@ def main(argv: list[str] | None = None) -> None:
         out["min_runtime_instructions_per_cycle"] = counts
         out["min_runtime_ratio_none_protected"] = round(counts["none"] / counts["off"], 4)
         out["min_runtime_ratio_half_protected"] = round(counts["half"] / counts["off"], 4)
+    for feature in args.without:
+        off = per_cycle(ROOT, args, args.tenants, without=feature)
+        out[f"without_{feature}_instructions_per_cycle"] = off
+        out[f"{feature}_costs_per_cycle"] = out["instructions_per_cycle"] - off
     if args.against is not None:
         if not (args.against / "scheduler" / "core").is_dir():
             parser.error(f"--against: {args.against} is not a checkout of this project")

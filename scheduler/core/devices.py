@@ -100,7 +100,7 @@ class DeviceLedger:
         "kinds",
         "memories_all",
         "_key",
-        "_partial",
+        "_partly",
     )
 
     def __init__(self, devices: tuple[GpuDevice, ...], layout: LedgerLayout | None = None):
@@ -114,7 +114,7 @@ class DeviceLedger:
         self.mem_now = [0] * count
         self.mem_future = [0] * count
         self._key: tuple[object, ...] | None = None
-        self._partial: bool | None = False  # nothing held yet
+        self._partly = 0  # cards partly held now or later, kept by _apply (none held yet)
 
     # questions ----------------------------------------------------------------------------
     def largest_share(self, future_only: bool) -> float:
@@ -125,11 +125,7 @@ class DeviceLedger:
 
     def shared(self) -> bool:
         """Some card is partly held (now or later): GPU counts alone no longer tell fits."""
-        if self._partial is None:
-            self._partial = any(0 < v < FULL for v in self.now) or any(
-                0 < v < FULL for v in self.future
-            )
-        return self._partial
+        return self._partly > 0
 
     def key(self) -> tuple[object, ...]:
         """What tells this node's cards apart from another's for any pod: their memories and
@@ -183,17 +179,20 @@ class DeviceLedger:
     ) -> None:
         milli = FULL if not need.shared else need.milli
         memory = need.memory if need.shared else 0
+        held_now, held_future = self.now, self.future
         for index in indices:
             i = self.position.get(index)
             if i is None:
                 continue  # a device the node no longer lists: nothing to book
+            was = 0 < held_now[i] < FULL or 0 < held_future[i] < FULL
             if now:
-                self.now[i] += sign * milli
+                held_now[i] += sign * milli
                 self.mem_now[i] += sign * memory
             if future:
-                self.future[i] += sign * milli
+                held_future[i] += sign * milli
                 self.mem_future[i] += sign * memory
-        self._key = self._partial = None
+            self._partly += (0 < held_now[i] < FULL or 0 < held_future[i] < FULL) - was
+        self._key = None
 
     def hold(self, need: GpuNeed, indices: tuple[int, ...], sign: int = 1) -> None:
         """An occupying pod (allocated or running) on ``indices``; sign -1 takes it back."""

@@ -12,7 +12,6 @@ The framework is split by role, as volcano-sh/volcano pkg/scheduler/framework is
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from operator import itemgetter
 from typing import TypeVar
 
@@ -35,6 +34,7 @@ from scheduler.core.types import (
     Bind,
     Evict,
     GpuDevice,
+    NodeInfo,
     Pipeline,
     PodGroupPhase,
     Snapshot,
@@ -163,7 +163,7 @@ class Session(Dispatch):
             allocatable = info.allocatable
             if PODS not in allocatable.explicit():
                 allocatable = Resources({**allocatable.explicit(), PODS: DEFAULT_MAX_PODS})
-                info = replace(info, allocatable=allocatable)
+                info = with_allocatable(info, allocatable)
             shape = tuple(sorted(allocatable.explicit().items()))
             devices = node_devices(info, by_count)
             ledger = None
@@ -228,6 +228,21 @@ class Session(Dispatch):
         for name in list(vars(self)):
             if name not in keep:
                 delattr(self, name)
+
+
+def with_allocatable(info: NodeInfo, allocatable: Resources) -> NodeInfo:
+    """``replace(info, allocatable=allocatable)`` without its walk over the fields, once per
+    node of every session (tests/scheduler/core/test_session.py holds it to ``replace``)."""
+    return NodeInfo(
+        info.name,
+        allocatable,
+        info.labels,
+        info.unschedulable,
+        info.taints,
+        info.gpus,
+        info.used_by_others,
+        info.gpus_used_by_others,
+    )
 
 
 def _need_of(

@@ -226,8 +226,8 @@ def pending_reason(
     shared = shared or SharedReasons()
     if job.queue not in ssn.queues:
         return f"queue '{job.queue}' does not exist"
-    waiting = [t for t in job.tasks.values() if t.status is TaskStatus.PIPELINED]
-    if waiting and not job.pending_tasks():
+    if job.waiting_task_num() and not job.pending_tasks():
+        waiting = [t for t in job.tasks.values() if t.status is TaskStatus.PIPELINED]
         nodes = sorted({t.node for t in waiting if t.node})
         return (
             f"pipelined onto {', '.join(nodes)}: waiting for evicted pods to release "

@@ -111,8 +111,8 @@ class Session(Dispatch):
         self.tasks: dict[str, Task] = {}
         # Requests are immutable: pods of one spec (the same request object) share one vector,
         # and equal vectors are interned, so memo keys built from them hash and compare once.
-        requests: dict[int, tuple[Resources, bool]] = {}
-        interned: dict[Resources, tuple[Resources, bool]] = {}
+        requests: dict[int, tuple[Resources, bool, GpuNeed | None]] = {}
+        interned: dict[Resources, tuple[Resources, bool, GpuNeed | None]] = {}
         needs: dict[tuple[int, int], GpuNeed | None] = {}
         unassigned: list[Task] = []  # occupying pods holding GPUs on unnamed devices
         for jinfo in sorted(snapshot.jobs, key=lambda j: (j.created, j.namespace, j.name)):
@@ -130,13 +130,18 @@ class Session(Dispatch):
                     resreq = Resources({**tinfo.requests.explicit(), PODS: 1})
                     known = interned.get(resreq)
                     if known is None:
-                        known = interned[resreq] = (resreq, resreq.is_empty())
+                        gpus = resreq.get(GPU)
+                        # its pods' device request when they state no GPU memory
+                        plain = gpu_need(gpus, 0) if gpus > 0 else None
+                        known = interned[resreq] = (resreq, resreq.is_empty(), plain)
                     requests[id(tinfo.requests)] = known
                 task = tasks[tinfo.name] = Task(
                     tinfo, jinfo.name, known[0], tinfo.status, tinfo.node, sort_key, known[1]
                 )
-                if known[0].get(GPU) > 0 or tinfo.gpu_memory:
+                if tinfo.gpu_memory:
                     task.gpu = _need_of(needs, known[0], tinfo.gpu_memory)
+                elif known[2] is not None:
+                    task.gpu = known[2]
             min_available = len(tasks) if jinfo.min_available is None else jinfo.min_available
             phase = jinfo.phase or self._derive_phase(tasks, min_available)
             job = Job(jinfo, tasks, min_available, phase, {}, dict(jinfo.min_task_member))

@@ -59,21 +59,29 @@ _DONE = (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
 def never_reason(ssn: Session, job: Job) -> str | None:
     """The sentence when ``job`` can never run as submitted, else None. Memoised per job
     shape: thousands of pending jobs share a few shapes."""
-    if job.queue not in ssn.queues:
-        return f"{NEVER_PREFIX}queue '{job.queue}' does not exist; resubmit it to an existing queue"
+    info = job.info
+    if info.queue not in ssn.queues:
+        return (
+            f"{NEVER_PREFIX}queue '{info.queue}' does not exist; resubmit it to an existing queue"
+        )
     if job.ready_task_num() >= job.min_available:
         return None  # running: what still waits are elastic extras
     # Asked at open (the quota's demand) and again at close: no pod finishes in between and
     # a pod's request, rules and role stay, so the key, hence the answer, is the job's.
     by_job: dict[str, str | None] = ssn.cycle_state.get("verdict.never_by_job", dict)
-    if job.name in by_job:
-        return by_job[job.name]
-    tasks = [t for t in job.tasks.values() if t.status not in _DONE]
-    need = job.min_available - job.count(TaskStatus.SUCCEEDED)
+    name = info.name
+    if name in by_job:
+        return by_job[name]
     signature = ssn.predicate_signature
+    if len(job.tasks) == 1:  # most jobs: no list comprehension
+        (task,) = job.tasks.values()
+        tasks = [] if task.status in _DONE else [task]
+    else:
+        tasks = [t for t in job.tasks.values() if t.status not in _DONE]
+    need = job.min_available - job.count(TaskStatus.SUCCEEDED)
     key = (
-        job.queue,
-        job.info.namespace,
+        info.queue,
+        info.namespace,
         need,
         tuple([(t.resreq, signature(t), t.info.role) for t in tasks]),
     )
@@ -81,8 +89,8 @@ def never_reason(ssn: Session, job: Job) -> str | None:
     try:
         found = memo[key]  # one hash of the key: thousands of jobs, a few hundred keys
     except KeyError:
-        found = memo[key] = _never(ssn, job, ssn.queues[job.queue], tasks, need)
-    by_job[job.name] = found
+        found = memo[key] = _never(ssn, job, ssn.queues[info.queue], tasks, need)
+    by_job[name] = found
     return found
 
 

@@ -13,6 +13,8 @@ each, outside valgrind).
     .venv/bin/python -m bench.core_instructions --tenants 5 --against /tmp/old  # tree vs flat
     .venv/bin/python -m bench.core_instructions --with-plugin gpufrag  # its cost over the seed conf
     .venv/bin/python -m bench.core_instructions --running-fraction 0.5 --min-runtime
+    .venv/bin/python -m bench.core_instructions --without reasons --without lend  # their cost
+    .venv/bin/python -m bench.core_instructions --phases --against /tmp/old  # open/actions/close
 """
 
 import argparse
@@ -46,6 +48,23 @@ if plugin:
     anchor = "  - name: network-topology-aware"
     added = chr(10).join([f"  - name: {plugin}", anchor])
     conf = parse_conf_text(DEFAULT_CONF_TEXT.replace(anchor, added))
+without = sys.argv[11] if len(sys.argv) > 11 else ""
+if without:
+    # the seed conf with one feature off, to count what it costs (see WITHOUT below)
+    from scheduler.core import cycle
+    from scheduler.core.config import DEFAULT_CONF_TEXT, parse_conf_text
+    text = DEFAULT_CONF_TEXT
+    if without == "reasons":
+        cycle.pending_reason = lambda *args, **kwargs: ""
+    elif without == "never":
+        cycle.never_reason = lambda ssn, job: None
+    elif without == "lend":
+        text = text.replace("lendIdle: true", "lendIdle: false")
+    elif without == "cdp":
+        text = text.replace("  - name: cdp" + chr(10), "", 1)
+    elif without == "rescheduling":
+        text = text[: text.index("  - name: rescheduling")]  # the last plugin, with its arguments
+    conf = parse_conf_text(text)
 if protected:
     # cdp in the first tier; running pods bound over the last two minimums, or long before
     # ("none": every pod past it). Queues get the minimum but in "off", which registers
@@ -78,6 +97,18 @@ gc.disable()
 result = None
 for _ in range(int(cycles)):
     result = run_cycle(snapshot, conf)
+stop = sys.argv[12] if len(sys.argv) > 12 else ""
+if stop:
+    # after the cycles above, one more up to the end of a phase: open, the actions, close
+    from scheduler.core.actions import ACTIONS
+    from scheduler.core.cycle import close_session, open_session
+    ssn = open_session(snapshot, conf)
+    if stop != "open":
+        for action in conf.actions:
+            ACTIONS[action].execute(ssn)
+    if stop == "close":
+        close_session(ssn)
+    ssn.release()
 if len(sys.argv) > 9 and sys.argv[9]:  # the digests, outside valgrind (argv[9]: this checkout)
     sys.path.insert(0, sys.argv[9])
     from bench.digest import decisions_digest, reasons_digest
@@ -94,17 +125,62 @@ def digests(checkout: Path, args: argparse.Namespace, tenants: int, plugin: str 
     return answer.stdout.split()
 
 
+# --without: what each feature of the seed conf costs, counted with it off (same decisions on
+# the synthetic snapshots, which have no never-runnable job and no queue minimum)
+WITHOUT = {
+    "reasons": "the waiting jobs' sentences at close (the never verdict and the idle notes of "
+    "the work-conservation record stay)",
+    "never": "the never verdict, at open (the quota's demand) and close",
+    "lend": "proportion's lendIdle",
+    "cdp": "the cdp plugin (no queue has a minimum run time)",
+    "rescheduling": "the rescheduling plugin",
+}
+
+
 def per_cycle(
-    checkout: Path, args: argparse.Namespace, tenants: int, plugin: str = "", protected: str = ""
+    checkout: Path,
+    args: argparse.Namespace,
+    tenants: int,
+    plugin: str = "",
+    protected: str = "",
+    without: str = "",
 ) -> int:
     def count(cycles: int) -> int:
-        shape = [args.nodes, args.jobs, args.queues, args.running_fraction, cycles, tenants]
-        argv = [sys.executable, "-c", _CYCLES, str(checkout), *map(str, shape), plugin]
-        if protected:
-            argv += ["", protected]  # no digests
-        return instructions(argv)
+        return _count(checkout, args, tenants, cycles, plugin, protected, without)
 
     return (count(args.cycles) - count(0)) // args.cycles
+
+
+def _count(
+    checkout: Path,
+    args: argparse.Namespace,
+    tenants: int,
+    cycles: int,
+    plugin: str = "",
+    protected: str = "",
+    without: str = "",
+    stop: str = "",
+) -> int:
+    shape = [args.nodes, args.jobs, args.queues, args.running_fraction, cycles, tenants]
+    argv = [sys.executable, "-c", _CYCLES, str(checkout), *map(str, shape), plugin]
+    if protected or without or stop:
+        argv += ["", protected, without, stop]  # no digests
+    return instructions(argv)
+
+
+def per_phase(checkout: Path, args: argparse.Namespace, tenants: int) -> dict[str, int]:
+    """Instructions of each phase of a cycle run after one other in the same process (so
+    first-call costs are out): session opening, the actions, closing. Each count includes
+    freeing what the cycle leaves, as a cycle does."""
+    totals = [
+        _count(checkout, args, tenants, 1, stop=stop) for stop in ("open", "actions", "close")
+    ]
+    warm = _count(checkout, args, tenants, 1)
+    return {
+        "open": totals[0] - warm,
+        "actions": totals[1] - totals[0],
+        "close": totals[2] - totals[1],
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -133,6 +209,21 @@ def main(argv: list[str] | None = None) -> None:
         "no running pod is within (the check's own cost), and half the running pods within it "
         "(the cost of the attempts that then fail); print the ratios to the baseline",
     )
+    parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="also count each phase (open, the actions, close) of a second cycle, here and in "
+        "the --against checkout",
+    )
+    parser.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        choices=sorted(WITHOUT),
+        help="also count the seed conf with this feature off and print the instructions it "
+        "costs per cycle (repeatable): "
+        + "; ".join(f"{name}: {what}" for name, what in WITHOUT.items()),
+    )
     args = parser.parse_args(argv)
     if args.cycles < 1:
         parser.error("--cycles must be at least 1")
@@ -160,6 +251,12 @@ def main(argv: list[str] | None = None) -> None:
         out["min_runtime_instructions_per_cycle"] = counts
         out["min_runtime_ratio_none_protected"] = round(counts["none"] / counts["off"], 4)
         out["min_runtime_ratio_half_protected"] = round(counts["half"] / counts["off"], 4)
+    if args.phases:
+        out["phases"] = per_phase(ROOT, args, args.tenants)
+    for feature in args.without:
+        off = per_cycle(ROOT, args, args.tenants, without=feature)
+        out[f"without_{feature}_instructions_per_cycle"] = off
+        out[f"{feature}_costs_per_cycle"] = out["instructions_per_cycle"] - off
     if args.against is not None:
         if not (args.against / "scheduler" / "core").is_dir():
             parser.error(f"--against: {args.against} is not a checkout of this project")
@@ -171,6 +268,8 @@ def main(argv: list[str] | None = None) -> None:
         out["ratio"] = round(
             out["instructions_per_cycle"] / out["against_instructions_per_cycle"], 3
         )
+        if args.phases:
+            out["against_phases"] = per_phase(args.against.resolve(), args, args.against_tenants)
         mine = digests(ROOT, args, args.tenants)
         theirs = digests(args.against.resolve(), args, args.against_tenants)
         out["decisions_digest"], out["against_decisions_digest"] = mine[0], theirs[0]

@@ -4,8 +4,10 @@ Prints one JSON object (with --digest, the digests of its decisions and reasons,
 bench/digest.py): the median cycle time over ``--repeat`` runs (wall clock, and CPU time
 with the load average, for shared machines), the median seconds per
 phase (session open, each action, session close), placements (binds + pipelined), placements per
-second, and the peak Python heap (tracemalloc, measured in one extra untimed run because tracing
-slows the cycle down several times).
+second, the peak Python heap (tracemalloc, measured in one extra untimed run because tracing
+slows the cycle down several times) and the process's peak resident set size over the timed
+runs (``rss_peak_mb``: what the operating system gave it, the interpreter and the snapshot
+included, before the traced run).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import sys
 import time
@@ -78,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
         cpu_totals.append(time.process_time() - cpu_start)
         for name, seconds in timings.items():
             phases.setdefault(name, []).append(seconds)
+    # ru_maxrss is in KiB on Linux; read before the traced run, whose traces take memory too
+    rss_peak_mb = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     cycle = statistics.median(totals)
     placements = len(result.binds) + len(result.pipelined)
     out = {
@@ -101,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         "evictions": len(result.evictions),
         "placements_per_second": round(placements / cycle, 1) if cycle > 0 else None,
         "peak_memory_mb": None if args.no_memory else _peak_memory_mb(snapshot, conf),
+        "rss_peak_mb": rss_peak_mb,
     }
     if args.digest:
         out["decisions_digest"] = decisions_digest(result)

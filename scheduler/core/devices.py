@@ -59,11 +59,32 @@ def gpu_need(gpu: float, memory: int) -> GpuNeed | None:
     return GpuNeed(milli=max(milli, 1), memory=max(memory, 0))
 
 
-def node_devices(info: NodeInfo) -> tuple[GpuDevice, ...]:
-    """The node's cards: as listed, or ``allocatable``'s whole GPU count numbered from 0."""
+def node_devices(
+    info: NodeInfo, by_count: dict[int, tuple[GpuDevice, ...]] | None = None
+) -> tuple[GpuDevice, ...]:
+    """The node's cards: as listed, or ``allocatable``'s whole GPU count numbered from 0
+    (``by_count``: those tuples already made, shared by the nodes with that count)."""
     if info.gpus:
         return tuple(sorted(info.gpus, key=lambda d: d.index))
-    return tuple(GpuDevice(i) for i in range(int(info.allocatable.get(GPU) + 1e-9)))
+    count = int(info.allocatable.get(GPU) + 1e-9)
+    found = by_count.get(count) if by_count is not None else None
+    if found is None:
+        found = tuple(GpuDevice(i) for i in range(count))
+        if by_count is not None:
+            by_count[count] = found
+    return found
+
+
+# What a ledger derives from its cards alone: (position by index, memories, kinds)
+LedgerLayout = tuple[dict[int, int], tuple[int, ...], tuple[object, ...]]
+
+
+def ledger_layout(devices: tuple[GpuDevice, ...]) -> LedgerLayout:
+    memories = tuple(device.memory for device in devices)
+    models = tuple(device.model for device in devices)
+    # what the cards are, whatever holds them: () for cards of unknown model and memory
+    kinds: tuple[object, ...] = (memories, models) if any(memories) or any(models) else ()
+    return {device.index: i for i, device in enumerate(devices)}, memories, kinds
 
 
 class DeviceLedger:
@@ -79,25 +100,21 @@ class DeviceLedger:
         "kinds",
         "memories_all",
         "_key",
-        "_partial",
+        "_partly",
     )
 
-    def __init__(self, devices: tuple[GpuDevice, ...]):
+    def __init__(self, devices: tuple[GpuDevice, ...], layout: LedgerLayout | None = None):
+        """``layout``: ``ledger_layout(devices)``, shared read-only by nodes with the same
+        cards (a session opens thousands of ledgers over a few kinds of node)."""
         self.devices = devices
-        self.position = {device.index: i for i, device in enumerate(devices)}
+        self.position, self.memories_all, self.kinds = layout or ledger_layout(devices)
         count = len(devices)
         self.now = [0] * count
         self.future = [0] * count
         self.mem_now = [0] * count
         self.mem_future = [0] * count
-        self.memories_all = tuple(device.memory for device in devices)
-        models = tuple(device.model for device in devices)
-        # what the cards are, whatever holds them: () for cards of unknown model and memory
-        self.kinds: tuple[object, ...] = (
-            (self.memories_all, models) if any(self.memories_all) or any(models) else ()
-        )
         self._key: tuple[object, ...] | None = None
-        self._partial: bool | None = None
+        self._partly = 0  # cards partly held now or later, kept by _apply (none held yet)
 
     # questions ----------------------------------------------------------------------------
     def largest_share(self, future_only: bool) -> float:
@@ -108,11 +125,7 @@ class DeviceLedger:
 
     def shared(self) -> bool:
         """Some card is partly held (now or later): GPU counts alone no longer tell fits."""
-        if self._partial is None:
-            self._partial = any(0 < v < FULL for v in self.now) or any(
-                0 < v < FULL for v in self.future
-            )
-        return self._partial
+        return self._partly > 0
 
     def key(self) -> tuple[object, ...]:
         """What tells this node's cards apart from another's for any pod: their memories and
@@ -166,17 +179,20 @@ class DeviceLedger:
     ) -> None:
         milli = FULL if not need.shared else need.milli
         memory = need.memory if need.shared else 0
+        held_now, held_future = self.now, self.future
         for index in indices:
             i = self.position.get(index)
             if i is None:
                 continue  # a device the node no longer lists: nothing to book
+            was = 0 < held_now[i] < FULL or 0 < held_future[i] < FULL
             if now:
-                self.now[i] += sign * milli
+                held_now[i] += sign * milli
                 self.mem_now[i] += sign * memory
             if future:
-                self.future[i] += sign * milli
+                held_future[i] += sign * milli
                 self.mem_future[i] += sign * memory
-        self._key = self._partial = None
+            self._partly += (0 < held_now[i] < FULL or 0 < held_future[i] < FULL) - was
+        self._key = None
 
     def hold(self, need: GpuNeed, indices: tuple[int, ...], sign: int = 1) -> None:
         """An occupying pod (allocated or running) on ``indices``; sign -1 takes it back."""

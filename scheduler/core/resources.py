@@ -223,8 +223,11 @@ class Resources:
         # A name stated at the default equals the name left out (``__eq__``), so it must not
         # change the hash either: ``Resources({})`` and ``Resources({"gpu": 0})`` are one key.
         if self._hash is None:
-            default = self.default
-            stated = sorted((k, v) for k, v in self._values.items() if v != default)
+            default, values = self.default, self._values
+            if default in values.values():  # rare: most vectors state no name at the default
+                stated = sorted((k, v) for k, v in values.items() if v != default)
+            else:
+                stated = sorted(values.items())
             self._hash = hash((tuple(stated), default))
         return self._hash
 

@@ -12,12 +12,18 @@ The framework is split by role, as volcano-sh/volcano pkg/scheduler/framework is
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from operator import itemgetter
-from typing import TypeVar, cast
+from typing import TypeVar
 
 from scheduler.core.config import SchedulerConf
-from scheduler.core.devices import DeviceLedger, GpuNeed, gpu_need, node_devices
+from scheduler.core.devices import (
+    DeviceLedger,
+    GpuNeed,
+    LedgerLayout,
+    gpu_need,
+    ledger_layout,
+    node_devices,
+)
 from scheduler.core.dispatch import Dispatch
 from scheduler.core.hooks import Plugin
 from scheduler.core.node_index import NodeIndex
@@ -27,6 +33,8 @@ from scheduler.core.types import (
     OCCUPYING_STATUSES,
     Bind,
     Evict,
+    GpuDevice,
+    NodeInfo,
     Pipeline,
     PodGroupPhase,
     Snapshot,
@@ -54,7 +62,7 @@ class CycleState:
         value = self._data.get(key)
         if value is None:
             value = self._data[key] = factory()
-        return cast(_T, value)
+        return value  # type: ignore[return-value]  # what ``factory`` made for this key
 
 
 class Session(Dispatch):
@@ -90,26 +98,7 @@ class Session(Dispatch):
 
     # building -------------------------------------------------------------------------------
     def _build(self, snapshot: Snapshot) -> None:  # noqa: C901, PLR0912 - one pass over each kind of record
-        self.nodes: dict[str, Node] = {}
-        for info in sorted(snapshot.nodes, key=lambda n: natural_key(n.name)):
-            allocatable = info.allocatable
-            if PODS not in allocatable.explicit():
-                allocatable = Resources({**allocatable.explicit(), PODS: DEFAULT_MAX_PODS})
-                info = replace(info, allocatable=allocatable)
-            shape = tuple(sorted(allocatable.explicit().items()))
-            devices = node_devices(info)
-            ledger = DeviceLedger(devices) if devices else None
-            if ledger is not None:
-                for index, milli, memory in info.gpus_used_by_others:
-                    ledger.hold(GpuNeed(milli=milli, memory=memory), (index,))
-            self.nodes[info.name] = Node(
-                info,
-                idle=allocatable.sub(info.used_by_others).clamp_non_negative(),
-                used=info.used_by_others,
-                labels=dict(info.labels),
-                shape=shape,
-                devices=ledger,
-            )
+        self._build_nodes(snapshot)
         self.node_list: list[Node] = list(self.nodes.values())
         self.queues: dict[str, Queue] = {}
         for qinfo in sorted(snapshot.queues, key=lambda q: q.name):
@@ -122,8 +111,8 @@ class Session(Dispatch):
         self.tasks: dict[str, Task] = {}
         # Requests are immutable: pods of one spec (the same request object) share one vector,
         # and equal vectors are interned, so memo keys built from them hash and compare once.
-        requests: dict[int, tuple[Resources, bool]] = {}
-        interned: dict[Resources, tuple[Resources, bool]] = {}
+        requests: dict[int, tuple[Resources, bool, GpuNeed | None]] = {}
+        interned: dict[Resources, tuple[Resources, bool, GpuNeed | None]] = {}
         needs: dict[tuple[int, int], GpuNeed | None] = {}
         unassigned: list[Task] = []  # occupying pods holding GPUs on unnamed devices
         for jinfo in sorted(snapshot.jobs, key=lambda j: (j.created, j.namespace, j.name)):
@@ -141,13 +130,18 @@ class Session(Dispatch):
                     resreq = Resources({**tinfo.requests.explicit(), PODS: 1})
                     known = interned.get(resreq)
                     if known is None:
-                        known = interned[resreq] = (resreq, resreq.is_empty())
+                        gpus = resreq.get(GPU)
+                        # its pods' device request when they state no GPU memory
+                        plain = gpu_need(gpus, 0) if gpus > 0 else None
+                        known = interned[resreq] = (resreq, resreq.is_empty(), plain)
                     requests[id(tinfo.requests)] = known
                 task = tasks[tinfo.name] = Task(
                     tinfo, jinfo.name, known[0], tinfo.status, tinfo.node, sort_key, known[1]
                 )
-                if known[0].get(GPU) > 0 or tinfo.gpu_memory:
+                if tinfo.gpu_memory:
                     task.gpu = _need_of(needs, known[0], tinfo.gpu_memory)
+                elif known[2] is not None:
+                    task.gpu = known[2]
             min_available = len(tasks) if jinfo.min_available is None else jinfo.min_available
             phase = jinfo.phase or self._derive_phase(tasks, min_available)
             job = Job(jinfo, tasks, min_available, phase, {}, dict(jinfo.min_task_member))
@@ -164,6 +158,39 @@ class Session(Dispatch):
         # with named devices is booked, in job order (deterministic).
         for task in unassigned:
             self.nodes[task.node].book_devices(task, None)  # type: ignore[index]  # placed pods
+
+    def _build_nodes(self, snapshot: Snapshot) -> None:
+        self.nodes: dict[str, Node] = {}
+        # cards and their ledger layouts, shared by the nodes that have the same
+        by_count: dict[int, tuple[GpuDevice, ...]] = {}
+        layouts: dict[int, LedgerLayout] = {}  # by id() of a devices tuple kept in by_count
+        for info in sorted(snapshot.nodes, key=lambda n: natural_key(n.name)):
+            allocatable = info.allocatable
+            if PODS not in allocatable.explicit():
+                allocatable = Resources({**allocatable.explicit(), PODS: DEFAULT_MAX_PODS})
+                info = with_allocatable(info, allocatable)
+            shape = tuple(sorted(allocatable.explicit().items()))
+            devices = node_devices(info, by_count)
+            ledger = None
+            if devices:
+                if info.gpus:
+                    ledger = DeviceLedger(devices)
+                else:
+                    layout = layouts.get(id(devices))
+                    if layout is None:
+                        layout = layouts[id(devices)] = ledger_layout(devices)
+                    ledger = DeviceLedger(devices, layout)
+            if ledger is not None:
+                for index, milli, memory in info.gpus_used_by_others:
+                    ledger.hold(GpuNeed(milli=milli, memory=memory), (index,))
+            self.nodes[info.name] = Node(
+                info,
+                idle=allocatable.sub(info.used_by_others).clamp_non_negative(),
+                used=info.used_by_others,
+                labels=dict(info.labels),
+                shape=shape,
+                devices=ledger,
+            )
 
     @staticmethod
     def _derive_phase(tasks: dict[str, Task], min_available: int) -> PodGroupPhase:
@@ -206,6 +233,21 @@ class Session(Dispatch):
         for name in list(vars(self)):
             if name not in keep:
                 delattr(self, name)
+
+
+def with_allocatable(info: NodeInfo, allocatable: Resources) -> NodeInfo:
+    """``replace(info, allocatable=allocatable)`` without its walk over the fields, once per
+    node of every session (tests/scheduler/core/test_session.py holds it to ``replace``)."""
+    return NodeInfo(
+        info.name,
+        allocatable,
+        info.labels,
+        info.unschedulable,
+        info.taints,
+        info.gpus,
+        info.used_by_others,
+        info.gpus_used_by_others,
+    )
 
 
 def _need_of(

@@ -59,22 +59,39 @@ _DONE = (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
 def never_reason(ssn: Session, job: Job) -> str | None:
     """The sentence when ``job`` can never run as submitted, else None. Memoised per job
     shape: thousands of pending jobs share a few shapes."""
-    if job.queue not in ssn.queues:
-        return f"{NEVER_PREFIX}queue '{job.queue}' does not exist; resubmit it to an existing queue"
+    info = job.info
+    if info.queue not in ssn.queues:
+        return (
+            f"{NEVER_PREFIX}queue '{info.queue}' does not exist; resubmit it to an existing queue"
+        )
     if job.ready_task_num() >= job.min_available:
         return None  # running: what still waits are elastic extras
-    tasks = [t for t in job.tasks.values() if t.status not in _DONE]
+    # Asked at open (the quota's demand) and again at close: no pod finishes in between and
+    # a pod's request, rules and role stay, so the key, hence the answer, is the job's.
+    by_job: dict[str, str | None] = ssn.cycle_state.get("verdict.never_by_job", dict)
+    name = info.name
+    if name in by_job:
+        return by_job[name]
+    signature = ssn.predicate_signature
+    if len(job.tasks) == 1:  # most jobs: no list comprehension
+        (task,) = job.tasks.values()
+        tasks = [] if task.status in _DONE else [task]
+    else:
+        tasks = [t for t in job.tasks.values() if t.status not in _DONE]
     need = job.min_available - job.count(TaskStatus.SUCCEEDED)
     key = (
-        job.queue,
-        job.info.namespace,
+        info.queue,
+        info.namespace,
         need,
-        tuple((t.resreq, ssn.predicate_signature(t), t.info.role) for t in tasks),
+        tuple([(t.resreq, signature(t), t.info.role) for t in tasks]),
     )
     memo: dict[tuple[object, ...], str | None] = ssn.cycle_state.get("verdict.never", dict)
-    if key not in memo:
-        memo[key] = _never(ssn, job, ssn.queues[job.queue], tasks, need)
-    return memo[key]
+    try:
+        found = memo[key]  # one hash of the key: thousands of jobs, a few hundred keys
+    except KeyError:
+        found = memo[key] = _never(ssn, job, ssn.queues[info.queue], tasks, need)
+    by_job[name] = found
+    return found
 
 
 def _never(ssn: Session, job: Job, queue: Queue, tasks: list[Task], need: int) -> str | None:
@@ -129,6 +146,13 @@ def _node_fits(ssn: Session, tasks: list[Task]) -> dict[Shape, Fits]:
 
 def _fits_of(ssn: Session, task: Task) -> Fits:
     lasting = ssn.lasting_filter()
+    if lasting is None:
+        # Only allocatable keeps a pod off a node, so nodes of one allocatable answer alike.
+        groups = _by_allocatable(ssn)
+        holds = {shape: task.resreq.less_equal(nodes[0].allocatable) for shape, nodes in groups}
+        nodes = ssn.node_list
+        held = list(nodes) if all(holds.values()) else [n for n in nodes if holds[n.shape]]
+        return list(nodes), held, Counter()
     matching: list[Node] = []
     holding: list[Node] = []
     refusals: Counter[str] = Counter()
@@ -141,6 +165,20 @@ def _fits_of(ssn: Session, task: Task) -> Fits:
         if task.resreq.less_equal(node.allocatable):
             holding.append(node)
     return matching, holding, refusals
+
+
+def _by_allocatable(ssn: Session) -> list[tuple[tuple[tuple[str, float], ...], list[Node]]]:
+    """The nodes grouped by allocatable (``Node.shape``), in order of first appearance."""
+
+    def work_out() -> list[tuple[tuple[tuple[str, float], ...], list[Node]]]:
+        groups: dict[tuple[tuple[str, float], ...], list[Node]] = {}
+        for node in ssn.node_list:
+            groups.setdefault(node.shape, []).append(node)
+        return list(groups.items())
+
+    found: list[tuple[tuple[tuple[str, float], ...], list[Node]]]
+    found = ssn.cycle_state.get("verdict.by_allocatable", work_out)
+    return found
 
 
 def _no_node_sentence(ssn: Session, tasks: list[Task], fits: dict[Shape, Fits]) -> str:
@@ -405,8 +443,12 @@ def _largest_fit(name: str, left: float, want: float) -> str | None:
 
 
 def _under(ssn: Session, level: str) -> frozenset[str]:
-    """The queues at or below ``level`` (just ``level`` without a tree)."""
-    return frozenset(q for q in ssn.queues if level in _path(ssn, q))
+    """The queues at or below ``level`` (just ``level`` without a tree); once per level."""
+    memo: dict[str, frozenset[str]] = ssn.cycle_state.get("verdict.under", dict)
+    found = memo.get(level)
+    if found is None:
+        found = memo[level] = frozenset(q for q in ssn.queues if level in _path(ssn, q))
+    return found
 
 
 def _queue_frees(ssn: Session, job: Job, queues: frozenset[str], name: str, short: float) -> str:

@@ -17,7 +17,7 @@ resources). Those answers live in an ``AllocateState``, made for each run of the
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from scheduler.core.actions._queue import PriorityQueue
@@ -170,20 +170,80 @@ def lend_idle(state: AllocateState, waiting: dict[str, list[Job]]) -> None:
         for name, jobs in waiting.items()
     }
     job_key = ssn.job_key_fn()
-    jobs_by_queue = {
-        name: PriorityQueue(ssn.job_compare, jobs, key=job_key)
-        for name, jobs in held.items()
-        if jobs
+    jobs_by_queue: dict[str, PriorityQueue[Job] | None] = {
+        name: None for name, jobs in held.items() if jobs
     }
+    if job_key is None:
+        # Compare functions may read state lending changes: every heap is built up front.
+        for name in jobs_by_queue:
+            jobs_by_queue[name] = PriorityQueue(ssn.job_compare, held[name])
     queues = PriorityQueue(
         ssn.queue_compare, [ssn.queues[n] for n in sorted(jobs_by_queue)], ssn.queue_key_fn()
     )
-    while queues:
+    lent: list[str] = ssn.cycle_state.get(LENT, list)
+    hopeless = _Hopeless(ssn, held.values())
+    while queues and not hopeless.everything():
         queue = queues.pop()
         jobs = jobs_by_queue[queue.name]
-        _lend_to(state, queue, jobs.pop())
+        if jobs is None:
+            # With sort keys a queue's heap is built on its first turn: its jobs have not
+            # changed since (only the popped queue and job do), so their keys, and the heap,
+            # are what they were; the turns left once nothing can lend never build theirs.
+            jobs = jobs_by_queue[queue.name] = PriorityQueue(
+                ssn.job_compare, held[queue.name], key=job_key
+            )
+        job = jobs.pop()
+        if not hopeless.all_of(job):
+            count = len(lent)
+            _lend_to(state, queue, job)
+            if len(lent) != count:
+                hopeless.recheck()
         if jobs:
             queues.push(queue)
+
+
+class _Hopeless:
+    """The pod requests no node's idle holds any more, among the held jobs' pending pods.
+
+    Idle only shrinks while lending runs (a lend takes some; a discarded try gives back what
+    it took), so a request no node holds stays that way. A job all of whose pods are such
+    lends nothing on its turn, and once every request is, no later turn lends anything: both
+    are skipped, the order of the turns that remain untouched. Of 8,500 quota-blocked jobs
+    in a full 1k/10k cluster, a handful get idle capacity; the rest stop here."""
+
+    __slots__ = ("nodes", "live", "dead")
+
+    def __init__(self, ssn: Session, held: Iterable[list[Job]]):
+        self.nodes = ssn.node_list
+        requests = {
+            t.resreq
+            for jobs in held
+            for job in jobs
+            for t in job.tasks.values()
+            if t.status is PENDING and not t.best_effort
+        }
+        self.live: set[Resources] = set(requests)
+        self.dead: set[Resources] = set()
+        self.recheck()
+
+    def recheck(self) -> None:
+        for request in [r for r in self.live if not self._fits_some(r)]:
+            self.live.discard(request)
+            self.dead.add(request)
+
+    def _fits_some(self, request: Resources) -> bool:
+        return any(request.less_equal(node.idle) for node in self.nodes)
+
+    def everything(self) -> bool:
+        return not self.live
+
+    def all_of(self, job: Job) -> bool:
+        dead = self.dead
+        return all(
+            t.resreq in dead
+            for t in job.tasks.values()
+            if t.status is PENDING and not t.best_effort
+        )
 
 
 def _lend_to(state: AllocateState, queue: Queue, job: Job) -> None:

@@ -1,6 +1,8 @@
 """GPU devices in the core: whole cards and shares of one card, placed on device indices."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.core.cycle import run_cycle
 from scheduler.core.devices import DeviceLedger, GpuNeed, gpu_need
@@ -256,3 +258,26 @@ def test_shares_go_to_the_cards_other_workloads_left():
     out = result_to_dict(run_cycle(dataclasses.replace(snapshot, nodes=(held,)), conf))
     assert out["devices"] == {"half-0": [2], "quarter-0": [1], "more-0": [3]}
     assert "pair" in out["pending"]  # 1.55 GPUs were left: one whole card and a half
+
+
+_BOOKINGS = st.lists(
+    st.tuples(
+        st.sampled_from(["hold", "promise", "release"]),
+        st.sampled_from(
+            [GpuNeed(whole=1), GpuNeed(whole=2), GpuNeed(milli=250), GpuNeed(milli=500)]
+        ),
+        st.lists(st.integers(0, 4), min_size=1, max_size=2, unique=True),  # 4: not listed
+        st.sampled_from([1, -1]),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(bookings=_BOOKINGS)
+def test_the_ledger_knows_a_card_is_partly_held_as_a_look_at_every_card_would(bookings):
+    ledger = DeviceLedger(tuple(GpuDevice(i) for i in range(4)))
+    for change, need, indices, sign in bookings:
+        getattr(ledger, change)(need, tuple(indices), sign)
+        partly = any(0 < v < 1000 for v in ledger.now) or any(0 < v < 1000 for v in ledger.future)
+        assert ledger.shared() is partly

@@ -1,10 +1,13 @@
 """Dispatchers combine plugin answers the way framework/session_plugins.go does."""
 
+from dataclasses import fields, replace
+
 import pytest
 
 from scheduler.core.config import parse_conf
-from scheduler.core.session import Session
-from scheduler.core.types import Snapshot, Vote
+from scheduler.core.resources import Resources
+from scheduler.core.session import Session, with_allocatable
+from scheduler.core.types import GpuDevice, NodeInfo, Snapshot, Taint, Vote
 from tests.scheduler.core.builders import make_job, make_node, make_queue, make_task
 
 
@@ -140,3 +143,29 @@ def test_cycle_state_makes_an_entry_once_per_key_and_keeps_empty_ones():
     assert state.get("a", factory) is first
     assert made == [1]  # an empty entry is kept, not made again
     assert state.get("b", factory) is not first
+
+
+def test_with_allocatable_copies_every_other_field_as_replace_does():
+    info = NodeInfo(
+        "n1",
+        Resources({"gpu": 8}),
+        labels=(("zone", "a"),),
+        unschedulable=True,
+        taints=(Taint("dedicated", "x", "NoSchedule"),),
+        gpus=(GpuDevice(0, memory=80, model="A100"),),
+        used_by_others=Resources({"gpu": 1}),
+        gpus_used_by_others=((0, 500, 40),),
+    )
+    # a field NodeInfo gains must be copied too: every field above has a non-default value
+    assert {f.name for f in fields(NodeInfo)} == {
+        "name",
+        "allocatable",
+        "labels",
+        "unschedulable",
+        "taints",
+        "gpus",
+        "used_by_others",
+        "gpus_used_by_others",
+    }
+    pods = Resources({"gpu": 8, "pods": 110})
+    assert with_allocatable(info, pods) == replace(info, allocatable=pods)

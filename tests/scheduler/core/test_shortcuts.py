@@ -38,6 +38,7 @@ def test_bench_prints_one_json_object(capsys):
     assert out["nodes"] == 8
     assert out["placements"] > 0
     assert out["peak_memory_mb"] > 0
+    assert out["rss_peak_mb"] > out["peak_memory_mb"]  # the interpreter's own memory too
     assert set(out["action_seconds"]) >= {"allocate", "preempt", "reclaim"}
 
 

@@ -1,4 +1,16 @@
+from unittest.mock import patch
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.core.actions.allocate import _Hopeless
+from scheduler.core.config import default_conf
+from scheduler.core.cycle import run_cycle
+from scheduler.core.session import Session
+from scheduler.core.synthetic import synthetic_snapshot
 from tests.scheduler.core.builders import binds, make_job, make_node, make_queue, make_task, run
+from tests.scheduler.core.strategies import contended_snapshots, gpu_only_snapshots, snapshots
 
 
 def test_gang_binds_all_or_nothing():
@@ -72,3 +84,28 @@ def test_unknown_queue_and_empty_job_do_not_crash():
         "existing queue"
     }
     assert result.queues["q"].allocated.get("gpu") == 1
+
+
+# Lending skips what cannot lend ----------------------------------------------------------------
+def _every_turn(snapshot):
+    """The cycle with every lending turn taken (no request is ever given up on), every heap
+    built up front and ordered by the compare functions."""
+    with (
+        patch.object(_Hopeless, "_fits_some", lambda self, request: True),
+        patch.object(Session, "job_key_fn", lambda self: None),
+    ):
+        return run_cycle(snapshot, default_conf())
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshot=st.one_of(snapshots(), contended_snapshots(), gpu_only_snapshots(guarantees=False)))
+def test_lending_skips_only_turns_that_lend_nothing(snapshot):
+    assert run_cycle(snapshot, default_conf()) == _every_turn(snapshot)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lending_on_a_full_synthetic_cluster_skips_without_changing_a_decision(seed):
+    snapshot = synthetic_snapshot(40, 600, 6, seed, 0.0)
+    result = run_cycle(snapshot, default_conf())
+    assert result == _every_turn(snapshot)
+    assert result.work_conservation.lent  # some jobs got idle capacity before the rest stopped

@@ -218,7 +218,10 @@ def _gangs_recheck(
     if not nodes:
         return {}
     try:
-        rooms = backend.nodes_room(nodes)
+        # A gang's own pods are not in its way: a cycle overlapping this one may have made
+        # (and bound) them since this pass's list, and they hold only what the gang needs.
+        ignore = sorted({(pod.namespace, pod.name) for pods in binding.values() for pod in pods})
+        rooms = backend.nodes_room(nodes, ignore)
     # Deliberately broad, as _outcomes: the recheck must never stop the pass.
     except Exception as error:
         logger.warning("reconcile: nodes not rechecked before the bind: %s", error)

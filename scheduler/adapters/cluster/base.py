@@ -6,7 +6,7 @@ with lists of dataclasses; only a backend module knows what a V1Pod is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
@@ -190,10 +190,14 @@ class ClusterBackend(Protocol):
         """The last `tail` lines of the pod's main container and how it ended."""
         ...
 
-    def nodes_room(self, names: Sequence[str]) -> dict[str, NodeRoom]:
+    def nodes_room(
+        self, names: Sequence[str], ignore: Collection[tuple[str, str]] = ()
+    ) -> dict[str, NodeRoom]:
         """Each of `names` as it is now, read just before the bind (a node it does not know
-        is left out). A backend with no fresher view than the cycle's answers nothing, and
-        the bind pass then binds on the cycle's view."""
+        is left out), not counting the pods `ignore` names ((namespace, name): the gangs
+        being checked, which a cycle overlapping this one may have made already). A backend
+        with no fresher view than the cycle's answers nothing, and the bind pass then binds
+        on the cycle's view."""
         return {}
 
     # -- writes ------------------------------------------------------------------------------

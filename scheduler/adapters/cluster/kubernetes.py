@@ -20,7 +20,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -258,20 +258,23 @@ class KubernetesBackend:
         self._allocatable = {node.name: node.allocatable for node in observed}
         return observed
 
-    def nodes_room(self, names: Sequence[str]) -> dict[str, NodeRoom]:
+    def nodes_room(
+        self, names: Sequence[str], ignore: Collection[tuple[str, str]] = ()
+    ) -> dict[str, NodeRoom]:
         """From the watch cache when it runs (memory, no request); else one list of each
         node's pods (field selector spec.nodeName, `write_concurrency` nodes at a time)
         against the allocatable this backend listed (a node it has not listed: one list of
         that node first). Allocatable changes with the node's hardware, its pods with every
         bind: only the pods are read again."""
         if self.cache is not None:
-            return self.cache.nodes_room(names)
+            return self.cache.nodes_room(names, ignore)
+        skipped = set(ignore)
         rooms: dict[str, NodeRoom] = {}
         errors: list[Exception] = []
 
         def one(name: str) -> None:
             try:
-                room = self._node_room(name)
+                room = self._node_room(name, skipped)
             # Deliberately broad, as _outcome: the caller hears of the first error.
             except Exception as error:
                 errors.append(error)
@@ -284,7 +287,7 @@ class KubernetesBackend:
             raise errors[0]
         return {name: rooms[name] for name in sorted(rooms)}
 
-    def _node_room(self, name: str) -> NodeRoom | None:
+    def _node_room(self, name: str, skipped: set[tuple[str, str]]) -> NodeRoom | None:
         allocatable = self._allocatable.get(name)
         if allocatable is None:
             listed = self._list_all(
@@ -301,6 +304,8 @@ class KubernetesBackend:
         room = NodeRoom(allocatable=dict(allocatable))
         for pod in pods:
             if not occupies_node(pod) or pod.spec.node_name != name:
+                continue
+            if (pod.metadata.namespace, pod.metadata.name) in skipped:
                 continue
             owned = self._owns(pod.metadata.labels or {})
             held = room.used_by_portal if owned else room.used_by_others

@@ -9,7 +9,7 @@ still holds its node's resources, like a terminating pod).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -61,7 +61,9 @@ class SimulatedBackend:
         rows = SimulatedPod.objects.order_by("namespace", "name").values_list(*_POD_COLUMNS)
         return [_observed(*row) for row in rows if is_managed(row[_LABELS])]
 
-    def nodes_room(self, names: Sequence[str]) -> dict[str, NodeRoom]:
+    def nodes_room(
+        self, names: Sequence[str], ignore: Collection[tuple[str, str]] = ()
+    ) -> dict[str, NodeRoom]:
         """The Node rows as now (their inventory, what the admin says others hold), less the
         unfinished pods on them: the portal's, and any other SimulatedPod (another
         workload's, made by hand or by a test); two queries."""
@@ -75,9 +77,12 @@ class SimulatedBackend:
         pods = (
             SimulatedPod.objects.filter(node_name__in=list(rooms))
             .exclude(phase__in=FINISHED_PHASES)
-            .values_list("node_name", "labels", "requests")
+            .values_list("namespace", "name", "node_name", "labels", "requests")
         )
-        for node_name, labels, requests in pods:
+        skipped = set(ignore)
+        for namespace, name, node_name, labels, requests in pods:
+            if (namespace, name) in skipped:
+                continue
             room = rooms[node_name]
             held = room.used_by_portal if is_managed(labels) else room.used_by_others
             for resource, amount in (requests or {}).items():

@@ -563,9 +563,12 @@ class ClusterCache:
             if self._deleting.pop(obj.uid, None) is not None:
                 self._objects.setdefault(obj.key, obj)
 
-    def nodes_room(self, names: Iterable[str]) -> dict[str, NodeRoom]:
+    def nodes_room(
+        self, names: Iterable[str], ignore: Iterable[tuple[str, str]] = ()
+    ) -> dict[str, NodeRoom]:
         """Each of `names` the cache knows, as the watch last heard: its allocatable, what
-        other workloads' and the portal's unfinished pods hold there. No request."""
+        other workloads' and the portal's unfinished pods hold there, the portal's pods
+        `ignore` names ((namespace, name)) left out. No request."""
         self._ensure_current()
         with self._lock:
             rooms = {}
@@ -580,6 +583,14 @@ class ClusterCache:
                     used_by_others=dict(self._usage.get(name, {})),
                     used_by_portal=dict(self._portal_usage.get(name, {})),
                 )
+            for key in ignore:
+                pod = self._pods.get(key)
+                if pod is not None and pod.observed is not None and pod.node in rooms:
+                    held = rooms[pod.node].used_by_portal
+                    for resource, amount in pod.usage:
+                        held[resource] = held.get(resource, 0) - amount
+                        if held[resource] == 0:
+                            del held[resource]
             return rooms
 
     def usage(self) -> dict[str, dict[str, int]]:

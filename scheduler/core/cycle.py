@@ -31,7 +31,7 @@ from scheduler.core.types import (
 from scheduler.core.verdict import (
     idle_gpus,
     idle_note,
-    never_reason,
+    never_reasons,
     nodes_conclusion,
     position,
     quota_conclusion,
@@ -41,7 +41,7 @@ from scheduler.core.verdict import (
 
 def open_session(snapshot: Snapshot, conf: SchedulerConf) -> Session:
     ssn = Session(snapshot, conf)
-    ssn.never_judge = functools.partial(never_reason, ssn)
+    ssn.never_judge = functools.partial(never_reasons, ssn)
     for tier in conf.tiers:
         for option in tier:
             plugin = PLUGINS[option.name].build(option.arguments)
@@ -109,8 +109,7 @@ def close_session(ssn: Session, *, share_reasons: bool = True) -> CycleResult:
     reasons: dict[str, str] = {}
     kinds: dict[str, str] = {}
     waiting: list[Job] = []
-    for job in unplaced:
-        never = never_reason(ssn, job)
+    for job, never in zip(unplaced, never_reasons(ssn, unplaced), strict=True):
         if never is None:
             waiting.append(job)
         else:

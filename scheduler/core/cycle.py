@@ -209,10 +209,12 @@ class SharedReasons:
     None works out each job's on its own, the plain path the sharing is tested against.
     ``notes``: each quota-blocked job's idle note, for the work-conservation record."""
 
-    __slots__ = ("needs", "blocks", "notes")
+    __slots__ = ("needs", "blocks", "notes", "rules")
 
     def __init__(self, share: bool = True):
         self.needs: dict[tuple[object, ...], str] = {}
+        # the quota's answer by (queue, id of an interned request): ``_quota_block``
+        self.rules: dict[tuple[str, int], tuple[bool, str | None]] = {}
         self.blocks: dict[tuple[object, ...], tuple[str, str]] | None = {} if share else None
         self.notes: dict[str, str] = {}
 
@@ -225,7 +227,7 @@ def pending_reason(
     shared = shared or SharedReasons()
     if job.queue not in ssn.queues:
         return f"queue '{job.queue}' does not exist"
-    if job.waiting_task_num() and not job.pending_tasks():
+    if job.counts.get(TaskStatus.PIPELINED) and not job.pending_tasks():
         waiting = [t for t in job.tasks.values() if t.status is TaskStatus.PIPELINED]
         nodes = sorted({t.node for t in waiting if t.node})
         return (
@@ -235,7 +237,7 @@ def pending_reason(
     if job.quota_task is not None:
         quota, note = _quota_block(ssn, job, shared)
         shared.notes[job.name] = note
-        return _joined(quota, note, position(job, ahead))
+        return _joined(quota, note, position(job, ahead)) if ahead else _joined(quota, note)
     if job.unplaced:
         # Before a later action's note (reclaim's "cannot reclaim"): the nodes are the block.
         return _joined(
@@ -265,26 +267,36 @@ def _quota_block(ssn: Session, job: Job, shared: SharedReasons) -> tuple[str, st
     needs"; request and scheduling signature in task order for the arithmetic, the offer and
     the idle fit). 8,500 quota-blocked jobs of a 1k/10k cycle come
     in a few hundred keys."""
-    queue = ssn.queues[job.queue]
+    info = job.info
+    queue = ssn.queues[info.queue]
     task = job.quota_task
-    rule = None if task is None else ssn.explain_allocatable(queue, task)
     blocks = shared.blocks
     if blocks is None:
+        rule = None if task is None else ssn.explain_allocatable(queue, task)
         return _quota_sentence(ssn, job, queue, rule, shared.needs), idle_note(ssn, job)
+    rule = None
+    if task is not None:
+        # Nothing moves at close, so the quota's answer is one per (queue, request); requests
+        # are interned by the session (``Session._build``), so identity keys them.
+        rules = shared.rules
+        found_rule = rules.get((info.queue, id(task.resreq)))
+        if found_rule is None:
+            found_rule = rules[info.queue, id(task.resreq)] = ssn.quota_rule(queue, task)
+        rule = found_rule[1] if found_rule[0] else ssn.worded_quota(queue, task, found_rule)
     # A pod's device request follows from its request and signature (``Session._build``).
+    # Requests by identity, as above: the key hashes without ``Resources.__hash__``.
     signature = ssn.predicate_signature
     if len(job.tasks) == 1:  # most jobs: no list, no sort
         (only,) = job.tasks.values()
         alone = only.status is TaskStatus.PENDING and not only.best_effort
-        requests: tuple[Resources, ...] = (only.resreq,) if alone else ()
-        pods: tuple[object, ...] = ((only.resreq, signature(only)),) if alone else ()
+        requests: tuple[int, ...] = (id(only.resreq),) if alone else ()
+        pods: tuple[object, ...] = ((id(only.resreq), signature(only)),) if alone else ()
     else:
         pending = [
             t for t in job.tasks.values() if t.status is TaskStatus.PENDING and not t.best_effort
         ]
-        requests = tuple([t.resreq for t in pending])
-        pods = tuple([(t.resreq, signature(t)) for t in ssn.sorted_tasks(pending)])
-    info = job.info
+        requests = tuple([id(t.resreq) for t in pending])
+        pods = tuple([(id(t.resreq), signature(t)) for t in ssn.sorted_tasks(pending)])
     key = (
         info.queue,
         info.namespace,
@@ -319,4 +331,4 @@ def _quota_sentence(
 
 
 def _joined(*parts: str | None) -> str:
-    return "; ".join(part for part in parts if part)
+    return "; ".join([part for part in parts if part])

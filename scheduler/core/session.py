@@ -185,7 +185,7 @@ class Session(Dispatch):
                     ledger.hold(GpuNeed(milli=milli, memory=memory), (index,))
             self.nodes[info.name] = Node(
                 info,
-                idle=allocatable.sub(info.used_by_others).clamp_non_negative(),
+                idle=allocatable.sub_clamped(info.used_by_others),
                 used=info.used_by_others,
                 labels=dict(info.labels),
                 shape=shape,

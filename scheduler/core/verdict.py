@@ -111,13 +111,14 @@ def _judged(
         (task,) = job.tasks.values()
         if task.status in _DONE:
             tasks = []
-            key = (info.queue, info.namespace, need, ())
+            key = (info.queue, info.namespace, need, job.min_available, ())
         else:
             tasks = [task]
             key = (
                 info.queue,
                 info.namespace,
                 need,
+                job.min_available,  # the sentence names it when too few pods are left
                 id(task.resreq),
                 signature(task),
                 task.info.role,
@@ -125,7 +126,7 @@ def _judged(
     else:
         tasks = [t for t in job.tasks.values() if t.status not in _DONE]
         pods = tuple([(id(t.resreq), signature(t), t.info.role) for t in tasks])
-        key = (info.queue, info.namespace, need, pods)
+        key = (info.queue, info.namespace, need, job.min_available, pods)
     try:
         return memo[key]  # one hash of the key: thousands of jobs, a few hundred keys
     except KeyError:

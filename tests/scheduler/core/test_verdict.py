@@ -361,6 +361,9 @@ def test_jobs_that_differ_in_one_input_of_the_never_key_each_get_their_own():
         job("no-zone", 4, node_selector=(("zone", "b"),)),
         job("zone-a", 4, node_selector=(("zone", "a"),)),
         replace(job("capped-t1", 8), namespace="t1"),  # never too, naming t1's lead
+        # 3 pods left of 4 needed, and of 5 needed with one done: the sentences name each one's
+        job("short", 1, queue="open", min_available=4),
+        job("short-done", 1, queue="open", min_available=5, extra=[done]),
     ]
 
     def single(name, gpus, queue="q", **task_kw):
@@ -380,7 +383,18 @@ def test_jobs_that_differ_in_one_input_of_the_never_key_each_get_their_own():
     verdicts = _all_at_once(snapshot, conf)
     assert verdicts == _each_on_its_own(snapshot, conf)
     never = {name for name, sentence in verdicts.items() if sentence is not None}
-    assert never == {"capped", "capped-t1", "no-zone", "pod-capped", "pod-t1", "pod-no-zone"}
+    assert never == {
+        "capped",
+        "capped-t1",
+        "no-zone",
+        "short",
+        "short-done",
+        "pod-capped",
+        "pod-t1",
+        "pod-no-zone",
+    }
+    assert "min_available 4" in verdicts["short"]
+    assert "min_available 5" in verdicts["short-done"]
     assert "a lead of t1" in verdicts["capped-t1"]
     assert "a lead of t1" in verdicts["pod-t1"]
     assert "a lead of t1" not in verdicts["pod-capped"]

@@ -141,15 +141,16 @@ def _work_conservation(ssn: Session, waiting: list[Job], notes: dict[str, str]) 
     """The cycle record's count of the idle GPUs and of the jobs their reasons say are held
     back beside them (``notes``: the idle notes the reasons carry, so nothing is judged twice)."""
 
-    def note(job: Job) -> str:
-        found = notes.get(job.name)
-        return idle_note(ssn, job) if found is None else found
-
+    held = []
+    for job in waiting:
+        if job.quota_task is not None:
+            name = job.name
+            found = notes.get(name)
+            if found if found is not None else idle_note(ssn, job):
+                held.append(name)
     return WorkConservation(
         idle_gpus=idle_gpus(ssn),
-        held_with_idle_room=tuple(
-            job.name for job in waiting if job.quota_task is not None and note(job)
-        ),
+        held_with_idle_room=tuple(held),
         lent=tuple(ssn.cycle_state.get(LENT, list)),
         reclaim_waits=tuple(
             job.name
@@ -235,9 +236,9 @@ def pending_reason(
             "their resources"
         )
     if job.quota_task is not None:
-        quota, note = _quota_block(ssn, job, shared)
+        head, note = _quota_block(ssn, job, shared)
         shared.notes[job.name] = note
-        return _joined(quota, note, position(job, ahead)) if ahead else _joined(quota, note)
+        return _joined(head, position(job, ahead)) if ahead else head
     if job.unplaced:
         # Before a later action's note (reclaim's "cannot reclaim"): the nodes are the block.
         return _joined(
@@ -259,7 +260,7 @@ def pending_reason(
 
 
 def _quota_block(ssn: Session, job: Job, shared: SharedReasons) -> tuple[str, str]:
-    """(the quota sentence, the idle-GPU note) of a quota-blocked job.
+    """(the quota sentence joined with the idle-GPU note, the note) of a quota-blocked job.
 
     Shared between jobs with equal keys: everything the two read of the job, namely its queue
     and tenant (whose running jobs a sentence names), the plugin's rule (or the job's own
@@ -273,7 +274,9 @@ def _quota_block(ssn: Session, job: Job, shared: SharedReasons) -> tuple[str, st
     blocks = shared.blocks
     if blocks is None:
         rule = None if task is None else ssn.explain_allocatable(queue, task)
-        return _quota_sentence(ssn, job, queue, rule, shared.needs), idle_note(ssn, job)
+        quota = _quota_sentence(ssn, job, queue, rule, shared.needs)
+        note = idle_note(ssn, job)
+        return _joined(quota, note), note
     rule = None
     if task is not None:
         # Nothing moves at close, so the quota's answer is one per (queue, request); requests
@@ -303,17 +306,16 @@ def _quota_block(ssn: Session, job: Job, shared: SharedReasons) -> tuple[str, st
         rule,
         job.reason if rule is None else None,
         job.min_available,
-        job.ready_task_num(),
-        job.waiting_task_num(),
+        job.ready,  # ready_task_num() and waiting_task_num(), without the calls
+        job.counts.get(TaskStatus.PIPELINED, 0),
         requests,
         pods,
     )
     found = blocks.get(key)
     if found is None:
-        found = blocks[key] = (
-            _quota_sentence(ssn, job, queue, rule, shared.needs),
-            idle_note(ssn, job),
-        )
+        quota = _quota_sentence(ssn, job, queue, rule, shared.needs)
+        note = idle_note(ssn, job)
+        found = blocks[key] = (_joined(quota, note), note)
     return found
 
 

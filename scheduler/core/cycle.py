@@ -31,7 +31,7 @@ from scheduler.core.types import (
 from scheduler.core.verdict import (
     idle_gpus,
     idle_note,
-    never_reason,
+    never_reasons,
     nodes_conclusion,
     position,
     quota_conclusion,
@@ -41,7 +41,7 @@ from scheduler.core.verdict import (
 
 def open_session(snapshot: Snapshot, conf: SchedulerConf) -> Session:
     ssn = Session(snapshot, conf)
-    ssn.never_judge = functools.partial(never_reason, ssn)
+    ssn.never_judge = functools.partial(never_reasons, ssn)
     for tier in conf.tiers:
         for option in tier:
             plugin = PLUGINS[option.name].build(option.arguments)
@@ -109,8 +109,7 @@ def close_session(ssn: Session, *, share_reasons: bool = True) -> CycleResult:
     reasons: dict[str, str] = {}
     kinds: dict[str, str] = {}
     waiting: list[Job] = []
-    for job in unplaced:
-        never = never_reason(ssn, job)
+    for job, never in zip(unplaced, never_reasons(ssn, unplaced), strict=True):
         if never is None:
             waiting.append(job)
         else:
@@ -142,15 +141,16 @@ def _work_conservation(ssn: Session, waiting: list[Job], notes: dict[str, str]) 
     """The cycle record's count of the idle GPUs and of the jobs their reasons say are held
     back beside them (``notes``: the idle notes the reasons carry, so nothing is judged twice)."""
 
-    def note(job: Job) -> str:
-        found = notes.get(job.name)
-        return idle_note(ssn, job) if found is None else found
-
+    held = []
+    for job in waiting:
+        if job.quota_task is not None:
+            name = job.name
+            found = notes.get(name)
+            if found if found is not None else idle_note(ssn, job):
+                held.append(name)
     return WorkConservation(
         idle_gpus=idle_gpus(ssn),
-        held_with_idle_room=tuple(
-            job.name for job in waiting if job.quota_task is not None and note(job)
-        ),
+        held_with_idle_room=tuple(held),
         lent=tuple(ssn.cycle_state.get(LENT, list)),
         reclaim_waits=tuple(
             job.name
@@ -210,10 +210,12 @@ class SharedReasons:
     None works out each job's on its own, the plain path the sharing is tested against.
     ``notes``: each quota-blocked job's idle note, for the work-conservation record."""
 
-    __slots__ = ("needs", "blocks", "notes")
+    __slots__ = ("needs", "blocks", "notes", "rules")
 
     def __init__(self, share: bool = True):
         self.needs: dict[tuple[object, ...], str] = {}
+        # the quota's answer by (queue, id of an interned request): ``_quota_block``
+        self.rules: dict[tuple[str, int], tuple[bool, str | None]] = {}
         self.blocks: dict[tuple[object, ...], tuple[str, str]] | None = {} if share else None
         self.notes: dict[str, str] = {}
 
@@ -226,7 +228,7 @@ def pending_reason(
     shared = shared or SharedReasons()
     if job.queue not in ssn.queues:
         return f"queue '{job.queue}' does not exist"
-    if job.waiting_task_num() and not job.pending_tasks():
+    if job.counts.get(TaskStatus.PIPELINED) and not job.pending_tasks():
         waiting = [t for t in job.tasks.values() if t.status is TaskStatus.PIPELINED]
         nodes = sorted({t.node for t in waiting if t.node})
         return (
@@ -234,9 +236,9 @@ def pending_reason(
             "their resources"
         )
     if job.quota_task is not None:
-        quota, note = _quota_block(ssn, job, shared)
+        head, note = _quota_block(ssn, job, shared)
         shared.notes[job.name] = note
-        return _joined(quota, note, position(job, ahead))
+        return _joined(head, position(job, ahead)) if ahead else head
     if job.unplaced:
         # Before a later action's note (reclaim's "cannot reclaim"): the nodes are the block.
         return _joined(
@@ -258,7 +260,7 @@ def pending_reason(
 
 
 def _quota_block(ssn: Session, job: Job, shared: SharedReasons) -> tuple[str, str]:
-    """(the quota sentence, the idle-GPU note) of a quota-blocked job.
+    """(the quota sentence joined with the idle-GPU note, the note) of a quota-blocked job.
 
     Shared between jobs with equal keys: everything the two read of the job, namely its queue
     and tenant (whose running jobs a sentence names), the plugin's rule (or the job's own
@@ -266,43 +268,54 @@ def _quota_block(ssn: Session, job: Job, shared: SharedReasons) -> tuple[str, st
     needs"; request and scheduling signature in task order for the arithmetic, the offer and
     the idle fit). 8,500 quota-blocked jobs of a 1k/10k cycle come
     in a few hundred keys."""
-    queue = ssn.queues[job.queue]
+    info = job.info
+    queue = ssn.queues[info.queue]
     task = job.quota_task
-    rule = None if task is None else ssn.explain_allocatable(queue, task)
     blocks = shared.blocks
     if blocks is None:
-        return _quota_sentence(ssn, job, queue, rule, shared.needs), idle_note(ssn, job)
+        rule = None if task is None else ssn.explain_allocatable(queue, task)
+        quota = _quota_sentence(ssn, job, queue, rule, shared.needs)
+        note = idle_note(ssn, job)
+        return _joined(quota, note), note
+    rule = None
+    if task is not None:
+        # Nothing moves at close, so the quota's answer is one per (queue, request); requests
+        # are interned by the session (``Session._build``), so identity keys them.
+        rules = shared.rules
+        found_rule = rules.get((info.queue, id(task.resreq)))
+        if found_rule is None:
+            found_rule = rules[info.queue, id(task.resreq)] = ssn.quota_rule(queue, task)
+        rule = found_rule[1] if found_rule[0] else ssn.worded_quota(queue, task, found_rule)
     # A pod's device request follows from its request and signature (``Session._build``).
+    # Requests by identity, as above: the key hashes without ``Resources.__hash__``.
     signature = ssn.predicate_signature
     if len(job.tasks) == 1:  # most jobs: no list, no sort
         (only,) = job.tasks.values()
         alone = only.status is TaskStatus.PENDING and not only.best_effort
-        requests: tuple[Resources, ...] = (only.resreq,) if alone else ()
-        pods: tuple[object, ...] = ((only.resreq, signature(only)),) if alone else ()
+        requests: tuple[int, ...] = (id(only.resreq),) if alone else ()
+        pods: tuple[object, ...] = ((id(only.resreq), signature(only)),) if alone else ()
     else:
         pending = [
             t for t in job.tasks.values() if t.status is TaskStatus.PENDING and not t.best_effort
         ]
-        requests = tuple([t.resreq for t in pending])
-        pods = tuple([(t.resreq, signature(t)) for t in ssn.sorted_tasks(pending)])
-    info = job.info
+        requests = tuple([id(t.resreq) for t in pending])
+        pods = tuple([(id(t.resreq), signature(t)) for t in ssn.sorted_tasks(pending)])
     key = (
         info.queue,
         info.namespace,
         rule,
         job.reason if rule is None else None,
         job.min_available,
-        job.ready_task_num(),
-        job.waiting_task_num(),
+        job.ready,  # ready_task_num() and waiting_task_num(), without the calls
+        job.counts.get(TaskStatus.PIPELINED, 0),
         requests,
         pods,
     )
     found = blocks.get(key)
     if found is None:
-        found = blocks[key] = (
-            _quota_sentence(ssn, job, queue, rule, shared.needs),
-            idle_note(ssn, job),
-        )
+        quota = _quota_sentence(ssn, job, queue, rule, shared.needs)
+        note = idle_note(ssn, job)
+        found = blocks[key] = (_joined(quota, note), note)
     return found
 
 
@@ -320,4 +333,4 @@ def _quota_sentence(
 
 
 def _joined(*parts: str | None) -> str:
-    return "; ".join(part for part in parts if part)
+    return "; ".join([part for part in parts if part])

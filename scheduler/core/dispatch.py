@@ -266,6 +266,13 @@ class Dispatch(HookRegistry):
         Memoised per (queue, request) until the session changes: a queue at its share fails
         every further job of the same shape, and the sentence costs several vector operations.
         """
+        rule = self.quota_rule(queue, task)
+        return rule[1] if rule[0] else self.worded_quota(queue, task, rule)
+
+    def quota_rule(self, queue: Queue, task: Task) -> tuple[bool, str | None]:
+        """(True, the quota plugin's sentence) or (False, the refusing plugin without one):
+        what ``explain_allocatable`` says of the queue and the task's request, before any
+        wording that names the task (``worded_quota``)."""
         key = (queue.name, task.resreq, self.version)
         memo = self._explain_memo
         found = memo.get(key)
@@ -273,7 +280,12 @@ class Dispatch(HookRegistry):
             if len(memo) > 4096:
                 memo.clear()
             found = memo[key] = self._explain_quota(queue, task)
-        explained, text = found
+        return found
+
+    @staticmethod
+    def worded_quota(queue: Queue, task: Task, rule: tuple[bool, str | None]) -> str | None:
+        """``explain_allocatable``'s sentence from its ``quota_rule``."""
+        explained, text = rule
         if explained:
             return text
         suffix = f" ({text})" if text else ""

@@ -174,6 +174,14 @@ class Resources:
     def clamp_non_negative(self) -> Resources:
         return Resources({k: max(v, 0.0) for k, v in self._values.items()}, self.default)
 
+    def sub_clamped(self, other: Resources) -> Resources:
+        """``self.sub(other).clamp_non_negative()``; ``self`` itself (vectors are immutable)
+        when ``other`` is empty and nothing here is negative, as on most nodes when a session
+        opens (what other schedulers' pods use)."""
+        if not other._values and other.default == 0 and min(self._values.values(), default=0) >= 0:
+            return self
+        return self.sub(other).clamp_non_negative()
+
     # comparisons ----------------------------------------------------------------------------
     def less_equal(self, other: Resources, missing: float | None = None) -> bool:
         """Volcano LessEqual; ``missing`` overrides ``other``'s default for absent scalars.

@@ -87,10 +87,10 @@ class Session(Dispatch):
         # No class shortcut or signature-keyed cache may answer for these tasks.
         self.unique_predicates = set()
         self.cycle_state = CycleState()
-        # Whether a job can never run as submitted (its sentence, else None): the verdict,
-        # which sits above the plugins, given by whoever opens the session
+        # Whether each of some jobs can never run as submitted (its sentence, else None): the
+        # verdict, which sits above the plugins, given by whoever opens the session
         # (``cycle.open_session``); None leaves every job in its queue's demand.
-        self.never_judge: Callable[[Job], str | None] | None = None
+        self.never_judge: Callable[[list[Job]], list[str | None]] | None = None
         self._build(snapshot)
         self.node_index = NodeIndex(self.node_list)
         for node in self.node_list:
@@ -185,7 +185,7 @@ class Session(Dispatch):
                     ledger.hold(GpuNeed(milli=milli, memory=memory), (index,))
             self.nodes[info.name] = Node(
                 info,
-                idle=allocatable.sub(info.used_by_others).clamp_non_negative(),
+                idle=allocatable.sub_clamped(info.used_by_others),
                 used=info.used_by_others,
                 labels=dict(info.labels),
                 shape=shape,

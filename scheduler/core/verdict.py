@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable
 
 from scheduler.core.devices import devices_fit
 from scheduler.core.reasons import (
@@ -53,48 +54,93 @@ Shape = tuple[Resources, tuple[object, ...]]
 
 NEVER_PREFIX = "can never run as submitted: "
 _DONE = (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
+_UNJUDGED = object()  # not in the per-job memo yet (None is a verdict: it can run)
 
 
 # never ----------------------------------------------------------------------------------------
 def never_reason(ssn: Session, job: Job) -> str | None:
-    """The sentence when ``job`` can never run as submitted, else None. Memoised per job
-    shape: thousands of pending jobs share a few shapes."""
-    info = job.info
-    if info.queue not in ssn.queues:
-        return (
-            f"{NEVER_PREFIX}queue '{info.queue}' does not exist; resubmit it to an existing queue"
-        )
-    if job.ready_task_num() >= job.min_available:
-        return None  # running: what still waits are elastic extras
-    # Asked at open (the quota's demand) and again at close: no pod finishes in between and
-    # a pod's request, rules and role stay, so the key, hence the answer, is the job's.
-    by_job: dict[str, str | None] = ssn.cycle_state.get("verdict.never_by_job", dict)
-    name = info.name
-    if name in by_job:
-        return by_job[name]
-    signature = ssn.predicate_signature
-    if len(job.tasks) == 1:  # most jobs: no list comprehension
-        (task,) = job.tasks.values()
-        tasks = [] if task.status in _DONE else [task]
-    else:
-        tasks = [t for t in job.tasks.values() if t.status not in _DONE]
-    need = job.min_available - job.count(TaskStatus.SUCCEEDED)
-    key = (
-        info.queue,
-        info.namespace,
-        need,
-        tuple([(t.resreq, signature(t), t.info.role) for t in tasks]),
-    )
-    memo: dict[tuple[object, ...], str | None] = ssn.cycle_state.get("verdict.never", dict)
-    try:
-        found = memo[key]  # one hash of the key: thousands of jobs, a few hundred keys
-    except KeyError:
-        found = memo[key] = _never(ssn, job, ssn.queues[info.queue], tasks, need)
-    by_job[name] = found
+    """The sentence when ``job`` can never run as submitted, else None."""
+    (found,) = never_reasons(ssn, (job,))
     return found
 
 
-def _never(ssn: Session, job: Job, queue: Queue, tasks: list[Task], need: int) -> str | None:
+def never_reasons(ssn: Session, jobs: Iterable[Job]) -> list[str | None]:
+    """``never_reason`` of each of ``jobs``, in order. Memoised per job shape (thousands of
+    pending jobs share a few shapes) and per job: asked at open for every job with pending
+    pods (the quotas' demand) and at close for every unplaced one, so the memos are fetched
+    once per call, not once per job."""
+    # Asked at open and again at close: no pod finishes in between and a pod's request, rules
+    # and role stay, so the key, hence the answer, is the job's.
+    by_job: dict[str, str | None] = ssn.cycle_state.get("verdict.never_by_job", dict)
+    memo: dict[tuple[object, ...], str | None] = ssn.cycle_state.get("verdict.never", dict)
+    queues = ssn.queues
+    signature = ssn.predicate_signature
+    out: list[str | None] = []
+    for job in jobs:
+        info = job.info
+        if info.queue not in queues:
+            out.append(
+                f"{NEVER_PREFIX}queue '{info.queue}' does not exist; resubmit it to an "
+                "existing queue"
+            )
+            continue
+        if job.ready >= job.min_available:
+            out.append(None)  # running: what still waits are elastic extras
+            continue
+        name = info.name
+        found = by_job.get(name, _UNJUDGED)
+        if found is _UNJUDGED:
+            found = by_job[name] = _judged(ssn, job, memo, signature)
+        out.append(found)  # type: ignore[arg-type]  # a sentence or None once judged
+    return out
+
+
+def _judged(
+    ssn: Session,
+    job: Job,
+    memo: dict[tuple[object, ...], str | None],
+    signature: Callable[[Task], tuple[object, ...]],
+) -> str | None:
+    """The verdict through the memo of job shapes. A request is keyed by its identity: the
+    session interns requests (``Session._build``), so one vector is one object, and a key
+    hashes without calling ``Resources.__hash__``."""
+    info = job.info
+    need = job.min_available - job.counts.get(TaskStatus.SUCCEEDED, 0)
+    key: tuple[object, ...]
+    if len(job.tasks) == 1:  # most jobs: a flat key, one element longer than a gang's
+        (task,) = job.tasks.values()
+        if task.status in _DONE:
+            tasks = []
+            key = (info.queue, info.namespace, need, job.min_available, ())
+            pods: tuple[object, ...] = ()
+        else:
+            tasks = [task]
+            key = (
+                info.queue,
+                info.namespace,
+                need,
+                job.min_available,  # the sentence names it when too few pods are left
+                id(task.resreq),
+                signature(task),
+                task.info.role,
+            )
+    else:
+        tasks = [t for t in job.tasks.values() if t.status not in _DONE]
+        pods = tuple([(id(t.resreq), signature(t), t.info.role) for t in tasks])
+        key = (info.queue, info.namespace, need, job.min_available, pods)
+    try:
+        return memo[key]  # one hash of the key: thousands of jobs, a few hundred keys
+    except KeyError:
+        if len(job.tasks) == 1 and tasks:
+            pods = (key[4:],)  # the single pod's (request, signature, role)
+        found = memo[key] = _never(ssn, job, ssn.queues[info.queue], tasks, need, pods)
+        return found
+
+
+def _never(
+    ssn: Session, job: Job, queue: Queue, tasks: list[Task], need: int, pods: tuple[object, ...]
+) -> str | None:
+    """``pods``: each of ``tasks``' (request identity, signature, role), in order."""
     lead = _lead(job)
     if not queue.info.is_open:
         return (
@@ -106,15 +152,31 @@ def _never(ssn: Session, job: Job, queue: Queue, tasks: list[Task], need: int) -
             f"{NEVER_PREFIX}it has {len(tasks)} {_pods(len(tasks))} left but needs "
             f"{need} running together (min_available {job.min_available}); lower min_available"
         )
+    # What the nodes say depends on the pods and the gang only: one answer for every queue
+    # and tenant (a synthetic 1k/10k cycle: 6 pod sets in 300 job shapes).
+    by_pods: dict[tuple[object, ...], tuple[str | None, Resources | None]]
+    by_pods = ssn.cycle_state.get("verdict.never_by_pods", dict)
+    found = by_pods.get((need, pods))
+    if found is None:
+        found = by_pods[need, pods] = _nodes_verdict(ssn, tasks, need)
+    sentence, gang = found
+    if gang is None:
+        return sentence
+    return _quota_never(ssn, queue, gang, need, lead)
+
+
+def _nodes_verdict(
+    ssn: Session, tasks: list[Task], need: int
+) -> tuple[str | None, Resources | None]:
+    """(never's sentence, None) when no nodes can hold ``need`` of ``tasks`` at once, else
+    (None, the least the gang asks for together), for the queue's quota to judge."""
     fits = _node_fits(ssn, tasks)
     placeable = [t for t in tasks if fits[_shape(ssn, t)][1]]
     if len(placeable) < need:
-        return _no_node_sentence(ssn, tasks, fits)
+        return _no_node_sentence(ssn, tasks, fits), None
     gang = _gang_minimum(placeable, need)
     sentence = _packing_sentence(ssn, placeable, fits, need, gang)
-    if sentence is None:
-        sentence = _quota_never(ssn, queue, gang, need, lead)
-    return sentence
+    return (sentence, None) if sentence is not None else (None, gang)
 
 
 def _lead(job: Job) -> str:
@@ -806,6 +868,7 @@ __all__ = [
     "idle_note",
     "reclaim_note",
     "never_reason",
+    "never_reasons",
     "nodes_conclusion",
     "position",
     "quota_conclusion",

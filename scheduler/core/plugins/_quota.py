@@ -109,10 +109,10 @@ def demand_exclusions(ssn: Session, exclude: bool) -> frozenset[str]:
         return frozenset()
 
     def work_out() -> frozenset[str]:
+        waiting = [job for job in ssn.jobs.values() if job.counts.get(TaskStatus.PENDING)]
+        verdicts = judge(waiting)
         return frozenset(
-            job.name
-            for job in ssn.jobs.values()
-            if job.counts.get(TaskStatus.PENDING) and judge(job) is not None
+            job.name for job, never in zip(waiting, verdicts, strict=True) if never is not None
         )
 
     found: frozenset[str] = ssn.cycle_state.get("quota.never_runnable", work_out)

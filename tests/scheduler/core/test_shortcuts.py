@@ -135,6 +135,11 @@ def test_resource_arithmetic_matches_the_generic_combine(seed):
         ):
             assert repr(sorted(fast.explicit().items())) == repr(sorted(slow.explicit().items()))
             assert repr(fast.default) == repr(slow.default)
+        # a node's idle at open: the same numbers, whether or not anything was subtracted
+        for other in (right, Resources(), Resources({}, default=0)):
+            clamped, plain = left.sub_clamped(other), left.sub(other).clamp_non_negative()
+            assert clamped.explicit() == plain.explicit()
+            assert clamped.default == plain.default
 
 
 def _many_domains_snapshot(seed: int, running: float):

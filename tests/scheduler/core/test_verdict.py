@@ -9,9 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.config import default_conf, parse_conf
-from scheduler.core.cycle import run_cycle
-from scheduler.core.session import Session
+from scheduler.core.cycle import open_session, run_cycle
+from scheduler.core.session import CycleState, Session
 from scheduler.core.types import Snapshot
+from scheduler.core.verdict import never_reason, never_reasons
 from tests.scheduler.core.builders import (
     SEED_TIERS,
     make_job,
@@ -20,7 +21,7 @@ from tests.scheduler.core.builders import (
     make_task,
     res,
 )
-from tests.scheduler.core.strategies import snapshots, weird_snapshots
+from tests.scheduler.core.strategies import confs, snapshots, weird_snapshots
 
 DEMO = [make_node(f"gpu-worker-{i}") for i in range(1, 5)]  # 4 x 8 GPUs
 
@@ -322,3 +323,95 @@ def test_nodes_grouped_by_allocatable_judge_like_each_node(snapshot):
     grouped = run_cycle(snapshot, conf)
     with patch.object(Session, "lasting_filter", lambda self: lambda task, node: None):
         assert run_cycle(snapshot, conf) == grouped
+
+
+# The memos: one session judges every job at once, each shape worked out once --------------------
+def _each_on_its_own(snapshot, conf):
+    """Every job's verdict with the memos emptied before it: the plain path."""
+    ssn = open_session(snapshot, conf)
+    verdicts = {}
+    for job in ssn.jobs.values():
+        ssn.cycle_state = CycleState()
+        verdicts[job.name] = never_reason(ssn, job)
+    return verdicts
+
+
+def _all_at_once(snapshot, conf):
+    ssn = open_session(snapshot, conf)
+    jobs = list(ssn.jobs.values())
+    return dict(zip([job.name for job in jobs], never_reasons(ssn, jobs), strict=True))
+
+
+def test_jobs_that_differ_in_one_input_of_the_never_key_each_get_their_own():
+    # Each pair has the same shape but one input of the memo's key, and opposite verdicts.
+    nodes = [make_node(f"n{i}", labels=(("zone", "a"),)) for i in range(4)]
+    queues = [make_queue("q", capability={"gpu": 16}), make_queue("open")]
+    done = make_task("done-0", gpu=8, status="Succeeded")
+
+    def job(name, gpus, queue="q", min_available=None, extra=(), **task_kw):
+        tasks = [make_task(f"{name}-{i}", gpu=gpus, **task_kw) for i in range(3)]
+        return make_job(name, queue, [*extra, *tasks], 1, min_available=min_available)
+
+    jobs = [
+        job("capped", 8),  # 24 GPUs in a queue capped at 16
+        job("uncapped", 8, queue="open"),
+        job("small", 4),
+        job("needs-3", 8, min_available=2),  # 2 of 8 fit the cap
+        job("one-done", 8, min_available=3, extra=[done]),  # one succeeded: 2 still needed
+        job("no-zone", 4, node_selector=(("zone", "b"),)),
+        job("zone-a", 4, node_selector=(("zone", "a"),)),
+        replace(job("capped-t1", 8), namespace="t1"),  # never too, naming t1's lead
+        # 3 pods left of 4 needed, and of 5 needed with one done: the sentences name each one's
+        job("short", 1, queue="open", min_available=4),
+        job("short-done", 1, queue="open", min_available=5, extra=[done]),
+    ]
+
+    def single(name, gpus, queue="q", **task_kw):
+        return make_job(name, queue, [make_task(f"{name}-0", gpu=gpus, **task_kw)], 1)
+
+    jobs += [  # single-pod jobs have a key of their own
+        single("pod-capped", 8, queue="q4"),
+        single("pod-uncapped", 8, queue="open"),
+        replace(single("pod-t1", 8, queue="q4"), namespace="t1"),
+        single("pod-small", 4, queue="q4"),
+        single("pod-no-zone", 4, node_selector=(("zone", "b"),)),
+        single("pod-zone-a", 4, node_selector=(("zone", "a"),)),
+    ]
+    queues.append(make_queue("q4", capability={"gpu": 4}))
+    snapshot = Snapshot(tuple(nodes), tuple(queues), tuple(jobs), now=0.0)
+    conf = parse_conf({"actions": "enqueue, allocate", "tiers": SEED_TIERS})  # predicates on
+    verdicts = _all_at_once(snapshot, conf)
+    assert verdicts == _each_on_its_own(snapshot, conf)
+    never = {name for name, sentence in verdicts.items() if sentence is not None}
+    assert never == {
+        "capped",
+        "capped-t1",
+        "no-zone",
+        "short",
+        "short-done",
+        "pod-capped",
+        "pod-t1",
+        "pod-no-zone",
+    }
+    assert "min_available 4" in verdicts["short"]
+    assert "min_available 5" in verdicts["short-done"]
+    assert "a lead of t1" in verdicts["capped-t1"]
+    assert "a lead of t1" in verdicts["pod-t1"]
+    assert "a lead of t1" not in verdicts["pod-capped"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    snapshot=st.one_of(snapshots(), weird_snapshots()),
+    tenants=st.lists(st.booleans()),
+    conf=confs(),
+)
+def test_never_verdicts_at_once_read_like_each_jobs_own(snapshot, tenants, conf):
+    # some jobs moved to another tenant: a sentence names the tenant's lead
+    jobs = tuple(
+        replace(job, namespace="t1") if i < len(tenants) and tenants[i] else job
+        for i, job in enumerate(snapshot.jobs)
+    )
+    snapshot = replace(snapshot, jobs=jobs)
+    _, conf = conf
+    assert _all_at_once(snapshot, conf) == _each_on_its_own(snapshot, conf)

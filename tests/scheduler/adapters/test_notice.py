@@ -31,6 +31,7 @@ from scheduler.adapters.orchestrator import scheduling_cycle_run
 from scheduler.adapters.reconcile import ReconcilePlan, ReconcileReport
 from tests.factories import MembershipFactory, NodeFactory, UserFactory
 from tests.scheduler.adapters.cluster.fakes import EmptyCluster
+from tests.scheduler.adapters.conftest import CycleClock
 from tests.scheduler.conftest import submit_job
 
 pytestmark = pytest.mark.django_db
@@ -38,17 +39,9 @@ NOTICE = 300  # far longer than the 5 s between cycles
 START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @pytest.fixture
 def clock():
-    return Clock()
+    return CycleClock(START)
 
 
 @pytest.fixture

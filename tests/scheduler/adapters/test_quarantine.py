@@ -24,22 +24,15 @@ from scheduler.adapters.cluster.simulated import SimulatedBackend
 from scheduler.adapters.orchestrator import scheduling_cycle_run
 from scheduler.adapters.quarantine import find_culprits
 from tests.factories import JobFactory, JobTaskFactory, NodeFactory, PlacementFactory
+from tests.scheduler.adapters.conftest import CycleClock
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @pytest.fixture
 def clock():
-    return Clock()
+    return CycleClock(T0)
 
 
 @pytest.fixture

@@ -66,21 +66,24 @@ def test_the_simulated_nodes_carry_what_the_emulators_other_pods_request():
 
 
 @pytest.mark.slow
-def test_a_tiny_run_of_both_backends_prints_cycles_summaries_and_the_comparison(tmp_path):
+def bench_lines(tmp_path: Path, *args: str) -> list[dict]:
+    """bench_cycle's JSON lines, run on a SQLite file of its own."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "portal.settings.local",
         "DATABASE_URL": f"sqlite:///{tmp_path / 'bench.sqlite3'}",
         "PORTAL_VAR_DIR": str(tmp_path),
     }
-    command = [sys.executable, "-m", "scheduler.adapters.bench_cycle", "--nodes", "3",
-               "--jobs", "6", "--queues", "2", "--cycles", "3", "--backend", "both",
-               "--foreign-pods", "12", "--churn", "2"]  # fmt: skip
+    command = [sys.executable, "-m", "scheduler.adapters.bench_cycle", *args]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300, check=False)  # fmt: skip
-
     assert done.returncode == 0, done.stderr[-3000:]
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def test_a_tiny_run_of_both_backends_prints_cycles_summaries_and_the_comparison(tmp_path):
+    lines = bench_lines(tmp_path, "--nodes", "3", "--jobs", "6", "--queues", "2", "--cycles",
+                        "3", "--backend", "both", "--foreign-pods", "12", "--churn", "2")  # fmt: skip
     simulated, kubernetes, compared = lines[3], lines[7], lines[8]
     for cycles in (lines[0:3], lines[4:7]):
         assert [line["cycle"] for line in cycles] == [1, 2, 3]
@@ -97,19 +100,8 @@ def test_a_tiny_run_of_both_backends_prints_cycles_summaries_and_the_comparison(
 
 
 def test_plan_busy_alternates_cycles_beside_a_planning_worker(tmp_path):
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "portal.settings.local",
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'bench.sqlite3'}",
-        "PORTAL_VAR_DIR": str(tmp_path),
-    }
-    command = [sys.executable, "-m", "scheduler.adapters.bench_cycle", "--nodes", "2",
-               "--jobs", "12", "--queues", "2", "--cycles", "2", "--plan-busy"]  # fmt: skip
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)  # fmt: skip
-
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    lines = bench_lines(tmp_path, "--nodes", "2", "--jobs", "12", "--queues", "2", "--cycles",
+                        "2", "--plan-busy")  # fmt: skip
     cycles, figures = lines[:-1], lines[-1]["plan_busy"]
     assert [line["cycle"] for line in cycles] == [1, 2, 3, 4, 5, 6]
     assert [line.get("plan_busy") for line in cycles[2:]] == [True, False, True, False]

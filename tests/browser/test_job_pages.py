@@ -155,8 +155,11 @@ def test_a_new_user_submits_the_sample_manifest(demo, open_as):
     with page.expect_download() as download:
         page.click("text=Download a sample manifest")
     assert download.value.suggested_filename == "sample-volcano-job.yaml"
-    page.click("#use-sample")
-    page.wait_for_function("document.getElementById('id_text').value.includes('sample-train')")
+    # The link loads the page again: wait for the new document, not a poll that may read
+    # the old one while it is torn down (a null text box).
+    with page.expect_navigation(url="**/jobs/upload/?sample=1"):
+        page.click("#use-sample")
+    assert "sample-train" in page.input_value("#id_text")
     page.click("button:has-text('Submit the job')")
     page.wait_for_selector("text=Job sample-train was submitted to queue")
     assert page.inner_text("h1").startswith("Job sample-train")

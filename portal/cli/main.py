@@ -323,6 +323,8 @@ def run(args: argparse.Namespace, client: ApiClient, out: TextIO) -> None:  # no
             print(f"kind: {why['pending_kind']}", file=out)
         if why["pending_reason"]:
             print(f"reason: {why['pending_reason']}", file=out)
+        if (notice := why.get("notice")) is not None:
+            print(f"notice: {notice['text']}", file=out)
         if why["position"] is not None:
             print(why["position_text"], file=out)
         if (estimate := why.get("estimated_start_range")) is not None:

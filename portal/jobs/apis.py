@@ -46,11 +46,12 @@ from portal.tenants.access import visible_tenants
 from .access import can_cancel_job
 from .dry_run import job_render
 from .models import TASK_DEFAULT_CPU_MILLIS, TASK_DEFAULT_MEMORY_BYTES, Job
-from .presentation import estimate_data, job_detail_data, job_url
+from .presentation import estimate_data, job_detail_data, job_url, notice_data
 from .selectors import (
     job_get,
     job_gpu_asks,
     job_pod_names,
+    job_pod_notice,
     job_queue_position,
     job_search,
     job_state,
@@ -265,6 +266,12 @@ class JobDetailApi(ApiView):
             gpu_milli = serializers.IntegerField(source="milli_held")
             gpu_devices = serializers.ListField(
                 child=serializers.IntegerField(), help_text="GPU device indices on the node"
+            )
+            notice_deadline = serializers.DateTimeField(
+                allow_null=True,
+                help_text="When the pod is deleted, if it was told (a preemption with notice "
+                "or the run-time limit's end); null otherwise. The pod reads the same instant "
+                "in /etc/podinfo/preemption-deadline.",
             )
 
         class EndedPodSerializer(ApiSerializer):
@@ -889,6 +896,11 @@ class JobWhyApi(ApiView):
             help_text="As in the job's detail: outlook, earliest, latest, until, computed_at, "
             "text.",
         )
+        notice = serializers.DictField(
+            allow_null=True,
+            help_text="Its live pods told they are deleted at a deadline: deadline, given_at, "
+            'pods, cause ("preempted" or "runtime-limit") and text; null without one.',
+        )
 
     @extend_schema(
         operation_id="jobs_why",
@@ -930,6 +942,7 @@ class JobWhyApi(ApiView):
                         "computed_at": "2025-01-01T12:00:00Z",
                         "text": "likely to start 14:10-15:30 UTC",
                     },
+                    "notice": None,
                 },
             )
         ],
@@ -954,5 +967,6 @@ class JobWhyApi(ApiView):
             "jobs_ahead": line.ahead if line else [],
             "hidden_jobs_ahead": line.hidden if line else 0,
             **estimate_data(job),
+            "notice": notice_data(job_pod_notice(job=job)),
         }
         return Response(self.OutputSerializer(data).data)

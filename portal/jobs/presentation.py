@@ -10,7 +10,7 @@ from rest_framework import serializers
 from .access import can_cancel_job
 from .estimates import estimate_fields, job_start_estimate
 from .models import Job
-from .selectors import job_gpu_asks
+from .selectors import PodNotice, job_gpu_asks
 
 
 def job_url(job: Job, suffix: str = "") -> str:
@@ -34,6 +34,19 @@ def estimate_data(job: Job) -> dict[str, Any]:
         for key in ("earliest", "latest", "until", "computed_at"):
             bounds[key] = _stamp(bounds[key])
     return fields
+
+
+def notice_data(notice: PodNotice | None) -> dict[str, Any] | None:
+    """`why`'s ``notice``: the job's pods told they are deleted at a deadline, or None."""
+    if notice is None:
+        return None
+    return {
+        "deadline": _stamp(notice.deadline),
+        "given_at": _stamp(notice.given_at),
+        "pods": notice.pods,
+        "cause": "preempted" if notice.preempted else "runtime-limit",
+        "text": notice.text,
+    }
 
 
 def job_detail_data(
@@ -110,6 +123,7 @@ def job_detail_data(
                 "gpus": placement.gpus_held,
                 "gpu_milli": placement.milli_held,
                 "gpu_devices": list(placement.gpu_devices),
+                "notice_deadline": _stamp(placement.notice_deadline),
             }
             for placement in placements
         ],

@@ -455,3 +455,52 @@ def jobs_backing_off(*, now: datetime) -> int:
         held = status in WAITING and in_backoff(attempts, backoff, now)
         count += bool(held or nodes_avoided(attempts, backoff, now))
     return count
+
+
+@dataclass(frozen=True)
+class PodNotice:
+    """The job's live pods told they are deleted at a deadline: by a preemption with notice,
+    or by its run-time limit (scheduler.adapters.notice). The job page, `why` in the API and
+    the CLI say it, so a researcher learns of it where they look, not only in the history."""
+
+    deadline: datetime
+    given_at: datetime
+    pods: int
+    preempted: bool  # False: the run-time limit's deadline
+
+    @property
+    def text(self) -> str:
+        from jobspec.notice import DEADLINE_PATH
+
+        pods = "its pod is" if self.pods == 1 else f"{self.pods} of its pods are"
+        cause = "preempted" if self.preempted else "at its run-time limit"
+        return (
+            f"{cause}: {pods} deleted at {clock_text(self.deadline)} (told at "
+            f"{clock_text(self.given_at)}); checkpoint and exit before then. Each pod reads the "
+            f"deadline in {DEADLINE_PATH}."
+        )
+
+
+def job_pod_notice(*, job: Job) -> PodNotice | None:
+    """The earliest deadline among the job's live pods under notice (None without one, or
+    once the job has ended: its pods are deleted at once then)."""
+    from django.db.models import Count, Min
+
+    from portal.cluster.models import Placement
+
+    if job.is_terminal:
+        return None
+    told = Placement.objects.filter(
+        job_id=job.pk,
+        state__in=Placement.ACTIVE_STATES,
+        notice_deadline__isnull=False,
+        notice_end="",
+    ).aggregate(deadline=Min("notice_deadline"), given=Min("notice_given_at"), pods=Count("id"))
+    if told["deadline"] is None:
+        return None
+    return PodNotice(
+        deadline=told["deadline"],
+        given_at=told["given"] or told["deadline"],
+        pods=told["pods"],
+        preempted=job.status in WAITING_STATUSES,
+    )

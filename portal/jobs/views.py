@@ -36,6 +36,7 @@ from .selectors import (
     job_gpu_asks,
     job_list,
     job_pod_names,
+    job_pod_notice,
     job_queue_rank,
     job_start_attempts,
     job_state,
@@ -200,6 +201,7 @@ def _job_page(request: HttpRequest, job_id: int) -> dict[str, Any]:
         "plugins": sorted((job.plugins or {}).items()),
         "ray_dashboard": _ray_dashboard(job),
         "start_attempts": job_start_attempts(job=job, now=timezone.now()),
+        "pod_notice": job_pod_notice(job=job),
     }
 
 

@@ -231,6 +231,23 @@ def test_why_prints_the_estimated_start(gpuq, nlp_queue, researcher):
     assert "start: may start 14:10-15:30 UTC (estimated 2026-12-01 12:00:00 UTC)" in out
 
 
+def test_why_prints_the_notice_of_pods_about_to_be_deleted(gpuq, nlp_queue, researcher):
+    job = JobFactory(queue=nlp_queue, submitter=researcher, status=Job.Status.PREEMPTED)
+    given = datetime(2026, 12, 1, 12, 0, 10, tzinfo=UTC)
+    PlacementFactory(
+        task=JobTaskFactory(job=job),
+        state="releasing",
+        notice_given_at=given,
+        notice_deadline=given + timedelta(minutes=5),
+    )
+    code, out, _ = gpuq("why", str(job.pk))
+    assert code == 0
+    assert (
+        "notice: preempted: its pod is deleted at 12:05:10 UTC (told at 12:00:10 UTC); "
+        "checkpoint and exit before then." in out
+    )
+
+
 def test_queues_show_shares(gpuq, nlp_queue, vision_queue):
     QueueUsageSampleFactory(queue=nlp_queue, gpus_allocated=1, gpus_deserved=12.5, gpus_pending=2)
     running = JobTaskFactory(job=JobFactory(queue=nlp_queue), gpus=6)

@@ -13,6 +13,7 @@ from django.urls import reverse
 from jobspec.notice import DEADLINE_ANNOTATION, deadline_text
 from portal.cluster.models import Placement, SimulatedPod
 from portal.jobs.models import Job
+from portal.jobs.selectors import job_pod_notice
 from portal.jobs.services import job_cancel
 from portal.scheduling.models import PreemptionEvent
 from portal.tenants.models import Membership
@@ -217,6 +218,45 @@ def test_the_history_shows_the_notice_only_to_who_may_read_the_eviction(
     assert "12:05:10" not in page
 
 
+def test_the_victim_reads_its_deadline_where_it_looks_until_its_pod_is_gone(
+    people, nlp_queue, vision_queue, clock, client
+):
+    """Its page, its `why` and its placements in the API say when its pod is deleted while it
+    runs under notice; nothing once the pod has ended; nothing to another tenant."""
+    alice, nora, victor = people
+    victim, newcomer, _ = _reclaimed(people, nlp_queue, vision_queue, clock, notice=NOTICE)
+    told = "its pod is deleted at 12:05:10 UTC (told at 12:00:10 UTC)"
+    client.force_login(nora)
+    page = client.get(reverse("jobs:job_detail", args=[victim.pk])).content.decode()
+    assert f"<strong>Notice:</strong> Preempted: {told}" in page
+    assert "/etc/podinfo/preemption-deadline" in page
+    why = client.get(reverse("api:job_why", kwargs={"job_id": victim.pk})).json()
+    assert why["notice"] == {
+        "deadline": "2026-12-01T12:05:10Z",
+        "given_at": "2026-12-01T12:00:10Z",
+        "pods": 1,
+        "cause": "preempted",
+        "text": why["notice"]["text"],
+    }
+    assert told in why["notice"]["text"]
+    detail = client.get(reverse("api:job_detail", kwargs={"job_id": victim.pk})).json()
+    assert [p["notice_deadline"] for p in detail["placements"]] == ["2026-12-01T12:05:10Z"]
+
+    client.force_login(victor)
+    assert client.get(reverse("api:job_why", kwargs={"job_id": victim.pk})).status_code == 404
+    page = client.get(reverse("jobs:job_detail", args=[newcomer.pk])).content.decode()
+    assert "Notice:" not in page
+
+    # It checkpoints and exits: the notice is over.
+    clock.now += timedelta(seconds=60)
+    SimulatedPod.objects.filter(pk=_victim_pod(victim).pk).update(phase="Succeeded", exit_code=0)
+    cycle(clock)
+    client.force_login(nora)
+    assert client.get(reverse("api:job_why", kwargs={"job_id": victim.pk})).json()["notice"] is None
+    page = client.get(reverse("jobs:job_detail", args=[victim.pk])).content.decode()
+    assert "Notice:" not in page
+
+
 def test_a_job_within_its_notice_of_its_run_time_limit_is_told_the_limits_end(
     people, nlp_queue, clock
 ):
@@ -237,6 +277,9 @@ def test_a_job_within_its_notice_of_its_run_time_limit_is_told_the_limits_end(
     placement = Placement.objects.get(job=job)
     assert (placement.state, placement.notice_deadline) == (Placement.State.RUNNING, end)
     assert SimulatedPod.objects.get().annotations[DEADLINE_ANNOTATION] == deadline_text(end)
+    assert job_pod_notice(job=job).text.startswith(
+        f"at its run-time limit: its pod is deleted at {end:%H:%M:%S} UTC"
+    )
     clock.now = end
     cycle(clock)
     job.refresh_from_db()

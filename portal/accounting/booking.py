@@ -16,12 +16,17 @@ step, scheduler/adapters/ledger.py, reads the rows and writes the result).
   oldest first; what is above it is borrowed. Reclaim takes the newest pods first, so the
   placements booked as borrowed are the ones reclaim would take back.
 * Lost to preemption. A placement evicted in this cycle has its work from start to eviction
-  thrown away; it is booked as lost (a part of its use, not in addition to it).
+  thrown away; it is booked as lost (a part of its use, not in addition to it). A victim
+  given a preemption notice keeps running until its deadline: it loses nothing if it ends by
+  itself before then (it checkpointed, as the notice asked), and its work from start to
+  deadline if it is still there when the deadline comes, booked by the cycle whose interval
+  holds the deadline (`notice_losses`).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
@@ -42,6 +47,10 @@ class OpenPlacement:
     ended_at: int | None
     gpu_milli: int
     cpu_milli: int
+    # The preemption notice's deadline (seconds since 1970), and whether the pod ended before
+    # it (by itself, or with its cancelled job); None / False without a notice.
+    notice_deadline: int | None = None
+    notice_ended_early: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,16 +95,35 @@ def booked_seconds(placement: OpenPlacement, since: int | None, until: int) -> i
     return max(0, end - start)
 
 
+def notice_losses(
+    placements: Iterable[OpenPlacement], since: int | None, until: int
+) -> dict[int, int]:
+    """Placement id -> its deadline, for the placements under notice whose deadline falls in
+    (since, until] and that had not ended before it: their work is thrown away now. The
+    intervals of successive cycles meet end to end, so each deadline is booked once. (The
+    caller keeps only the notices a preemption gave: a run-time limit's end is no loss to
+    preemption.)"""
+    return {
+        p.id: p.notice_deadline
+        for p in placements
+        if p.notice_deadline is not None
+        and not p.notice_ended_early
+        and (since is None or p.notice_deadline > since)
+        and p.notice_deadline <= until
+    }
+
+
 def book(
     placements: list[OpenPlacement],
     *,
     lines: dict[int, Line],
-    evicted: set[int],
+    lost: Mapping[int, int],
     since: int | None,
     until: int,
 ) -> dict[Key, Amounts]:
-    """What one cycle adds to each tenant/queue/user. A queue without a line (its shares
-    unknown) books everything as borrowed."""
+    """What one cycle adds to each tenant/queue/user. `lost`: placement id -> when its work
+    was thrown away (its eviction's `until`, or its notice's deadline). A queue without a
+    line (its shares unknown) books everything as borrowed."""
     by_queue: dict[int, list[OpenPlacement]] = defaultdict(list)
     for placement in placements:
         by_queue[placement.queue_id].append(placement)
@@ -106,10 +134,10 @@ def book(
         for placement in sorted(queue_placements, key=lambda p: (p.started_at, p.id)):
             key = (placement.tenant_id, placement.queue_id, placement.user_id)
             amounts = booked[key]
-            if placement.id in evicted:
-                lost = max(0, until - placement.started_at)
-                amounts.gpu_milli_seconds_lost += placement.gpu_milli * lost
-                amounts.cpu_milli_seconds_lost += placement.cpu_milli * lost
+            if (thrown_away_at := lost.get(placement.id)) is not None:
+                work = max(0, thrown_away_at - placement.started_at)
+                amounts.gpu_milli_seconds_lost += placement.gpu_milli * work
+                amounts.cpu_milli_seconds_lost += placement.cpu_milli * work
             seconds = booked_seconds(placement, since, until)
             if not seconds:
                 continue

@@ -24,10 +24,12 @@ from scheduler.adapters.portal_port import (
     Line,
     OpenPlacement,
     Placement,
+    PreemptionEvent,
     book,
     epoch_seconds,
     from_epoch_seconds,
     month_of,
+    notice_losses,
     whole_second,
 )
 from scheduler.adapters.snapshot import SnapshotBundle
@@ -41,22 +43,30 @@ PLACEMENT_COLUMNS = (
     "gpus",
     "gpu_milli",
     "task__cpu_millis",
+    "notice_end",
 )
+# How a pod under notice ended before its deadline: nothing of its work was thrown away.
+ENDED_EARLY = (Placement.NoticeEnd.ITSELF, Placement.NoticeEnd.EARLY)
 
 
 def ledger_book(
     *, bundle: SnapshotBundle, result: CycleResult, evicted: set[int], now: datetime
 ) -> None:
+    """`evicted`: the placements this cycle evicted without a notice (their work is thrown
+    away now); a victim given a notice loses its work at its deadline, if it is still there."""
     clock = LedgerClock.objects.select_for_update().first()
     since = epoch_seconds(clock.booked_until) if clock is not None else None
     until = epoch_seconds(now) if since is None else max(epoch_seconds(now), since)
     open_now = Q(state__in=Placement.ACTIVE_STATES)
     if since is not None:
         open_now |= Q(ended_at__gt=from_epoch_seconds(since))
+    placements = _open_placements(open_now)
+    lost = _preemption_deadlines(notice_losses(placements, since, until))
+    lost.update(dict.fromkeys(evicted, until))
     booked = book(
-        _open_placements(open_now),
+        placements,
         lines=_lines(bundle, result),
-        evicted=evicted,
+        lost=lost,
         since=since,
         until=until,
     )
@@ -68,18 +78,33 @@ def ledger_book(
         LedgerClock.objects.filter(pk=clock.pk).update(booked_until=booked_until)
 
 
+def _preemption_deadlines(deadlines: dict[int, int]) -> dict[int, int]:
+    """The deadlines a preemption gave (its event points at the placement), not a run-time
+    limit's: one query, only in a cycle that holds a deadline."""
+    if not deadlines:
+        return {}
+    preempted = PreemptionEvent.objects.filter(placement_id__in=deadlines).values_list(
+        "placement_id", flat=True
+    )
+    return {placement_id: deadlines[placement_id] for placement_id in set(preempted)}
+
+
 def _open_placements(open_now: Q) -> list[OpenPlacement]:
     """One read, times as whole seconds since 1970 computed by the database where it can:
     parsing a timestamp per row was most of the step's time at a few thousand pods."""
     placements = Placement.objects.filter(open_now).order_by()
     if connection.vendor in EpochSeconds.VENDORS:
         rows = placements.annotate(
-            start=EpochSeconds("started_at"), end=EpochSeconds("ended_at")
-        ).values_list(*PLACEMENT_COLUMNS, "start", "end")
+            start=EpochSeconds("started_at"),
+            end=EpochSeconds("ended_at"),
+            deadline=EpochSeconds("notice_deadline"),
+        ).values_list(*PLACEMENT_COLUMNS, "start", "end", "deadline")
     else:
         rows = (
-            (*row[:-2], epoch_seconds(row[-2]), row[-1] and epoch_seconds(row[-1]))
-            for row in placements.values_list(*PLACEMENT_COLUMNS, "started_at", "ended_at")
+            (*row[:-3], *(at and epoch_seconds(at) for at in row[-3:]))
+            for row in placements.values_list(
+                *PLACEMENT_COLUMNS, "started_at", "ended_at", "notice_deadline"
+            )
         )
     return [
         OpenPlacement(
@@ -92,9 +117,14 @@ def _open_placements(open_now: Q) -> list[OpenPlacement]:
             # A share of a device holds its milli-GPU; rows from before shares, whole GPUs.
             gpu_milli=max(gpu_milli, gpus * MILLI),
             cpu_milli=cpu_millis,
+            notice_deadline=deadline,
+            notice_ended_early=notice_end in ENDED_EARLY,
         )
-        for pk, tenant_id, queue_id, user_id, gpus, gpu_milli, cpu_millis, start, end in rows
-    ]
+        for (
+            pk, tenant_id, queue_id, user_id, gpus, gpu_milli, cpu_millis, notice_end,
+            start, end, deadline,
+        ) in rows
+    ]  # fmt: skip
 
 
 def _lines(bundle: SnapshotBundle, result: CycleResult) -> dict[int, Line]:

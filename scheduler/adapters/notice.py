@@ -43,15 +43,17 @@ def notice_deadline(now: datetime, seconds: int) -> datetime:
     return at if not at.microsecond else at.replace(microsecond=0) + timedelta(seconds=1)
 
 
-def notices_give(placements: Iterable[tuple[int, int]], now: datetime) -> None:
+def notices_give(placements: Iterable[tuple[int, int]], now: datetime) -> set[int]:
     """`placements`: (placement id, its queue's notice in seconds). Each with a notice gets
-    its deadline, unless it was told of an earlier one (its run-time limit's)."""
+    its deadline, unless it was told of an earlier one (its run-time limit's). Returns the
+    ids under notice now: their pods are not deleted yet."""
     by_deadline: dict[datetime, list[int]] = defaultdict(list)
     for placement_id, seconds in placements:
         if seconds > 0:
             by_deadline[notice_deadline(now, seconds)].append(placement_id)
     for deadline, ids in sorted(by_deadline.items()):
         placements_notice_give(ids=ids, deadline=deadline, at=now)
+    return {placement_id for ids in by_deadline.values() for placement_id in ids}
 
 
 @dataclass(frozen=True, slots=True)

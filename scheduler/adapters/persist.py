@@ -161,7 +161,8 @@ def _persist_evictions(
     now: datetime,
     transitions: CycleTransitions,
 ) -> set[int]:
-    """Returns the ids of the placements released (evicted, or with their broken gang)."""
+    """Returns the ids of the placements released (evicted, or with their broken gang) and
+    deleted at once: not those given a preemption notice, which run until their deadline."""
     if not result.evictions:
         return set()
     index = bundle.index
@@ -200,7 +201,7 @@ def _persist_evictions(
     for placement in released.values():
         placement.state = Placement.State.RELEASING
     ids_update(Placement, released, state=Placement.State.RELEASING, updated_at=now)
-    notices_give(
+    told = notices_give(
         ((p.id, _notice_seconds(index.jobs[str(p.job_id)])) for p in released.values()), now
     )
     PreemptionEvent.objects.bulk_create(events, batch_size=BATCH)
@@ -217,7 +218,7 @@ def _persist_evictions(
     for change, jobs in preempted.items():
         if stamps := stamp_columns(change, now):  # none today: a preemption stamps no time
             ids_update(Job, [job.id for job in jobs], **stamps)
-    return set(released)
+    return set(released) - told
 
 
 def _notice_seconds(job: JobRow) -> int:

@@ -17,6 +17,7 @@ from portal.accounting.booking import (
     epoch_seconds,
     from_epoch_seconds,
     month_of,
+    notice_losses,
 )
 from portal.accounting.models import LedgerClock, LedgerEntry
 from portal.cluster.models import (
@@ -122,6 +123,7 @@ __all__ = [
     "LedgerEntry",
     "OpenPlacement",
     "book",
+    "notice_losses",
     "epoch_seconds",
     "from_epoch_seconds",
     "month_of",

@@ -1,8 +1,17 @@
 """The booking rules alone: interval, month, the guarantee line, lost work."""
 
+from dataclasses import replace
 from datetime import UTC, date, datetime
 
-from portal.accounting.booking import Amounts, Line, OpenPlacement, book, booked_seconds, month_of
+from portal.accounting.booking import (
+    Amounts,
+    Line,
+    OpenPlacement,
+    book,
+    booked_seconds,
+    month_of,
+    notice_losses,
+)
 
 T0 = int(datetime(2026, 11, 10, 12, 0, tzinfo=UTC).timestamp())
 
@@ -35,7 +44,7 @@ def test_the_line_covers_the_oldest_placements_first():
     booked = book(
         placements,
         lines={1: Line(gpu_milli=3000, cpu_milli=1500)},
-        evicted=set(),
+        lost={},
         since=T0 + 10,
         until=T0 + 20,
     )
@@ -54,7 +63,7 @@ def test_a_queue_without_a_line_borrows_everything_and_users_are_kept_apart():
     booked = book(
         [_placement(1, user=7), _placement(2, user=8, queue=2)],
         lines={1: Line(gpu_milli=float("inf"), cpu_milli=0)},
-        evicted=set(),
+        lost={},
         since=T0,
         until=T0 + 5,
     )
@@ -69,7 +78,7 @@ def test_an_evicted_placement_loses_its_work_from_its_start():
     booked = book(
         [_placement(1, start=0, gpus=2, cpu=500)],
         lines={},
-        evicted={1},
+        lost={1: until},
         since=T0 + 290,
         until=until,
     )
@@ -79,9 +88,25 @@ def test_an_evicted_placement_loses_its_work_from_its_start():
 
 
 def test_nothing_to_book_books_nothing():
-    assert book([_placement(1, start=50)], lines={}, evicted=set(), since=T0, until=T0) == {}
+    assert book([_placement(1, start=50)], lines={}, lost={}, since=T0, until=T0) == {}
 
 
 def test_the_month_is_the_utc_month():
     assert month_of(datetime(2026, 12, 1, 0, 0, 1, tzinfo=UTC)) == date(2026, 12, 1)
     assert month_of(datetime(2026, 11, 30, 23, 59, 59, tzinfo=UTC)) == date(2026, 11, 1)
+
+
+def test_a_victim_under_notice_loses_its_work_in_the_one_interval_that_holds_its_deadline():
+    deadline = T0 + 300
+    told = replace(_placement(1, start=0, gpus=2), notice_deadline=deadline)
+    checkpointed = replace(told, id=2, notice_ended_early=True)
+    untold = _placement(3, start=0)
+    placements = [told, checkpointed, untold]
+    # Successive cycles' intervals meet end to end: exactly one holds the deadline.
+    edges = [None, T0 + 100, T0 + 295, T0 + 300, T0 + 305, T0 + 900]
+    found = [notice_losses(placements, a, b) for a, b in zip(edges, edges[1:], strict=False)]
+    assert found == [{}, {}, {1: deadline}, {}, {}]
+    booked = book(placements, lines={}, lost=found[2], since=T0 + 295, until=T0 + 300)
+    amounts = booked[(3, 1, 7)]
+    assert amounts.gpu_milli_seconds_lost == 2000 * 300
+    assert amounts.gpu_milli_seconds_borrowed == (2000 + 2000 + 1000) * 5  # all still run

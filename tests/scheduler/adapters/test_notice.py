@@ -8,9 +8,11 @@ from datetime import UTC, datetime, timedelta
 import kmock
 import pytest
 from django.conf import settings
+from django.db.models import Sum
 from django.urls import reverse
 
 from jobspec.notice import DEADLINE_ANNOTATION, deadline_text
+from portal.accounting.models import LedgerEntry
 from portal.cluster.models import Placement, SimulatedPod
 from portal.jobs.models import Job
 from portal.jobs.selectors import job_pod_notice
@@ -102,6 +104,11 @@ def _reclaimed(people, nlp_queue, vision_queue, clock, *, notice: int):
     return Job.objects.get(pk=event.victim_job_id), newcomer, evicted_at
 
 
+def _lost_gpu_seconds(queue) -> float:
+    lost = LedgerEntry.objects.filter(queue=queue).aggregate(Sum("gpu_milli_seconds_lost"))
+    return (lost["gpu_milli_seconds_lost__sum"] or 0) / 1000
+
+
 def _victim_pod(victim) -> SimulatedPod | None:
     placement = Placement.objects.get(job=victim, state=Placement.State.RELEASING)
     return SimulatedPod.objects.filter(name=placement.pod_name).first()
@@ -158,6 +165,8 @@ def test_a_victim_is_told_its_deadline_and_kept_until_then_while_the_preemptor_w
     assert PreemptionEvent.objects.get().notice_text == (
         "notice given 12:00:10, deadline 12:05:10, deleted at the deadline 12:05:10"
     )
+    # Its work from its start to its deadline was thrown away, booked once.
+    assert _lost_gpu_seconds(nlp_queue) == 8 * (deadline - placement.started_at).total_seconds()
 
 
 def test_a_victim_that_ends_by_itself_frees_its_gpus_before_the_deadline(
@@ -178,6 +187,9 @@ def test_a_victim_that_ends_by_itself_frees_its_gpus_before_the_deadline(
     assert PreemptionEvent.objects.get().notice_text == (
         "notice given 12:00:10, deadline 12:05:10, ended by itself 12:03:20"
     )
+    clock.now = evicted_at + timedelta(seconds=NOTICE + 60)
+    cycle(clock)
+    assert _lost_gpu_seconds(nlp_queue) == 0  # it checkpointed: nothing booked as lost
 
 
 def test_a_cancel_under_notice_deletes_the_pods_at_once(people, nlp_queue, vision_queue, clock):
@@ -289,6 +301,11 @@ def test_a_job_within_its_notice_of_its_run_time_limit_is_told_the_limits_end(
     assert f"its pods were told at {told} UTC that they are deleted then" in job.pending_reason
     pod = SimulatedPod.objects.get()
     assert pod.delete_after == end + timedelta(seconds=settings.EVICTION_GRACE_SECONDS)
+    clock.now = pod.delete_after
+    cycle(clock)
+    cycle(clock)
+    assert Placement.objects.get(job=job).notice_end == Placement.NoticeEnd.DEADLINE
+    assert _lost_gpu_seconds(nlp_queue) == 0  # its own limit, not a preemption
 
 
 def test_a_worker_back_after_the_deadline_reads_it_from_the_row_and_gives_only_the_grace_left(

@@ -328,9 +328,9 @@ def _ledger(created: dict[str, Job], queues: dict[str, Queue]) -> None:
     moments = sorted({p.started_at for p in placements} | {p.ended_at for p in placements})
     totals: dict[tuple, Amounts] = {}
     for since, until in zip(moments, moments[1:], strict=False):
-        evicted = {pk for pk, at in reclaimed.items() if at == until}
+        lost = {pk: at for pk, at in reclaimed.items() if at == until}
         month = month_of(from_epoch_seconds(until))
-        booked = book(placements, lines=lines, evicted=evicted, since=since, until=until)
+        booked = book(placements, lines=lines, lost=lost, since=since, until=until)
         for key, amounts in booked.items():
             totals[(month, *key)] = totals.get((month, *key), Amounts()).add(amounts)
     LedgerEntry.objects.bulk_create(

@@ -490,17 +490,22 @@ def job_pod_notice(*, job: Job) -> PodNotice | None:
 
     if job.is_terminal:
         return None
-    told = Placement.objects.filter(
+    under_notice = Placement.objects.filter(
         job_id=job.pk,
         state__in=Placement.ACTIVE_STATES,
         notice_deadline__isnull=False,
         notice_end="",
-    ).aggregate(deadline=Min("notice_deadline"), given=Min("notice_given_at"), pods=Count("id"))
+    )
+    told = under_notice.aggregate(
+        deadline=Min("notice_deadline"), given=Min("notice_given_at"), pods=Count("id")
+    )
     if told["deadline"] is None:
         return None
     return PodNotice(
         deadline=told["deadline"],
         given_at=told["given"] or told["deadline"],
         pods=told["pods"],
-        preempted=job.status in WAITING_STATUSES,
+        # By its eviction's event, not the job's status: an elastic job keeps running on the
+        # pods it has left while the evicted ones wait for their deadline.
+        preempted=under_notice.filter(preemptions__isnull=False).exists(),
     )

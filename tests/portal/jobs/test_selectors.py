@@ -194,3 +194,31 @@ def test_jobs_ahead_of_other_tenants_are_counted_not_named(line, outsider, visio
     position = job_queue_position(user=outsider, job=foreign)
     assert position is not None
     assert (position.position, position.ahead, position.hidden) == (2, [], 1)
+
+
+def test_a_notice_says_preempted_by_its_event_even_while_the_elastic_job_runs(nlp_queue):
+    from portal.jobs.selectors import job_pod_notice
+    from tests.factories import JobTaskFactory, PlacementFactory, PreemptionEventFactory
+
+    job = JobFactory(queue=nlp_queue, status=Job.Status.RUNNING)
+    task = JobTaskFactory(job=job, replicas=3)
+    given = datetime(2026, 12, 1, 12, 0, 10, tzinfo=UTC)
+    PlacementFactory(task=task, replica=0, state="running")  # keeps the job running
+    limit = PlacementFactory(
+        task=task, replica=1, state="running", notice_given_at=given,
+        notice_deadline=given + timedelta(minutes=9),
+    )  # fmt: skip
+    assert not job_pod_notice(job=job).preempted  # only its run-time limit's notice yet
+    assert job_pod_notice(job=job).text.startswith("at its run-time limit: its pod is")
+    victim = PlacementFactory(
+        task=task, replica=2, state="releasing", notice_given_at=given,
+        notice_deadline=given + timedelta(minutes=5),
+    )  # fmt: skip
+    PreemptionEventFactory(victim_job=job, placement=victim)
+    notice = job_pod_notice(job=job)
+    assert (notice.preempted, notice.pods, notice.deadline) == (True, 2, victim.notice_deadline)
+    assert notice.text.startswith("preempted: 2 of its pods are deleted at 12:05:10 UTC")
+    limit.notice_end = victim.notice_end = "itself"
+    limit.save()
+    victim.save()
+    assert job_pod_notice(job=job) is None

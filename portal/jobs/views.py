@@ -186,6 +186,11 @@ def _job_page(request: HttpRequest, job_id: int) -> dict[str, Any]:
         "placements": placement_list_for_job(job_id=job.pk),
         "log_pods": job_pod_names(job=job),
         "preemptions": preemptions,
+        # An elastic job can lose pods and keep running: its count of preemptions (times sent
+        # back to wait) alone would read 0 above a history of evictions.
+        "pods_evicted": preemption_event_list_for_job(job_id=job.pk)
+        .filter(victim_job_id=job.pk)
+        .count(),
         # Events naming another tenant's job are shown without the sentence.
         "readable_preemption_ids": readable_preemptions(request.user, preemptions),
         "visible_job_ids": visible_job_ids(

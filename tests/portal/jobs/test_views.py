@@ -402,6 +402,7 @@ def test_job_detail_shows_one_state_for_a_job_waiting_after_preemption(
     assert '<span class="status status-pending" id="job-status">Waiting</span>' in body
     assert "(preempted once, last by bert-large at 2026-12-01 12:00 UTC)" in body
     assert "Preempted</span>" not in body
+    assert '<dd id="job-preemption-count">1 <span class="muted">(sent back to wait; 1 pod ' in body
     assert "<strong>Why it is waiting:</strong> job needs 1 GPU" in body
     # The earlier run's start is history, not this job's start time.
     assert "not yet (earlier run: 2026-12-01 11:00:00)" in body
@@ -453,3 +454,19 @@ def test_job_detail_lists_the_failed_starts_with_their_causes_and_the_next_try(
     assert f"Held back until {clock_text(now + timedelta(seconds=10))}" in body
     assert f"Avoids node gpu-b until {clock_text(now + timedelta(seconds=5))}" in body
     assert f"A job fails at {job.max_retry} failed starts of one kind (maxRetry)" in body
+
+
+def test_an_elastic_job_that_lost_pods_and_runs_on_says_how_many_were_evicted(
+    researcher_client, nlp_queue
+):
+    from tests.factories import PreemptionEventFactory
+
+    job = JobFactory(queue=nlp_queue, status=Job.Status.RUNNING, preemption_count=0)
+    for replica in (3, 4):
+        PreemptionEventFactory(victim_job=job, victim_task_name=f"worker-{replica}")
+    PreemptionEventFactory(preemptor_job=job)  # it took another job's pod: not its loss
+    body = researcher_client.get(reverse("jobs:job_detail", args=[job.pk])).content.decode()
+    assert (
+        '<dd id="job-preemption-count">0 <span class="muted">(sent back to wait; 2 pods '
+        "evicted in all)</span></dd>"
+    ) in body

@@ -17,6 +17,7 @@ from tests.factories import (
     JobFactory,
     JobTaskFactory,
     PlacementFactory,
+    PreemptionEventFactory,
     QueueUsageSampleFactory,
     api_token_secret,
 )
@@ -234,12 +235,13 @@ def test_why_prints_the_estimated_start(gpuq, nlp_queue, researcher):
 def test_why_prints_the_notice_of_pods_about_to_be_deleted(gpuq, nlp_queue, researcher):
     job = JobFactory(queue=nlp_queue, submitter=researcher, status=Job.Status.PREEMPTED)
     given = datetime(2026, 12, 1, 12, 0, 10, tzinfo=UTC)
-    PlacementFactory(
+    placement = PlacementFactory(
         task=JobTaskFactory(job=job),
         state="releasing",
         notice_given_at=given,
         notice_deadline=given + timedelta(minutes=5),
     )
+    PreemptionEventFactory(victim_job=job, placement=placement)
     code, out, _ = gpuq("why", str(job.pk))
     assert code == 0
     assert (

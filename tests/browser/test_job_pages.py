@@ -32,7 +32,7 @@ def test_the_job_page_follows_the_job_without_a_reload(demo, open_as, monkeypatc
 
     run_cycle()
     page.wait_for_function(
-        "() => /gpu-worker-\\d/.test(document.getElementById('placements').innerText)"
+        "() => /gpu-worker-\\d/.test(document.getElementById('placements')?.innerText)"
     )
     assert page.inner_text("#job-status") in ("Admitted", "Running")
     # The logs follow too: the pod is there to choose, and its log is read, without a reload.
@@ -40,7 +40,7 @@ def test_the_job_page_follows_the_job_without_a_reload(demo, open_as, monkeypatc
     assert page.locator("#no-logs").count() == 0
     page.click("#log-form button[type=submit]")
     page.wait_for_function(
-        "() => document.querySelector('#job-logs pre').innerText.includes('[simulated] pod')"
+        "() => document.querySelector('#job-logs pre')?.innerText.includes('[simulated] pod')"
     )
     # Another pod of the job turns up (listed first, the latest): the pod chosen and the line
     # count typed stay as they were when the list is swapped in.

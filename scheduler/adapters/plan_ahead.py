@@ -30,6 +30,7 @@ from scheduler.adapters.portal_port import (
     EstimateRow,
     Job,
     JobTask,
+    Placement,
     effective_limit,
     start_estimates_record,
 )
@@ -88,9 +89,15 @@ def plan_ahead_run(
     if runtime_limit is None:
         runtime_limit = stored_runtime_limits([int(job.name) for job in bundle.snapshot.jobs])
     ends, durations = job_runtimes(bundle, runtime_limit=runtime_limit)
+    releases = pod_releases(bundle, grace=settings.EVICTION_GRACE_SECONDS)
     with gc_paused():
         plan = plan_starts(
-            bundle.snapshot, bundle.conf, ends=ends, durations=durations, limits=limits
+            bundle.snapshot,
+            bundle.conf,
+            ends=ends,
+            durations=durations,
+            releases=releases,
+            limits=limits,
         )
     start_estimates_record(
         rows=[
@@ -158,6 +165,29 @@ def job_runtimes(
         else:
             durations[job.name] = history.remaining(fact.key, limit=limit)
     return ends, durations
+
+
+def pod_releases(bundle: SnapshotBundle, *, grace: float) -> dict[str, Span]:
+    """Per releasing pod of the snapshot, when it is gone (snapshot times): by its preemption
+    notice's deadline, deleted then with up to ``grace`` (it may checkpoint and exit at once);
+    without a notice, within ``grace`` from now. One query, of the releasing placements."""
+    now = bundle.snapshot.now
+    releasing = {
+        placement.id: name
+        for name, placement in bundle.index.placements.items()
+        if placement.state == Placement.State.RELEASING
+    }
+    deadlines = dict(
+        Placement.objects.filter(id__in=releasing, notice_deadline__isnull=False).values_list(
+            "id", "notice_deadline"
+        )
+    )
+    releases = {}
+    for placement_id, name in releasing.items():
+        deadline = deadlines.get(placement_id)
+        likely = max(deadline.timestamp(), now) if deadline is not None else now
+        releases[name] = Span(now, likely, likely + grace)
+    return releases
 
 
 def _placed(job: JobInfo) -> bool:

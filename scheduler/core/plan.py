@@ -29,6 +29,11 @@ fit the cluster's free resources summed over nodes is skipped without running th
 times, each time building a session from a snapshot exactly as a cycle does, with the placing
 actions only. Jobs the last instant leaves waiting are "not before ``Plan.until``".
 
+Releasing pods (evicted, deleted with their grace period or kept until a preemption notice's
+deadline) leave their nodes at their own instants (``releases``), and the replica waits to be
+placed again, as the shell makes a new pod for it: a preemptor waiting for a victim's
+resources starts when they are free, not when some other job ends.
+
 What it cannot know: jobs submitted later (they may take a queue's share or the free room
 first), evictions (preempt and reclaim do not run), jobs cancelled early, nodes coming and
 going; and run times only as well as the history predicts them.
@@ -122,15 +127,18 @@ def plan_starts(
     *,
     ends: Mapping[str, Span] | None = None,
     durations: Mapping[str, Span] | None = None,
+    releases: Mapping[str, Span] | None = None,
     limits: PlanLimits | None = None,
 ) -> Plan:
     """Estimated starts of the snapshot's pending jobs.
 
     ``ends``: per running job, when it ends (snapshot times). ``durations``: per pending job,
     its run time in seconds once started. A job missing from both is unknown: it may end at
-    once, or not within the horizon."""
+    once, or not within the horizon. ``releases``: per releasing pod (task name), when it is
+    gone (snapshot times); one missing from it is gone by the next instant, ``resolution``
+    after the snapshot."""
     limits = limits or PlanLimits()
-    ends, durations = ends or {}, durations or {}
+    ends, durations, releases = ends or {}, durations or {}, releases or {}
     placing = replace(conf, actions=tuple(a for a in conf.actions if a in PLACING_ACTIONS))
     now = snapshot.now
     world = _World.of(snapshot)
@@ -145,10 +153,18 @@ def plan_starts(
         for name in world.running
         if _unknown(durations.get(name) if name in first.started else ends.get(name))
     }
+    releasing = world.releasing()
+    gone = Span.exactly(now)  # a releasing pod without its own instant: gone by the next
     runs: dict[Scenario, _Run] = {}
     for scenario in Scenario:
-        heap = [(_end_at(ends.get(name), scenario, now, limits), name) for name in world.running]
-        heap += [(now + _value(durations.get(name), scenario), name) for name in first.started]
+        heap = [
+            (_end_at(ends.get(name), scenario, now, limits), name, "") for name in world.running
+        ]
+        heap += [(now + _value(durations.get(name), scenario), name, "") for name in first.started]
+        heap += [
+            (_end_at(releases.get(task, gone), scenario, now, limits), job, task)
+            for task, job in releasing
+        ]
         runs[scenario] = _simulate(
             world.copy(), placing, heap, scenario, limits, durations, set(guessed)
         )
@@ -221,7 +237,7 @@ def _end_at(span: Span | None, scenario: Scenario, now: float, limits: PlanLimit
 def _simulate(
     world: _World,
     conf: SchedulerConf,
-    heap: list[tuple[float, str]],
+    heap: list[tuple[float, str, str]],
     scenario: Scenario,
     limits: PlanLimits,
     durations: Mapping[str, Span],
@@ -240,7 +256,10 @@ def _simulate(
         window = _window(heap[0][0], now, limits, limits.max_instants - run.instants)
         at = heap[0][0]
         while heap and heap[0][0] <= window:
-            at, name = heapq.heappop(heap)
+            at, name, task = heapq.heappop(heap)
+            if task:
+                world.release(name, task)
+                continue
             world.end(name)
             if scenario is Scenario.LIKELY and name in guessed:
                 run.guessed_from = min(run.guessed_from, at)
@@ -253,7 +272,7 @@ def _simulate(
             span = durations.get(name)
             if _unknown(span):
                 guessed.add(name)
-            heapq.heappush(heap, (at + _value(span, scenario), name))
+            heapq.heappush(heap, (at + _value(span, scenario), name, ""))
     return run
 
 
@@ -339,6 +358,35 @@ class _World:
             if task.status in OCCUPYING_STATUSES and task.node is not None:
                 add_into(self.free, task.requests)
         self.needs.pop(name, None)
+
+    def releasing(self) -> list[tuple[str, str]]:
+        """(task, job) of every releasing pod on a node, in name order."""
+        return sorted(
+            (task.name, job.name)
+            for job in self.jobs()
+            for task in job.tasks
+            if task.status is TaskStatus.RELEASING and task.node is not None
+        )
+
+    def release(self, name: str, task_name: str) -> None:
+        """A releasing pod is gone: its node's resources are free and its replica waits to be
+        placed again (a job that has ended meanwhile freed them already)."""
+        pool = self.running if name in self.running else self.pending
+        job = pool.get(name)
+        if job is None:
+            return
+        tasks = []
+        for task in job.tasks:
+            if task.name == task_name and task.status is TaskStatus.RELEASING and task.node:
+                add_into(self.free, task.requests)
+                task = replace(task, status=TaskStatus.PENDING, node=None, gpu_indices=())
+            tasks.append(task)
+        pool[name] = job = replace(job, tasks=tuple(tasks))
+        need = _least_need(job)
+        if need is None:
+            self.needs.pop(name, None)
+        else:
+            self.needs[name] = need
 
     def place(self, binds: list[Bind]) -> None:
         """Bound pods run on their nodes from now on; the jobs they complete have started."""

@@ -269,6 +269,24 @@ def test_the_victim_reads_its_deadline_where_it_looks_until_its_pod_is_gone(
     assert "Notice:" not in page
 
 
+def test_the_preemptors_estimated_start_is_the_victims_deadline(
+    people, nlp_queue, vision_queue, clock
+):
+    """Plan ahead counts the victim's pod as gone at its deadline (it may exit earlier, and
+    the deletion takes up to the grace period): not when some other job ends."""
+    from portal.jobs.models import StartEstimate
+    from scheduler.adapters.plan_ahead import plan_ahead_run
+
+    victim, newcomer, evicted_at = _reclaimed(people, nlp_queue, vision_queue, clock, notice=NOTICE)
+    deadline = evicted_at + timedelta(seconds=NOTICE)
+    plan_ahead_run(now=clock.now)
+    estimate = StartEstimate.objects.get(job=newcomer)
+    assert estimate.outlook == StartEstimate.Outlook.STARTS
+    assert estimate.likely == deadline
+    assert estimate.latest == deadline + timedelta(seconds=settings.EVICTION_GRACE_SECONDS)
+    assert clock.now < estimate.earliest <= clock.now + timedelta(seconds=60)
+
+
 def test_a_job_within_its_notice_of_its_run_time_limit_is_told_the_limits_end(
     people, nlp_queue, clock
 ):

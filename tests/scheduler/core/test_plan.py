@@ -299,3 +299,44 @@ def test_a_queues_next_start_is_its_soonest_likely_start():
     assert plan.starts["b"].likely == NOW + 2 * HOUR
     assert next_start(plan, ["d"]) is None
     assert next_start(plan, []) is None
+
+
+def test_a_preemptor_starts_when_its_victims_pods_are_released_not_when_another_job_ends():
+    """The victim's pod is releasing on n1 (under a notice until NOW + 300 s); n2 is busy for
+    five hours. The preemptor gets n1 once the pod is gone; the victim, placed again, after
+    the preemptor's own hour."""
+    victim = make_job("v", "q", [make_task("v-0", gpu=8, status="Releasing", node="n1")], 0)
+    preemptor = make_job("b", "q", [make_task("b-0", gpu=8)], 1, priority=100)
+    nodes = [make_node("n1"), make_node("n2")]
+    jobs = [victim, preemptor, _running("o", "n2")]
+    runs = {"o": Span.exactly(NOW + 5 * HOUR)}
+    durations = {"b": Span.exactly(HOUR), "v": Span.exactly(HOUR)}
+    notice = Span(NOW, NOW + 300, NOW + 330)
+    plan = _plan(nodes, jobs, ends=runs, durations=durations, releases={"v-0": notice})
+    assert plan.starts["b"] == StartEstimate(Outlook.STARTS, NOW + 60, NOW + 300, NOW + 330)
+    assert plan.starts["v"] == StartEstimate(
+        Outlook.STARTS, NOW + 60 + HOUR, NOW + 300 + HOUR, NOW + 330 + HOUR
+    )
+    # Without an instant of its own, a releasing pod is gone by the next instant.
+    plan = _plan(nodes, jobs, ends=runs, durations=durations)
+    assert plan.starts["b"] == StartEstimate(Outlook.STARTS, NOW + 60, NOW + 60, NOW + 60)
+
+
+def test_an_elastic_jobs_released_pod_frees_room_while_the_job_runs_on():
+    elastic = make_job(
+        "e", "q",
+        [
+            make_task("e-0", gpu=4, status="Running", node="n1"),
+            make_task("e-1", gpu=4, status="Releasing", node="n1"),
+        ],
+        0, min_available=1,
+    )  # fmt: skip
+    preemptor = make_job("b", "q", [make_task("b-0", gpu=4)], 1, priority=100)
+    plan = _plan(
+        [make_node("n1")],
+        [elastic, preemptor],
+        ends={"e": Span.exactly(NOW + 10 * HOUR)},
+        durations={"b": Span.exactly(HOUR)},
+        releases={"e-1": Span.exactly(NOW + 120)},
+    )
+    assert plan.starts["b"] == StartEstimate(Outlook.STARTS, NOW + 120, NOW + 120, NOW + 120)

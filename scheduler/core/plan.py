@@ -343,6 +343,9 @@ class _World:
             self.waiting.discard(job.name)
         else:
             self.pending[job.name] = job
+        self._need_update(job)
+
+    def _need_update(self, job: JobInfo) -> None:
         need = _least_need(job)
         if need is None:
             self.needs.pop(job.name, None)
@@ -379,14 +382,12 @@ class _World:
         for task in job.tasks:
             if task.name == task_name and task.status is TaskStatus.RELEASING and task.node:
                 add_into(self.free, task.requests)
-                task = replace(task, status=TaskStatus.PENDING, node=None, gpu_indices=())
+                task = replace(
+                    task, status=TaskStatus.PENDING, node=None, gpu_indices=(), started=None
+                )
             tasks.append(task)
         pool[name] = job = replace(job, tasks=tuple(tasks))
-        need = _least_need(job)
-        if need is None:
-            self.needs.pop(name, None)
-        else:
-            self.needs[name] = need
+        self._need_update(job)
 
     def place(self, binds: list[Bind]) -> None:
         """Bound pods run on their nodes from now on; the jobs they complete have started."""

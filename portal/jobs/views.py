@@ -21,7 +21,7 @@ from portal.dashboards.paging import LargeTablePaginator
 from portal.jobs.limits import job_limits
 from portal.queues.models import Queue
 from portal.queues.selectors import queue_list
-from portal.scheduling.selectors import preemption_event_list_for_job
+from portal.scheduling.selectors import pods_evicted_count, preemption_event_list_for_job
 from portal.tenants.access import RoleRequiredMixin
 
 from .access import can_cancel_job, can_release_job, readable_preemptions, visible_job_ids
@@ -188,9 +188,7 @@ def _job_page(request: HttpRequest, job_id: int) -> dict[str, Any]:
         "preemptions": preemptions,
         # An elastic job can lose pods and keep running: its count of preemptions (times sent
         # back to wait) alone would read 0 above a history of evictions.
-        "pods_evicted": preemption_event_list_for_job(job_id=job.pk)
-        .filter(victim_job_id=job.pk)
-        .count(),
+        "pods_evicted": pods_evicted_count(job_id=job.pk),
         # Events naming another tenant's job are shown without the sentence.
         "readable_preemption_ids": readable_preemptions(request.user, preemptions),
         "visible_job_ids": visible_job_ids(

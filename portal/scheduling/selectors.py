@@ -115,6 +115,11 @@ def preemption_event_list_for_job(*, job_id: int) -> QuerySet[PreemptionEvent]:
     )
 
 
+def pods_evicted_count(*, job_id: int) -> int:
+    """How many of the job's pods were evicted, in all its runs."""
+    return PreemptionEvent.objects.filter(victim_job_id=job_id).count()
+
+
 def usage_series(*, since: datetime, bucket: str) -> list[dict]:
     """Average GPUs allocated per queue per time bucket (`minute`, `hour`, `day`).
 

@@ -88,12 +88,7 @@ def _reclaimed(people, nlp_queue, vision_queue, clock, *, notice: int):
     victim, the newcomer and the eviction's instant."""
     NodeFactory(name="gpu-worker-1")
     NodeFactory(name="gpu-worker-2")
-    nlp_queue.weight = 1
-    nlp_queue.preemption_notice_seconds = notice
-    nlp_queue.save()
-    alice = people[0]
-    for i in range(2):
-        submit_job(alice, nlp_queue, f"hog-{i}", gpus=8)
+    alice = _hogs(people, nlp_queue, notice=notice)
     cycle(clock)
     cycle(clock)
     newcomer = submit_job(alice, vision_queue, "newcomer", gpus=8)
@@ -102,6 +97,17 @@ def _reclaimed(people, nlp_queue, vision_queue, clock, *, notice: int):
     (event,) = PreemptionEvent.objects.all()
     assert event.preemptor_job == newcomer
     return Job.objects.get(pk=event.victim_job_id), newcomer, evicted_at
+
+
+def _hogs(people, nlp_queue, *, notice: int):
+    """nlp (weight 1, `notice` s) submits two 8-GPU jobs as alice; returns alice."""
+    nlp_queue.weight = 1
+    nlp_queue.preemption_notice_seconds = notice
+    nlp_queue.save()
+    alice = people[0]
+    for i in range(2):
+        submit_job(alice, nlp_queue, f"hog-{i}", gpus=8)
+    return alice
 
 
 def _lost_gpu_seconds(queue) -> float:
@@ -443,12 +449,7 @@ def test_on_kubernetes_the_victim_is_annotated_told_by_an_event_and_deleted_at_t
 ):
     for node in ("gpu-a", "gpu-b"):
         cluster.add_node(node, GPU_NODE)
-    nlp_queue.weight = 1
-    nlp_queue.preemption_notice_seconds = NOTICE
-    nlp_queue.save()
-    alice = people[0]
-    for i in range(2):
-        submit_job(alice, nlp_queue, f"hog-{i}", gpus=8)
+    alice = _hogs(people, nlp_queue, notice=NOTICE)
     kube_cycle()
     cluster.advance(5)
     kube_cycle()
